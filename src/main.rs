@@ -1,0 +1,118 @@
+//! The bridge node: ROS 2 on one side, AICC over TCP on the other.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use tokio::net::TcpListener;
+
+use aicc_ros2::config::{Config, DEFAULT_NODE_NAME};
+use aicc_ros2::governor::{BaseLimits, BaseVelocity};
+use aicc_ros2::protocol::clock::TickClock;
+use aicc_ros2::robot::base_driver::BaseDriver;
+use aicc_ros2::robot::RobotPort;
+use aicc_ros2::server::{serve, Shared};
+use aicc_ros2::tools::{Registry, ToolContext};
+
+/// AICC bridge: lets LLM agents perceive and act through a ROS 2 robot,
+/// behind a safety governor. ROS arguments go after `--ros-args` as usual.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Configuration file (ROS 2 parameter file format). A file given as
+    /// `--ros-args --params-file FILE` is read the same way.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Where to listen, HOST:PORT (port 0 picks a free port). Overrides the config.
+    #[arg(long)]
+    listen: Option<String>,
+}
+
+/// Splits argv into the bridge's own arguments and a `--params-file` given
+/// among the ROS arguments (rcl reads the ROS arguments itself).
+fn split_args() -> (Vec<String>, Option<PathBuf>) {
+    let all: Vec<String> = std::env::args().collect();
+    let ros_start = all.iter().position(|a| a == "--ros-args").unwrap_or(all.len());
+    let ros = &all[ros_start..];
+    let params_file = ros.iter().position(|a| a == "--params-file").and_then(|i| ros.get(i + 1)).map(PathBuf::from);
+    (all[..ros_start].to_vec(), params_file)
+}
+
+fn load_config(args: &Args, params_file: Option<PathBuf>) -> anyhow::Result<Config> {
+    let mut config = match args.config.clone().or(params_file) {
+        Some(path) => Config::load(&path, DEFAULT_NODE_NAME)?,
+        None => Config::default(),
+    };
+    if let Some(listen) = &args.listen {
+        config.listen = listen.clone();
+    }
+    config.validate().map_err(anyhow::Error::msg)?;
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let (own_args, params_file) = split_args();
+    let args = Args::parse_from(own_args);
+    let config = Arc::new(load_config(&args, params_file)?);
+    let listen: SocketAddr = config.listen.parse().context("parsing listen address")?;
+    if !listen.ip().is_loopback() {
+        anyhow::bail!("refusing to listen on {listen}: only loopback addresses are allowed until token authentication is configured");
+    }
+
+    let ros = aicc_ros2::ros::start(&config, DEFAULT_NODE_NAME)?;
+    let robot: Arc<dyn RobotPort> = ros.robot.clone();
+    let base_config = &config.base;
+    let limits = BaseLimits {
+        max_linear_mps: base_config.max_linear_mps,
+        max_angular_radps: base_config.max_angular_radps,
+        max_linear_accel_mps2: base_config.max_linear_accel_mps2,
+        max_angular_accel_radps2: base_config.max_angular_accel_radps2,
+    };
+    let base = Arc::new(BaseDriver::new(limits, Duration::from_secs_f64(base_config.setpoint_timeout_s), base_config.control_rate_hz));
+    let driver_task = tokio::spawn(base.clone().run(robot.clone()));
+
+    let registry = Registry::new(&config);
+    let manifest = Arc::new(registry.manifest(&config));
+    let shared = Arc::new(Shared {
+        clock: TickClock::new(Instant::now(), config.tick_rate_hz),
+        tools: ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone() },
+        config: config.clone(),
+        registry,
+        manifest,
+    });
+    let listener = TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    let bound = listener.local_addr()?;
+    // The one line on stdout: what launchers and tests wait for.
+    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port() }));
+    tracing::info!(%bound, "AICC listener ready");
+    let server_task = tokio::spawn(serve(listener, shared));
+
+    wait_for_shutdown_signal().await;
+    tracing::info!("shutting down: stopping the base");
+    server_task.abort();
+    driver_task.abort();
+    base.stop();
+    // Publish zero before exit whatever the base was doing (a few times: one
+    // message may be lost before the publisher's peers drain it).
+    for _ in 0..3 {
+        robot.publish_base_velocity(BaseVelocity::ZERO);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(ros);
+    Ok(())
+}
+
+async fn wait_for_shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -1,0 +1,68 @@
+//! Tools: one file each. A tool turns validated JSON input into a typed
+//! request, runs it against the robot port, and returns JSON output.
+pub mod input;
+pub mod move_base;
+pub mod proprioception;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use crate::config::Config;
+use crate::protocol::manifest::{Manifest, ToolDescriptor};
+use crate::protocol::session::ToolSuccess;
+use crate::protocol::AiccError;
+use crate::robot::base_driver::BaseDriver;
+use crate::robot::RobotPort;
+
+/// What a tool may use while it runs.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub robot: Arc<dyn RobotPort>,
+    pub base: Arc<BaseDriver>,
+    pub config: Arc<Config>,
+}
+
+impl ToolContext {
+    pub fn odom_max_age(&self) -> Duration {
+        Duration::from_secs_f64(self.config.sensors.odom_max_age_s)
+    }
+}
+
+pub type ToolFuture = BoxFuture<'static, Result<ToolSuccess, AiccError>>;
+
+/// One AICC tool.
+pub trait Tool: Send + Sync {
+    fn descriptor(&self) -> ToolDescriptor;
+    /// Validates `input` and runs the tool.
+    fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture;
+}
+
+/// The tools this bridge offers.
+pub struct Registry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl Registry {
+    pub fn new(config: &Config) -> Self {
+        let tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(proprioception::Proprioception),
+            Arc::new(move_base::Move::new(&config.base)),
+        ];
+        Self { tools }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.descriptor().id == id).cloned()
+    }
+
+    pub fn manifest(&self, config: &Config) -> Manifest {
+        Manifest {
+            tick_rate_hz: config.tick_rate_hz,
+            world_name: config.world_name.clone(),
+            tools: self.tools.iter().map(|t| t.descriptor()).collect(),
+        }
+    }
+}

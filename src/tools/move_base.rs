@@ -1,0 +1,238 @@
+//! `move`: drive the base a signed distance along its current heading,
+//! closed on odometry, with a speed profile that respects the governor's
+//! limits. The result states the displacement actually achieved.
+use std::f64::consts::PI;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use nalgebra::Vector2;
+use serde_json::{json, Map, Value};
+
+use super::input::{optional_number, reject_unknown_fields};
+use super::proprioception::check_fresh;
+use super::{Tool, ToolContext, ToolFuture};
+use crate::config::BaseConfig;
+use crate::governor::BaseVelocity;
+use crate::protocol::manifest::{ToolClass, ToolDescriptor};
+use crate::protocol::session::ToolSuccess;
+use crate::protocol::{AiccError, ErrorCode};
+use crate::robot::base_driver::BaseDriver;
+use crate::robot::OdometrySample;
+
+/// Slowest commanded speed while far from the goal: below it, wheel
+/// friction may keep the robot from creeping the last millimetres.
+const MIN_SPEED_MPS: f64 = 0.02;
+/// Gain and cap of the heading hold that keeps the path straight.
+const HEADING_GAIN_PER_S: f64 = 2.0;
+const MAX_HEADING_CORRECTION_RADPS: f64 = 0.5;
+/// The profile plans with this share of the acceleration limit, leaving the
+/// governor headroom so that its rate limit does not cause overshoot.
+const PLANNING_ACCEL_SHARE: f64 = 0.8;
+/// How long to wait for the base to settle after the final stop.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
+const SETTLED_SPEED_MPS: f64 = 0.005;
+
+pub struct Move {
+    max_distance_m: f64,
+    max_speed_mps: f64,
+}
+
+impl Move {
+    pub fn new(base: &BaseConfig) -> Self {
+        Self { max_distance_m: base.max_move_distance_m, max_speed_mps: base.max_linear_mps }
+    }
+}
+
+/// The speed to command with `remaining_m` to go (signed), for a base that
+/// may decelerate at `accel_mps2` and go at most `max_speed_mps`.
+pub fn profile_speed(remaining_m: f64, max_speed_mps: f64, accel_mps2: f64) -> f64 {
+    let braking_limited = (2.0 * accel_mps2 * remaining_m.abs()).sqrt();
+    braking_limited.min(max_speed_mps).max(MIN_SPEED_MPS.min(max_speed_mps)).copysign(remaining_m)
+}
+
+/// Progress along `heading_rad` from `start` to `now`: (forward, left) metres.
+pub fn displacement(start: &OdometrySample, now: &OdometrySample, heading_rad: f64) -> (f64, f64) {
+    let delta = Vector2::new(now.position_m.x - start.position_m.x, now.position_m.y - start.position_m.y);
+    let forward = Vector2::new(heading_rad.cos(), heading_rad.sin());
+    let left = Vector2::new(-heading_rad.sin(), heading_rad.cos());
+    (delta.dot(&forward), delta.dot(&left))
+}
+
+/// An angle wrapped to (-pi, pi].
+pub fn wrap_angle(angle_rad: f64) -> f64 {
+    let wrapped = (angle_rad + PI).rem_euclid(2.0 * PI) - PI;
+    if wrapped == -PI { PI } else { wrapped }
+}
+
+fn yaw_of(sample: &OdometrySample) -> f64 {
+    sample.orientation.euler_angles().2
+}
+
+/// Stops the base if the move ends any way but normally (error, or the
+/// call's task dropped because the agent went away).
+struct StopOnDrop(Arc<BaseDriver>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+impl Tool for Move {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            id: "move",
+            class: ToolClass::Actuator,
+            description: "Drive straight along the current heading by `forward` metres (negative: backwards), closed on odometry. Returns when the robot has stopped, with the displacement achieved.",
+            capability: "can_move_self",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "forward": { "type": "number", "description": "metres along the current heading; negative drives backwards", "minimum": -self.max_distance_m, "maximum": self.max_distance_m },
+                    "speed_mps": { "type": "number", "description": "cruise speed, m/s (default and maximum: the base's limit)", "exclusiveMinimum": 0, "maximum": self.max_speed_mps }
+                },
+                "required": ["forward"],
+                "additionalProperties": false
+            }),
+            output_schema: json!({
+                "type": "object",
+                "properties": {
+                    "requested": { "type": "object" },
+                    "achieved": { "type": "object", "properties": { "forward_m": {"type": "number"}, "left_m": {"type": "number"}, "yaw_change_rad": {"type": "number"} } },
+                    "duration_s": { "type": "number" },
+                    "applied": { "type": "object" }
+                },
+                "required": ["requested", "achieved", "duration_s", "applied"]
+            }),
+        }
+    }
+
+    fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
+        let max_distance_m = self.max_distance_m;
+        let max_speed_mps = self.max_speed_mps;
+        async move {
+            reject_unknown_fields(&input, &["forward", "speed_mps"])?;
+            let forward_m = optional_number(&input, "forward", -max_distance_m, max_distance_m)?
+                .ok_or_else(|| AiccError::invalid_input("input.forward is required (metres)"))?;
+            let requested_speed = optional_number(&input, "speed_mps", 0.0, f64::MAX)?;
+            if requested_speed == Some(0.0) {
+                return Err(AiccError::invalid_input("input.speed_mps must be greater than 0"));
+            }
+            let speed_mps = requested_speed.unwrap_or(max_speed_mps).min(max_speed_mps);
+            drive(ctx, forward_m, speed_mps, requested_speed).await
+        }
+        .boxed()
+    }
+}
+
+fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
+    let source = ctx.robot.odometry_source();
+    let odom = ctx.robot.odometry().ok_or_else(|| AiccError::execution_failed(true, format!("no odometry received yet on {source}")))?;
+    check_fresh(&source, Instant::now().saturating_duration_since(odom.received), ctx.odom_max_age())?;
+    Ok(odom)
+}
+
+async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed: Option<f64>) -> Result<ToolSuccess, AiccError> {
+    let started = Instant::now();
+    let start = fresh_odometry(&ctx)?;
+    let heading_rad = yaw_of(&start);
+    let limits = *ctx.base.limits();
+    let accel_mps2 = limits.max_linear_accel_mps2 * PLANNING_ACCEL_SHARE;
+    let tolerance_m = ctx.config.base.move_tolerance_m;
+    // Time to cruise plus ramps, with generous slack for a slow simulator.
+    let budget = Duration::from_secs_f64(3.0 * (forward_m.abs() / speed_mps + 2.0 * speed_mps / accel_mps2) + 5.0);
+    let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
+    let _stop_guard = StopOnDrop(ctx.base.clone());
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticker.tick().await;
+        let now_sample = match fresh_odometry(&ctx) {
+            Ok(sample) => sample,
+            Err(error) => {
+                ctx.base.stop();
+                return Err(AiccError::execution_failed(true, format!("stopped: {}", error.message)));
+            }
+        };
+        let (travelled_m, _) = displacement(&start, &now_sample, heading_rad);
+        let remaining_m = forward_m - travelled_m;
+        if remaining_m.abs() <= tolerance_m {
+            break;
+        }
+        if started.elapsed() > budget {
+            ctx.base.stop();
+            return Err(AiccError::new(
+                ErrorCode::Timeout,
+                true,
+                format!("move did not reach its goal within {:.1} s: {travelled_m:.3} m of {forward_m:.3} m done", budget.as_secs_f64()),
+            ));
+        }
+        let heading_error_rad = wrap_angle(heading_rad - yaw_of(&now_sample));
+        let angular_radps = (HEADING_GAIN_PER_S * heading_error_rad).clamp(-MAX_HEADING_CORRECTION_RADPS, MAX_HEADING_CORRECTION_RADPS);
+        let linear_mps = profile_speed(remaining_m, speed_mps, accel_mps2);
+        ctx.base.request(BaseVelocity { linear_mps, angular_radps }, Instant::now());
+    }
+    ctx.base.stop();
+    let settle_started = Instant::now();
+    let mut end = fresh_odometry(&ctx)?;
+    while end.linear_velocity_mps.norm() > SETTLED_SPEED_MPS && settle_started.elapsed() < SETTLE_TIMEOUT {
+        ticker.tick().await;
+        end = fresh_odometry(&ctx)?;
+    }
+    let (achieved_forward_m, achieved_left_m) = displacement(&start, &end, heading_rad);
+    Ok(ToolSuccess {
+        output: json!({
+            "requested": { "forward_m": forward_m, "speed_mps": requested_speed },
+            "achieved": {
+                "forward_m": achieved_forward_m,
+                "left_m": achieved_left_m,
+                "yaw_change_rad": wrap_angle(yaw_of(&end) - heading_rad),
+            },
+            "duration_s": started.elapsed().as_secs_f64(),
+            "applied": { "max_speed_mps": speed_mps, "max_accel_mps2": limits.max_linear_accel_mps2 },
+        }),
+        source: ctx.robot.odometry_source(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nalgebra::{UnitQuaternion, Vector3};
+
+    fn sample(x: f64, y: f64, yaw: f64) -> OdometrySample {
+        OdometrySample {
+            frame_id: "odom".into(),
+            child_frame_id: "base_footprint".into(),
+            position_m: Vector3::new(x, y, 0.0),
+            orientation: UnitQuaternion::from_euler_angles(0.0, 0.0, yaw),
+            linear_velocity_mps: Vector3::zeros(),
+            angular_velocity_radps: Vector3::zeros(),
+            stamp_s: 0.0,
+            received: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn displacement_is_measured_along_the_start_heading() {
+        let start = sample(1.0, 1.0, PI / 2.0);
+        let (forward, left) = displacement(&start, &sample(0.9, 1.5, PI / 2.0), PI / 2.0);
+        assert!((forward - 0.5).abs() < 1e-9 && (left - 0.1).abs() < 1e-9, "{forward} {left}");
+    }
+
+    #[test]
+    fn the_profile_cruises_brakes_and_keeps_the_sign() {
+        assert_eq!(profile_speed(2.0, 0.22, 0.8), 0.22);
+        assert!((profile_speed(0.01, 0.22, 0.8) - (2.0f64 * 0.8 * 0.01).sqrt()).abs() < 1e-12);
+        assert_eq!(profile_speed(-2.0, 0.22, 0.8), -0.22);
+        assert_eq!(profile_speed(1e-6, 0.22, 0.8), MIN_SPEED_MPS);
+    }
+
+    #[test]
+    fn angles_wrap_into_the_half_open_interval() {
+        assert!((wrap_angle(3.0 * PI / 2.0) + PI / 2.0).abs() < 1e-12);
+        assert_eq!(wrap_angle(-PI), PI);
+        assert!((wrap_angle(0.1) - 0.1).abs() < 1e-12);
+    }
+}
