@@ -24,8 +24,26 @@ pub struct Config {
     pub max_line_bytes: usize,
     /// Tool calls one session may have executing at once.
     pub max_calls_in_flight: usize,
-    /// Bound on messages queued to one connection's writer.
+    /// Bound on messages queued to one connection's writer; beyond it events
+    /// are dropped (and counted in the stream) and reading pauses.
     pub outbound_queue: usize,
+    /// How the tick advances: fixed, event or hybrid (with `tick_now`).
+    pub tick_mode: crate::protocol::core::TickMode,
+    /// Events kept per session for replay on resume.
+    pub event_ring_capacity: usize,
+    /// How long a disconnected session may be resumed.
+    pub resume_window_s: f64,
+    /// Heartbeat interval for agents that declare no model class.
+    pub heartbeat_interval_s: f64,
+    /// A peer silent for this many heartbeat intervals is disconnected.
+    pub dead_peer_intervals: u32,
+    /// The motion lease lapses after this long without actuator calls.
+    pub lease_timeout_s: f64,
+    /// Deadline of any one tool call.
+    pub tool_timeout_s: f64,
+    /// Connections served at once.
+    pub max_connections: usize,
+    pub security: SecurityConfig,
     pub topics: Topics,
     pub base: BaseConfig,
     pub sensors: SensorConfig,
@@ -40,11 +58,65 @@ impl Default for Config {
             max_line_bytes: 1 << 20,
             max_calls_in_flight: 8,
             outbound_queue: 256,
+            tick_mode: crate::protocol::core::TickMode::Fixed,
+            event_ring_capacity: 1024,
+            resume_window_s: 120.0,
+            heartbeat_interval_s: 10.0,
+            dead_peer_intervals: 3,
+            lease_timeout_s: 30.0,
+            tool_timeout_s: 120.0,
+            max_connections: 64,
+            security: SecurityConfig::default(),
             topics: Topics::default(),
             base: BaseConfig::default(),
             sensors: SensorConfig::default(),
         }
     }
+}
+
+/// Who may connect, and how.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// Listening on a non-loopback address needs this and a token.
+    pub allow_remote: bool,
+    /// Environment variables holding tokens, and the scope each grants.
+    /// Unset variables are skipped; with none set, no authentication is
+    /// asked (loopback only) and sessions get `unauthenticated_scope`.
+    pub tokens: Vec<TokenSource>,
+    pub unauthenticated_scope: crate::protocol::auth::Scope,
+    /// Failed authentication attempts before a connection is closed.
+    pub max_auth_failures: u32,
+    /// TLS for remote use: PEM certificate chain and private key. Empty: plain TCP.
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        use crate::protocol::auth::Scope;
+        Self {
+            allow_remote: false,
+            tokens: vec![
+                TokenSource { env: "AICC_TOKEN".into(), scope: Scope::Admin },
+                TokenSource { env: "AICC_ACTUATE_TOKEN".into(), scope: Scope::Actuate },
+                TokenSource { env: "AICC_OBSERVE_TOKEN".into(), scope: Scope::Observe },
+            ],
+            unauthenticated_scope: Scope::Admin,
+            max_auth_failures: 5,
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+        }
+    }
+}
+
+/// One token: the name of the environment variable that holds it (never
+/// the token itself: command lines and config files leak).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSource {
+    pub env: String,
+    pub scope: crate::protocol::auth::Scope,
 }
 
 /// ROS topic names (relative names resolve in the node's namespace).
@@ -158,13 +230,29 @@ impl Config {
             ("base.max_move_distance_m", self.base.max_move_distance_m),
             ("sensors.odom_max_age_s", self.sensors.odom_max_age_s),
             ("sensors.imu_max_age_s", self.sensors.imu_max_age_s),
+            ("resume_window_s", self.resume_window_s),
+            ("heartbeat_interval_s", self.heartbeat_interval_s),
+            ("lease_timeout_s", self.lease_timeout_s),
+            ("tool_timeout_s", self.tool_timeout_s),
         ];
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!("{name} must be a positive number, got {value}"));
             }
         }
-        for (name, value) in [("max_line_bytes", self.max_line_bytes), ("max_calls_in_flight", self.max_calls_in_flight), ("outbound_queue", self.outbound_queue)] {
+        if self.dead_peer_intervals == 0 {
+            return Err("dead_peer_intervals must be at least 1".into());
+        }
+        if self.security.tls_cert_file.is_empty() != self.security.tls_key_file.is_empty() {
+            return Err("security.tls_cert_file and security.tls_key_file go together: set both or neither".into());
+        }
+        for (name, value) in [
+            ("max_line_bytes", self.max_line_bytes),
+            ("max_calls_in_flight", self.max_calls_in_flight),
+            ("outbound_queue", self.outbound_queue),
+            ("event_ring_capacity", self.event_ring_capacity),
+            ("max_connections", self.max_connections),
+        ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
             }
@@ -185,6 +273,20 @@ mod tests {
         assert_eq!(config.listen, built_in.listen);
         assert_eq!(config.base.max_linear_mps, built_in.base.max_linear_mps);
         assert_eq!(config.topics.odom, built_in.topics.odom);
+        assert_eq!(config.event_ring_capacity, built_in.event_ring_capacity);
+        assert_eq!(config.security.tokens.len(), built_in.security.tokens.len());
+        assert_eq!(config.security.unauthenticated_scope, built_in.security.unauthenticated_scope);
+        assert_eq!(config.tick_mode, built_in.tick_mode);
+    }
+
+    #[test]
+    fn tokens_come_from_the_environment_and_an_empty_one_is_an_error() {
+        let security = SecurityConfig::default();
+        let tokens = security.load_tokens(|name| (name == "AICC_OBSERVE_TOKEN").then(|| "t0k".to_string())).unwrap();
+        assert_eq!(tokens.check("t0k"), Some(crate::protocol::auth::Scope::Observe));
+        assert!(security.load_tokens(|_| None).unwrap().is_empty());
+        let err = security.load_tokens(|name| (name == "AICC_TOKEN").then(String::new)).unwrap_err();
+        assert!(err.contains("AICC_TOKEN"), "{err}");
     }
 
     #[test]
@@ -202,5 +304,19 @@ mod tests {
         assert!(Config::from_params_yaml(bad, "x").unwrap_err().contains("base.max_linear_mps"));
         let missing = "robot:\n  ros__parameters: {}\n";
         assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().contains("no section"));
+    }
+}
+
+impl SecurityConfig {
+    /// Reads the tokens from their environment variables. An empty variable
+    /// is an error rather than silently no token.
+    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, String> {
+        let mut tokens = crate::protocol::auth::Tokens::default();
+        for source in &self.tokens {
+            if let Some(token) = env(&source.env) {
+                tokens.add(&token, source.scope).map_err(|e| format!("environment variable {}: {e}", source.env))?;
+            }
+        }
+        Ok(tokens)
     }
 }

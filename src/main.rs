@@ -10,10 +10,10 @@ use tokio::net::TcpListener;
 
 use aicc_ros2::config::{Config, DEFAULT_NODE_NAME};
 use aicc_ros2::governor::{BaseLimits, BaseVelocity};
-use aicc_ros2::protocol::clock::TickClock;
+use aicc_ros2::protocol::core::{Core, CoreConfig};
 use aicc_ros2::robot::base_driver::BaseDriver;
 use aicc_ros2::robot::RobotPort;
-use aicc_ros2::server::{serve, Shared};
+use aicc_ros2::server::Bridge;
 use aicc_ros2::tools::{Registry, ToolContext};
 
 /// AICC bridge: lets LLM agents perceive and act through a ROS 2 robot,
@@ -62,9 +62,18 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse_from(own_args);
     let config = Arc::new(load_config(&args, params_file)?);
     let listen: SocketAddr = config.listen.parse().context("parsing listen address")?;
+    let tokens = config.security.load_tokens(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
     if !listen.ip().is_loopback() {
-        anyhow::bail!("refusing to listen on {listen}: only loopback addresses are allowed until token authentication is configured");
+        anyhow::ensure!(config.security.allow_remote, "refusing to listen on {listen}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote agents");
+        anyhow::ensure!(!tokens.is_empty(), "refusing to listen on {listen} without a token: set one of the environment variables in security.tokens");
+        if config.security.tls_cert_file.is_empty() {
+            tracing::warn!(%listen, "remote listener without TLS: tokens and data cross the network in plain text");
+        }
     }
+    let tls = match config.security.tls_cert_file.as_str() {
+        "" => None,
+        cert => Some(aicc_ros2::server::tls::acceptor(cert, &config.security.tls_key_file)?),
+    };
 
     let ros = aicc_ros2::ros::start(&config, DEFAULT_NODE_NAME)?;
     let robot: Arc<dyn RobotPort> = ros.robot.clone();
@@ -79,24 +88,40 @@ async fn main() -> anyhow::Result<()> {
     let driver_task = tokio::spawn(base.clone().run(robot.clone()));
 
     let registry = Registry::new(&config);
-    let manifest = Arc::new(registry.manifest(&config));
-    let shared = Arc::new(Shared {
-        clock: TickClock::new(Instant::now(), config.tick_rate_hz),
-        tools: ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone() },
-        config: config.clone(),
-        registry,
-        manifest,
-    });
+    let catalog = Arc::new(registry.catalog().map_err(anyhow::Error::msg)?);
+    let core = Core::new(
+        CoreConfig {
+            tick_rate_hz: config.tick_rate_hz,
+            tick_mode: config.tick_mode,
+            world_name: config.world_name.clone(),
+            max_calls_in_flight: config.max_calls_in_flight,
+            event_ring_capacity: config.event_ring_capacity,
+            resume_window: Duration::from_secs_f64(config.resume_window_s),
+            heartbeat_interval: Duration::from_secs_f64(config.heartbeat_interval_s),
+            dead_peer_intervals: config.dead_peer_intervals,
+            lease_timeout: Duration::from_secs_f64(config.lease_timeout_s),
+            tokens,
+            unauthenticated_scope: config.security.unauthenticated_scope,
+            max_auth_failures: config.security.max_auth_failures,
+        },
+        catalog,
+        Instant::now(),
+    );
+    let tools = ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone() };
+    let bridge = Bridge::new(core, registry, tools);
     let listener = TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let bound = listener.local_addr()?;
     // The one line on stdout: what launchers and tests wait for.
-    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port() }));
-    tracing::info!(%bound, "AICC listener ready");
-    let server_task = tokio::spawn(serve(listener, shared));
+    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": tls.is_some() }));
+    tracing::info!(%bound, auth_required = bridge.core.lock().auth_required(), "AICC listener ready");
+    let timer_period = Duration::from_secs_f64((1.0 / config.tick_rate_hz).min(0.05));
+    let timer_task = tokio::spawn(bridge.clone().run_timers(timer_period));
+    let server_task = tokio::spawn(bridge.clone().serve(listener, tls, config.max_connections));
 
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down: stopping the base");
     server_task.abort();
+    timer_task.abort();
     driver_task.abort();
     base.stop();
     // Publish zero before exit whatever the base was doing (a few times: one

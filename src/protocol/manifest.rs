@@ -1,5 +1,6 @@
-//! The session manifest (AICC sections 3 and 7): session metadata and the
-//! tools an agent may call. It never carries world state (section 9).
+//! Tool descriptors as the session manifest (AICC sections 3 and 7) lists
+//! them. The manifest itself is built by the core; it never carries world
+//! state (section 9).
 use serde_json::{json, Value};
 
 /// The three tool classes of section 4.
@@ -28,55 +29,28 @@ pub struct ToolDescriptor {
     pub description: &'static str,
     /// The reserved capability (section 7) a session needs to call it.
     pub capability: &'static str,
+    /// Extra input fields are errors rather than ignored (section 11).
+    pub strict_input: bool,
+    /// `limits.calls_per_minute` (section 12), for expensive or risky tools.
+    pub calls_per_minute: Option<u32>,
     pub input_schema: Value,
     pub output_schema: Value,
 }
 
 impl ToolDescriptor {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut tool = json!({
             "id": self.id,
             "class": self.class.as_str(),
             "description": self.description,
             "capability": self.capability,
+            "strict_input": self.strict_input,
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
-        })
-    }
-}
-
-/// The session manifest.
-#[derive(Debug, Clone)]
-pub struct Manifest {
-    pub tick_rate_hz: f64,
-    pub world_name: String,
-    pub tools: Vec<ToolDescriptor>,
-}
-
-impl Manifest {
-    pub fn tool(&self, id: &str) -> Option<&ToolDescriptor> {
-        self.tools.iter().find(|tool| tool.id == id)
-    }
-
-    /// The manifest fields of `session_init` and of a manifest reply.
-    pub fn to_json(&self) -> Value {
-        let ids_of = |class: ToolClass| -> Vec<&str> {
-            self.tools.iter().filter(|t| t.class == class).map(|t| t.id).collect()
-        };
-        let mut capabilities: Vec<&str> = self.tools.iter().map(|t| t.capability).collect();
-        capabilities.sort_unstable();
-        capabilities.dedup();
-        json!({
-            "tick_rate_hz": self.tick_rate_hz,
-            "tick_mode": "fixed",
-            "world": { "name": self.world_name, "kind": "3d" },
-            "capabilities": {
-                "sensors": ids_of(ToolClass::Sensor),
-                "actuators": ids_of(ToolClass::Actuator),
-                "generators": ids_of(ToolClass::Generator),
-                "granted": capabilities,
-            },
-            "tools": self.tools.iter().map(ToolDescriptor::to_json).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(calls_per_minute) = self.calls_per_minute {
+            tool["limits"] = json!({ "calls_per_minute": calls_per_minute });
+        }
+        tool
     }
 }

@@ -13,10 +13,28 @@ const PROTOCOL_MAJOR: u64 = 0;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inbound {
     ToolCall { message_id: Option<String>, call_id: String, tool: String, input: Map<String, Value> },
-    ManifestRequest { message_id: Option<String> },
+    /// Re-fetch the manifest; as the first line of a connection it opens a
+    /// session (and authenticates, when tokens are configured).
+    ManifestRequest { message_id: Option<String>, opening: Opening },
+    /// Re-attach to a session, replaying events after `cursor`.
+    SessionResume { message_id: Option<String>, session_id: String, cursor: u64, opening: Opening },
     Heartbeat { message_id: Option<String> },
     SessionClose { message_id: Option<String> },
 }
+
+/// The optional fields with which an agent opens or adjusts a session.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Opening {
+    /// `auth.token`: needed when the bridge has tokens configured.
+    pub token: Option<String>,
+    /// `agent_model.class` (AICC section 7).
+    pub agent_class: Option<String>,
+    /// `subscribe`: the event topics wanted (replaces the default set).
+    pub subscribe: Option<Vec<String>>,
+}
+
+/// The model classes of AICC section 7.
+pub const AGENT_CLASSES: &[&str] = &["edge_small", "edge_medium", "cloud_medium", "cloud_large"];
 
 /// What could be recovered from a line that failed to decode, so that the
 /// error can still be correlated.
@@ -66,7 +84,15 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
             };
             Ok(Inbound::ToolCall { message_id, call_id, tool, input })
         }
-        "manifest_request" => Ok(Inbound::ManifestRequest { message_id }),
+        "manifest_request" => Ok(Inbound::ManifestRequest { message_id, opening: opening(object)? }),
+        "session_resume" => {
+            let session_id = required_string(object, "session_id")?;
+            let cursor = match object.get("cursor") {
+                None | Some(Value::Null) => 0,
+                Some(value) => value.as_u64().ok_or_else(|| AiccError::invalid_input(format!("field 'cursor' must be a non-negative integer (the last event seq seen), got {value}")))?,
+            };
+            Ok(Inbound::SessionResume { message_id, session_id, cursor, opening: opening(object)? })
+        }
         "heartbeat" => Ok(Inbound::Heartbeat { message_id }),
         "session_close" => Ok(Inbound::SessionClose { message_id }),
         "session_init" | "tool_result" | "event" | "error" => Err(AiccError::invalid_input(format!(
@@ -74,6 +100,36 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
         ))),
         other => Err(AiccError::invalid_input(format!("unknown message type '{other}'"))),
     }
+}
+
+fn opening(object: &Map<String, Value>) -> Result<Opening, AiccError> {
+    let token = match object.get("auth") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(auth)) => Some(required_string(auth, "token").map_err(|e| AiccError::invalid_input(format!("auth: {}", e.message)))?),
+        Some(other) => return Err(AiccError::invalid_input(format!("field 'auth' must be an object {{\"token\": ...}}, got {}", json_type_name(other)))),
+    };
+    let agent_class = match object.get("agent_model") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(model)) => {
+            let class = required_string(model, "class").map_err(|e| AiccError::invalid_input(format!("agent_model: {}", e.message)))?;
+            if !AGENT_CLASSES.contains(&class.as_str()) {
+                return Err(AiccError::invalid_input(format!("agent_model.class '{class}' is not one of {AGENT_CLASSES:?}")));
+            }
+            Some(class)
+        }
+        Some(other) => return Err(AiccError::invalid_input(format!("field 'agent_model' must be an object, got {}", json_type_name(other)))),
+    };
+    let subscribe = match object.get("subscribe") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(topics)) => Some(
+            topics
+                .iter()
+                .map(|t| t.as_str().map(str::to_owned).ok_or_else(|| AiccError::invalid_input(format!("field 'subscribe' must list topic names, found {}", json_type_name(t)))))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(other) => return Err(AiccError::invalid_input(format!("field 'subscribe' must be an array of topics, got {}", json_type_name(other)))),
+    };
+    Ok(Opening { token, agent_class, subscribe })
 }
 
 /// Accepts `aicc/0.N` for any N (newer MINOR is forward compatible);

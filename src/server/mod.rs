@@ -1,152 +1,251 @@
-//! The TCP shell around the session core: one task per connection reading
-//! NDJSON, feeding the [`Session`], writing what it says through a bounded
-//! queue, and running the tools it asks for.
-use std::sync::Arc;
-use std::time::Instant;
+//! The TCP (or TLS) shell around the protocol core: it moves bytes, runs
+//! tools, and applies what the [`Core`] decides. One task reads each
+//! connection, one writes it through a bounded [`Outbox`].
+pub mod outbox;
+pub mod tls;
 
-use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::config::Config;
-use crate::protocol::clock::TickClock;
 use crate::protocol::codec::{Frame, LineFramer};
-use crate::protocol::manifest::Manifest;
-use crate::protocol::session::{Output, Session, ToolSuccess};
+use crate::protocol::core::{ConnId, Core, Output, ToolSuccess};
+use crate::protocol::message::envelope;
 use crate::protocol::{AiccError, ErrorCode};
 use crate::tools::{Registry, ToolContext};
+use outbox::Outbox;
 
-/// Connections served at once; more are closed right after accept.
-const MAX_CONNECTIONS: usize = 64;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-/// Everything connections share.
-pub struct Shared {
-    pub config: Arc<Config>,
-    pub registry: Registry,
-    pub manifest: Arc<Manifest>,
-    pub clock: TickClock,
-    pub tools: ToolContext,
+/// Everything the connections share.
+pub struct Bridge {
+    pub core: Mutex<Core>,
+    outboxes: Mutex<HashMap<ConnId, Arc<Outbox>>>,
+    registry: Registry,
+    tools: ToolContext,
+    next_conn: AtomicU64,
+    max_line_bytes: usize,
+    outbound_queue: usize,
+    tool_timeout: Duration,
 }
 
-/// Accepts connections until the task is dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                continue;
-            }
-        };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "connection refused: {MAX_CONNECTIONS} connections already open");
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            tracing::info!(%peer, "agent connected");
-            if let Err(error) = handle_connection(stream, shared).await {
-                tracing::info!(%peer, %error, "connection ended with an error");
-            }
-            tracing::info!(%peer, "agent disconnected");
-            drop(permit);
-        });
+impl Bridge {
+    pub fn new(core: Core, registry: Registry, tools: ToolContext) -> Arc<Self> {
+        let config = tools.config.clone();
+        Arc::new(Self {
+            core: Mutex::new(core),
+            outboxes: Mutex::new(HashMap::new()),
+            registry,
+            tools,
+            next_conn: AtomicU64::new(1),
+            max_line_bytes: config.max_line_bytes,
+            outbound_queue: config.outbound_queue,
+            tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
+        })
     }
-}
 
-async fn handle_connection(stream: TcpStream, shared: Arc<Shared>) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let (mut reader, mut writer) = stream.into_split();
-    let config = &shared.config;
-    let (out_tx, mut out_rx) = mpsc::channel::<Value>(config.outbound_queue);
-    let writer_task = tokio::spawn(async move {
-        while let Some(message) = out_rx.recv().await {
-            let mut line = serde_json::to_vec(&message).expect("a serde_json::Value always serializes");
-            line.push(b'\n');
-            writer.write_all(&line).await?;
-        }
-        writer.shutdown().await
-    });
-    // Tool tasks report here; aborted with the connection, so a vanished
-    // agent's motion stops (its setpoints expire: the deadman).
-    let (done_tx, mut done_rx) = mpsc::channel::<(String, Result<ToolSuccess, AiccError>)>(config.max_calls_in_flight);
-    let mut running_tools = JoinSet::new();
-    let mut session = Session::new(uuid::Uuid::new_v4().to_string(), shared.manifest.clone(), shared.clock, config.max_calls_in_flight);
-    let mut framer = LineFramer::new(config.max_line_bytes);
-    let mut buffer = vec![0u8; READ_CHUNK_BYTES];
+    /// Publishes an event from the robot side (sensors, governor).
+    pub fn publish(&self, topic: &str, payload: Value, audience: Option<&str>) {
+        let mut core = self.core.lock();
+        let outputs = core.publish(topic, payload, audience, Instant::now());
+        self.apply(outputs);
+    }
 
-    let mut closing = dispatch(session.start(Instant::now()), &out_tx, &shared, &done_tx, &mut running_tools).await;
-    while !closing {
-        tokio::select! {
-            read = reader.read(&mut buffer) => {
-                let read = read?;
-                if read == 0 {
-                    break;
+    /// Marks a tool unavailable (its source is gone) or available again.
+    pub fn set_tool_availability(&self, tool: &str, unavailable_reason: Option<String>) {
+        let mut core = self.core.lock();
+        let outputs = core.set_tool_availability(tool, unavailable_reason, Instant::now());
+        self.apply(outputs);
+    }
+
+    /// Carries out outputs; returns the tool executions for the caller to
+    /// run (they belong to the connection that asked for them).
+    /// Called with the core locked, so output order is tick order.
+    fn apply(&self, outputs: Vec<Output>) -> Vec<Output> {
+        let mut executions = Vec::new();
+        let outboxes = self.outboxes.lock();
+        for output in outputs {
+            match output {
+                Output::Send { conn, message, droppable } => {
+                    if let Some(outbox) = outboxes.get(&conn) {
+                        outbox.push(message, droppable);
+                    }
                 }
-                framer.push(&buffer[..read]);
-                while let Some(frame) = framer.next_frame() {
+                Output::Close { conn } => {
+                    if let Some(outbox) = outboxes.get(&conn) {
+                        outbox.close();
+                    }
+                }
+                Output::LeaseReleased { .. } => self.tools.base.stop(),
+                execute @ Output::Execute { .. } => executions.push(execute),
+            }
+        }
+        executions
+    }
+
+    /// Runs the core's timers until the task is dropped.
+    pub async fn run_timers(self: Arc<Self>, period: Duration) {
+        let mut interval = tokio::time::interval(period);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            interval.tick().await;
+            let mut core = self.core.lock();
+            let outputs = core.on_timer(Instant::now());
+            self.apply(outputs);
+        }
+    }
+
+    /// Accepts connections until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, max_connections: usize) {
+        let slots = Arc::new(Semaphore::new(max_connections));
+        loop {
+            let (mut stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "connection refused: {max_connections} connections already open");
+                let error = AiccError::new(ErrorCode::ToolUnavailable, true, format!("the bridge serves at most {max_connections} connections; retry later"));
+                let mut line = serde_json::to_vec(&envelope("error", "", error.to_json())).expect("serializable");
+                line.push(b'\n');
+                tokio::spawn(async move {
+                    let _ = stream.write_all(&line).await;
+                    let _ = stream.shutdown().await;
+                });
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let bridge = self.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let result = match tls {
+                    Some(acceptor) => match acceptor.accept(stream).await {
+                        Ok(stream) => bridge.handle_connection(stream).await,
+                        Err(error) => Err(error),
+                    },
+                    None => bridge.handle_connection(stream).await,
+                };
+                if let Err(error) = result {
+                    tracing::info!(%peer, %error, "connection ended with an error");
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S) -> std::io::Result<()> {
+        let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let outbox = Arc::new(Outbox::new(self.outbound_queue));
+        self.outboxes.lock().insert(conn, outbox.clone());
+        let (mut reader, writer) = tokio::io::split(stream);
+        let writer_task = tokio::spawn(outbox.clone().write_to(writer));
+        // Tool tasks of this connection: aborted with it, so a vanished
+        // agent's motion stops (its setpoints expire: the deadman).
+        let mut running_tools: JoinSet<()> = JoinSet::new();
+        tracing::info!(conn, "agent connected");
+        {
+            let mut core = self.core.lock();
+            let outputs = core.on_connect(conn, Instant::now());
+            let executions = self.apply(outputs);
+            debug_assert!(executions.is_empty());
+        }
+        let mut framer = LineFramer::new(self.max_line_bytes);
+        let mut buffer = vec![0u8; READ_CHUNK_BYTES];
+        let result = loop {
+            if outbox.is_closed() {
+                break Ok(());
+            }
+            // Backpressure: a reader that does not read its replies stops
+            // being read from, so replies never pile up without bound.
+            outbox.wait_for_room().await;
+            let read = tokio::select! {
+                read = reader.read(&mut buffer) => read,
+                () = outbox.closed() => break Ok(()),
+                Some(_) = running_tools.join_next(), if !running_tools.is_empty() => continue,
+            };
+            let read = match read {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(error) => break Err(error),
+            };
+            framer.push(&buffer[..read]);
+            while let Some(frame) = framer.next_frame() {
+                let executions = {
+                    let mut core = self.core.lock();
+                    let now = Instant::now();
                     let outputs = match frame {
                         Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
-                        Frame::Line(line) => session.on_line(&line, Instant::now()),
+                        Frame::Line(line) => core.on_line(conn, &line, now),
                         Frame::Oversized { limit_bytes } => {
                             let error = AiccError::invalid_input(format!("line exceeds the {limit_bytes}-byte limit; closing the connection"));
-                            vec![Output::Send(crate::protocol::message::envelope("error", session.id(), error.to_json())), Output::Close]
+                            let correlation = Default::default();
+                            vec![core.error_message(conn, error, &correlation, now), Output::Close { conn }]
                         }
                     };
-                    if dispatch(outputs, &out_tx, &shared, &done_tx, &mut running_tools).await {
-                        closing = true;
-                        break;
-                    }
-                }
-            }
-            Some((call_id, outcome)) = done_rx.recv() => {
-                let outputs = session.on_tool_finished(&call_id, outcome, Instant::now());
-                closing = dispatch(outputs, &out_tx, &shared, &done_tx, &mut running_tools).await;
-            }
-        }
-    }
-    running_tools.abort_all();
-    drop(out_tx);
-    writer_task.await.unwrap_or(Ok(()))
-}
-
-/// Carries out the session's outputs; returns true when it asked to close.
-async fn dispatch(
-    outputs: Vec<Output>,
-    out_tx: &mpsc::Sender<Value>,
-    shared: &Arc<Shared>,
-    done_tx: &mpsc::Sender<(String, Result<ToolSuccess, AiccError>)>,
-    running_tools: &mut JoinSet<()>,
-) -> bool {
-    for output in outputs {
-        match output {
-            // Waiting here when the queue is full is the slow-reader policy
-            // for results: they are delayed, never dropped.
-            Output::Send(message) => {
-                if out_tx.send(message).await.is_err() {
-                    return true;
-                }
-            }
-            Output::Execute { call_id, tool, input } => {
-                let done_tx = done_tx.clone();
-                let outcome_future = match shared.registry.get(&tool) {
-                    Some(tool) => tool.call(input, shared.tools.clone()),
-                    None => {
-                        let error = AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' is in the manifest but not registered"));
-                        Box::pin(async move { Err(error) })
-                    }
+                    self.apply(outputs)
                 };
-                running_tools.spawn(async move {
-                    let outcome = outcome_future.await;
-                    let _ = done_tx.send((call_id, outcome)).await;
-                });
+                for execution in executions {
+                    self.spawn_tool(execution, &mut running_tools);
+                }
             }
-            Output::Close => return true,
+        };
+        running_tools.abort_all();
+        {
+            let mut core = self.core.lock();
+            let outputs = core.on_disconnect(conn, Instant::now());
+            self.apply(outputs);
         }
+        outbox.close();
+        let _ = writer_task.await;
+        self.outboxes.lock().remove(&conn);
+        tracing::info!(conn, "agent disconnected");
+        result
     }
-    false
+
+    fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) {
+        let Output::Execute { session, call_id, tool, input, .. } = execution else { return };
+        let future = match self.registry.get(&tool) {
+            Some(tool) => tool.call(input, self.tools.clone()),
+            None => {
+                let error = AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' is in the manifest but not registered"));
+                async move { Err(error) }.boxed()
+            }
+        };
+        let bridge = self.clone();
+        let timeout = self.tool_timeout;
+        running_tools.spawn(async move {
+            let outcome: Result<ToolSuccess, AiccError> = match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_panic)) => Err(AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' failed inside the bridge (a bug); the robot was stopped"))),
+                Err(_) => Err(AiccError::new(ErrorCode::Timeout, true, format!("tool '{tool}' exceeded its {:.0} s deadline", timeout.as_secs_f64()))),
+            };
+            let mut core = bridge.core.lock();
+            let outputs = core.on_tool_finished(&session, &call_id, outcome, Instant::now());
+            bridge.apply(outputs);
+        });
+    }
+
+    /// The status an operator sees, without a session of their own.
+    pub fn status(&self) -> Value {
+        let core = self.core.lock();
+        let mut status = core.status("", Instant::now());
+        let queued: usize = self.outboxes.lock().values().map(|o| o.len()).sum();
+        status["outbound_queued"] = json!(queued);
+        status["outbound_queue_max_per_connection"] = json!(self.outbound_queue);
+        status
+    }
 }

@@ -11,8 +11,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::config::Config;
-use crate::protocol::manifest::{Manifest, ToolDescriptor};
-use crate::protocol::session::ToolSuccess;
+use crate::protocol::catalog::Catalog;
+use crate::protocol::manifest::ToolDescriptor;
+use crate::protocol::core::ToolSuccess;
 use crate::protocol::AiccError;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::RobotPort;
@@ -58,11 +59,11 @@ impl Registry {
         self.tools.iter().find(|t| t.descriptor().id == id).cloned()
     }
 
-    pub fn manifest(&self, config: &Config) -> Manifest {
-        Manifest {
-            tick_rate_hz: config.tick_rate_hz,
-            world_name: config.world_name.clone(),
-            tools: self.tools.iter().map(|t| t.descriptor()).collect(),
-        }
+    /// The catalog of every tool: these, plus those the protocol core
+    /// answers itself (tick_now, bridge_status).
+    pub fn catalog(&self) -> Result<Catalog, String> {
+        let mut descriptors: Vec<ToolDescriptor> = self.tools.iter().map(|t| t.descriptor()).collect();
+        descriptors.extend(crate::protocol::core::core_tool_descriptors());
+        Catalog::new(descriptors)
     }
 }

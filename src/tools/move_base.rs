@@ -15,7 +15,7 @@ use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
 use crate::governor::BaseVelocity;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
-use crate::protocol::session::ToolSuccess;
+use crate::protocol::core::ToolSuccess;
 use crate::protocol::{AiccError, ErrorCode};
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::OdometrySample;
@@ -86,6 +86,8 @@ impl Tool for Move {
             class: ToolClass::Actuator,
             description: "Drive straight along the current heading by `forward` metres (negative: backwards), closed on odometry. Returns when the robot has stopped, with the displacement achieved.",
             capability: "can_move_self",
+            strict_input: true,
+            calls_per_minute: None,
             input_schema: json!({
                 "type": "object",
                 "properties": {

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::input::reject_unknown_fields;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
-use crate::protocol::session::ToolSuccess;
+use crate::protocol::core::ToolSuccess;
 use crate::protocol::AiccError;
 
 pub struct Proprioception;
@@ -25,6 +25,8 @@ impl Tool for Proprioception {
             class: ToolClass::Sensor,
             description: "The robot's own state: position (m) and rotation in the odometry frame, linear (m/s) and angular (rad/s) velocity in the base frame, and the IMU. Each part says how old its data is.",
             capability: "can_observe_world",
+            strict_input: false,
+            calls_per_minute: None,
             input_schema: json!({ "type": "object", "properties": {}, "additionalProperties": false }),
             output_schema: json!({
                 "type": "object",

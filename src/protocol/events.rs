@@ -1,0 +1,122 @@
+//! The bounded event history of a session: sequence numbers, and replay
+//! from a cursor that says how many events were lost to the bound (the
+//! RFC's `events {since} -> {events, next, dropped}`).
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// One retained event message (already enveloped, with meta.seq).
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    pub seq: u64,
+    pub tick: u64,
+    pub message: Arc<Value>,
+}
+
+/// What a replay returns.
+#[derive(Debug, Clone)]
+pub struct Replay {
+    pub events: Vec<StoredEvent>,
+    /// Events after the cursor that were evicted before they could be replayed.
+    pub dropped: u64,
+    /// The cursor to use next time (the last sequence number issued).
+    pub next_cursor: u64,
+}
+
+#[derive(Debug)]
+pub struct EventRing {
+    events: VecDeque<StoredEvent>,
+    capacity: usize,
+    /// Sequence number of the last event appended (0: none yet).
+    last_seq: u64,
+}
+
+impl EventRing {
+    pub fn new(capacity: usize) -> Self {
+        Self { events: VecDeque::with_capacity(capacity.min(64)), capacity: capacity.max(1), last_seq: 0 }
+    }
+
+    /// The sequence number the next event will get.
+    pub fn next_seq(&self) -> u64 {
+        self.last_seq + 1
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Appends an event built for sequence number `next_seq()`.
+    pub fn push(&mut self, tick: u64, message: Arc<Value>) -> u64 {
+        self.last_seq += 1;
+        if self.events.len() == self.capacity {
+            self.events.pop_front();
+        }
+        self.events.push_back(StoredEvent { seq: self.last_seq, tick, message });
+        self.last_seq
+    }
+
+    /// Events with a sequence number above `cursor`, at most `limit`.
+    pub fn replay_after(&self, cursor: u64, limit: usize) -> Replay {
+        let oldest_retained = self.events.front().map_or(self.last_seq + 1, |e| e.seq);
+        let dropped = oldest_retained.saturating_sub(cursor.saturating_add(1)).min(self.last_seq.saturating_sub(cursor));
+        let events: Vec<StoredEvent> = self.events.iter().filter(|e| e.seq > cursor).take(limit).cloned().collect();
+        let next_cursor = events.last().map_or(self.last_seq, |e| e.seq);
+        Replay { events, dropped, next_cursor }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ring_with(capacity: usize, count: u64) -> EventRing {
+        let mut ring = EventRing::new(capacity);
+        for i in 1..=count {
+            assert_eq!(ring.push(i, Arc::new(json!({ "n": i }))), i);
+        }
+        ring
+    }
+
+    #[test]
+    fn replays_from_the_cursor_in_order() {
+        let ring = ring_with(10, 5);
+        let replay = ring.replay_after(2, 100);
+        assert_eq!(replay.events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!((replay.dropped, replay.next_cursor), (0, 5));
+        assert!(ring.replay_after(5, 100).events.is_empty());
+    }
+
+    #[test]
+    fn says_how_many_were_evicted_after_the_cursor() {
+        let ring = ring_with(3, 10); // retains 8, 9, 10
+        let replay = ring.replay_after(2, 100);
+        assert_eq!(replay.events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![8, 9, 10]);
+        assert_eq!(replay.dropped, 5, "3..=7 were lost");
+        assert_eq!(ring.replay_after(0, 100).dropped, 7);
+        assert_eq!(ring.replay_after(9, 100).dropped, 0);
+        assert_eq!(ring.len(), 3);
+    }
+
+    #[test]
+    fn a_limit_pages_the_replay() {
+        let ring = ring_with(10, 6);
+        let first = ring.replay_after(0, 4);
+        assert_eq!(first.events.len(), 4);
+        let second = ring.replay_after(first.next_cursor, 4);
+        assert_eq!(second.events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![5, 6]);
+    }
+}

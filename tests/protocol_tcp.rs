@@ -1,0 +1,134 @@
+//! The protocol over real TCP against the real bridge binary (its ROS node
+//! up, no robot needed): transport limits, authentication, resume, lease.
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::{start_bridge, start_bridge_with, AiccClient};
+
+fn line(value: serde_json::Value) -> String {
+    value.to_string()
+}
+
+#[test]
+fn an_oversized_line_is_answered_then_the_connection_closes() {
+    let (_bridge, port) = start_bridge(&[]);
+    let (mut client, _) = AiccClient::connect(port);
+    let huge = vec![b'x'; (1 << 20) + 10];
+    client.send_bytes(&huge);
+    let error = client.read_message();
+    assert_eq!((error["type"].as_str(), error["code"].as_str()), (Some("error"), Some("invalid_input")));
+    assert!(error["message"].as_str().unwrap().contains("1048576-byte limit"), "{error}");
+    assert!(client.is_closed_by_peer());
+}
+
+#[test]
+fn invalid_utf8_and_garbage_get_errors_and_the_connection_lives() {
+    let (_bridge, port) = start_bridge(&[]);
+    let (mut client, _) = AiccClient::connect(port);
+    client.send_bytes(b"\xff\xfe{}\n");
+    let error = client.read_message();
+    assert!(error["message"].as_str().unwrap().contains("UTF-8"), "{error}");
+    client.send_line("{\"protocol\":\"aicc/0.1\",\"type\":\"tool_call\",\"call_id\":\"c\",\"tool\":\"move\",\"input\":{\"forward\":NaN}}");
+    assert_eq!(client.read_message()["code"], "invalid_input");
+    client.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "hover" })));
+    assert!(client.read_message()["message"].as_str().unwrap().contains("unknown message type"));
+    let result = client.call("c1", "move", json!({ "forward": 0.5, "sideways": 1 }));
+    assert_eq!(result["error"]["code"], "invalid_input");
+    assert!(result["error"]["message"].as_str().unwrap().contains("input.sideways"), "{result}");
+    let result = client.call("c2", "teleport", json!({}));
+    assert_eq!(result["error"]["code"], "tool_unknown");
+    client.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "h" })));
+    assert_eq!(client.read_until("heartbeat")["in_reply_to"], "h");
+}
+
+#[test]
+fn tokens_come_from_the_environment_are_checked_per_connection_and_never_logged() {
+    let token = "s3cret-token-for-the-test";
+    let (_bridge, port, log) = start_bridge_with(&[], &[("AICC_TOKEN", token), ("AICC_OBSERVE_TOKEN", "look-only")]);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": token } }));
+
+    let mut client = AiccClient::connect_raw(port);
+    client.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": "c", "tool": "proprioception", "input": {} })));
+    let refused = client.read_message();
+    assert_eq!(refused["type"], "error", "nothing but an error before authentication: {refused}");
+    client.send_line(&open("wrong"));
+    assert!(client.read_message()["message"].as_str().unwrap().contains("authentication failed"));
+    client.send_line(&open(token));
+    let init = client.read_message();
+    assert_eq!((init["type"].as_str(), init["capabilities"]["scope"].as_str()), (Some("session_init"), Some("admin")));
+
+    let mut observer = AiccClient::connect_raw(port);
+    observer.send_line(&open("look-only"));
+    let init = observer.read_message();
+    assert_eq!(init["capabilities"]["actuators"], json!([]));
+    let refused = observer.call("m", "move", json!({ "forward": 0.1 }));
+    assert_eq!((refused["error"]["code"].as_str(), refused["error"]["retryable"].as_bool()), (Some("tool_unavailable"), Some(false)));
+
+    let mut fresh = AiccClient::connect_raw(port);
+    fresh.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "heartbeat" })));
+    assert!(fresh.read_message()["message"].as_str().unwrap().contains("authentication required"), "no connection inherits another's authentication");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!log.lock().unwrap().contains(token), "the token appeared in the bridge's log");
+}
+
+#[test]
+fn a_session_survives_a_disconnect_and_resume_replays_what_was_missed() {
+    let (_bridge, port) = start_bridge(&[]);
+    let (mut client, init) = AiccClient::connect(port);
+    let session_id = init["session_id"].as_str().unwrap().to_string();
+    // A move without odometry fails, but takes the lease first: lease event seq 1.
+    let failed = client.call("m1", "move", json!({ "forward": 0.2 }));
+    assert_eq!(failed["error"]["code"], "execution_failed", "{failed}");
+    assert_eq!(failed["error"]["retryable"], true);
+    let lease = client.other.iter().find(|m| m["topic"] == "lease").expect("lease event").clone();
+    assert_eq!((lease["payload"]["yours"].as_bool(), lease["meta"]["seq"].as_u64()), (Some(true), Some(1)));
+    drop(client);
+
+    // Meanwhile the lease is released (seq 2), recorded for the absent session.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = AiccClient::connect_raw(port);
+    let _fresh_init = again.read_message();
+    again.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r", "session_id": session_id, "cursor": 1 })));
+    let resumed = again.read_until("session_resume");
+    assert_eq!((resumed["replayed"].as_u64(), resumed["dropped"].as_u64(), resumed["next_cursor"].as_u64()), (Some(1), Some(0), Some(2)), "{resumed}");
+    let replayed = again.read_message();
+    assert_eq!((replayed["topic"].as_str(), replayed["meta"]["seq"].as_u64()), (Some("lease"), Some(2)));
+    assert_eq!(replayed["payload"]["holder"], serde_json::Value::Null);
+
+    again.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "session_close" })));
+    assert_eq!(again.read_until("session_close")["session_id"], session_id.as_str());
+    assert!(again.is_closed_by_peer());
+    let mut late = AiccClient::connect_raw(port);
+    late.read_message();
+    late.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": session_id })));
+    assert_eq!(late.read_until("error")["code"], "session_expired");
+}
+
+#[test]
+fn a_non_loopback_listener_is_refused_without_opt_in_and_token() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_aicc-ros2"))
+        .args(["--listen", "0.0.0.0:0"])
+        .env("ROS_DOMAIN_ID", support::domain_id().to_string())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a loopback address") && stderr.contains("allow_remote"), "{stderr}");
+}
+
+#[test]
+fn connections_beyond_the_cap_are_told_and_closed() {
+    let dir = std::env::temp_dir().join(format!("aicc-cap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("cap.yaml");
+    std::fs::write(&config, "aicc_bridge:\n  ros__parameters:\n    max_connections: 2\n").unwrap();
+    let (_bridge, port) = start_bridge(&["--config", config.to_str().unwrap()]);
+    let (_a, _) = AiccClient::connect(port);
+    let (_b, _) = AiccClient::connect(port);
+    let mut third = AiccClient::connect_raw(port);
+    let refused = third.read_message();
+    assert_eq!((refused["type"].as_str(), refused["code"].as_str(), refused["retryable"].as_bool()), (Some("error"), Some("tool_unavailable"), Some(true)));
+    assert!(third.is_closed_by_peer());
+}

@@ -1,0 +1,299 @@
+//! Test support for integration tests that run the real bridge beside the
+//! simulated robot over real ROS 2 topics. Each test process uses its own
+//! ROS_DOMAIN_ID with localhost-only discovery, so parallel runs never see
+//! each other.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A domain id for this test process: distinct per process id, within the
+/// range Fast DDS handles on Linux (0..=101).
+pub fn domain_id() -> u32 {
+    10 + std::process::id() % 90
+}
+
+/// Sets the ROS environment of this process (and so of its children) once.
+pub fn ros_environment() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var("ROS_DOMAIN_ID", domain_id().to_string());
+        std::env::set_var("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST");
+        std::env::set_var("RCUTILS_LOGGING_BUFFERED_STREAM", "1");
+    });
+}
+
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct ChildGuard {
+    pub name: &'static str,
+    pub child: Child,
+}
+
+impl ChildGuard {
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Reads `stdout` until a line starting with `marker`; returns that line.
+/// The rest of the output keeps being drained so the child never blocks.
+fn wait_for_marker(name: &str, stdout: ChildStdout, marker: &'static str, timeout: Duration) -> String {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if !sent && line.starts_with(marker) {
+                let _ = tx.send(line);
+                sent = true;
+            }
+        }
+    });
+    rx.recv_timeout(timeout).unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))
+}
+
+/// Starts the MuJoCo simulated robot and waits until it publishes.
+pub fn start_sim(extra_args: &[&str]) -> ChildGuard {
+    ros_environment();
+    let root = repo_root();
+    let ros_env = root.join("scripts/ros-env");
+    assert!(root.join(".deps/ros2/bin/python3").exists() || std::env::var("ROS_DISTRO").is_ok(), "run scripts/setup.sh first: the ROS 2 prefix .deps/ros2 is missing");
+    let mut child = Command::new(ros_env)
+        .arg("python3")
+        .arg(root.join("sim/aicc_sim.py"))
+        .args(["--urdf", root.join("urdf/aicc_bot.urdf").to_str().unwrap()])
+        .args(extra_args)
+        .current_dir(&root)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting the simulator");
+    let stdout = child.stdout.take().unwrap();
+    let guard = ChildGuard { name: "simulator", child };
+    wait_for_marker("the simulator", stdout, "AICC_SIM_READY", Duration::from_secs(120));
+    guard
+}
+
+/// Starts the bridge on a free port; returns it and the port.
+pub fn start_bridge(extra_args: &[&str]) -> (ChildGuard, u16) {
+    let (guard, port, _) = start_bridge_with(extra_args, &[]);
+    (guard, port)
+}
+
+/// Starts the bridge with extra environment variables; also returns what
+/// it writes on stderr (its log), collected as it runs.
+pub fn start_bridge_with(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, Arc<Mutex<String>>) {
+    ros_environment();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aicc-ros2"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra_args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting the bridge");
+    let stdout = child.stdout.take().unwrap();
+    let log = collect(child.stderr.take().unwrap());
+    let guard = ChildGuard { name: "bridge", child };
+    let ready = wait_for_marker("the bridge", stdout, "AICC_READY ", Duration::from_secs(30));
+    let info: Value = serde_json::from_str(ready.trim_start_matches("AICC_READY ")).expect("AICC_READY carries JSON");
+    assert_eq!(info["host"], "127.0.0.1");
+    let port = info["port"].as_u64().expect("port") as u16;
+    (guard, port, log)
+}
+
+/// Collects a pipe's text in the background (echoing it for --nocapture).
+pub fn collect(pipe: impl std::io::Read + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = text.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    text
+}
+
+/// A blocking AICC client for tests.
+pub struct AiccClient {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    /// Messages read while waiting for another one (events, other results).
+    pub other: Vec<Value>,
+}
+
+impl AiccClient {
+    /// Connects and reads the greeting (a bridge without tokens).
+    pub fn connect(port: u16) -> (Self, Value) {
+        let mut client = Self::connect_raw(port);
+        let init = client.read_message();
+        assert_eq!(init["type"], "session_init", "first message: {init}");
+        (client, init)
+    }
+
+    /// Connects without reading anything.
+    pub fn connect_raw(port: u16) -> Self {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the bridge");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        AiccClient { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, other: Vec::new() }
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads until a message of `kind` arrives (others are kept in `other`).
+    pub fn read_until(&mut self, kind: &str) -> Value {
+        loop {
+            let message = self.read_message();
+            if message["type"] == kind {
+                return message;
+            }
+            self.other.push(message);
+        }
+    }
+
+    /// True when the bridge has closed the connection (EOF).
+    pub fn is_closed_by_peer(&mut self) -> bool {
+        let mut line = String::new();
+        matches!(self.reader.read_line(&mut line), Ok(0))
+    }
+
+    pub fn send_line(&mut self, line: &str) {
+        self.writer.write_all(line.as_bytes()).unwrap();
+        self.writer.write_all(b"\n").unwrap();
+    }
+
+    pub fn read_message(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).expect("reading from the bridge");
+        assert!(n > 0, "the bridge closed the connection");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bridge sent invalid JSON ({e}): {line}"))
+    }
+
+    /// Calls a tool and waits for its result.
+    pub fn call(&mut self, call_id: &str, tool: &str, input: Value) -> Value {
+        let request = json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m-{call_id}"), "call_id": call_id, "tool": tool, "input": input });
+        self.send_line(&request.to_string());
+        loop {
+            let message = self.read_message();
+            if message["type"] == "tool_result" && message["call_id"] == call_id {
+                return message;
+            }
+            self.other.push(message);
+        }
+    }
+}
+
+/// The simulator's ground truth, read from its ROS topic by a node of the test's own.
+pub struct GroundTruth {
+    latest: Arc<Mutex<Option<(f64, f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl GroundTruth {
+    pub fn subscribe() -> Self {
+        use futures::StreamExt;
+        ros_environment();
+        let latest = Arc::new(Mutex::new(None));
+        let sink = latest.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let spin = thread::spawn(move || {
+            let context = r2r::Context::create().expect("ROS context");
+            let mut node = r2r::Node::create(context, "ground_truth_reader", "").expect("node");
+            let mut stream = node
+                .subscribe::<r2r::nav_msgs::msg::Odometry>("/ground_truth/odom", r2r::QosProfile::sensor_data())
+                .expect("subscribing to /ground_truth/odom");
+            ready_tx.send(()).unwrap();
+            let mut pool = futures::executor::LocalPool::new();
+            let spawner = pool.spawner();
+            use futures::task::LocalSpawnExt;
+            spawner
+                .spawn_local(async move {
+                    while let Some(msg) = stream.next().await {
+                        let p = msg.pose.pose.position;
+                        let q = msg.pose.pose.orientation;
+                        let yaw = (2.0 * (q.w * q.z + q.x * q.y)).atan2(1.0 - 2.0 * (q.y * q.y + q.z * q.z));
+                        *sink.lock().unwrap() = Some((p.x, p.y, yaw));
+                    }
+                })
+                .unwrap();
+            loop {
+                node.spin_once(Duration::from_millis(5));
+                pool.run_until_stalled();
+            }
+        });
+        ready_rx.recv().unwrap();
+        GroundTruth { latest, _spin: spin }
+    }
+
+    /// The latest true (x, y, yaw) of base_footprint in the world frame.
+    pub fn pose(&self) -> (f64, f64, f64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(pose) = *self.latest.lock().unwrap() {
+                return pose;
+            }
+            assert!(Instant::now() < deadline, "no ground truth on /ground_truth/odom within 30 s");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The pose once the robot has been still (moved < 1 mm) for 300 ms.
+    pub fn settled_pose(&self) -> (f64, f64, f64) {
+        let mut last = self.pose();
+        let mut still_since = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+            let now = self.pose();
+            if (now.0 - last.0).hypot(now.1 - last.1) > 0.001 {
+                still_since = Instant::now();
+            }
+            last = now;
+            if still_since.elapsed() > Duration::from_millis(300) {
+                break;
+            }
+        }
+        last
+    }
+}
+
+pub fn path_exists(path: &Path) -> bool {
+    path.exists()
+}
