@@ -65,7 +65,7 @@ impl Default for Config {
             dead_peer_intervals: 3,
             lease_timeout_s: 30.0,
             tool_timeout_s: 120.0,
-            max_connections: 64,
+            max_connections: 256,
             security: SecurityConfig::default(),
             topics: Topics::default(),
             base: BaseConfig::default(),
