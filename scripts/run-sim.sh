@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs the bridge beside the simulated robot (MuJoCo, headless), after
+# installing what is missing. Ctrl-C stops both.
+#   scripts/run-sim.sh [--port N] [sim options, e.g. --width 640 --height 480]
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+port=43010
+if [ "${1:-}" = "--port" ]; then port="$2"; shift 2; fi
+bash scripts/setup.sh
+echo "[run] building the bridge (release; the first build takes a few minutes)" >&2
+cargo build --release --bin aicc-ros2
+export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+ready_fifo="$(mktemp -u)"; mkfifo "$ready_fifo"
+scripts/ros-env python3 sim/aicc_sim.py --urdf urdf/aicc_bot.urdf "$@" > "$ready_fifo" &
+pids+=($!)
+echo "[run] starting the simulated robot (ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-0})" >&2
+while IFS= read -r line; do
+  echo "[sim] $line" >&2
+  [ "$line" = AICC_SIM_READY ] && break
+done < "$ready_fifo"
+# Keep draining the simulator's stdout.
+cat "$ready_fifo" >&2 &
+pids+=($!)
+rm -f "$ready_fifo"
+
+target/release/aicc-ros2 --listen "127.0.0.1:$port" --config config/sim.yaml &
+pids+=($!)
+sleep 1
+cat >&2 <<MSG
+
+  The bridge speaks AICC (newline-delimited JSON) on 127.0.0.1:$port.
+  Try it:
+    nc 127.0.0.1 $port
+  and send, one per line:
+    {"protocol":"aicc/0.1","type":"tool_call","call_id":"c1","tool":"proprioception","input":{}}
+    {"protocol":"aicc/0.1","type":"tool_call","call_id":"c2","tool":"move","input":{"forward":0.5}}
+
+  Ctrl-C stops the bridge and the simulator.
+MSG
+wait -n "${pids[@]}"

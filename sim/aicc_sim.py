@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""MuJoCo simulator of aicc_bot as a ROS 2 node, speaking what a Gazebo
+TurtleBot bringup with ros2_control controllers would:
+
+    scripts/ros-env python3 sim/aicc_sim.py [--urdf urdf/aicc_bot.urdf]
+        [--width 320 --height 240 --camera-hz 15] [--x 0 --y 0 --yaw 0]
+        [--cmd-vel-stamped]
+
+The MuJoCo model is generated from the URDF at every start. All stamps are
+sim time, published on /clock. Prints AICC_SIM_READY once everything is
+advertised and the first messages are out; exits 0 on SIGINT/SIGTERM.
+See sim/README.md for the topics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import Twist, TwistStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import String
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ros_controllers  # noqa: E402
+import ros_publishers as pubs  # noqa: E402
+from camera import RgbdCamera  # noqa: E402
+from control_loop import CONTROL_PERIOD_S, ControlLoop  # noqa: E402
+from physics import Simulation, quat_to_yaw  # noqa: E402
+from urdf_model import parse_urdf  # noqa: E402
+from urdf_to_mjcf import MjcfOptions  # noqa: E402
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_URDF = REPO_DIR / "urdf" / "aicc_bot.urdf"
+
+# The loop runs at 100 Hz (control_loop.CONTROL_PERIOD_S): IMU and /clock.
+STATE_DIVIDER = 2  # odom, joint_states, ground-truth odom, bumper: 50 Hz
+WORLD_DIVIDER = 20  # ground-truth JSON: 5 Hz
+# Behind real time by more than this, the loop stops trying to catch up
+# and lets sim time run slower (subscribers follow /clock).
+MAX_LAG_S = 0.25
+
+# Gazebo TurtleBot3 IMU noise (standard deviations).
+GYRO_NOISE_STDDEV_RAD_S = 2e-4
+ACCEL_NOISE_STDDEV_M_S2 = 1.7e-2
+ODOM_POSE_VARIANCES = [1e-3, 1e-3, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, 1e-2]
+ODOM_TWIST_VARIANCES = [1e-3, 1e-6, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, 1e-3]
+GROUND_TRUTH_VARIANCES = [1e-9] * 6
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+# Images: reliable (best effort lost 10-40 % of frames on loopback), short queue.
+RELIABLE_IMAGES = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--urdf", default=str(DEFAULT_URDF))
+    p.add_argument("--width", type=int, help="image width (default: the URDF camera's)")
+    p.add_argument("--height", type=int, help="image height (default: the URDF camera's)")
+    p.add_argument("--camera-hz", type=float, help="camera rate (default: the URDF camera's)")
+    p.add_argument("--x", type=float, default=0.0, help="spawn x in the world (m)")
+    p.add_argument("--y", type=float, default=0.0, help="spawn y in the world (m)")
+    p.add_argument("--yaw", type=float, default=0.0, help="spawn heading (rad)")
+    p.add_argument("--cmd-vel-stamped", action="store_true", help="subscribe TwistStamped instead of Twist")
+    p.add_argument("--joint", action="append", default=[], metavar="NAME=POSITION",
+                   help="initial joint position (repeatable); the arm starts stowed")
+    p.add_argument("--real-time-factor", type=float, default=1.0)
+    p.add_argument("--no-sensor-noise", action="store_true", help="IMU without noise")
+    p.add_argument("--seed", type=int, default=0, help="noise seed")
+    p.add_argument("--gripper-abort-on-stall", action="store_true",
+                   help="a GripperCommand that stalls before its goal ends aborted "
+                        "(gripper_action_controller's allow_stalling=false); default: succeeded, stalled=true")
+    topics = p.add_argument_group("topic names")
+    topics.add_argument("--cmd-vel-topic", default="/cmd_vel")
+    topics.add_argument("--odom-topic", default="/odom")
+    topics.add_argument("--imu-topic", default="/imu")
+    topics.add_argument("--camera-ns", default="/camera", help="<ns>/image_raw, <ns>/depth/image_raw, ...")
+    topics.add_argument("--joint-states-topic", default="/joint_states")
+    topics.add_argument("--bumper-topic", default="/bumper")
+    topics.add_argument("--clock-topic", default="/clock")
+    topics.add_argument("--ground-truth-ns", default="/ground_truth")
+    topics.add_argument("--head-controller", default="/head_controller")
+    topics.add_argument("--arm-controller", default="/arm_controller")
+    topics.add_argument("--gripper-controller", default="/gripper_controller")
+    frames = p.add_argument_group("frame ids")
+    frames.add_argument("--odom-frame", default="odom")
+    frames.add_argument("--world-frame", default="world")
+    frames.add_argument("--camera-frame", default="camera_optical_frame")
+    return p.parse_args(argv)
+
+
+def parse_joint_overrides(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name.strip()] = float(value)
+    return out
+
+
+class AiccSim:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.robot = parse_urdf(args.urdf)
+        camera_sensor = self.robot.camera
+        width_px = args.width or camera_sensor.width_px
+        height_px = args.height or camera_sensor.height_px
+        self.camera_period_s = 1.0 / (args.camera_hz or camera_sensor.update_rate_hz)
+        self.sim = Simulation(self.robot, MjcfOptions(image_width_px=width_px, image_height_px=height_px,
+                                                      x_m=args.x, y_m=args.y, yaw_rad=args.yaw))
+        self.loop = ControlLoop(self.sim, parse_joint_overrides(args.joint), CONTROL_PERIOD_S)
+        self.rng = np.random.default_rng(args.seed)
+        self.noise = not args.no_sensor_noise
+        self.stop_requested = False
+        self.tick_index = 0
+        self.next_camera_s = 0.0
+        self.real_time_factor = 1.0
+        self.bumper_contacts = []
+        self.camera = RgbdCamera(self.sim.model, camera_sensor.name, width_px, height_px, camera_sensor.far_m)
+        self.camera_body_id = int(self.sim.model.cam_bodyid[self.sim.model.camera(camera_sensor.name).id])
+        self.bumper_geoms = self.sim.geom_ids(self.robot.contact_collisions)
+        self.node = rclpy.create_node("aicc_sim")
+        self.logger = self.node.get_logger()
+        self.shared = ros_controllers.SharedState()
+        self._share_joints()
+        self._init_publishers(camera_sensor)
+        self._init_controllers()
+        self._init_cmd_vel()
+
+    # ------------------------------------------------------------ setup
+    def _init_publishers(self, camera_sensor) -> None:
+        a, node, root = self.args, self.node, self.robot.root_link
+        self.pub_clock = node.create_publisher(Clock, a.clock_topic, RELIABLE)
+        self.pub_odom = node.create_publisher(pubs.Odometry, a.odom_topic, RELIABLE)
+        self.pub_imu = node.create_publisher(pubs.Imu, a.imu_topic, RELIABLE)
+        self.pub_joints = node.create_publisher(pubs.JointState, a.joint_states_topic, RELIABLE)
+        self.pub_truth_odom = node.create_publisher(pubs.Odometry, f"{a.ground_truth_ns}/odom", RELIABLE)
+        self.pub_truth_world = node.create_publisher(String, f"{a.ground_truth_ns}/world", RELIABLE)
+        self.pub_rgb = node.create_publisher(pubs.Image, f"{a.camera_ns}/image_raw", RELIABLE_IMAGES)
+        self.pub_rgb_info = node.create_publisher(pubs.CameraInfo, f"{a.camera_ns}/camera_info", RELIABLE_IMAGES)
+        self.pub_depth = node.create_publisher(pubs.Image, f"{a.camera_ns}/depth/image_raw", RELIABLE_IMAGES)
+        self.pub_depth_info = node.create_publisher(pubs.CameraInfo, f"{a.camera_ns}/depth/camera_info",
+                                                    RELIABLE_IMAGES)
+        self.pub_bumper = None
+        if pubs.ROS_GZ_IMPORT_ERROR is None:
+            self.pub_bumper = node.create_publisher(pubs.GzContacts, a.bumper_topic, RELIABLE)
+        else:
+            self.logger.warning(f"ros_gz_interfaces unavailable ({pubs.ROS_GZ_IMPORT_ERROR}): no {a.bumper_topic}")
+        self.odom_msg = pubs.OdometryMessage(a.odom_frame, root, ODOM_POSE_VARIANCES, ODOM_TWIST_VARIANCES)
+        self.truth_msg = pubs.OdometryMessage(a.world_frame, root, GROUND_TRUTH_VARIANCES, GROUND_TRUTH_VARIANCES)
+        gyro_sd, accel_sd = (GYRO_NOISE_STDDEV_RAD_S, ACCEL_NOISE_STDDEV_M_S2) if self.noise else (0.0, 0.0)
+        self.imu_msg = pubs.ImuMessage(self.robot.imu_link, gyro_sd, accel_sd)
+        self.joint_names = [j.name for j in self.sim.movable_joints]
+        self.joint_msg = pubs.JointStateMessage(self.joint_names)
+        if a.camera_frame not in self.robot.links:
+            self.logger.warning(f"camera frame {a.camera_frame} is not a URDF link")
+        self.camera_msgs = pubs.CameraMessages(a.camera_frame, self.camera.intrinsics)
+
+    def _init_controllers(self) -> None:
+        if ros_controllers.CONTROL_MSGS_IMPORT_ERROR is not None:
+            self.logger.warning(f"control_msgs unavailable ({ros_controllers.CONTROL_MSGS_IMPORT_ERROR}): "
+                                "no action servers, only the joint_trajectory topics")
+        actions = ReentrantCallbackGroup()  # execute callbacks block: let goals run side by side
+        a = self.args
+        groups = self.loop.groups
+        self.controllers = [
+            ros_controllers.TrajectoryControllerRos(self.node, a.head_controller, groups["head"], self.shared, actions),
+            ros_controllers.TrajectoryControllerRos(self.node, a.arm_controller, groups["arm"], self.shared, actions),
+            ros_controllers.GripperControllerRos(self.node, a.gripper_controller, groups["gripper"], self.shared,
+                                                 self.sim.set_effort_limit, actions,
+                                                 allow_stalling=not a.gripper_abort_on_stall),
+        ]
+
+    def _init_cmd_vel(self) -> None:
+        group = MutuallyExclusiveCallbackGroup()
+        msg_type = TwistStamped if self.args.cmd_vel_stamped else Twist
+        self.node.create_subscription(msg_type, self.args.cmd_vel_topic, self._on_cmd_vel,
+                                      ros_controllers.COMMAND_QOS, callback_group=group)
+
+    def _on_cmd_vel(self, msg) -> None:
+        twist = msg.twist if self.args.cmd_vel_stamped else msg
+        with self.shared.lock:
+            # Held until the next command, as Gazebo's diff drive does.
+            self.loop.drive.set_body_velocity(twist.linear.x, twist.angular.z)
+
+    # ------------------------------------------------------------ loop
+    def run(self) -> None:
+        executor = MultiThreadedExecutor(num_threads=6)
+        executor.add_node(self.node)
+        spinner = threading.Thread(target=executor.spin, name="ros-executor", daemon=True)
+        spinner.start()
+        wall_origin_s, sim_origin_s = time.monotonic(), self.sim.time_s
+        rtf_wall_s, rtf_sim_s = wall_origin_s, sim_origin_s
+        try:
+            while not self.stop_requested:
+                self._tick()
+                if self.tick_index == 1:
+                    print("AICC_SIM_READY", flush=True)
+                target_wall_s = wall_origin_s + (self.sim.time_s - sim_origin_s) / self.args.real_time_factor
+                delay_s = target_wall_s - time.monotonic()
+                if delay_s > 0:
+                    time.sleep(delay_s)
+                elif delay_s < -MAX_LAG_S:
+                    wall_origin_s -= delay_s  # give up catching up: sim time slows down
+                if self.tick_index % 100 == 0:
+                    now = time.monotonic()
+                    self.real_time_factor = (self.sim.time_s - rtf_sim_s) / max(now - rtf_wall_s, 1e-6)
+                    rtf_wall_s, rtf_sim_s = now, self.sim.time_s
+        finally:
+            self._shutdown(executor)
+
+    def _tick(self) -> None:
+        with self.shared.lock:
+            now_s = self.sim.time_s
+            self.shared.now_s = now_s
+            for controller in self.controllers:
+                controller.tick(now_s, self.loop.period_s)
+            self.loop.apply_controls()
+        self.loop.step()  # physics runs unlocked: ROS threads never touch MuJoCo data
+        self._share_joints()
+        self._publish(pubs.to_time(self.sim.time_s))
+        self.tick_index += 1
+
+    def _share_joints(self) -> None:
+        with self.shared.lock:
+            self.shared.positions = self.loop.positions
+            self.shared.velocities = self.loop.velocities
+            self.shared.efforts = self.loop.efforts
+
+    # ------------------------------------------------------------ publishing
+    def _publish(self, stamp) -> None:
+        self.pub_clock.publish(Clock(clock=stamp))
+        self._publish_imu(stamp)
+        if self.tick_index % STATE_DIVIDER == 0:
+            self._publish_state(stamp)
+        if self.tick_index % WORLD_DIVIDER == 0:
+            self.pub_truth_world.publish(String(data=json.dumps(self.world_truth())))
+        if self.sim.time_s >= self.next_camera_s:
+            self._publish_camera(stamp)
+            # Skip frames rather than burst when rendering falls behind.
+            self.next_camera_s = max(self.next_camera_s + self.camera_period_s, self.sim.time_s)
+
+    def _publish_imu(self, stamp) -> None:
+        quat, gyro, accel = self.sim.imu()
+        if self.noise:
+            gyro = gyro + self.rng.normal(0.0, GYRO_NOISE_STDDEV_RAD_S, 3)
+            accel = accel + self.rng.normal(0.0, ACCEL_NOISE_STDDEV_M_S2, 3)
+        self.pub_imu.publish(self.imu_msg.fill(stamp, quat, gyro, accel))
+
+    def _publish_state(self, stamp) -> None:
+        odo = self.loop.odometry
+        self.pub_odom.publish(self.odom_msg.fill(
+            stamp, (odo.x_m, odo.y_m, 0.0), pubs.yaw_quaternion_wxyz(odo.yaw_rad),
+            (odo.linear_m_s, 0.0, 0.0), (0.0, 0.0, odo.angular_rad_s)))
+        position, quat = self.sim.base_pose()
+        linear, angular = self.sim.base_twist_local()
+        self.pub_truth_odom.publish(self.truth_msg.fill(stamp, position, quat, linear, angular))
+        shared = self.shared
+        self.pub_joints.publish(self.joint_msg.fill(
+            stamp, [shared.positions[n] for n in self.joint_names], [shared.velocities[n] for n in self.joint_names],
+            [shared.efforts[n] for n in self.joint_names]))
+        self.bumper_contacts = self.sim.contacts_of(self.bumper_geoms)
+        if self.pub_bumper is not None:
+            self.pub_bumper.publish(pubs.contacts_message(stamp, self.args.world_frame, self.bumper_contacts,
+                                                          self.robot.name))
+
+    def _publish_camera(self, stamp) -> None:
+        rgb, depth_m = self.camera.render(self.sim.data)
+        rgb_msg, depth_msg, info = self.camera_msgs.fill(stamp, rgb, depth_m)
+        self.pub_rgb.publish(rgb_msg)
+        self.pub_rgb_info.publish(info)
+        self.pub_depth.publish(depth_msg)
+        self.pub_depth_info.publish(info)
+
+    def world_truth(self) -> dict:
+        position, quat = self.sim.base_pose()
+        w, x, y, z = quat
+        roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+        pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
+        origin, axis = self.sim.camera_pose(self.robot.camera.name)
+        objects = {}
+        positions = self.sim.object_positions()
+        for obj in self.sim.objects:
+            xyz = positions[obj.name]
+            objects[obj.name] = {"x": float(xyz[0]), "y": float(xyz[1]), "z": float(xyz[2]), "shape": obj.shape,
+                                 "size": list(obj.size_m), "color": obj.color, "movable": obj.movable}
+        ee_xyz = self.sim.data.xpos[self.sim.model.body("end_effector_link").id]
+        return {
+            "sim_time": self.sim.time_s,
+            "real_time_factor": round(self.real_time_factor, 3),
+            "base": {"x": float(position[0]), "y": float(position[1]), "z": float(position[2]),
+                     "yaw": quat_to_yaw(quat), "roll": roll, "pitch": pitch},
+            "objects": objects,
+            "bumper_in_contact": bool(self.bumper_contacts),
+            "bumper_contacts": [
+                {"other": c.other, "position": [float(v) for v in c.position_m], "depth_m": c.depth_m,
+                 "force_n": float(np.linalg.norm(c.force_n))}
+                for c in self.bumper_contacts
+            ],
+            "camera_center_distance_m": self.sim.ray_distance(origin, axis, self.camera_body_id),
+            "joints": dict(self.shared.positions),
+            "end_effector": {"x": float(ee_xyz[0]), "y": float(ee_xyz[1]), "z": float(ee_xyz[2])},
+        }
+
+    # ------------------------------------------------------------ shutdown
+    def request_stop(self, *_args) -> None:
+        self.stop_requested = True
+
+    def _shutdown(self, executor) -> None:
+        self.shared.release_all()  # unblock goals waiting in executor threads
+        time.sleep(0.1)
+        for controller in self.controllers:
+            controller.destroy()
+        executor.shutdown(timeout_sec=0.5)
+        self.node.destroy_node()
+        self.camera.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Our own handlers: rclpy's would shut the context down under the loop.
+    # A background process from a non-interactive shell ignores SIGINT until
+    # a handler is installed, so install both.
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
+    sim = AiccSim(args)
+    signal.signal(signal.SIGINT, sim.request_stop)
+    signal.signal(signal.SIGTERM, sim.request_stop)
+    try:
+        sim.run()
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

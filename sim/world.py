@@ -1,0 +1,149 @@
+"""The simulated room: a 4 x 4 m walled floor with a few coloured objects.
+
+Layout (world frame, robot spawns at the origin facing +x by default):
+- red box 1.5 m straight ahead, on the floor;
+- green cylinder front-right, blue sphere behind-left;
+- a pedestal front-left of the robot with a small yellow cube on it that the
+  arm can reach and grasp (the only movable object).
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from urdf_to_mjcf import fmt
+
+ROOM_HALF_SIZE_M = 2.0
+WALL_THICKNESS_M = 0.1
+WALL_HEIGHT_M = 1.0
+FLOOR_GEOM = "floor"
+
+
+@dataclass(frozen=True)
+class WorldObject:
+    name: str  # MuJoCo body and geom name
+    shape: str  # "box" | "cylinder" | "sphere"
+    size_m: tuple[float, ...]  # box: full x y z; cylinder: diameter, height; sphere: diameter
+    position_m: tuple[float, float, float]  # centre, in the world frame
+    rgba: tuple[float, float, float, float]
+    color: str
+    mass_kg: float = 0.0  # 0 = fixed to the world
+    yaw_rad: float = 0.0
+
+    @property
+    def movable(self) -> bool:
+        return self.mass_kg > 0.0
+
+
+CUBE_SIZE_M = 0.035
+PEDESTAL_SIZE_M = (0.08, 0.08, 0.10)
+PEDESTAL_XY_M = (0.30, 0.20)
+# The arm's base (joint1) sits at x = 0.062 m on the robot at the origin.
+# The cube faces it, so the fingers close on two faces, not on two edges.
+CUBE_YAW_RAD = math.atan2(PEDESTAL_XY_M[1], PEDESTAL_XY_M[0] - 0.062)
+
+OBJECTS = (
+    WorldObject("red_box", "box", (0.2, 0.2, 0.2), (1.5, 0.0, 0.1), (0.85, 0.1, 0.1, 1), "red"),
+    WorldObject("green_cylinder", "cylinder", (0.2, 0.3), (0.6, -1.3, 0.15), (0.1, 0.7, 0.2, 1), "green"),
+    WorldObject("blue_sphere", "sphere", (0.24,), (-1.0, 1.2, 0.12), (0.15, 0.3, 0.9, 1), "blue"),
+    WorldObject("pedestal", "box", PEDESTAL_SIZE_M, (*PEDESTAL_XY_M, PEDESTAL_SIZE_M[2] / 2), (0.55, 0.42, 0.3, 1), "brown"),
+    # A 3.5 cm, 30 g wooden cube resting on the pedestal.
+    WorldObject(
+        "cube", "box", (CUBE_SIZE_M,) * 3,
+        (*PEDESTAL_XY_M, PEDESTAL_SIZE_M[2] + CUBE_SIZE_M / 2 + 0.0005),
+        (0.95, 0.85, 0.1, 1), "yellow", mass_kg=0.03, yaw_rad=CUBE_YAW_RAD,
+    ),
+)
+
+
+def _mjcf_size(obj: WorldObject) -> str:
+    if obj.shape == "box":
+        return fmt(*(s / 2 for s in obj.size_m))
+    if obj.shape == "cylinder":
+        return fmt(obj.size_m[0] / 2, obj.size_m[1] / 2)
+    return fmt(obj.size_m[0] / 2)
+
+
+def _add_assets(mujoco: ET.Element) -> None:
+    asset = mujoco.find("asset")
+    if asset is None:
+        asset = ET.SubElement(mujoco, "asset")
+    ET.SubElement(asset, "texture", name="sky", type="skybox", builtin="gradient",
+                  rgb1="0.6 0.75 0.9", rgb2="0.9 0.9 0.95", width="64", height="64")
+    ET.SubElement(asset, "texture", name="floor_tiles", type="2d", builtin="checker",
+                  rgb1="0.75 0.75 0.72", rgb2="0.62 0.62 0.6", width="256", height="256")
+    # texuniform: texrepeat is per metre, and a checker texture has 2x2 tiles,
+    # so the floor shows 0.5 m tiles (a visual scale for the camera).
+    ET.SubElement(asset, "material", name="floor_material", texture="floor_tiles", texrepeat="1 1",
+                  texuniform="true", reflectance="0")
+    ET.SubElement(asset, "material", name="wall_material", rgba="0.88 0.86 0.8 1")
+
+
+def _add_lights(mujoco: ET.Element, worldbody: ET.Element) -> None:
+    visual = mujoco.find("visual")
+    ET.SubElement(visual, "headlight", ambient="0.35 0.35 0.35", diffuse="0.35 0.35 0.35", specular="0 0 0")
+    # No shadows: they roughly double the render cost on a CPU renderer.
+    ET.SubElement(worldbody, "light", name="ceiling", pos="0 0 3", dir="0 0 -1",
+                  directional="true", castshadow="false", diffuse="0.5 0.5 0.5")
+
+
+def _add_room(worldbody: ET.Element) -> None:
+    half = ROOM_HALF_SIZE_M + WALL_THICKNESS_M
+    ET.SubElement(worldbody, "geom", {"class": "world"}, name=FLOOR_GEOM, type="plane",
+                  size=fmt(half, half, 0.05), material="floor_material")
+    wall_z = WALL_HEIGHT_M / 2
+    offset = ROOM_HALF_SIZE_M + WALL_THICKNESS_M / 2
+    long_half, thin_half = half, WALL_THICKNESS_M / 2
+    walls = {
+        "wall_north": ((offset, 0), (thin_half, long_half)),   # +x
+        "wall_south": ((-offset, 0), (thin_half, long_half)),  # -x
+        "wall_west": ((0, offset), (long_half, thin_half)),    # +y
+        "wall_east": ((0, -offset), (long_half, thin_half)),   # -y
+    }
+    for name, ((x, y), (hx, hy)) in walls.items():
+        ET.SubElement(worldbody, "geom", {"class": "world"}, name=name, type="box",
+                      pos=fmt(x, y, wall_z), size=fmt(hx, hy, wall_z), material="wall_material")
+
+
+def _add_object(worldbody: ET.Element, obj: WorldObject) -> None:
+    body = ET.SubElement(worldbody, "body", name=obj.name, pos=fmt(*obj.position_m))
+    if obj.yaw_rad:
+        body.set("quat", fmt(math.cos(obj.yaw_rad / 2), 0, 0, math.sin(obj.yaw_rad / 2)))
+    geom = ET.SubElement(body, "geom", {"class": "world"}, name=obj.name, type=obj.shape,
+                         size=_mjcf_size(obj), rgba=fmt(*obj.rgba))
+    if obj.movable:
+        ET.SubElement(body, "freejoint", name=f"{obj.name}_freejoint")
+        geom.set("mass", fmt(obj.mass_kg))
+        # Its own friction and torsional friction win over the fingers' and the
+        # pedestal's, so a pinch grasp does not let the cube spin out.
+        geom.set("friction", "1.0 0.01 0.0001")
+        geom.set("condim", "4")
+        geom.set("priority", "2")
+        # Box inertia from the geom (the compiler ignores geoms for inertia).
+        side = obj.size_m[0]
+        inertia = obj.mass_kg * side * side / 6.0
+        ET.SubElement(body, "inertial", pos="0 0 0", mass=fmt(obj.mass_kg), diaginertia=fmt(inertia, inertia, inertia))
+
+
+def build_model(robot, options=None, objects: tuple[WorldObject, ...] = OBJECTS):
+    """Compiled MjModel of the robot (from its URDF model) in the room."""
+    import mujoco
+
+    from urdf_to_mjcf import build_mjcf, to_xml_string
+
+    mjcf = build_mjcf(robot, options)
+    add_world(mjcf, objects)
+    return mujoco.MjModel.from_xml_string(to_xml_string(mjcf))
+
+
+def add_world(mujoco: ET.Element, objects: tuple[WorldObject, ...] = OBJECTS) -> None:
+    """Adds floor, walls, lights and objects to a <mujoco> element made by
+    urdf_to_mjcf.build_mjcf."""
+    worldbody = mujoco.find("worldbody")
+    _add_assets(mujoco)
+    _add_lights(mujoco, worldbody)
+    _add_room(worldbody)
+    for obj in objects:
+        _add_object(worldbody, obj)

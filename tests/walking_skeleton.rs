@@ -1,0 +1,55 @@
+//! The whole loop, against the real simulated robot: TCP -> AICC -> ROS ->
+//! physics -> ROS -> AICC, checked against the simulator's ground truth.
+mod support;
+
+use serde_json::json;
+use support::{start_bridge, start_sim, AiccClient, GroundTruth};
+
+#[test]
+fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
+    let _sim = start_sim(&[]);
+    let truth = GroundTruth::subscribe();
+    let (_bridge, port) = start_bridge(&[]);
+    let (mut client, init) = AiccClient::connect(port);
+    let tool_ids: Vec<&str> = init["tools"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert!(tool_ids.contains(&"proprioception") && tool_ids.contains(&"move"), "{tool_ids:?}");
+
+    // Odometry reaches the bridge a moment after the simulator is ready.
+    let mut sense = client.call("p1", "proprioception", json!({}));
+    for attempt in 2..50 {
+        if sense["ok"] == true {
+            break;
+        }
+        assert_eq!(sense["error"]["retryable"], true, "{sense}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        sense = client.call(&format!("p{attempt}"), "proprioception", json!({}));
+    }
+    assert_eq!(sense["ok"], true, "{sense}");
+    let output = &sense["output"];
+    assert_eq!(output["frame_id"], "odom");
+    let (x0, y0, _) = truth.settled_pose();
+    let odom_x = output["position_m"]["x"].as_f64().unwrap();
+    assert!(output["odom_age_ms"].as_f64().unwrap() < 500.0);
+    assert!(sense["meta"]["tick"].is_u64());
+    println!("start: ground truth ({x0:.3}, {y0:.3}), odom x {odom_x:.3}");
+
+    let moved = client.call("m1", "move", json!({ "forward": 0.5 }));
+    assert_eq!(moved["ok"], true, "{moved}");
+    let (x1, y1, _) = truth.settled_pose();
+    let displacement_m = (x1 - x0).hypot(y1 - y0);
+    let reported_m = moved["output"]["achieved"]["forward_m"].as_f64().unwrap();
+    println!("move 0.5 m: ground truth displacement {displacement_m:.4} m, odometry says {reported_m:.4} m, took {:.2} s", moved["output"]["duration_s"]);
+    assert!((displacement_m - 0.5).abs() <= 0.1, "ground truth moved {displacement_m} m");
+    assert!((reported_m - 0.5).abs() <= 0.1, "bridge reported {reported_m} m");
+
+    // Bad input is an error naming the field, and the robot does not move.
+    let refused = client.call("m2", "move", json!({ "forward": "far" }));
+    assert_eq!(refused["ok"], false);
+    assert_eq!(refused["error"]["code"], "invalid_input");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("input.forward"), "{refused}");
+    client.send_line("this is not json");
+    let error = client.read_message();
+    assert_eq!((error["type"].as_str(), error["code"].as_str()), (Some("error"), Some("invalid_input")));
+    let (x2, y2, _) = truth.settled_pose();
+    assert!((x2 - x1).hypot(y2 - y1) < 0.01, "robot moved after refused input");
+}
