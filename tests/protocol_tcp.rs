@@ -91,10 +91,10 @@ fn a_session_survives_a_disconnect_and_resume_replays_what_was_missed() {
     let mut again = AiccClient::connect_raw(port);
     let _fresh_init = again.read_message();
     again.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r", "session_id": session_id, "cursor": 1 })));
+    let replayed = again.read_until("event");
+    assert_eq!((replayed["topic"].as_str(), replayed["meta"]["seq"].as_u64(), replayed["meta"]["replayed"].as_bool()), (Some("lease"), Some(2), Some(true)));
     let resumed = again.read_until("session_resume");
     assert_eq!((resumed["replayed"].as_u64(), resumed["dropped"].as_u64(), resumed["next_cursor"].as_u64()), (Some(1), Some(0), Some(2)), "{resumed}");
-    let replayed = again.read_message();
-    assert_eq!((replayed["topic"].as_str(), replayed["meta"]["seq"].as_u64()), (Some("lease"), Some(2)));
     assert_eq!(replayed["payload"]["holder"], serde_json::Value::Null);
 
     again.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "session_close" })));

@@ -447,19 +447,24 @@ impl Core {
         apply_opening_to(session, &opening);
         let replay = session.events.replay_after(cursor, usize::MAX);
         self.connections.get_mut(&conn).expect("known connection").session = Some(session_id.clone());
+        // Replayed events go first, flagged, so that ticks on the wire never
+        // go backwards; the reply that follows counts them.
+        let replayed = replay.events.len();
+        for event in replay.events {
+            let mut message = (*event.message).clone();
+            message["meta"]["replayed"] = json!(true);
+            out.push(Output::Send { conn, message, droppable: false });
+        }
         let tick = self.tick(now);
         out.push(self.reply(conn, envelope("session_resume", &session_id, json!({
             "in_reply_to": message_id,
             "resumed": true,
             "cursor": cursor,
-            "replayed": replay.events.len(),
+            "replayed": replayed,
             "dropped": replay.dropped,
             "next_cursor": replay.next_cursor,
             "meta": { "tick": tick },
         }))));
-        for event in replay.events {
-            out.push(Output::Send { conn, message: (*event.message).clone(), droppable: false });
-        }
         out
     }
 

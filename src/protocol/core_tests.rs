@@ -257,11 +257,12 @@ fn a_session_resumes_with_the_events_it_missed_and_says_how_many_were_dropped() 
     core.on_connect(2, t0 + Duration::from_secs(5));
     let resume = line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r1", "session_id": sid, "cursor": 1 }));
     let messages = sent(&core.on_line(2, &resume, t0 + Duration::from_secs(5)), 2);
-    let reply = &messages[0];
+    let reply = messages.last().unwrap();
     assert_eq!((reply["type"].as_str(), reply["session_id"].as_str()), (Some("session_resume"), Some(sid.as_str())));
     // The ring holds 4: seqs 4..=7 survive, 2 and 3 were dropped.
     assert_eq!((reply["replayed"].as_u64(), reply["dropped"].as_u64(), reply["next_cursor"].as_u64()), (Some(4), Some(2), Some(7)));
-    let replayed: Vec<u64> = messages[1..].iter().map(|m| m["payload"]["n"].as_u64().unwrap()).collect();
+    let replayed: Vec<u64> = messages[..messages.len() - 1].iter().map(|m| m["payload"]["n"].as_u64().unwrap()).collect();
+    assert!(messages[..messages.len() - 1].iter().all(|m| m["meta"]["replayed"] == true));
     assert_eq!(replayed, vec![4, 5, 6, 7]);
     // Events flow to the new connection; a stale session cannot be resumed.
     assert_eq!(only(&core.publish("collision", json!({ "n": 8 }), None, t0), 2)["meta"]["seq"], 8);
@@ -413,7 +414,7 @@ fn resuming_elsewhere_closes_the_old_connection() {
     let out = core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid })), t0);
     assert_eq!(only(&out, 1)["type"], "session_close");
     assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })));
-    assert_eq!(sent(&out, 2)[0]["type"], "session_resume");
+    assert_eq!(sent(&out, 2).last().unwrap()["type"], "session_resume");
     assert_eq!(core.session_of(2), Some(sid.as_str()));
 }
 
@@ -462,5 +463,101 @@ proptest! {
         let replies = out.iter().filter(|o| matches!(o, Output::Send { droppable: false, .. })).count();
         let answers = replies + usize::from(executes(&out));
         prop_assert_eq!(answers, 1, "{:?}", out);
+    }
+}
+
+/// Replaces ids that change every run, so that a transcript can be compared.
+fn normalised(message: &Value, session: &str) -> Value {
+    let text = message.to_string().replace(session, "SESSION-ID");
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    if value.get("message_id").is_some_and(|id| id.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())) {
+        value["message_id"] = json!("MESSAGE-ID");
+    }
+    value
+}
+
+struct Transcript {
+    lines: Vec<String>,
+    session: String,
+}
+
+impl Transcript {
+    fn agent(&mut self, text: &str) {
+        let value: Value = serde_json::from_str(text).unwrap();
+        self.lines.push(format!("agent> {}", if self.session.is_empty() { value } else { normalised(&value, &self.session) }));
+    }
+
+    fn bridge(&mut self, outputs: &[Output], conn: ConnId) {
+        for message in sent(outputs, conn) {
+            if self.session.is_empty() {
+                if let Some(id) = message["session_id"].as_str().filter(|s| !s.is_empty()) {
+                    self.session = id.to_string();
+                }
+            }
+            self.lines.push(format!("bridge> {}", normalised(&message, &self.session)));
+        }
+    }
+}
+
+/// The transcript docs/protocol.md takes its examples from: every message
+/// type, both directions. Regenerate with UPDATE_GOLDEN=1.
+#[test]
+fn protocol_examples_transcript_matches_the_golden_file() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut tokens = Tokens::default();
+    tokens.add("agent-token", Scope::Actuate).unwrap();
+    let mut core = core_with(CoreConfig { tokens, ..config() }, t0);
+    let mut t = Transcript { lines: Vec::new(), session: String::new() };
+    let say = |core: &mut Core, t: &mut Transcript, conn: ConnId, text: String, ms: u64| {
+        t.agent(&text);
+        let out = core.on_line(conn, text.as_bytes(), at(ms));
+        t.bridge(&out, conn);
+        out
+    };
+    core.on_connect(1, at(0));
+    say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "m-1", "auth": { "token": "agent-token" }, "agent_model": { "class": "edge_small" }, "subscribe": ["collision", "lease", "state_change"] }).to_string(), 10);
+    let out = say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": "m-2", "call_id": "c-1", "tool": "probe", "input": { "forward": 1.5 } }).to_string(), 120);
+    assert!(executes(&out));
+    let session = t.session.clone();
+    let out = core.on_tool_finished(&session, "c-1", Ok(ToolSuccess { output: json!({ "reading": 42 }), source: "/probe".into() }), at(135));
+    t.bridge(&out, 1);
+    say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": "m-3", "call_id": "c-2", "tool": "drive", "input": { "forward": "far" } }).to_string(), 200);
+    let out = core.publish("collision", json!({ "other": "wall_north", "normal": { "x": -1.0, "y": 0.0, "z": 0.0 }, "impulse": 4.2 }), None, at(300));
+    t.bridge(&out, 1);
+    say(&mut core, &mut t, 1, "{\"protocol\":\"aicc/0.1\",\"type\":\"teleport\",\"message_id\":\"m-4\"}".to_string(), 310);
+    say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "m-5" }).to_string(), 400);
+    let out = core.on_timer(at(5400));
+    t.bridge(&out, 1);
+    core.on_disconnect(1, at(5500));
+    core.publish("state_change", json!({ "entity": "bumper", "change": "contact_ended" }), None, at(5600));
+    core.on_connect(2, at(6000));
+    say(&mut core, &mut t, 2, json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "m-6", "session_id": session, "cursor": 1, "auth": { "token": "agent-token" } }).to_string(), 6010);
+    say(&mut core, &mut t, 2, json!({ "protocol": "aicc/0.1", "type": "session_close", "message_id": "m-7" }).to_string(), 6100);
+
+    let text = t.lines.join("\n") + "\n";
+    let golden_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/protocol-transcript.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(&golden_path).expect("docs/protocol-transcript.txt (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(text, golden, "the protocol changed: review, then UPDATE_GOLDEN=1 cargo test");
+    let kinds: std::collections::BTreeSet<String> = text.lines().filter_map(|l| l.split_once("> ")).map(|(_, m)| serde_json::from_str::<Value>(m).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    for kind in ["error", "event", "heartbeat", "manifest_request", "session_close", "session_init", "session_resume", "tool_call", "tool_result"] {
+        assert!(kinds.contains(kind), "the transcript lacks a {kind} message");
+    }
+    let ticks: Vec<u64> = text.lines().filter_map(|l| l.strip_prefix("bridge> ")).map(|m| serde_json::from_str::<Value>(m).unwrap()["meta"]["tick"].as_u64().unwrap()).collect();
+    assert!(ticks.windows(2).all(|w| w[0] <= w[1]), "ticks go backwards on the wire: {ticks:?}");
+}
+
+#[test]
+fn every_example_in_the_protocol_doc_is_a_line_of_the_transcript() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/protocol.md")).unwrap();
+    let transcript = std::fs::read_to_string(root.join("docs/protocol-transcript.txt")).unwrap();
+    let examples: Vec<&str> = doc.lines().filter(|l| l.starts_with("agent> ") || l.starts_with("bridge> ")).collect();
+    assert!(examples.len() >= 17, "the doc shows {} examples", examples.len());
+    for example in examples {
+        assert!(transcript.lines().any(|l| l == example), "docs/protocol.md shows a line the protocol does not produce: {example}");
     }
 }
