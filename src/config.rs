@@ -175,11 +175,14 @@ impl Default for BaseConfig {
 pub struct SensorConfig {
     pub odom_max_age_s: f64,
     pub imu_max_age_s: f64,
+    /// A sensor silent this long is taken out of the manifest (and put back
+    /// when data flows again).
+    pub unavailable_after_s: f64,
 }
 
 impl Default for SensorConfig {
     fn default() -> Self {
-        Self { odom_max_age_s: 0.5, imu_max_age_s: 0.5 }
+        Self { odom_max_age_s: 0.5, imu_max_age_s: 0.5, unavailable_after_s: 2.0 }
     }
 }
 
@@ -230,6 +233,7 @@ impl Config {
             ("base.max_move_distance_m", self.base.max_move_distance_m),
             ("sensors.odom_max_age_s", self.sensors.odom_max_age_s),
             ("sensors.imu_max_age_s", self.sensors.imu_max_age_s),
+            ("sensors.unavailable_after_s", self.sensors.unavailable_after_s),
             ("resume_window_s", self.resume_window_s),
             ("heartbeat_interval_s", self.heartbeat_interval_s),
             ("lease_timeout_s", self.lease_timeout_s),

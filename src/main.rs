@@ -117,10 +117,12 @@ async fn main() -> anyhow::Result<()> {
     let timer_period = Duration::from_secs_f64((1.0 / config.tick_rate_hz).min(0.05));
     let timer_task = tokio::spawn(bridge.clone().run_timers(timer_period));
     let server_task = tokio::spawn(bridge.clone().serve(listener, tls, config.max_connections));
+    let watch_task = tokio::spawn(bridge.clone().run_availability_watch(Duration::from_millis(250)));
 
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down: stopping the base");
     server_task.abort();
+    watch_task.abort();
     timer_task.abort();
     driver_task.abort();
     base.stop();

@@ -48,8 +48,33 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     assert_eq!(refused["error"]["code"], "invalid_input");
     assert!(refused["error"]["message"].as_str().unwrap().contains("input.forward"), "{refused}");
     client.send_line("this is not json");
-    let error = client.read_message();
+    let error = client.read_until("error");
     assert_eq!((error["type"].as_str(), error["code"].as_str()), (Some("error"), Some("invalid_input")));
     let (x2, y2, _) = truth.settled_pose();
     assert!((x2 - x1).hypot(y2 - y1) < 0.01, "robot moved after refused input");
+
+    drop(client);
+
+    // The session outlives the connection: resume replays what was missed.
+    let (mut first, init) = AiccClient::connect(port);
+    let session_id = init["session_id"].as_str().unwrap().to_string();
+    let moved = first.call("r1", "move", json!({ "forward": 0.05 }));
+    assert_eq!(moved["ok"], true, "{moved}");
+    let lease = first.other.iter().find(|m| m["topic"] == "lease").expect("a lease event when the lease is taken").clone();
+    assert_eq!((lease["payload"]["yours"].as_bool(), lease["meta"]["seq"].as_u64()), (Some(true), Some(1)));
+    drop(first);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (mut again, _) = AiccClient::connect(port);
+    again.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r", "session_id": session_id, "cursor": 1 }).to_string());
+    let replayed = again.read_until("event");
+    assert_eq!((replayed["topic"].as_str(), replayed["meta"]["seq"].as_u64(), replayed["meta"]["replayed"].as_bool()), (Some("lease"), Some(2), Some(true)), "{replayed}");
+    assert_eq!(replayed["payload"]["holder"], serde_json::Value::Null, "released when the agent went away");
+    let resumed = again.read_until("session_resume");
+    assert_eq!((resumed["replayed"].as_u64(), resumed["dropped"].as_u64(), resumed["next_cursor"].as_u64()), (Some(1), Some(0), Some(2)), "{resumed}");
+    again.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_close" }).to_string());
+    assert_eq!(again.read_until("session_close")["session_id"], session_id.as_str());
+    assert!(again.is_closed_by_peer());
+    let (mut late, _) = AiccClient::connect(port);
+    late.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": session_id }).to_string());
+    assert_eq!(late.read_until("error")["code"], "session_expired");
 }

@@ -193,6 +193,11 @@ pub struct Core {
     unavailable: HashMap<String, String>,
     last_error: Option<String>,
     counters: Counters,
+    /// Transport facts the shell reports, for operators' status.
+    listener: Option<String>,
+    max_connections: usize,
+    outbound: Vec<(ConnId, usize)>,
+    outbound_max: usize,
 }
 
 fn short_id(session: &str) -> &str {
@@ -213,6 +218,10 @@ impl Core {
             unavailable: HashMap::new(),
             last_error: None,
             counters: Counters::default(),
+            listener: None,
+            max_connections: 0,
+            outbound: Vec::new(),
+            outbound_max: 0,
         }
     }
 
@@ -287,8 +296,8 @@ impl Core {
         let Some(state) = self.connections.get_mut(&conn) else { return Vec::new() };
         state.last_inbound = now;
         let authenticated = state.scope.is_some();
-        let inbound = match decode(line) {
-            Ok(inbound) => inbound,
+        let (inbound, named_session) = match decode(line) {
+            Ok(decoded) => (decoded.inbound, decoded.session_id),
             Err((error, correlation)) => {
                 self.counters.protocol_errors += 1;
                 return vec![self.error_message(conn, error, &correlation, now)];
@@ -296,6 +305,20 @@ impl Core {
         };
         if !authenticated {
             return self.authenticate(conn, inbound, now);
+        }
+        // A message naming another session than the connection's is refused:
+        // switching sessions is what session_resume is for.
+        let own = self.connections[&conn].session.clone();
+        if let (Some(named), Some(own), false) = (&named_session, &own, matches!(inbound, Inbound::SessionResume { .. })) {
+            if named != own {
+                self.counters.protocol_errors += 1;
+                let (message_id, call_id) = match &inbound {
+                    Inbound::ToolCall { message_id, call_id, .. } => (message_id.clone(), Some(call_id.clone())),
+                    Inbound::ManifestRequest { message_id, .. } | Inbound::Heartbeat { message_id } | Inbound::SessionClose { message_id } | Inbound::SessionResume { message_id, .. } => (message_id.clone(), None),
+                };
+                let error = AiccError::new(ErrorCode::SessionExpired, false, format!("session_id '{named}' is not this connection's session; use session_resume to attach to another"));
+                return vec![self.error_message(conn, error, &Correlation { message_id, call_id }, now)];
+            }
         }
         match inbound {
             Inbound::ToolCall { message_id, call_id, tool, input } => self.on_tool_call(conn, message_id, call_id, tool, input, now),
@@ -482,12 +505,16 @@ impl Core {
                 self.counters.tool_errors += 1;
                 vec![self.failed_result(conn, &session_id, &call_id, error, &correlation, now, now)]
             }
-            Ok(Admitted::Internal(output)) => {
+            Ok(Admitted::Internal { output, ignored_fields }) => {
                 let tick = self.tick(now);
-                vec![self.reply(conn, envelope("tool_result", &session_id, json!({
+                let mut result = envelope("tool_result", &session_id, json!({
                     "call_id": call_id, "ok": true, "output": output,
                     "meta": { "tick": tick, "latency_ms": 0.0, "source": "bridge" },
-                })))]
+                }));
+                if !ignored_fields.is_empty() {
+                    result["meta"]["ignored_fields"] = json!(ignored_fields);
+                }
+                vec![self.reply(conn, result)]
             }
             Ok(Admitted::Execute { descriptor_id, input, ignored_fields, acquired_lease }) => {
                 let session = self.sessions.get_mut(&session_id).expect("admitted");
@@ -544,9 +571,9 @@ impl Core {
         match descriptor.id {
             TICK_NOW => {
                 self.extra_ticks += 1;
-                Ok(Admitted::Internal(json!({ "tick": self.tick(now) })))
+                Ok(Admitted::Internal { output: json!({ "tick": self.tick(now) }), ignored_fields: valid.ignored_fields })
             }
-            BRIDGE_STATUS => Ok(Admitted::Internal(self.status(session_id, now))),
+            BRIDGE_STATUS => Ok(Admitted::Internal { output: self.status(session_id, now), ignored_fields: valid.ignored_fields }),
             _ => Ok(Admitted::Execute { descriptor_id: descriptor.id, input: valid.input, ignored_fields: valid.ignored_fields, acquired_lease }),
         }
     }
@@ -818,8 +845,15 @@ impl Core {
                 "agent_model": s.agent_model.as_ref().map(|m| m.class.clone()),
             }))
             .collect();
+        let outbound_queued: usize = self.outbound.iter().map(|(_, n)| n).sum();
+        let outbound_fullest = self.outbound.iter().map(|(_, n)| *n).max().unwrap_or(0);
         json!({
+            "listener": self.listener,
             "connections": self.connections.len(),
+            "connections_max": self.max_connections,
+            "outbound_queued": outbound_queued,
+            "outbound_fullest_queue": outbound_fullest,
+            "outbound_queue_max": self.outbound_max,
             "connections_total": self.counters.connections_total,
             "sessions": sessions,
             "lease_holder": self.lease.as_ref().map(|l| show(&l.session)),
@@ -832,6 +866,18 @@ impl Core {
             "last_error": self.last_error,
             "auth_required": self.auth_required(),
         })
+    }
+
+    /// The listener, as the shell bound it.
+    pub fn note_listener(&mut self, address: String, max_connections: usize) {
+        self.listener = Some(address);
+        self.max_connections = max_connections;
+    }
+
+    /// Outbound queue occupancy per connection, as the shell measured it.
+    pub fn note_outbound(&mut self, occupancy: Vec<(ConnId, usize)>, max_per_connection: usize) {
+        self.outbound = occupancy;
+        self.outbound_max = max_per_connection;
     }
 
     /// Records an error for `status` (e.g. from the shell).
@@ -882,7 +928,7 @@ pub fn core_tool_descriptors() -> Vec<ToolDescriptor> {
 
 enum Admitted {
     /// Answered by the core itself.
-    Internal(Value),
+    Internal { output: Value, ignored_fields: Vec<String> },
     Execute { descriptor_id: &'static str, input: Map<String, Value>, ignored_fields: Vec<String>, acquired_lease: bool },
 }
 

@@ -288,6 +288,18 @@ fn calls_cut_off_by_a_disconnect_are_recorded_for_the_resumed_agent() {
 }
 
 #[test]
+fn a_message_naming_another_session_is_refused() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let mut wrong = json!({ "protocol": "aicc/0.1", "type": "tool_call", "session_id": "7d0f0c1e-0000-4000-8000-000000000000", "call_id": "c", "tool": "probe", "input": {} });
+    let refused = only(&core.on_line(1, &line(wrong.clone()), t0), 1);
+    assert_eq!((refused["type"].as_str(), refused["code"].as_str(), refused["call_id"].as_str()), (Some("error"), Some("session_expired"), Some("c")));
+    wrong["session_id"] = json!(sid);
+    assert!(executes(&core.on_line(1, &line(wrong), t0)), "its own session id is fine");
+}
+
+#[test]
 fn session_close_answers_closes_and_forgets_the_session() {
     let t0 = Instant::now();
     let mut core = core_with(config(), t0);

@@ -44,8 +44,15 @@ pub struct Correlation {
     pub call_id: Option<String>,
 }
 
+/// A decoded message and the envelope's `session_id`, if it named one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub inbound: Inbound,
+    pub session_id: Option<String>,
+}
+
 /// Decodes one NDJSON line.
-pub fn decode(line: &[u8]) -> Result<Inbound, (AiccError, Correlation)> {
+pub fn decode(line: &[u8]) -> Result<Decoded, (AiccError, Correlation)> {
     let text = std::str::from_utf8(line).map_err(|e| {
         (AiccError::invalid_input(format!("line is not valid UTF-8 (at byte {})", e.valid_up_to())), Correlation::default())
     })?;
@@ -58,7 +65,9 @@ pub fn decode(line: &[u8]) -> Result<Inbound, (AiccError, Correlation)> {
         message_id: object.get("message_id").and_then(Value::as_str).map(str::to_owned),
         call_id: object.get("call_id").and_then(Value::as_str).map(str::to_owned),
     };
-    decode_object(&mut object).map_err(|e| (e, correlation))
+    let session_id = object.get("session_id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+    let inbound = decode_object(&mut object).map_err(|e| (e, correlation))?;
+    Ok(Decoded { inbound, session_id })
 }
 
 fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> {
@@ -199,7 +208,7 @@ mod tests {
     use super::*;
 
     fn decode_str(line: &str) -> Result<Inbound, (AiccError, Correlation)> {
-        decode(line.as_bytes())
+        decode(line.as_bytes()).map(|d| d.inbound)
     }
 
     #[test]

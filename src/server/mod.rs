@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -105,8 +105,28 @@ impl Bridge {
         }
     }
 
+    /// Checks every tool's data source periodically and pushes changes
+    /// (a sensor gone silent, or back) to the agents.
+    pub async fn run_availability_watch(self: Arc<Self>, period: Duration) {
+        let mut interval = tokio::time::interval(period);
+        loop {
+            interval.tick().await;
+            let now = Instant::now();
+            for tool in self.registry.tools() {
+                let reason = tool.unavailable_reason(&self.tools, now);
+                self.set_tool_availability(tool.descriptor().id, reason);
+            }
+            // Queue occupancy, for operators' status.
+            let occupancy: Vec<(ConnId, usize)> = self.outboxes.lock().iter().map(|(conn, outbox)| (*conn, outbox.len())).collect();
+            self.core.lock().note_outbound(occupancy, self.outbound_queue);
+        }
+    }
+
     /// Accepts connections until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, max_connections: usize) {
+        if let Ok(address) = listener.local_addr() {
+            self.core.lock().note_listener(format!("{}://{address}", if tls.is_some() { "tls" } else { "tcp" }), max_connections);
+        }
         let slots = Arc::new(Semaphore::new(max_connections));
         loop {
             let (mut stream, peer) = match listener.accept().await {
@@ -237,15 +257,5 @@ impl Bridge {
             let outputs = core.on_tool_finished(&session, &call_id, outcome, Instant::now());
             bridge.apply(outputs);
         });
-    }
-
-    /// The status an operator sees, without a session of their own.
-    pub fn status(&self) -> Value {
-        let core = self.core.lock();
-        let mut status = core.status("", Instant::now());
-        let queued: usize = self.outboxes.lock().values().map(|o| o.len()).sum();
-        status["outbound_queued"] = json!(queued);
-        status["outbound_queue_max_per_connection"] = json!(self.outbound_queue);
-        status
     }
 }

@@ -5,7 +5,7 @@ pub mod move_base;
 pub mod proprioception;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -39,6 +39,25 @@ pub trait Tool: Send + Sync {
     fn descriptor(&self) -> ToolDescriptor;
     /// Validates `input` and runs the tool.
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture;
+
+    /// Why the tool cannot serve now (its data source is missing or
+    /// silent), or None. Checked periodically; a change is pushed to agents
+    /// as a manifest update.
+    fn unavailable_reason(&self, _ctx: &ToolContext, _now: Instant) -> Option<String> {
+        None
+    }
+}
+
+/// Why odometry-based tools cannot serve now.
+pub fn odometry_missing(ctx: &ToolContext, now: Instant) -> Option<String> {
+    let silent_after = Duration::from_secs_f64(ctx.config.sensors.unavailable_after_s);
+    match ctx.robot.odometry() {
+        None => Some(format!("no odometry received on {}", ctx.robot.odometry_source())),
+        Some(odom) if now.saturating_duration_since(odom.received) > silent_after => {
+            Some(format!("no odometry on {} for {:.1} s", ctx.robot.odometry_source(), now.saturating_duration_since(odom.received).as_secs_f64()))
+        }
+        Some(_) => None,
+    }
 }
 
 /// The tools this bridge offers.
@@ -53,6 +72,10 @@ impl Registry {
             Arc::new(move_base::Move::new(&config.base)),
         ];
         Self { tools }
+    }
+
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<dyn Tool>> {

@@ -110,6 +110,10 @@ impl Tool for Move {
         }
     }
 
+    fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
+        super::odometry_missing(ctx, now)
+    }
+
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         let max_distance_m = self.max_distance_m;
         let max_speed_mps = self.max_speed_mps;

@@ -46,6 +46,10 @@ impl Tool for Proprioception {
         }
     }
 
+    fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
+        super::odometry_missing(ctx, now)
+    }
+
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         async move {
             reject_unknown_fields(&input, &[])?;
