@@ -44,7 +44,10 @@ pub struct Config {
     /// Connections served at once.
     pub max_connections: usize,
     pub security: SecurityConfig,
-    pub topics: Topics,
+    /// Namespace prepended to relative topic names ("" = the node's own),
+    /// for multi-robot setups; `--ros-args -r __ns:=/robot1` works too.
+    pub namespace: String,
+    pub actuators: Actuators,
     pub base: BaseConfig,
     pub sensors: SensorConfig,
 }
@@ -67,7 +70,8 @@ impl Default for Config {
             tool_timeout_s: 120.0,
             max_connections: 256,
             security: SecurityConfig::default(),
-            topics: Topics::default(),
+            namespace: String::new(),
+            actuators: Actuators::default(),
             base: BaseConfig::default(),
             sensors: SensorConfig::default(),
         }
@@ -119,20 +123,146 @@ pub struct TokenSource {
     pub scope: crate::protocol::auth::Scope,
 }
 
-/// ROS topic names (relative names resolve in the node's namespace).
+/// Where commands go: ROS topics and action servers (relative names
+/// resolve in the node's namespace, for multi-robot setups).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Topics {
+pub struct Actuators {
+    /// geometry_msgs/Twist (or TwistStamped below).
     pub cmd_vel: String,
-    /// Publish geometry_msgs/TwistStamped instead of Twist (Jazzy+ controllers).
+    /// Publish TwistStamped instead of Twist (Jazzy+ diff drive controllers).
     pub cmd_vel_stamped: bool,
-    pub odom: String,
-    pub imu: String,
+    /// control_msgs/FollowJointTrajectory server of the pan-tilt head ("" = none).
+    pub head_action: String,
+    /// Joint names of the head, pan first, tilt second.
+    pub head_joints: Vec<String>,
+    /// control_msgs/FollowJointTrajectory server of the arm ("" = none).
+    pub arm_action: String,
+    pub arm_joints: Vec<String>,
+    /// control_msgs/GripperCommand server ("" = none).
+    pub gripper_action: String,
+    /// The joint whose position the gripper command sets.
+    pub gripper_joint: String,
+    /// std_msgs/String topic for `say` ("" = none).
+    pub say_topic: String,
+    /// diagnostic_msgs/DiagnosticArray topic for clamps, stops and rejections.
+    pub diagnostics_topic: String,
 }
 
-impl Default for Topics {
+impl Default for Actuators {
     fn default() -> Self {
-        Self { cmd_vel: "cmd_vel".into(), cmd_vel_stamped: false, odom: "odom".into(), imu: "imu".into() }
+        Self {
+            cmd_vel: "cmd_vel".into(),
+            cmd_vel_stamped: false,
+            head_action: "head_controller/follow_joint_trajectory".into(),
+            head_joints: vec!["head_pan_joint".into(), "head_tilt_joint".into()],
+            arm_action: "arm_controller/follow_joint_trajectory".into(),
+            arm_joints: vec!["joint1".into(), "joint2".into(), "joint3".into(), "joint4".into()],
+            gripper_action: "gripper_controller/gripper_cmd".into(),
+            gripper_joint: "gripper_left_joint".into(),
+            say_topic: "say".into(),
+            diagnostics_topic: "/diagnostics".into(),
+        }
+    }
+}
+
+/// Delivery guarantee of a subscription. Best effort matches both kinds
+/// of publisher; reliable receives nothing from a best-effort publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reliability {
+    Reliable,
+    BestEffort,
+}
+
+/// One sensor topic.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SensorTopic {
+    /// The topic; "" when the robot has no such sensor (the tools that need
+    /// it are then left out of the manifest).
+    pub topic: String,
+    #[serde(default = "default_reliability")]
+    pub reliability: Reliability,
+    /// History depth of the subscription.
+    #[serde(default = "default_depth")]
+    pub depth: usize,
+    /// Data older than this is an error, never served silently.
+    pub max_age_s: f64,
+}
+
+fn default_reliability() -> Reliability {
+    Reliability::BestEffort
+}
+
+fn default_depth() -> usize {
+    5
+}
+
+impl SensorTopic {
+    fn new(topic: &str, max_age_s: f64) -> Self {
+        Self { topic: topic.into(), reliability: Reliability::BestEffort, depth: 5, max_age_s }
+    }
+
+    pub fn is_configured(&self) -> bool {
+        !self.topic.is_empty()
+    }
+}
+
+/// The camera: raw sensor_msgs/Image or sensor_msgs/CompressedImage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageTransport {
+    Raw,
+    Compressed,
+}
+
+/// Sensor topics, their QoS and freshness.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SensorConfig {
+    /// nav_msgs/Odometry.
+    pub odom: SensorTopic,
+    /// sensor_msgs/Imu.
+    pub imu: SensorTopic,
+    /// The colour camera.
+    pub camera: SensorTopic,
+    pub camera_transport: ImageTransport,
+    /// sensor_msgs/CameraInfo of the colour camera.
+    pub camera_info: SensorTopic,
+    /// sensor_msgs/Image, 32FC1 (metres) or 16UC1 (millimetres).
+    pub depth: SensorTopic,
+    /// sensor_msgs/CameraInfo of the depth image.
+    pub depth_info: SensorTopic,
+    /// sensor_msgs/JointState.
+    pub joint_states: SensorTopic,
+    /// ros_gz_interfaces/Contacts from the bumper.
+    pub bumper: SensorTopic,
+    /// sensor_msgs/BatteryState ("" when not configured).
+    pub battery: SensorTopic,
+    /// Below this charge (0..1) a battery-low state_change event is raised.
+    pub battery_low_fraction: f64,
+    /// A sensor silent this long is taken out of the manifest (and put back
+    /// when data flows again).
+    pub unavailable_after_s: f64,
+}
+
+impl Default for SensorConfig {
+    fn default() -> Self {
+        Self {
+            odom: SensorTopic::new("odom", 0.5),
+            imu: SensorTopic::new("imu", 0.5),
+            camera: SensorTopic { depth: 2, ..SensorTopic::new("camera/image_raw", 1.0) },
+            camera_transport: ImageTransport::Raw,
+            camera_info: SensorTopic::new("camera/camera_info", 5.0),
+            depth: SensorTopic { depth: 2, ..SensorTopic::new("camera/depth/image_raw", 1.0) },
+            depth_info: SensorTopic::new("camera/depth/camera_info", 5.0),
+            joint_states: SensorTopic::new("joint_states", 0.5),
+            bumper: SensorTopic::new("bumper", 0.5),
+            battery: SensorTopic::new("", 10.0),
+            battery_low_fraction: 0.2,
+            unavailable_after_s: 2.0,
+        }
     }
 }
 
@@ -166,23 +296,6 @@ impl Default for BaseConfig {
             move_tolerance_m: 0.005,
             max_move_distance_m: 5.0,
         }
-    }
-}
-
-/// How fresh sensor data must be to be served.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SensorConfig {
-    pub odom_max_age_s: f64,
-    pub imu_max_age_s: f64,
-    /// A sensor silent this long is taken out of the manifest (and put back
-    /// when data flows again).
-    pub unavailable_after_s: f64,
-}
-
-impl Default for SensorConfig {
-    fn default() -> Self {
-        Self { odom_max_age_s: 0.5, imu_max_age_s: 0.5, unavailable_after_s: 2.0 }
     }
 }
 
@@ -231,8 +344,6 @@ impl Config {
             ("base.setpoint_timeout_s", self.base.setpoint_timeout_s),
             ("base.move_tolerance_m", self.base.move_tolerance_m),
             ("base.max_move_distance_m", self.base.max_move_distance_m),
-            ("sensors.odom_max_age_s", self.sensors.odom_max_age_s),
-            ("sensors.imu_max_age_s", self.sensors.imu_max_age_s),
             ("sensors.unavailable_after_s", self.sensors.unavailable_after_s),
             ("resume_window_s", self.resume_window_s),
             ("heartbeat_interval_s", self.heartbeat_interval_s),
@@ -243,6 +354,34 @@ impl Config {
             if !(value.is_finite() && value > 0.0) {
                 return Err(format!("{name} must be a positive number, got {value}"));
             }
+        }
+        let sensors = &self.sensors;
+        for (name, sensor) in [
+            ("odom", &sensors.odom),
+            ("imu", &sensors.imu),
+            ("camera", &sensors.camera),
+            ("camera_info", &sensors.camera_info),
+            ("depth", &sensors.depth),
+            ("depth_info", &sensors.depth_info),
+            ("joint_states", &sensors.joint_states),
+            ("bumper", &sensors.bumper),
+            ("battery", &sensors.battery),
+        ] {
+            if !(sensor.max_age_s.is_finite() && sensor.max_age_s > 0.0) {
+                return Err(format!("sensors.{name}.max_age_s must be a positive number, got {}", sensor.max_age_s));
+            }
+            if sensor.depth == 0 {
+                return Err(format!("sensors.{name}.depth must be at least 1"));
+            }
+        }
+        if !sensors.odom.is_configured() {
+            return Err("sensors.odom.topic is required: the base cannot move safely without odometry".into());
+        }
+        if !(0.0..=1.0).contains(&sensors.battery_low_fraction) {
+            return Err(format!("sensors.battery_low_fraction must be within 0..1, got {}", sensors.battery_low_fraction));
+        }
+        if self.actuators.head_joints.len() != 2 && !self.actuators.head_action.is_empty() {
+            return Err(format!("actuators.head_joints must name the pan and the tilt joint, got {:?}", self.actuators.head_joints));
         }
         if self.dead_peer_intervals == 0 {
             return Err("dead_peer_intervals must be at least 1".into());
@@ -276,7 +415,9 @@ mod tests {
         let built_in = Config::default();
         assert_eq!(config.listen, built_in.listen);
         assert_eq!(config.base.max_linear_mps, built_in.base.max_linear_mps);
-        assert_eq!(config.topics.odom, built_in.topics.odom);
+        assert_eq!(config.sensors.odom.topic, built_in.sensors.odom.topic);
+        assert_eq!(config.sensors.camera.depth, built_in.sensors.camera.depth);
+        assert_eq!(config.actuators.arm_joints, built_in.actuators.arm_joints);
         assert_eq!(config.event_ring_capacity, built_in.event_ring_capacity);
         assert_eq!(config.security.tokens.len(), built_in.security.tokens.len());
         assert_eq!(config.security.unauthenticated_scope, built_in.security.unauthenticated_scope);
@@ -304,6 +445,8 @@ mod tests {
     fn wildcard_section_and_bad_values_are_handled() {
         let ok = "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n";
         assert_eq!(Config::from_params_yaml(ok, "other").unwrap().tick_rate_hz, 20.0);
+        let no_age = "/**:\n  ros__parameters:\n    sensors:\n      imu: { topic: imu }\n";
+        assert!(Config::from_params_yaml(no_age, "x").unwrap_err().contains("max_age_s"));
         let bad = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: -1.0\n";
         assert!(Config::from_params_yaml(bad, "x").unwrap_err().contains("base.max_linear_mps"));
         let missing = "robot:\n  ros__parameters: {}\n";

@@ -4,6 +4,7 @@
 //! robot port -> ROS, and back the same path.
 pub mod config;
 pub mod governor;
+pub mod perception;
 pub mod protocol;
 pub mod robot;
 pub mod ros;

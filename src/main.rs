@@ -75,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
         cert => Some(aicc_ros2::server::tls::acceptor(cert, &config.security.tls_key_file)?),
     };
 
-    let ros = aicc_ros2::ros::start(&config, DEFAULT_NODE_NAME)?;
+    let ros = aicc_ros2::ros::start(config.clone(), DEFAULT_NODE_NAME)?;
     let robot: Arc<dyn RobotPort> = ros.robot.clone();
     let base_config = &config.base;
     let limits = BaseLimits {

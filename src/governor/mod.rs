@@ -1,5 +1,13 @@
 //! The safety governor: pure functions over plain structs. The node feeds it
 //! and publishes what it decides; nothing here does I/O or reads a clock.
 pub mod base;
+pub mod braking;
+pub mod joints;
+pub mod obstacles;
+pub mod safety;
 
 pub use base::{govern_base, BaseLimits, BaseVelocity, Governed};
+pub use braking::{braking_time_s, govern_base_with_envelope, EmergencyLimits, GovernedStep};
+pub use joints::{JointError, JointKind, JointLimit, JointLimits, UrdfError};
+pub use obstacles::{nearest_obstacle_ahead, CameraIntrinsics, Corridor, DepthImage, DepthScan, ObstacleError};
+pub use safety::{apply_envelope, safety_envelope, Envelope, Pose2D, Restriction, Rule, SafetyConfig, SafetyInputs, SafetyState};

@@ -1,12 +1,33 @@
 //! The port between tools and the robot. Tools and the governor see only
 //! these plain types; the ROS adapter (src/ros) fills and drains them.
 pub mod base_driver;
+pub mod kinematics;
 
 use std::time::Instant;
 
+use futures::future::BoxFuture;
 use nalgebra::{UnitQuaternion, Vector3};
 
 use crate::governor::BaseVelocity;
+use crate::perception::{CompressedFrame, RawImage};
+
+/// A sample as received: what it is, where from, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped<T> {
+    pub value: T,
+    /// The message's header frame.
+    pub frame_id: String,
+    /// The message's header stamp, seconds (ROS time; sim time in simulation).
+    pub stamp_s: f64,
+    /// When the bridge received it (for freshness).
+    pub received: Instant,
+}
+
+impl<T> Stamped<T> {
+    pub fn age_s(&self, now: Instant) -> f64 {
+        now.saturating_duration_since(self.received).as_secs_f64()
+    }
+}
 
 /// The latest odometry (nav_msgs/Odometry): pose in `frame_id`, twist in
 /// `child_frame_id` (REP-105: odom -> base_footprint).
@@ -18,9 +39,7 @@ pub struct OdometrySample {
     pub orientation: UnitQuaternion<f64>,
     pub linear_velocity_mps: Vector3<f64>,
     pub angular_velocity_radps: Vector3<f64>,
-    /// The message's header stamp, seconds (ROS time; sim time in simulation).
     pub stamp_s: f64,
-    /// When the bridge received it (for freshness).
     pub received: Instant,
 }
 
@@ -36,15 +55,142 @@ pub struct ImuSample {
     pub received: Instant,
 }
 
-/// What the bridge needs from a robot. Implemented by the ROS adapter; tests
-/// of pure logic use small in-memory implementations.
+/// A camera frame, kept as received: decoding and encoding happen only
+/// when an agent asks (an idle bridge costs almost nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CameraFrame {
+    Raw(RawImage),
+    Compressed(CompressedFrame),
+}
+
+/// sensor_msgs/CameraInfo, the part the bridge uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CameraInfo {
+    pub width: u32,
+    pub height: u32,
+    /// Row-major intrinsic matrix K.
+    pub k: [f64; 9],
+}
+
+/// sensor_msgs/JointState.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JointStates {
+    pub names: Vec<String>,
+    pub positions: Vec<f64>,
+    pub velocities: Vec<f64>,
+    pub efforts: Vec<f64>,
+}
+
+impl JointStates {
+    pub fn position(&self, joint: &str) -> Option<f64> {
+        let index = self.names.iter().position(|n| n == joint)?;
+        self.positions.get(index).copied()
+    }
+}
+
+/// One contact between a part of the robot and something else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContactPoint {
+    /// The robot's part (collision name).
+    pub part: String,
+    /// What it touches.
+    pub other: String,
+    pub position_m: Vector3<f64>,
+    /// Contact normal, from the robot's part towards the other.
+    pub normal: Vector3<f64>,
+    pub depth_m: f64,
+    /// Force magnitude on the robot's part, N, when the source gives it.
+    pub force_n: Option<f64>,
+}
+
+/// The bumper's contacts (empty: not in contact).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Contacts {
+    pub points: Vec<ContactPoint>,
+}
+
+/// sensor_msgs/BatteryState, the part the bridge uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Battery {
+    /// 0..1, NaN when unknown.
+    pub fraction: f64,
+    pub voltage_v: f64,
+    pub charging: bool,
+}
+
+/// A joint trajectory goal for a FollowJointTrajectory controller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrajectoryGoal {
+    pub joint_names: Vec<String>,
+    /// Waypoints: positions (one per joint) and time from start, seconds.
+    pub points: Vec<(Vec<f64>, f64)>,
+}
+
+/// How a controller finished a goal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrajectoryOutcome {
+    /// control_msgs FollowJointTrajectory error_code (0 = SUCCESSFUL).
+    pub error_code: i32,
+    pub error_string: String,
+}
+
+/// How a gripper finished a goal (control_msgs/GripperCommand result).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GripperOutcome {
+    pub position_m: f64,
+    pub effort_n: f64,
+    pub stalled: bool,
+    pub reached_goal: bool,
+}
+
+/// The robot's controllers, by role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Controller {
+    Head,
+    Arm,
+}
+
+/// An operator-visible record of a clamp, stop or rejection
+/// (diagnostic_msgs/DiagnosticStatus on /diagnostics).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    /// 0 OK, 1 WARN, 2 ERROR.
+    pub level: u8,
+    pub name: String,
+    pub message: String,
+    pub values: Vec<(String, String)>,
+}
+
+/// What the bridge needs from a robot. Implemented by the ROS adapter.
 pub trait RobotPort: Send + Sync + 'static {
     fn odometry(&self) -> Option<OdometrySample>;
     fn imu(&self) -> Option<ImuSample>;
-    /// The ROS topic names behind the samples, for `meta.source`.
-    fn odometry_source(&self) -> String;
-    fn imu_source(&self) -> String;
+    fn camera(&self) -> Option<Stamped<CameraFrame>>;
+    fn camera_info(&self) -> Option<Stamped<CameraInfo>>;
+    fn depth(&self) -> Option<Stamped<RawImage>>;
+    fn depth_info(&self) -> Option<Stamped<CameraInfo>>;
+    fn joint_states(&self) -> Option<Stamped<JointStates>>;
+    fn contacts(&self) -> Option<Stamped<Contacts>>;
+    fn battery(&self) -> Option<Stamped<Battery>>;
+
+    /// The ROS topic (or action) name behind a source, for `meta.source`
+    /// and error messages: "odom", "imu", "camera", "depth", ...
+    fn source(&self, what: &str) -> String;
+
     /// Publishes one base velocity command. Only the base driver calls this,
     /// with governed values.
     fn publish_base_velocity(&self, velocity: BaseVelocity);
+
+    /// Sends a trajectory to a controller; resolves when it finishes.
+    /// Dropping the future cancels the goal.
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, String>>;
+
+    /// Sends a gripper goal; resolves when it finishes.
+    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, String>>;
+
+    /// Publishes a line of speech.
+    fn say(&self, text: &str) -> Result<(), String>;
+
+    /// Publishes diagnostics.
+    fn publish_diagnostics(&self, diagnostics: &[Diagnostic]);
 }

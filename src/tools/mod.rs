@@ -28,7 +28,7 @@ pub struct ToolContext {
 
 impl ToolContext {
     pub fn odom_max_age(&self) -> Duration {
-        Duration::from_secs_f64(self.config.sensors.odom_max_age_s)
+        Duration::from_secs_f64(self.config.sensors.odom.max_age_s)
     }
 }
 
@@ -52,9 +52,9 @@ pub trait Tool: Send + Sync {
 pub fn odometry_missing(ctx: &ToolContext, now: Instant) -> Option<String> {
     let silent_after = Duration::from_secs_f64(ctx.config.sensors.unavailable_after_s);
     match ctx.robot.odometry() {
-        None => Some(format!("no odometry received on {}", ctx.robot.odometry_source())),
+        None => Some(format!("no odometry received on {}", ctx.robot.source("odom"))),
         Some(odom) if now.saturating_duration_since(odom.received) > silent_after => {
-            Some(format!("no odometry on {} for {:.1} s", ctx.robot.odometry_source(), now.saturating_duration_since(odom.received).as_secs_f64()))
+            Some(format!("no odometry on {} for {:.1} s", ctx.robot.source("odom"), now.saturating_duration_since(odom.received).as_secs_f64()))
         }
         Some(_) => None,
     }

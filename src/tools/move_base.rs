@@ -133,7 +133,7 @@ impl Tool for Move {
 }
 
 fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
-    let source = ctx.robot.odometry_source();
+    let source = ctx.robot.source("odom");
     let odom = ctx.robot.odometry().ok_or_else(|| AiccError::execution_failed(true, format!("no odometry received yet on {source}")))?;
     check_fresh(&source, Instant::now().saturating_duration_since(odom.received), ctx.odom_max_age())?;
     Ok(odom)
@@ -198,7 +198,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
             "duration_s": started.elapsed().as_secs_f64(),
             "applied": { "max_speed_mps": speed_mps, "max_accel_mps2": limits.max_linear_accel_mps2 },
         }),
-        source: ctx.robot.odometry_source(),
+        source: ctx.robot.source("odom"),
     })
 }
 

@@ -55,11 +55,11 @@ impl Tool for Proprioception {
             reject_unknown_fields(&input, &[])?;
             let now = Instant::now();
             let odom = ctx.robot.odometry().ok_or_else(|| {
-                AiccError::execution_failed(true, format!("no odometry received yet on {}", ctx.robot.odometry_source()))
+                AiccError::execution_failed(true, format!("no odometry received yet on {}", ctx.robot.source("odom")))
             })?;
             let odom_age = now.saturating_duration_since(odom.received);
-            check_fresh(&ctx.robot.odometry_source(), odom_age, ctx.odom_max_age())?;
-            let imu_max_age = Duration::from_secs_f64(ctx.config.sensors.imu_max_age_s);
+            check_fresh(&ctx.robot.source("odom"), odom_age, ctx.odom_max_age())?;
+            let imu_max_age = Duration::from_secs_f64(ctx.config.sensors.imu.max_age_s);
             let imu = ctx.robot.imu().map(|imu| {
                 let age = now.saturating_duration_since(imu.received);
                 json!({
@@ -84,7 +84,7 @@ impl Tool for Proprioception {
                 "odom_age_ms": millis(odom_age),
                 "imu": imu,
             });
-            Ok(ToolSuccess { output, source: format!("{} {}", ctx.robot.odometry_source(), ctx.robot.imu_source()) })
+            Ok(ToolSuccess { output, source: format!("{} {}", ctx.robot.source("odom"), ctx.robot.source("imu")) })
         }
         .boxed()
     }

@@ -1,0 +1,488 @@
+//! The nearest obstacle ahead of the base, from a depth image: pure
+//! geometry, no ROS, no clock.
+//!
+//! Each (subsampled) pixel is back-projected with the pinhole model into the
+//! camera's optical frame (REP-103: z forward, x right, y down; the depth
+//! value is the z coordinate, as REP-118 depth images store it), moved into
+//! the base frame with the camera pose the caller passes (the head pans and
+//! tilts, so it changes), and kept if it lies in the corridor the robot will
+//! sweep: `x > min_x_m`, `|y| <= half_width_m + margin_m`, and `min_z_m <=
+//! z <= max_z_m`. With the pose given in `base_footprint` (z = 0 on the
+//! floor), the height band excludes the floor. The answer is the smallest
+//! `x` kept: the distance ahead along +x from the base frame's origin (not
+//! from the bumper: compare it with stop distances measured the same way).
+//!
+//! NaN, infinite, zero and negative depths are skipped (REP-117: +inf is
+//! "nothing in range", -inf "too close", NaN "no return"); [`DepthScan`]
+//! counts them so that a caller can tell "clear" from "blind".
+
+use nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};
+use thiserror::Error;
+
+/// Pinhole intrinsics in pixels (from sensor_msgs/CameraInfo `K`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CameraIntrinsics {
+    pub fx: f64,
+    pub fy: f64,
+    pub cx: f64,
+    pub cy: f64,
+}
+
+impl CameraIntrinsics {
+    /// Square pixels, principal point at the image centre, from the
+    /// horizontal field of view (rad) and the image size: what Gazebo-style
+    /// simulated cameras produce.
+    pub fn from_horizontal_fov(horizontal_fov_rad: f64, width: usize, height: usize) -> CameraIntrinsics {
+        let f = width as f64 / 2.0 / (horizontal_fov_rad / 2.0).tan();
+        CameraIntrinsics { fx: f, fy: f, cx: (width as f64 - 1.0) / 2.0, cy: (height as f64 - 1.0) / 2.0 }
+    }
+}
+
+/// A depth image: `width * height` depths in metres, row-major.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DepthImage<'a> {
+    width: usize,
+    height: usize,
+    data: &'a [f32],
+}
+
+impl<'a> DepthImage<'a> {
+    /// Checks that `data` holds exactly `width * height` samples.
+    pub fn new(width: usize, height: usize, data: &'a [f32]) -> Result<Self, ObstacleError> {
+        if width.checked_mul(height) != Some(data.len()) {
+            return Err(ObstacleError::BufferSize { width, height, len: data.len() });
+        }
+        Ok(DepthImage { width, height, data })
+    }
+
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn height(&self) -> usize {
+        self.height
+    }
+
+    /// The depth at column `u`, row `v`.
+    pub fn depth(&self, u: usize, v: usize) -> Option<f32> {
+        (u < self.width && v < self.height).then(|| self.data[v * self.width + u])
+    }
+}
+
+/// The corridor the robot sweeps, and how finely to sample.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Corridor {
+    /// Half the robot's width, m.
+    pub half_width_m: f64,
+    /// Extra clearance on each side, m.
+    pub margin_m: f64,
+    /// Points at or below this height (the floor, with its noise) are ignored, m.
+    pub min_z_m: f64,
+    /// Points above this height (overhangs the robot passes under) are ignored, m.
+    pub max_z_m: f64,
+    /// Points at or behind this x are ignored (0 for "ahead of the origin").
+    pub min_x_m: f64,
+    /// Use every `stride`-th pixel of every `stride`-th row (>= 1).
+    pub stride: usize,
+}
+
+impl Corridor {
+    /// For the aicc_bot base: 0.22 m wide body (half 0.11, wheels at 0.13 +
+    /// 9 mm), 3 cm margin, floor band up to 2 cm, up to 0.45 m (camera head
+    /// height plus margin), every second pixel.
+    pub const AICC_BOT: Corridor = Corridor { half_width_m: 0.14, margin_m: 0.03, min_z_m: 0.02, max_z_m: 0.45, min_x_m: 0.0, stride: 2 };
+
+    fn validate(&self) -> Result<(), ObstacleError> {
+        let finite = [self.half_width_m, self.margin_m, self.min_z_m, self.max_z_m, self.min_x_m].iter().all(|v| v.is_finite());
+        if !finite || self.half_width_m < 0.0 || self.margin_m < 0.0 || self.min_z_m > self.max_z_m || self.stride == 0 {
+            return Err(ObstacleError::BadCorridor(*self));
+        }
+        Ok(())
+    }
+}
+
+/// Why a scan could not be made. A scan that cannot be made must not read
+/// as "no obstacle", so these are errors, not `None`.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ObstacleError {
+    /// The buffer does not hold `width * height` samples.
+    #[error("depth buffer has {len} samples, expected {width} x {height}")]
+    BufferSize { width: usize, height: usize, len: usize },
+    /// Focal lengths not positive and finite, or a non-finite principal point.
+    #[error("camera intrinsics are not usable: {0:?}")]
+    BadIntrinsics(CameraIntrinsics),
+    /// The camera pose contains NaN or infinite values.
+    #[error("camera pose is not finite")]
+    BadPose,
+    /// Non-finite or inverted corridor bounds, or a zero stride.
+    #[error("corridor is not usable: {0:?}")]
+    BadCorridor(Corridor),
+}
+
+/// The result of one scan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct DepthScan {
+    /// The nearest obstacle ahead in the corridor, m (its base-frame x).
+    pub nearest_ahead_m: Option<f64>,
+    /// Pixels examined (after subsampling).
+    pub examined: usize,
+    /// Pixels with a usable (finite, positive) depth.
+    pub valid: usize,
+    /// Pixels reading "too close" (-inf, zero or negative).
+    pub too_close: usize,
+    /// Valid points inside the corridor.
+    pub in_corridor: usize,
+}
+
+/// The rotation from the camera's optical frame to its body frame
+/// (`camera_link`, x forward): the URDF's `rpy="-pi/2 0 -pi/2"`. Compose a
+/// body pose with it to get the optical pose: `body * optical_rotation()`.
+pub fn optical_rotation() -> UnitQuaternion<f64> {
+    UnitQuaternion::from_euler_angles(-std::f64::consts::FRAC_PI_2, 0.0, -std::f64::consts::FRAC_PI_2)
+}
+
+/// The optical frame's pose in the base frame, given the pose of the
+/// camera's body frame (x forward, y left, z up) there.
+pub fn optical_pose_from_body(body_in_base: &Isometry3<f64>) -> Isometry3<f64> {
+    body_in_base * Isometry3::from_parts(Translation3::identity(), optical_rotation())
+}
+
+/// The nearest obstacle ahead in `corridor` from a depth image, m; `None`
+/// when no valid point lies in the corridor. `camera_in_base` is the pose of
+/// the camera's optical frame in the base frame.
+pub fn nearest_obstacle_ahead(
+    image: &DepthImage,
+    intrinsics: &CameraIntrinsics,
+    camera_in_base: &Isometry3<f64>,
+    corridor: &Corridor,
+) -> Result<Option<f64>, ObstacleError> {
+    Ok(scan_depth_image(image, intrinsics, camera_in_base, corridor)?.nearest_ahead_m)
+}
+
+/// [`nearest_obstacle_ahead`] with the sample counts.
+pub fn scan_depth_image(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, corridor: &Corridor) -> Result<DepthScan, ObstacleError> {
+    let projector = Projector::new(intrinsics, camera_in_base, corridor)?;
+    let stride = corridor.stride;
+    // Column ray factors, computed once per column.
+    let columns: Vec<(usize, f64)> = (0..image.width).step_by(stride).map(|u| (u, (u as f64 - intrinsics.cx) / intrinsics.fx)).collect();
+    let mut scan = DepthScan::default();
+    let mut nearest = f64::INFINITY;
+    for v in (0..image.height).step_by(stride) {
+        let row_ray = projector.row_ray(v as f64);
+        let row = &image.data[v * image.width..(v + 1) * image.width];
+        for &(u, a) in &columns {
+            projector.accumulate(row[u] as f64, a, &row_ray, corridor, &mut nearest, &mut scan);
+        }
+    }
+    scan.nearest_ahead_m = nearest.is_finite().then_some(nearest);
+    Ok(scan)
+}
+
+/// The same for sparse samples `(u, v, depth_m)` (pixel coordinates may be
+/// fractional); every sample is used.
+pub fn scan_depth_samples(
+    samples: impl IntoIterator<Item = (f64, f64, f64)>,
+    intrinsics: &CameraIntrinsics,
+    camera_in_base: &Isometry3<f64>,
+    corridor: &Corridor,
+) -> Result<DepthScan, ObstacleError> {
+    let projector = Projector::new(intrinsics, camera_in_base, corridor)?;
+    let mut scan = DepthScan::default();
+    let mut nearest = f64::INFINITY;
+    for (u, v, depth) in samples {
+        if !(u.is_finite() && v.is_finite()) {
+            scan.examined += 1;
+            continue;
+        }
+        let row_ray = projector.row_ray(v);
+        projector.accumulate(depth, (u - intrinsics.cx) / intrinsics.fx, &row_ray, corridor, &mut nearest, &mut scan);
+    }
+    scan.nearest_ahead_m = nearest.is_finite().then_some(nearest);
+    Ok(scan)
+}
+
+/// Back-projection folded into the base frame: a pixel with ray factors
+/// `(a, b)` at depth `d` lands at `origin + d * (a * col0 + b * col1 + col2)`
+/// where `colN` are the columns of the camera's rotation.
+struct Projector {
+    col0: Vector3<f64>,
+    col1: Vector3<f64>,
+    col2: Vector3<f64>,
+    origin: Point3<f64>,
+    fy: f64,
+    cy: f64,
+    half_width: f64,
+}
+
+impl Projector {
+    fn new(intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, corridor: &Corridor) -> Result<Self, ObstacleError> {
+        let i = intrinsics;
+        if !(i.fx.is_finite() && i.fy.is_finite() && i.fx > 0.0 && i.fy > 0.0 && i.cx.is_finite() && i.cy.is_finite()) {
+            return Err(ObstacleError::BadIntrinsics(*intrinsics));
+        }
+        corridor.validate()?;
+        let rotation = camera_in_base.rotation.to_rotation_matrix();
+        let m = rotation.matrix();
+        let origin = Point3::from(camera_in_base.translation.vector);
+        if !(m.iter().all(|v| v.is_finite()) && origin.iter().all(|v| v.is_finite())) {
+            return Err(ObstacleError::BadPose);
+        }
+        Ok(Projector {
+            col0: m.column(0).into_owned(),
+            col1: m.column(1).into_owned(),
+            col2: m.column(2).into_owned(),
+            origin,
+            fy: i.fy,
+            cy: i.cy,
+            half_width: corridor.half_width_m + corridor.margin_m,
+        })
+    }
+
+    fn row_ray(&self, v: f64) -> Vector3<f64> {
+        self.col1 * ((v - self.cy) / self.fy) + self.col2
+    }
+
+    #[inline]
+    fn accumulate(&self, depth: f64, a: f64, row_ray: &Vector3<f64>, corridor: &Corridor, nearest: &mut f64, scan: &mut DepthScan) {
+        scan.examined += 1;
+        if depth.is_nan() || depth == f64::INFINITY {
+            return;
+        }
+        if depth <= 0.0 {
+            scan.too_close += 1;
+            return;
+        }
+        scan.valid += 1;
+        let ray = self.col0 * a + row_ray;
+        let x = self.origin.x + depth * ray.x;
+        // NaN never passes.
+        if x.is_nan() || x <= corridor.min_x_m {
+            return;
+        }
+        let y = self.origin.y + depth * ray.y;
+        let z = self.origin.z + depth * ray.z;
+        if y.abs() <= self.half_width && z > corridor.min_z_m && z <= corridor.max_z_m {
+            scan.in_corridor += 1;
+            if x < *nearest {
+                *nearest = x;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    const WIDTH: usize = 320;
+    const HEIGHT: usize = 240;
+    /// The URDF's camera: 62.2 degrees horizontal, 320 x 240, far clip 10 m.
+    const HFOV: f64 = 1.085595;
+
+    fn intrinsics() -> CameraIntrinsics {
+        CameraIntrinsics::from_horizontal_fov(HFOV, WIDTH, HEIGHT)
+    }
+
+    /// The optical frame's pose in base_footprint for head pan/tilt angles,
+    /// from the URDF chain: base_joint (z 0.033), head_pan_joint (x -0.10,
+    /// z 0.300, about z), head_tilt_joint (z 0.045, about y; positive
+    /// pitches down), camera_joint (x 0.025).
+    fn camera_pose(pan: f64, tilt: f64) -> Isometry3<f64> {
+        let base = Isometry3::translation(0.0, 0.0, 0.033);
+        let pan = Isometry3::from_parts(Translation3::new(-0.10, 0.0, 0.300), UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan));
+        let tilt = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.045), UnitQuaternion::from_axis_angle(&Vector3::y_axis(), tilt));
+        let camera = Isometry3::translation(0.025, 0.0, 0.0);
+        optical_pose_from_body(&(base * pan * tilt * camera))
+    }
+
+    /// Something the synthetic camera can see.
+    enum Surface {
+        /// The plane `normal . p = offset`.
+        Plane { normal: Vector3<f64>, offset: f64 },
+        /// An axis-aligned box.
+        Box { min: Vector3<f64>, max: Vector3<f64> },
+    }
+
+    /// Ray-casts a depth image: the depth of the nearest surface along each
+    /// pixel's ray (the ray parameter of `origin + d * R (a, b, 1)` is the
+    /// optical z, i.e. the depth), +inf beyond 10 m.
+    fn render(pose: &Isometry3<f64>, surfaces: &[Surface]) -> Vec<f32> {
+        let k = intrinsics();
+        let origin = pose.translation.vector;
+        let mut image = vec![f32::INFINITY; WIDTH * HEIGHT];
+        for v in 0..HEIGHT {
+            for u in 0..WIDTH {
+                let dir = pose.rotation * Vector3::new((u as f64 - k.cx) / k.fx, (v as f64 - k.cy) / k.fy, 1.0);
+                let mut best = f64::INFINITY;
+                for s in surfaces {
+                    let hit = match s {
+                        Surface::Plane { normal, offset } => {
+                            let denominator = normal.dot(&dir);
+                            if denominator.abs() < 1e-12 {
+                                f64::INFINITY
+                            } else {
+                                (offset - normal.dot(&origin)) / denominator
+                            }
+                        }
+                        Surface::Box { min, max } => {
+                            let (mut near, mut far) = (f64::NEG_INFINITY, f64::INFINITY);
+                            for axis in 0..3 {
+                                let (t1, t2) = ((min[axis] - origin[axis]) / dir[axis], (max[axis] - origin[axis]) / dir[axis]);
+                                near = near.max(t1.min(t2));
+                                far = far.min(t1.max(t2));
+                            }
+                            if near <= far && near > 0.0 {
+                                near
+                            } else {
+                                f64::INFINITY
+                            }
+                        }
+                    };
+                    if hit > 0.0 && hit < best {
+                        best = hit;
+                    }
+                }
+                if best <= 10.0 {
+                    image[v * WIDTH + u] = best as f32;
+                }
+            }
+        }
+        image
+    }
+
+    fn floor() -> Surface {
+        Surface::Plane { normal: Vector3::z(), offset: 0.0 }
+    }
+
+    fn wall(x: f64) -> Surface {
+        Surface::Plane { normal: Vector3::x(), offset: x }
+    }
+
+    fn nearest(pose: &Isometry3<f64>, surfaces: &[Surface], corridor: &Corridor) -> Option<f64> {
+        let data = render(pose, surfaces);
+        let image = DepthImage::new(WIDTH, HEIGHT, &data).unwrap();
+        nearest_obstacle_ahead(&image, &intrinsics(), pose, corridor).unwrap()
+    }
+
+    #[test]
+    fn the_optical_frame_looks_along_the_body_x_axis() {
+        let pose = camera_pose(0.0, 0.0);
+        let forward = pose.rotation * Vector3::z();
+        let right = pose.rotation * Vector3::x();
+        let down = pose.rotation * Vector3::y();
+        assert!((forward - Vector3::x()).norm() < 1e-6 && (right + Vector3::y()).norm() < 1e-6 && (down + Vector3::z()).norm() < 1e-6);
+        assert!((pose.translation.vector - Vector3::new(-0.075, 0.0, 0.378)).norm() < 1e-12, "camera 0.378 m above the ground");
+        // Positive tilt pitches the view down.
+        assert!((camera_pose(0.0, 0.5).rotation * Vector3::z()).z < -0.4);
+    }
+
+    #[test]
+    fn a_wall_one_metre_ahead_of_a_level_camera() {
+        let d = nearest(&camera_pose(0.0, 0.0), &[floor(), wall(1.0)], &Corridor::AICC_BOT).expect("sees the wall");
+        assert!((d - 1.0).abs() <= 0.01, "{d}");
+    }
+
+    #[test]
+    fn the_floor_alone_is_not_an_obstacle() {
+        assert_eq!(nearest(&camera_pose(0.0, 0.0), &[floor()], &Corridor::AICC_BOT), None);
+        assert_eq!(nearest(&camera_pose(0.0, 0.8), &[floor()], &Corridor::AICC_BOT), None, "tilted down at the floor");
+        assert_eq!(nearest(&camera_pose(0.0, 0.0), &[], &Corridor::AICC_BOT), None, "nothing in range (+inf)");
+    }
+
+    #[test]
+    fn obstacles_outside_the_corridor_are_ignored() {
+        let beside = Surface::Box { min: Vector3::new(0.6, 0.25, 0.0), max: Vector3::new(0.8, 0.4, 0.3) };
+        assert_eq!(nearest(&camera_pose(0.0, 0.0), &[floor(), beside], &Corridor::AICC_BOT), None);
+        // The same box in the corridor is seen at its front face.
+        let ahead = Surface::Box { min: Vector3::new(0.6, -0.05, 0.0), max: Vector3::new(0.8, 0.1, 0.3) };
+        let d = nearest(&camera_pose(0.0, 0.0), &[floor(), ahead], &Corridor::AICC_BOT).unwrap();
+        assert!((d - 0.6).abs() <= 0.01, "{d}");
+        // Above the height band (a table top at 0.6 m) is ignored.
+        let overhang = Surface::Box { min: Vector3::new(0.5, -1.0, 0.6), max: Vector3::new(1.5, 1.0, 0.65) };
+        assert_eq!(nearest(&camera_pose(0.0, -0.3), &[floor(), overhang], &Corridor::AICC_BOT), None);
+    }
+
+    #[test]
+    fn a_tilted_or_panned_camera_still_measures_the_wall() {
+        for (pan, tilt) in [(0.0, 0.3), (0.0, 0.6), (0.0, -0.3), (0.3, 0.3), (-0.4, 0.0)] {
+            let d = nearest(&camera_pose(pan, tilt), &[floor(), wall(1.0)], &Corridor::AICC_BOT);
+            assert!(d.is_some_and(|d| (d - 1.0).abs() <= 0.01), "pan {pan}, tilt {tilt}: {d:?}");
+        }
+        // A low obstacle close ahead, seen with the head tilted down.
+        let low = Surface::Box { min: Vector3::new(0.45, -0.1, 0.0), max: Vector3::new(0.55, 0.1, 0.05) };
+        let d = nearest(&camera_pose(0.0, 0.7), &[floor(), low], &Corridor::AICC_BOT).unwrap();
+        assert!((d - 0.45).abs() <= 0.01, "{d}");
+    }
+
+    #[test]
+    fn invalid_depths_are_skipped_and_counted() {
+        let pose = camera_pose(0.0, 0.0);
+        let mut data = render(&pose, &[floor(), wall(1.0)]);
+        for (i, value) in data.iter_mut().enumerate() {
+            *value = match i % 4 {
+                0 => f32::NAN,
+                1 => f32::NEG_INFINITY,
+                2 => 0.0,
+                _ => *value,
+            };
+        }
+        let image = DepthImage::new(WIDTH, HEIGHT, &data).unwrap();
+        let corridor = Corridor { stride: 1, ..Corridor::AICC_BOT };
+        let scan = scan_depth_image(&image, &intrinsics(), &pose, &corridor).unwrap();
+        assert_eq!(scan.examined, WIDTH * HEIGHT);
+        assert_eq!(scan.too_close, WIDTH * HEIGHT / 2);
+        assert_eq!(scan.valid, WIDTH * HEIGHT / 4);
+        assert!(scan.nearest_ahead_m.is_some_and(|d| (d - 1.0).abs() <= 0.01), "{scan:?}");
+        let blind = vec![f32::NAN; WIDTH * HEIGHT];
+        let scan = scan_depth_image(&DepthImage::new(WIDTH, HEIGHT, &blind).unwrap(), &intrinsics(), &pose, &corridor).unwrap();
+        assert_eq!((scan.nearest_ahead_m, scan.valid), (None, 0), "blind: no answer, and the counts say so");
+    }
+
+    #[test]
+    fn sparse_samples_give_the_same_answer() {
+        let pose = camera_pose(0.0, 0.3);
+        let data = render(&pose, &[floor(), wall(1.2)]);
+        let samples = (0..HEIGHT).flat_map(|v| (0..WIDTH).map(move |u| (u, v))).map(|(u, v)| (u as f64, v as f64, data[v * WIDTH + u] as f64));
+        let sparse = scan_depth_samples(samples, &intrinsics(), &pose, &Corridor::AICC_BOT).unwrap();
+        let dense = scan_depth_image(&DepthImage::new(WIDTH, HEIGHT, &data).unwrap(), &intrinsics(), &pose, &Corridor { stride: 1, ..Corridor::AICC_BOT }).unwrap();
+        assert_eq!(sparse.nearest_ahead_m, dense.nearest_ahead_m);
+        assert!(sparse.nearest_ahead_m.is_some_and(|d| (d - 1.2).abs() <= 0.01));
+        let odd = scan_depth_samples([(f64::NAN, 1.0, 1.0), (10.0, 10.0, -1.0)], &intrinsics(), &pose, &Corridor::AICC_BOT).unwrap();
+        assert_eq!((odd.examined, odd.valid, odd.too_close, odd.nearest_ahead_m), (2, 0, 1, None));
+    }
+
+    #[test]
+    fn unusable_inputs_are_errors_not_a_clear_path() {
+        let data = vec![1.0f32; 10];
+        assert!(matches!(DepthImage::new(4, 3, &data), Err(ObstacleError::BufferSize { .. })));
+        let image = DepthImage::new(5, 2, &data).unwrap();
+        let pose = camera_pose(0.0, 0.0);
+        let bad_k = CameraIntrinsics { fx: 0.0, ..intrinsics() };
+        assert!(matches!(nearest_obstacle_ahead(&image, &bad_k, &pose, &Corridor::AICC_BOT), Err(ObstacleError::BadIntrinsics(_))));
+        let bad_corridor = Corridor { stride: 0, ..Corridor::AICC_BOT };
+        assert!(matches!(nearest_obstacle_ahead(&image, &intrinsics(), &pose, &bad_corridor), Err(ObstacleError::BadCorridor(_))));
+        let bad_pose = Isometry3::translation(f64::NAN, 0.0, 0.0);
+        assert!(matches!(nearest_obstacle_ahead(&image, &intrinsics(), &bad_pose, &Corridor::AICC_BOT), Err(ObstacleError::BadPose)));
+    }
+
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "timing is only meaningful in release builds")]
+    fn a_320_by_240_frame_takes_well_under_a_millisecond() {
+        let pose = camera_pose(0.0, 0.3);
+        let data = render(&pose, &[floor(), wall(1.0)]);
+        let image = DepthImage::new(WIDTH, HEIGHT, &data).unwrap();
+        for stride in [1, 2] {
+            let corridor = Corridor { stride, ..Corridor::AICC_BOT };
+            let mut best = f64::INFINITY;
+            for _ in 0..20 {
+                let start = Instant::now();
+                let d = nearest_obstacle_ahead(&image, &intrinsics(), &pose, &corridor).unwrap();
+                best = best.min(start.elapsed().as_secs_f64());
+                assert!(d.is_some());
+            }
+            // The best of 20 runs, so that a busy machine does not fail it.
+            assert!(best < if stride == 1 { 1e-3 } else { 0.5e-3 }, "stride {stride}: {:.3} ms", best * 1e3);
+        }
+    }
+}

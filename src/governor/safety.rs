@@ -1,0 +1,745 @@
+//! The stop and slow-down rules for the mobile base, in the manner of nav2's
+//! collision_monitor and twist_mux: each rule narrows the range of velocities
+//! the base may be commanded, the most restrictive rule wins (the ranges are
+//! intersected), and a source that has gone stale means stop.
+//!
+//! [`safety_envelope`] turns the current inputs into an [`Envelope`] (the
+//! allowed linear and angular ranges plus the [`Restriction`]s that shaped
+//! them); [`apply_envelope`] clamps a command to it; [`SafetyState`] holds
+//! the one piece of memory the rules need, the bumper-contact latch.
+//! Every range always contains zero: stopping is always allowed.
+//!
+//! Rules (each contributes one restriction while active):
+//! - `odometry_stale` / `imu_stale`: the sample is missing, not finite,
+//!   negative or older than `max_sensor_age_s` while the base is commanded to
+//!   move: linear and angular ranges are both `[0, 0]`.
+//! - `contact_latched`: the bumper latch is set: no forward motion
+//!   (reverse and turning allowed).
+//! - `obstacle_ahead` / `obstacle_behind`: the nearest obstacle is within
+//!   `slow_down_distance_m`: the forward (reverse) maximum scales linearly
+//!   from the full limit at `slow_down_distance_m` to zero at
+//!   `stop_distance_m` and below. A NaN distance counts as an obstacle at 0.
+//! - `geofence`: the robot is at or outside the fence: only motion that does
+//!   not increase the distance from the centre (forward only when the
+//!   heading points inward, reverse only when it points outward; turning is
+//!   always allowed).
+//! - `position_unknown`: a geofence is configured but there is no pose:
+//!   no linear motion (turning in place cannot leave the fence).
+
+use std::f64::consts::PI;
+
+use super::base::{BaseLimits, BaseVelocity};
+
+/// A planar pose in the frame of the geofence (normally `odom`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Pose2D {
+    pub x_m: f64,
+    pub y_m: f64,
+    /// Heading, rad, counter-clockwise from +x.
+    pub yaw_rad: f64,
+}
+
+/// A circular area the base must stay within.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Geofence {
+    pub centre_x_m: f64,
+    pub centre_y_m: f64,
+    pub radius_m: f64,
+}
+
+/// The thresholds of the rules.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SafetyConfig {
+    /// Odometry or IMU older than this while moving stops the base.
+    pub max_sensor_age_s: f64,
+    /// Obstacles nearer than this scale the speed towards them down...
+    pub slow_down_distance_m: f64,
+    /// ...to zero at this distance (and below).
+    pub stop_distance_m: f64,
+    /// The area to stay in, if any.
+    pub geofence: Option<Geofence>,
+    /// How long the bumper must read clear before the contact latch may release.
+    pub contact_clear_time_s: f64,
+    /// Backing off this far (along the heading the robot had at its last
+    /// contact, backwards) is one way to release the contact latch...
+    pub contact_release_backoff_m: f64,
+    /// ...turning this far away from that heading is the other.
+    pub contact_release_turn_rad: f64,
+}
+
+impl SafetyConfig {
+    /// Defaults for a TurtleBot3-class base (0.22 m/s): 0.25 s sensor age,
+    /// slow down from 0.5 m, stop at 0.2 m (from `base_footprint`; the
+    /// bumper is at 0.14 m), contact clear for 0.5 s and 5 cm back or 0.5 rad
+    /// turned. No geofence.
+    pub const DEFAULT: SafetyConfig = SafetyConfig {
+        max_sensor_age_s: 0.25,
+        slow_down_distance_m: 0.5,
+        stop_distance_m: 0.2,
+        geofence: None,
+        contact_clear_time_s: 0.5,
+        contact_release_backoff_m: 0.05,
+        contact_release_turn_rad: 0.5,
+    };
+
+    /// Checks that every threshold is finite and in its domain; names the
+    /// first one that is not.
+    pub fn validate(&self) -> Result<(), String> {
+        let non_negative = [
+            ("max_sensor_age_s", self.max_sensor_age_s),
+            ("slow_down_distance_m", self.slow_down_distance_m),
+            ("stop_distance_m", self.stop_distance_m),
+            ("contact_clear_time_s", self.contact_clear_time_s),
+            ("contact_release_backoff_m", self.contact_release_backoff_m),
+            ("contact_release_turn_rad", self.contact_release_turn_rad),
+        ];
+        for (name, value) in non_negative {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(format!("{name} = {value}: must be a finite number >= 0"));
+            }
+        }
+        if self.slow_down_distance_m < self.stop_distance_m {
+            return Err(format!("slow_down_distance_m = {} is below stop_distance_m = {}", self.slow_down_distance_m, self.stop_distance_m));
+        }
+        if let Some(fence) = self.geofence {
+            if !(fence.centre_x_m.is_finite() && fence.centre_y_m.is_finite()) {
+                return Err("geofence centre must be finite".into());
+            }
+            if !(fence.radius_m.is_finite() && fence.radius_m >= 0.0) {
+                return Err(format!("geofence radius_m = {}: must be a finite number >= 0", fence.radius_m));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for SafetyConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// What the rules look at, sampled once per control step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct SafetyInputs {
+    /// Age of the latest odometry, s; `None` if none was ever received.
+    pub odometry_age_s: Option<f64>,
+    /// Age of the latest IMU sample, s; `None` if none was ever received.
+    pub imu_age_s: Option<f64>,
+    /// Whether the base is being commanded to move: the last published
+    /// command or the current request is non-zero (see [`is_commanded_to_move`]).
+    pub commanded_to_move: bool,
+    /// The bumper reports contact now.
+    pub in_contact: bool,
+    /// Distance to the nearest obstacle ahead (along +x from
+    /// `base_footprint`), m; `None` if nothing is seen.
+    pub obstacle_ahead_m: Option<f64>,
+    /// Distance to the nearest obstacle behind (along -x, positive), m.
+    pub obstacle_behind_m: Option<f64>,
+    /// The robot's pose in the geofence frame, if known.
+    pub pose: Option<Pose2D>,
+}
+
+/// Whether the base counts as "commanded to move" for the staleness rules:
+/// the last published command or the current request is non-zero (a
+/// non-finite request counts as motion).
+pub fn is_commanded_to_move(last_command: BaseVelocity, requested: BaseVelocity) -> bool {
+    !last_command.is_zero() || !requested.is_zero()
+}
+
+/// Which rule a restriction comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    OdometryStale,
+    ImuStale,
+    ContactLatched,
+    ObstacleAhead,
+    ObstacleBehind,
+    Geofence,
+    PositionUnknown,
+}
+
+impl Rule {
+    /// The machine name, e.g. `"odometry_stale"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::OdometryStale => "odometry_stale",
+            Rule::ImuStale => "imu_stale",
+            Rule::ContactLatched => "contact_latched",
+            Rule::ObstacleAhead => "obstacle_ahead",
+            Rule::ObstacleBehind => "obstacle_behind",
+            Rule::Geofence => "geofence",
+            Rule::PositionUnknown => "position_unknown",
+        }
+    }
+}
+
+/// One active rule: which, and why in words an operator can act on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Restriction {
+    pub rule: Rule,
+    /// e.g. "odometry is 0.62 s old (max 0.25 s): stopped".
+    pub reason: String,
+}
+
+impl Restriction {
+    /// The rule's machine name.
+    pub fn name(&self) -> &'static str {
+        self.rule.name()
+    }
+}
+
+/// The velocities the base may be commanded now. The ranges always contain
+/// zero (`min <= 0 <= max`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Envelope {
+    /// Fastest reverse, m/s (<= 0).
+    pub linear_min_mps: f64,
+    /// Fastest forward, m/s (>= 0).
+    pub linear_max_mps: f64,
+    /// Fastest clockwise turn, rad/s (<= 0).
+    pub angular_min_radps: f64,
+    /// Fastest counter-clockwise turn, rad/s (>= 0).
+    pub angular_max_radps: f64,
+    /// The rules that narrowed the ranges, in rule order.
+    pub restrictions: Vec<Restriction>,
+}
+
+impl Envelope {
+    /// The full range of `limits`, no restriction.
+    pub fn unrestricted(limits: &BaseLimits) -> Envelope {
+        let linear = finite_non_negative(limits.max_linear_mps);
+        let angular = finite_non_negative(limits.max_angular_radps);
+        Envelope { linear_min_mps: -linear, linear_max_mps: linear, angular_min_radps: -angular, angular_max_radps: angular, restrictions: Vec::new() }
+    }
+
+    /// Whether only a standstill is allowed.
+    pub fn is_stop(&self) -> bool {
+        self.linear_min_mps == 0.0 && self.linear_max_mps == 0.0 && self.angular_min_radps == 0.0 && self.angular_max_radps == 0.0
+    }
+
+    /// Whether `velocity` is within the ranges.
+    pub fn contains(&self, velocity: BaseVelocity) -> bool {
+        velocity.linear_mps >= self.linear_min_mps
+            && velocity.linear_mps <= self.linear_max_mps
+            && velocity.angular_radps >= self.angular_min_radps
+            && velocity.angular_radps <= self.angular_max_radps
+    }
+
+    /// Whether a rule is active.
+    pub fn has(&self, rule: Rule) -> bool {
+        self.restrictions.iter().any(|r| r.rule == rule)
+    }
+
+    /// The allowed linear range, made well-formed: `min <= 0 <= max`, NaN
+    /// bounds read as 0 (an envelope built by hand cannot forbid stopping or
+    /// allow what it does not state).
+    pub fn linear_range(&self) -> (f64, f64) {
+        (sanitize_min(self.linear_min_mps), sanitize_max(self.linear_max_mps))
+    }
+
+    /// The allowed angular range, made well-formed as [`Envelope::linear_range`].
+    pub fn angular_range(&self) -> (f64, f64) {
+        (sanitize_min(self.angular_min_radps), sanitize_max(self.angular_max_radps))
+    }
+
+    /// Narrows the ranges (the most restrictive bound wins) and records why.
+    fn restrict(&mut self, rule: Rule, reason: String, linear: (f64, f64), angular: (f64, f64)) {
+        self.linear_min_mps = self.linear_min_mps.max(linear.0);
+        self.linear_max_mps = self.linear_max_mps.min(linear.1);
+        self.angular_min_radps = self.angular_min_radps.max(angular.0);
+        self.angular_max_radps = self.angular_max_radps.min(angular.1);
+        self.restrictions.push(Restriction { rule, reason });
+    }
+}
+
+fn finite_non_negative(value: f64) -> f64 {
+    if value.is_finite() && value > 0.0 {
+        value
+    } else {
+        0.0
+    }
+}
+
+fn sanitize_min(value: f64) -> f64 {
+    if value.is_nan() {
+        0.0
+    } else {
+        value.min(0.0)
+    }
+}
+
+fn sanitize_max(value: f64) -> f64 {
+    if value.is_nan() {
+        0.0
+    } else {
+        value.max(0.0)
+    }
+}
+
+/// A change of the contact latch, for events and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatchChange {
+    Latched,
+    Released,
+}
+
+/// The memory of the safety rules: the bumper-contact latch.
+///
+/// The latch sets on any step with contact. It releases on the first step
+/// at which all of these hold:
+/// 1. the bumper reads clear now;
+/// 2. it has read clear for at least `contact_clear_time_s`, i.e.
+///    `now_s - last_contact_s >= contact_clear_time_s`, where
+///    `last_contact_s` is the time of the last step that saw contact;
+/// 3. the robot has backed off or turned since that last contact: relative
+///    to the pose at the last step that saw contact (the reference), either
+///    its displacement projected on the reference heading is
+///    `<= -contact_release_backoff_m` (it moved backwards that far), or its
+///    heading differs from the reference heading by at least
+///    `contact_release_turn_rad` (wrapped to [-pi, pi]).
+///
+/// Without a pose the latch cannot release. If no pose was known at the
+/// contact, the first pose seen afterwards becomes the reference: since
+/// forward motion is forbidden while latched, that pose is no further
+/// forward than the contact, so this is never more permissive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct SafetyState {
+    latched: bool,
+    /// Time of the last step that saw contact.
+    last_contact_s: Option<f64>,
+    /// Pose at the last step that saw contact (or the first pose after it).
+    reference: Option<Pose2D>,
+}
+
+impl SafetyState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether forward motion is currently forbidden by a past contact.
+    pub fn contact_latched(&self) -> bool {
+        self.latched
+    }
+
+    /// Advances the latch to `now_s` (seconds on any monotonic clock) given
+    /// the bumper state and pose in `inputs`; reports a change.
+    pub fn update(&mut self, config: &SafetyConfig, inputs: &SafetyInputs, now_s: f64) -> Option<LatchChange> {
+        let pose = inputs.pose.filter(|p| p.x_m.is_finite() && p.y_m.is_finite() && p.yaw_rad.is_finite());
+        if inputs.in_contact {
+            let change = (!self.latched).then_some(LatchChange::Latched);
+            self.latched = true;
+            // A non-finite clock reading must not shorten the clear time:
+            // keep the previous one, or hold the latch until a finite one.
+            if now_s.is_finite() {
+                self.last_contact_s = Some(now_s);
+            } else {
+                self.last_contact_s = None;
+            }
+            if pose.is_some() {
+                self.reference = pose;
+            }
+            return change;
+        }
+        if !self.latched {
+            return None;
+        }
+        let pose = pose?;
+        let reference = *self.reference.get_or_insert(pose);
+        let Some(last_contact_s) = self.last_contact_s else {
+            // Contact seen only at a non-finite time: start the clear time now.
+            if now_s.is_finite() {
+                self.last_contact_s = Some(now_s);
+            }
+            return None;
+        };
+        let clear_for_s = now_s - last_contact_s;
+        // NaN (a non-finite clock) never releases.
+        if clear_for_s.is_nan() || clear_for_s < config.contact_clear_time_s {
+            return None;
+        }
+        let (dx, dy) = (pose.x_m - reference.x_m, pose.y_m - reference.y_m);
+        let along = dx * reference.yaw_rad.cos() + dy * reference.yaw_rad.sin();
+        let turned = wrap_angle(pose.yaw_rad - reference.yaw_rad).abs();
+        if along <= -config.contact_release_backoff_m || turned >= config.contact_release_turn_rad {
+            *self = SafetyState::default();
+            return Some(LatchChange::Released);
+        }
+        None
+    }
+
+    /// Clears the latch unconditionally. For a trusted human operator's
+    /// reset only, never for an agent.
+    pub fn reset_contact_latch(&mut self) {
+        *self = SafetyState::default();
+    }
+}
+
+/// Wraps an angle to [-pi, pi].
+pub fn wrap_angle(angle: f64) -> f64 {
+    let wrapped = (angle + PI).rem_euclid(2.0 * PI) - PI;
+    if wrapped.is_finite() {
+        wrapped
+    } else {
+        angle
+    }
+}
+
+/// Combines every rule into the envelope of allowed velocities: the
+/// intersection of the full `limits` range with each active rule's range.
+pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &SafetyState, inputs: &SafetyInputs) -> Envelope {
+    let mut envelope = Envelope::unrestricted(limits);
+    let full_linear = envelope.linear_max_mps;
+    let full_angular = envelope.angular_max_radps;
+    let any_angular = (-full_angular, full_angular);
+
+    if inputs.commanded_to_move {
+        for (rule, what, age) in [(Rule::OdometryStale, "odometry", inputs.odometry_age_s), (Rule::ImuStale, "IMU", inputs.imu_age_s)] {
+            if let Some(reason) = staleness(what, age, config.max_sensor_age_s) {
+                envelope.restrict(rule, reason, (0.0, 0.0), (0.0, 0.0));
+            }
+        }
+    }
+
+    if state.contact_latched() {
+        let reason = if inputs.in_contact {
+            "bumper in contact: forward motion stopped (reverse and turning allowed)".to_string()
+        } else {
+            format!(
+                "bumper contact latched: forward motion stopped until the bumper is clear for {} s and the robot has backed off {} m or turned {} rad",
+                config.contact_clear_time_s, config.contact_release_backoff_m, config.contact_release_turn_rad
+            )
+        };
+        envelope.restrict(Rule::ContactLatched, reason, (-full_linear, 0.0), any_angular);
+    }
+
+    for (rule, direction, distance) in [(Rule::ObstacleAhead, "ahead", inputs.obstacle_ahead_m), (Rule::ObstacleBehind, "behind", inputs.obstacle_behind_m)] {
+        let Some(distance) = distance else { continue };
+        let Some(fraction) = slow_down_fraction(distance, config) else { continue };
+        let allowed = full_linear * fraction;
+        let reason = if allowed == 0.0 {
+            format!("obstacle {direction} at {distance:.2} m (stop at {:.2} m): stopped in that direction", config.stop_distance_m)
+        } else {
+            format!(
+                "obstacle {direction} at {distance:.2} m (slow down from {:.2} m, stop at {:.2} m): speed {direction} limited to {allowed:.3} m/s",
+                config.slow_down_distance_m, config.stop_distance_m
+            )
+        };
+        let linear = if rule == Rule::ObstacleAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
+        envelope.restrict(rule, reason, linear, any_angular);
+    }
+
+    if let Some(fence) = config.geofence {
+        match inputs.pose.filter(|p| p.x_m.is_finite() && p.y_m.is_finite() && p.yaw_rad.is_finite()) {
+            None => envelope.restrict(Rule::PositionUnknown, "geofence configured but the robot's position is unknown: only turning in place".into(), (0.0, 0.0), any_angular),
+            Some(pose) => {
+                let (dx, dy) = (pose.x_m - fence.centre_x_m, pose.y_m - fence.centre_y_m);
+                let distance = dx.hypot(dy);
+                // A NaN distance (non-finite centre) counts as outside.
+                if distance.is_nan() || distance >= fence.radius_m {
+                    // Positive: the heading points away from the centre.
+                    let outward = dx * pose.yaw_rad.cos() + dy * pose.yaw_rad.sin();
+                    let linear = (if outward > 0.0 { -full_linear } else { 0.0 }, if outward < 0.0 { full_linear } else { 0.0 });
+                    let allowed = match (outward > 0.0, outward < 0.0) {
+                        (true, _) => "reverse and turning allowed",
+                        (_, true) => "forward and turning allowed",
+                        _ => "only turning allowed",
+                    };
+                    let reason = format!("{distance:.2} m from the geofence centre (radius {:.2} m): {allowed}", fence.radius_m);
+                    envelope.restrict(Rule::Geofence, reason, linear, any_angular);
+                }
+            }
+        }
+    }
+    envelope
+}
+
+/// The reason a sensor is stale, if it is.
+fn staleness(what: &str, age_s: Option<f64>, max_age_s: f64) -> Option<String> {
+    match age_s {
+        None => Some(format!("no {what} received: stopped")),
+        Some(age) if age.is_finite() && age >= 0.0 && age <= max_age_s => None,
+        Some(age) if age.is_finite() && age >= 0.0 => Some(format!("{what} is {age:.2} s old (max {max_age_s:.2} s): stopped")),
+        Some(age) => Some(format!("{what} age is {age}, not a valid age: stopped")),
+    }
+}
+
+/// The fraction of full speed allowed towards an obstacle at `distance`, or
+/// `None` if it is beyond the slow-down distance. NaN counts as 0 m.
+fn slow_down_fraction(distance: f64, config: &SafetyConfig) -> Option<f64> {
+    let distance = if distance.is_nan() { 0.0 } else { distance };
+    if distance >= config.slow_down_distance_m {
+        return None;
+    }
+    if distance <= config.stop_distance_m {
+        return Some(0.0);
+    }
+    let span = config.slow_down_distance_m - config.stop_distance_m;
+    Some(((distance - config.stop_distance_m) / span).clamp(0.0, 1.0))
+}
+
+/// Clamps `requested` into the envelope: the command, and whether it was
+/// changed. A non-finite component becomes 0.
+pub fn apply_envelope(envelope: &Envelope, requested: BaseVelocity) -> (BaseVelocity, bool) {
+    let (linear_min, linear_max) = envelope.linear_range();
+    let (angular_min, angular_max) = envelope.angular_range();
+    let clamp = |value: f64, min: f64, max: f64| if value.is_finite() { value.clamp(min, max) } else { 0.0 };
+    let applied = BaseVelocity {
+        linear_mps: clamp(requested.linear_mps, linear_min, linear_max),
+        angular_radps: clamp(requested.angular_radps, angular_min, angular_max),
+    };
+    // Compare bitwise-equivalent values so that NaN counts as changed.
+    let clamped = !(applied.linear_mps == requested.linear_mps && applied.angular_radps == requested.angular_radps);
+    (applied, clamped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMITS: BaseLimits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+
+    fn fresh() -> SafetyInputs {
+        SafetyInputs { odometry_age_s: Some(0.02), imu_age_s: Some(0.01), commanded_to_move: true, ..SafetyInputs::default() }
+    }
+
+    fn envelope(inputs: &SafetyInputs) -> Envelope {
+        safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), inputs)
+    }
+
+    #[test]
+    fn fresh_sensors_and_a_clear_path_restrict_nothing() {
+        let e = envelope(&fresh());
+        assert_eq!(e, Envelope::unrestricted(&LIMITS));
+        assert!(e.restrictions.is_empty());
+        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, 0.22, -1.5, 1.5));
+    }
+
+    #[test]
+    fn stale_odometry_while_moving_stops_everything() {
+        let e = envelope(&SafetyInputs { odometry_age_s: Some(0.62), ..fresh() });
+        assert!(e.is_stop());
+        assert_eq!(e.restrictions.len(), 1);
+        assert_eq!(e.restrictions[0].name(), "odometry_stale");
+        assert_eq!(e.restrictions[0].reason, "odometry is 0.62 s old (max 0.25 s): stopped");
+        let e = envelope(&SafetyInputs { imu_age_s: None, ..fresh() });
+        assert!(e.is_stop() && e.has(Rule::ImuStale));
+        assert_eq!(e.restrictions[0].reason, "no IMU received: stopped");
+        for age in [f64::NAN, f64::INFINITY, -0.1] {
+            assert!(envelope(&SafetyInputs { odometry_age_s: Some(age), ..fresh() }).is_stop(), "{age}");
+        }
+        // At the threshold is still fresh.
+        assert!(!envelope(&SafetyInputs { odometry_age_s: Some(0.25), ..fresh() }).has(Rule::OdometryStale));
+    }
+
+    #[test]
+    fn stale_sensors_do_not_raise_restrictions_while_parked() {
+        let e = envelope(&SafetyInputs { odometry_age_s: None, imu_age_s: Some(9.0), commanded_to_move: false, ..fresh() });
+        assert!(e.restrictions.is_empty(), "{e:?}");
+        // ...but the moment motion is requested, it is a stop.
+        assert!(is_commanded_to_move(BaseVelocity::ZERO, BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }));
+        assert!(is_commanded_to_move(BaseVelocity { linear_mps: 0.0, angular_radps: 0.1 }, BaseVelocity::ZERO));
+        assert!(is_commanded_to_move(BaseVelocity::ZERO, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }));
+        assert!(!is_commanded_to_move(BaseVelocity::ZERO, BaseVelocity::ZERO));
+    }
+
+    #[test]
+    fn obstacles_scale_the_speed_towards_them_linearly() {
+        let ahead = |d: f64| envelope(&SafetyInputs { obstacle_ahead_m: Some(d), ..fresh() });
+        assert!(ahead(0.5).restrictions.is_empty(), "at the slow-down distance: full speed");
+        let e = ahead(0.35);
+        assert!((e.linear_max_mps - 0.11).abs() < 1e-12, "half way: half speed, {e:?}");
+        assert_eq!((e.linear_min_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, -1.5, 1.5), "reverse and turning unaffected");
+        assert_eq!(e.restrictions[0].name(), "obstacle_ahead");
+        assert!(e.restrictions[0].reason.contains("0.35 m"), "{}", e.restrictions[0].reason);
+        assert_eq!(ahead(0.2).linear_max_mps, 0.0);
+        assert_eq!(ahead(0.05).linear_max_mps, 0.0);
+        assert_eq!(ahead(f64::NAN).linear_max_mps, 0.0, "a NaN distance is an obstacle");
+        assert!(ahead(f64::INFINITY).restrictions.is_empty());
+        let e = envelope(&SafetyInputs { obstacle_behind_m: Some(0.35), ..fresh() });
+        assert!((e.linear_min_mps + 0.11).abs() < 1e-12 && e.linear_max_mps == 0.22, "{e:?}");
+    }
+
+    #[test]
+    fn the_most_restrictive_rule_wins_and_all_are_reported() {
+        let mut state = SafetyState::new();
+        let inputs = SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.4), obstacle_behind_m: Some(0.3), ..fresh() };
+        assert_eq!(state.update(&SafetyConfig::DEFAULT, &inputs, 0.0), Some(LatchChange::Latched));
+        let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
+        assert_eq!(e.linear_max_mps, 0.0, "contact beats the slow-down");
+        assert!((e.linear_min_mps + 0.22 / 3.0).abs() < 1e-12, "the obstacle behind limits reverse: {e:?}");
+        let names: Vec<_> = e.restrictions.iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["contact_latched", "obstacle_ahead", "obstacle_behind"]);
+        let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &SafetyInputs { odometry_age_s: None, ..inputs });
+        assert!(e.is_stop() && e.restrictions.len() == 4);
+    }
+
+    fn fenced() -> SafetyConfig {
+        SafetyConfig { geofence: Some(Geofence { centre_x_m: 1.0, centre_y_m: 2.0, radius_m: 3.0 }), ..SafetyConfig::DEFAULT }
+    }
+
+    #[test]
+    fn outside_the_geofence_only_motion_towards_the_centre_is_allowed() {
+        let at = |x_m: f64, y_m: f64, yaw_rad: f64| {
+            safety_envelope(&LIMITS, &fenced(), &SafetyState::new(), &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() })
+        };
+        assert!(at(1.0, 2.0, 0.0).restrictions.is_empty());
+        assert!(at(3.9, 2.0, 0.0).restrictions.is_empty(), "inside");
+        // On the fence (x = 4), facing outwards: reverse only.
+        let e = at(4.0, 2.0, 0.0);
+        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, 0.0, -1.5, 1.5));
+        assert_eq!(e.restrictions[0].name(), "geofence");
+        // Outside, facing the centre: forward only.
+        let e = at(5.0, 2.0, PI);
+        assert_eq!((e.linear_min_mps, e.linear_max_mps), (0.0, 0.22));
+        // Outside, facing along the fence: only turning.
+        let e = at(1.0, 5.5, 0.0);
+        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_max_radps), (0.0, 0.0, 1.5));
+        // No pose: no linear motion.
+        let e = safety_envelope(&LIMITS, &fenced(), &SafetyState::new(), &fresh());
+        assert!(e.has(Rule::PositionUnknown) && e.linear_max_mps == 0.0 && e.linear_min_mps == 0.0 && e.angular_max_radps == 1.5);
+    }
+
+    fn pose(x_m: f64, yaw_rad: f64) -> Option<Pose2D> {
+        Some(Pose2D { x_m, y_m: 0.0, yaw_rad })
+    }
+
+    #[test]
+    fn the_contact_latch_needs_clear_time_and_backing_off_or_turning() {
+        let config = SafetyConfig::DEFAULT;
+        let mut s = SafetyState::new();
+        let step = |s: &mut SafetyState, in_contact: bool, pose: Option<Pose2D>, now_s: f64| s.update(&config, &SafetyInputs { in_contact, pose, ..fresh() }, now_s);
+        assert_eq!(step(&mut s, false, pose(0.0, 0.0), 0.0), None);
+        assert_eq!(step(&mut s, true, pose(1.0, 0.0), 1.0), Some(LatchChange::Latched));
+        assert_eq!(step(&mut s, true, pose(1.01, 0.0), 1.1), None, "still latched, reference moves with the contact");
+        assert!(s.contact_latched());
+        // Backed off 10 cm at once, but not yet clear for 0.5 s.
+        assert_eq!(step(&mut s, false, pose(0.91, 0.0), 1.2), None);
+        assert_eq!(step(&mut s, false, pose(0.91, 0.0), 1.59), None);
+        assert_eq!(step(&mut s, false, pose(0.91, 0.0), 1.6), Some(LatchChange::Released), "clear for 0.5 s and 10 cm back");
+        assert!(!s.contact_latched());
+
+        // Clear for long, but not backed off: stays latched.
+        let mut s = SafetyState::new();
+        step(&mut s, true, pose(1.0, 0.0), 0.0);
+        assert_eq!(step(&mut s, false, pose(0.97, 0.0), 5.0), None, "3 cm back is not enough");
+        assert_eq!(step(&mut s, false, None, 6.0), None, "no pose, no release");
+        // Turning 0.5 rad releases.
+        assert_eq!(step(&mut s, false, pose(0.97, -0.5), 6.1), Some(LatchChange::Released));
+
+        // Contact again during the clear time restarts it.
+        let mut s = SafetyState::new();
+        step(&mut s, true, pose(1.0, 0.0), 0.0);
+        step(&mut s, true, pose(1.0, 0.0), 0.4);
+        assert_eq!(step(&mut s, false, pose(0.9, 0.0), 0.8), None, "clear for only 0.4 s");
+        assert_eq!(step(&mut s, false, pose(0.9, 0.0), 0.9), Some(LatchChange::Released));
+
+        // Backing off is measured along the heading at contact (here +y).
+        let mut s = SafetyState::new();
+        let p = |x_m: f64, y_m: f64| Some(Pose2D { x_m, y_m, yaw_rad: PI / 2.0 });
+        step(&mut s, true, p(0.0, 0.0), 0.0);
+        assert_eq!(step(&mut s, false, p(-0.2, 0.0), 1.0), None, "sideways is not backing off");
+        assert_eq!(step(&mut s, false, p(-0.2, -0.06), 1.1), Some(LatchChange::Released));
+
+        // Heading wraps: from 3.1 rad to -3.1 rad is a 0.08 rad turn.
+        let mut s = SafetyState::new();
+        step(&mut s, true, pose(0.0, 3.1), 0.0);
+        assert_eq!(step(&mut s, false, pose(0.0, -3.1), 1.0), None);
+    }
+
+    #[test]
+    fn the_latch_is_conservative_without_a_pose_at_contact() {
+        let config = SafetyConfig::DEFAULT;
+        let mut s = SafetyState::new();
+        s.update(&config, &SafetyInputs { in_contact: true, pose: None, ..fresh() }, 0.0);
+        // First pose after contact becomes the reference; must back off from there.
+        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(2.0, 0.0), ..fresh() }, 1.0), None);
+        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(1.96, 0.0), ..fresh() }, 1.1), None);
+        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(1.95, 0.0), ..fresh() }, 1.2), Some(LatchChange::Released));
+        // A non-finite clock never releases.
+        let mut s = SafetyState::new();
+        s.update(&config, &SafetyInputs { in_contact: true, pose: pose(0.0, 0.0), ..fresh() }, 0.0);
+        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(-1.0, 0.0), ..fresh() }, f64::NAN), None);
+        assert!(s.contact_latched());
+    }
+
+    #[test]
+    fn apply_envelope_clamps_each_component() {
+        let mut state = SafetyState::new();
+        let inputs = SafetyInputs { in_contact: true, ..fresh() };
+        state.update(&SafetyConfig::DEFAULT, &inputs, 0.0);
+        let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
+        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: 0.1, angular_radps: 0.5 }), (BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, true));
+        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: -0.1, angular_radps: -0.5 }), (BaseVelocity { linear_mps: -0.1, angular_radps: -0.5 }, false));
+        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: -1.0, angular_radps: 9.0 }), (BaseVelocity { linear_mps: -0.22, angular_radps: 1.5 }, true));
+        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }), (BaseVelocity::ZERO, true));
+        // A malformed, hand-built envelope still allows stopping and nothing it does not state.
+        let odd = Envelope { linear_min_mps: 0.1, linear_max_mps: f64::NAN, angular_min_radps: f64::NAN, angular_max_radps: -1.0, restrictions: vec![] };
+        assert_eq!(apply_envelope(&odd, BaseVelocity { linear_mps: 0.2, angular_radps: -0.3 }).0, BaseVelocity::ZERO);
+    }
+
+    #[test]
+    fn the_default_config_is_valid_and_bad_ones_are_named() {
+        assert_eq!(SafetyConfig::DEFAULT.validate(), Ok(()));
+        assert!(SafetyConfig { stop_distance_m: 0.6, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("slow_down_distance_m"));
+        assert!(SafetyConfig { max_sensor_age_s: f64::NAN, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("max_sensor_age_s"));
+        assert!(fenced().validate().is_ok());
+        let bad_fence = SafetyConfig { geofence: Some(Geofence { centre_x_m: 0.0, centre_y_m: 0.0, radius_m: -1.0 }), ..SafetyConfig::DEFAULT };
+        assert!(bad_fence.validate().unwrap_err().contains("radius"));
+    }
+
+    fn option_age() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![Just(None), (0.0..1.0f64).prop_map(Some), Just(Some(f64::NAN)), Just(Some(-0.5))]
+    }
+
+    fn option_distance() -> impl Strategy<Value = Option<f64>> {
+        prop_oneof![Just(None), (-0.1..1.0f64).prop_map(Some), Just(Some(f64::NAN)), Just(Some(f64::INFINITY))]
+    }
+
+    prop_compose! {
+        fn inputs()(odometry_age_s in option_age(), imu_age_s in option_age(), commanded_to_move in any::<bool>(), in_contact in any::<bool>(),
+                    obstacle_ahead_m in option_distance(), obstacle_behind_m in option_distance(),
+                    pose in proptest::option::of((-6.0..6.0f64, -6.0..6.0f64, -4.0..4.0f64))) -> SafetyInputs {
+            SafetyInputs { odometry_age_s, imu_age_s, commanded_to_move, in_contact, obstacle_ahead_m, obstacle_behind_m,
+                           pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }) }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn envelopes_always_allow_stopping_and_stay_within_the_limits(inputs in inputs(), latched in any::<bool>(),
+                                                                     request in (-1.0..1.0f64, -3.0..3.0f64)) {
+            let mut state = SafetyState::new();
+            if latched {
+                state.update(&fenced(), &SafetyInputs { in_contact: true, ..inputs }, 0.0);
+            }
+            let e = safety_envelope(&LIMITS, &fenced(), &state, &inputs);
+            prop_assert!(e.contains(BaseVelocity::ZERO));
+            prop_assert!(e.linear_min_mps >= -0.22 && e.linear_max_mps <= 0.22 && e.angular_min_radps >= -1.5 && e.angular_max_radps <= 1.5);
+            prop_assert_eq!(e.linear_range(), (e.linear_min_mps, e.linear_max_mps));
+            let (applied, clamped) = apply_envelope(&e, BaseVelocity { linear_mps: request.0, angular_radps: request.1 });
+            prop_assert!(e.contains(applied));
+            prop_assert_eq!(clamped, applied != BaseVelocity { linear_mps: request.0, angular_radps: request.1 });
+            if state.contact_latched() {
+                prop_assert!(e.linear_max_mps == 0.0 && e.has(Rule::ContactLatched));
+            }
+            if inputs.commanded_to_move && !matches!(inputs.odometry_age_s, Some(a) if (0.0..=0.25).contains(&a)) {
+                prop_assert!(e.is_stop());
+            }
+            // The geofence: allowed motion never increases the distance from the centre.
+            if let (Some(p), Some(f)) = (inputs.pose, fenced().geofence) {
+                let (dx, dy) = (p.x_m - f.centre_x_m, p.y_m - f.centre_y_m);
+                if dx.hypot(dy) >= f.radius_m {
+                    let outward = dx * p.yaw_rad.cos() + dy * p.yaw_rad.sin();
+                    prop_assert!(e.linear_max_mps * outward <= 0.0 && e.linear_min_mps * outward <= 0.0, "{:?} {}", e, outward);
+                }
+            }
+            if e.restrictions.is_empty() {
+                prop_assert_eq!(&e, &Envelope::unrestricted(&LIMITS));
+            }
+        }
+    }
+}

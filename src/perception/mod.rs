@@ -1,0 +1,18 @@
+//! Camera and depth data without ROS: decoding sensor images into plain
+//! buffers, encoding them for an agent within a byte budget, depth
+//! statistics and pixel geometry.
+//!
+//! Everything here is pure: the ROS adapter fills [`RawImage`] and
+//! [`CompressedFrame`], and errors carry no topic name so that the caller
+//! can add the one it read from.
+pub mod color;
+pub mod depth;
+pub mod encode;
+pub mod geometry;
+pub mod raw;
+
+pub use color::{decode_compressed_rgb, decode_rgb, SUPPORTED_COLOUR_ENCODINGS};
+pub use depth::{decode_depth, to_png_mm, DepthImage, DepthStats, SUPPORTED_DEPTH_ENCODINGS};
+pub use encode::{encode, to_base64, EncodeError, EncodeOptions, EncodedImage, OutputFormat, Reductions};
+pub use geometry::{region_mean_rgb, CameraIntrinsics, GeometryError};
+pub use raw::{CompressedFrame, DecodeError, RawImage};
