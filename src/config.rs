@@ -44,6 +44,9 @@ pub struct Config {
     /// Connections served at once.
     pub max_connections: usize,
     pub security: SecurityConfig,
+    /// The robot's URDF ("" = the bundled urdf/aicc_bot.urdf): joint
+    /// names, limits and geometry for the governor and the head/arm tools.
+    pub urdf_file: String,
     /// Namespace prepended to relative topic names ("" = the node's own),
     /// for multi-robot setups; `--ros-args -r __ns:=/robot1` works too.
     pub namespace: String,
@@ -70,6 +73,7 @@ impl Default for Config {
             tool_timeout_s: 120.0,
             max_connections: 256,
             security: SecurityConfig::default(),
+            urdf_file: String::new(),
             namespace: String::new(),
             actuators: Actuators::default(),
             base: BaseConfig::default(),
@@ -451,6 +455,19 @@ mod tests {
         assert!(Config::from_params_yaml(bad, "x").unwrap_err().contains("base.max_linear_mps"));
         let missing = "robot:\n  ros__parameters: {}\n";
         assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().contains("no section"));
+    }
+}
+
+/// The bundled robot description (the simulated robot's).
+pub const BUNDLED_URDF: &str = include_str!("../urdf/aicc_bot.urdf");
+
+impl Config {
+    /// The URDF text: the configured file, or the bundled one.
+    pub fn urdf_text(&self) -> Result<String, ConfigError> {
+        if self.urdf_file.is_empty() {
+            return Ok(BUNDLED_URDF.to_string());
+        }
+        std::fs::read_to_string(&self.urdf_file).map_err(|source| ConfigError::Read { path: self.urdf_file.clone(), source })
     }
 }
 

@@ -9,7 +9,8 @@ use clap::Parser;
 use tokio::net::TcpListener;
 
 use aicc_ros2::config::{Config, DEFAULT_NODE_NAME};
-use aicc_ros2::governor::{BaseLimits, BaseVelocity};
+use aicc_ros2::governor::{BaseLimits, BaseVelocity, JointLimits};
+use aicc_ros2::robot::kinematics::Kinematics;
 use aicc_ros2::protocol::core::{Core, CoreConfig};
 use aicc_ros2::robot::base_driver::BaseDriver;
 use aicc_ros2::robot::RobotPort;
@@ -107,8 +108,13 @@ async fn main() -> anyhow::Result<()> {
         catalog,
         Instant::now(),
     );
-    let tools = ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone() };
+    let urdf = config.urdf_text()?;
+    let joints = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    let (events_tx, events_rx) = tokio::sync::mpsc::channel(1024);
+    let tools = ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone(), joints, kinematics, events: events_tx, session: String::new(), call_id: String::new() };
     let bridge = Bridge::new(core, registry, tools);
+    let events_task = tokio::spawn(bridge.clone().run_tool_events(events_rx));
     let listener = TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let bound = listener.local_addr()?;
     // The one line on stdout: what launchers and tests wait for.
@@ -122,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down: stopping the base");
     server_task.abort();
+    events_task.abort();
     watch_task.abort();
     timer_task.abort();
     driver_task.abort();

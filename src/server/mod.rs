@@ -105,6 +105,13 @@ impl Bridge {
         }
     }
 
+    /// Forwards events raised by tools to the agents.
+    pub async fn run_tool_events(self: Arc<Self>, mut events: tokio::sync::mpsc::Receiver<crate::tools::ToolEvent>) {
+        while let Some((topic, payload, audience)) = events.recv().await {
+            self.publish(&topic, payload, audience.as_deref());
+        }
+    }
+
     /// Checks every tool's data source periodically and pushes changes
     /// (a sensor gone silent, or back) to the agents.
     pub async fn run_availability_watch(self: Arc<Self>, period: Duration) {
@@ -238,8 +245,9 @@ impl Bridge {
 
     fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) {
         let Output::Execute { session, call_id, tool, input, .. } = execution else { return };
+        let context = ToolContext { session: session.clone(), call_id: call_id.clone(), ..self.tools.clone() };
         let future = match self.registry.get(&tool) {
-            Some(tool) => tool.call(input, self.tools.clone()),
+            Some(tool) => tool.call(input, context),
             None => {
                 let error = AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' is in the manifest but not registered"));
                 async move { Err(error) }.boxed()

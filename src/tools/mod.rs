@@ -3,6 +3,8 @@
 pub mod input;
 pub mod move_base;
 pub mod proprioception;
+// Sensor tools (vision, depth, inspect, touch): module lines here.
+// Actuator tools (turn, look_at, interact, say, wait, stop): module lines here.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,8 +17,14 @@ use crate::protocol::catalog::Catalog;
 use crate::protocol::manifest::ToolDescriptor;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::AiccError;
+use crate::governor::JointLimits;
 use crate::robot::base_driver::BaseDriver;
+use crate::robot::kinematics::Kinematics;
 use crate::robot::RobotPort;
+
+/// An event a tool raises (topic, payload, and the session it is for, or
+/// None for every session).
+pub type ToolEvent = (String, Value, Option<String>);
 
 /// What a tool may use while it runs.
 #[derive(Clone)]
@@ -24,9 +32,33 @@ pub struct ToolContext {
     pub robot: Arc<dyn RobotPort>,
     pub base: Arc<BaseDriver>,
     pub config: Arc<Config>,
+    /// Joint limits from the URDF (the governor's source for head and arm).
+    pub joints: Arc<JointLimits>,
+    /// Forward kinematics from the URDF (camera pose for inspect/look_at).
+    pub kinematics: Arc<Kinematics>,
+    /// Events to agents (e.g. progress of a long action). Bounded; a full
+    /// queue drops the event with a warning rather than block a tool.
+    pub events: tokio::sync::mpsc::Sender<ToolEvent>,
+    /// The session and call this context serves ("" outside a call).
+    pub session: String,
+    pub call_id: String,
 }
 
 impl ToolContext {
+    /// Raises an event for this call's session.
+    pub fn event_for_session(&self, topic: &str, payload: Value) {
+        if self.events.try_send((topic.to_string(), payload, Some(self.session.clone()))).is_err() {
+            tracing::warn!(topic, "tool event dropped: the event queue is full");
+        }
+    }
+
+    /// Raises an event for every session.
+    pub fn event_for_all(&self, topic: &str, payload: Value) {
+        if self.events.try_send((topic.to_string(), payload, None)).is_err() {
+            tracing::warn!(topic, "tool event dropped: the event queue is full");
+        }
+    }
+
     pub fn odom_max_age(&self) -> Duration {
         Duration::from_secs_f64(self.config.sensors.odom.max_age_s)
     }
@@ -70,6 +102,8 @@ impl Registry {
         let tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(proprioception::Proprioception),
             Arc::new(move_base::Move::new(&config.base)),
+            // Sensor tools (vision, depth, inspect, touch): registered here.
+            // Actuator tools (turn, look_at, interact, say, wait, stop): registered here.
         ];
         Self { tools }
     }
