@@ -52,6 +52,7 @@ pub struct Config {
     pub namespace: String,
     pub actuators: Actuators,
     pub base: BaseConfig,
+    pub safety: SafetySettings,
     pub sensors: SensorConfig,
 }
 
@@ -76,6 +77,7 @@ impl Default for Config {
             urdf_file: String::new(),
             namespace: String::new(),
             actuators: Actuators::default(),
+            safety: SafetySettings::default(),
             base: BaseConfig::default(),
             sensors: SensorConfig::default(),
         }
@@ -270,6 +272,69 @@ impl Default for SensorConfig {
     }
 }
 
+/// The governor's safety rules for the base (see src/governor/safety.rs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SafetySettings {
+    /// Odometry or IMU older than this while moving stops the base.
+    pub max_sensor_age_s: f64,
+    /// Obstacles (depth camera) nearer than this slow the base down...
+    pub slow_down_distance_m: f64,
+    /// ...to a stop at this distance, measured from base_footprint.
+    pub stop_distance_m: f64,
+    /// Stay within this radius of the start pose; 0 = no geofence.
+    pub geofence_radius_m: f64,
+    /// After a bumper contact, forward motion stays refused until the
+    /// bumper has read clear this long...
+    pub contact_clear_time_s: f64,
+    /// ...and the robot has backed off this far or turned this much.
+    pub contact_release_backoff_m: f64,
+    pub contact_release_turn_rad: f64,
+    /// Deceleration of an emergency stop (agent gone, stop, stale sensors).
+    pub emergency_decel_mps2: f64,
+    pub emergency_decel_radps2: f64,
+}
+
+impl Default for SafetySettings {
+    fn default() -> Self {
+        let rules = crate::governor::SafetyConfig::DEFAULT;
+        let emergency = crate::governor::EmergencyLimits::DEFAULT;
+        Self {
+            max_sensor_age_s: rules.max_sensor_age_s,
+            slow_down_distance_m: rules.slow_down_distance_m,
+            stop_distance_m: rules.stop_distance_m,
+            geofence_radius_m: 0.0,
+            contact_clear_time_s: rules.contact_clear_time_s,
+            contact_release_backoff_m: rules.contact_release_backoff_m,
+            contact_release_turn_rad: rules.contact_release_turn_rad,
+            emergency_decel_mps2: emergency.max_emergency_decel_mps2,
+            emergency_decel_radps2: emergency.max_emergency_decel_radps2,
+        }
+    }
+}
+
+impl SafetySettings {
+    pub fn rules(&self) -> crate::governor::SafetyConfig {
+        crate::governor::SafetyConfig {
+            max_sensor_age_s: self.max_sensor_age_s,
+            slow_down_distance_m: self.slow_down_distance_m,
+            stop_distance_m: self.stop_distance_m,
+            geofence: None,
+            contact_clear_time_s: self.contact_clear_time_s,
+            contact_release_backoff_m: self.contact_release_backoff_m,
+            contact_release_turn_rad: self.contact_release_turn_rad,
+        }
+    }
+
+    pub fn emergency(&self) -> crate::governor::EmergencyLimits {
+        crate::governor::EmergencyLimits { max_emergency_decel_mps2: self.emergency_decel_mps2, max_emergency_decel_radps2: self.emergency_decel_radps2 }
+    }
+
+    pub fn geofence_radius(&self) -> Option<f64> {
+        (self.geofence_radius_m > 0.0).then_some(self.geofence_radius_m)
+    }
+}
+
 /// Limits and behaviour of the mobile base.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -386,6 +451,15 @@ impl Config {
         }
         if self.actuators.head_joints.len() != 2 && !self.actuators.head_action.is_empty() {
             return Err(format!("actuators.head_joints must name the pan and the tilt joint, got {:?}", self.actuators.head_joints));
+        }
+        self.safety.rules().validate().map_err(|e| format!("safety: {e}"))?;
+        if !(self.safety.geofence_radius_m.is_finite() && self.safety.geofence_radius_m >= 0.0) {
+            return Err(format!("safety.geofence_radius_m must be 0 (none) or positive, got {}", self.safety.geofence_radius_m));
+        }
+        for (name, value) in [("safety.emergency_decel_mps2", self.safety.emergency_decel_mps2), ("safety.emergency_decel_radps2", self.safety.emergency_decel_radps2)] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("{name} must be a positive number, got {value}"));
+            }
         }
         if self.dead_peer_intervals == 0 {
             return Err("dead_peer_intervals must be at least 1".into());

@@ -10,7 +10,10 @@ use tokio::net::TcpListener;
 
 use aicc_ros2::config::{Config, DEFAULT_NODE_NAME};
 use aicc_ros2::governor::{BaseLimits, BaseVelocity, JointLimits};
+use aicc_ros2::robot::base_driver::GovernorChange;
 use aicc_ros2::robot::kinematics::Kinematics;
+use aicc_ros2::robot::{monitor, Diagnostic};
+use aicc_ros2::tools::ToolEvent;
 use aicc_ros2::protocol::core::{Core, CoreConfig};
 use aicc_ros2::robot::base_driver::BaseDriver;
 use aicc_ros2::robot::RobotPort;
@@ -85,8 +88,30 @@ async fn main() -> anyhow::Result<()> {
         max_linear_accel_mps2: base_config.max_linear_accel_mps2,
         max_angular_accel_radps2: base_config.max_angular_accel_radps2,
     };
-    let base = Arc::new(BaseDriver::new(limits, Duration::from_secs_f64(base_config.setpoint_timeout_s), base_config.control_rate_hz));
-    let driver_task = tokio::spawn(base.clone().run(robot.clone()));
+    let safety = &config.safety;
+    let base = Arc::new(BaseDriver::new(
+        limits,
+        safety.emergency(),
+        safety.rules(),
+        safety.geofence_radius(),
+        Duration::from_secs_f64(base_config.setpoint_timeout_s),
+        base_config.control_rate_hz,
+    ));
+    let urdf = config.urdf_text()?;
+    let joints = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    // Events from tools, the governor and the sensor monitor to agents.
+    let (events_tx, events_rx) = tokio::sync::mpsc::channel(1024);
+    let governor_events = events_tx.clone();
+    let governor_robot = robot.clone();
+    let driver_task = tokio::spawn(base.clone().run(
+        robot.clone(),
+        Duration::from_secs_f64(config.sensors.bumper.max_age_s),
+        Duration::from_secs_f64(config.sensors.depth.max_age_s),
+        move |change| report_governor_change(&change, &governor_events, governor_robot.as_ref()),
+    ));
+    let contacts_task = tokio::spawn(monitor::watch_contacts_and_battery(robot.clone(), config.clone(), events_tx.clone()));
+    let obstacles_task = tokio::spawn(monitor::watch_obstacles(robot.clone(), base.clone(), kinematics.clone(), config.clone()));
 
     let registry = Registry::new(&config);
     let catalog = Arc::new(registry.catalog().map_err(anyhow::Error::msg)?);
@@ -108,10 +133,6 @@ async fn main() -> anyhow::Result<()> {
         catalog,
         Instant::now(),
     );
-    let urdf = config.urdf_text()?;
-    let joints = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
-    let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
-    let (events_tx, events_rx) = tokio::sync::mpsc::channel(1024);
     let tools = ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone(), joints, kinematics, events: events_tx, session: String::new(), call_id: String::new() };
     let bridge = Bridge::new(core, registry, tools);
     let events_task = tokio::spawn(bridge.clone().run_tool_events(events_rx));
@@ -129,6 +150,8 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!("shutting down: stopping the base");
     server_task.abort();
     events_task.abort();
+    contacts_task.abort();
+    obstacles_task.abort();
     watch_task.abort();
     timer_task.abort();
     driver_task.abort();
@@ -141,6 +164,23 @@ async fn main() -> anyhow::Result<()> {
     }
     drop(ros);
     Ok(())
+}
+
+/// Every restriction the governor starts or stops enforcing is an event
+/// agents see and a diagnostic operators see on /diagnostics.
+fn report_governor_change(change: &GovernorChange, events: &tokio::sync::mpsc::Sender<ToolEvent>, robot: &dyn RobotPort) {
+    let mut diagnostics = Vec::new();
+    for restriction in &change.began {
+        let payload = serde_json::json!({ "kind": "restriction_began", "rule": restriction.rule, "reason": restriction.reason });
+        let _ = events.try_send(("governor".into(), payload, None));
+        tracing::warn!(rule = ?restriction.rule, reason = %restriction.reason, "governor restriction");
+        diagnostics.push(Diagnostic { level: 1, name: "aicc_bridge: governor".into(), message: restriction.reason.clone(), values: vec![("rule".into(), format!("{:?}", restriction.rule))] });
+    }
+    for rule in &change.ended {
+        let _ = events.try_send(("governor".into(), serde_json::json!({ "kind": "restriction_ended", "rule": rule }), None));
+        diagnostics.push(Diagnostic { level: 0, name: "aicc_bridge: governor".into(), message: format!("{rule:?} no longer restricts motion"), values: vec![("rule".into(), format!("{rule:?}"))] });
+    }
+    robot.publish_diagnostics(&diagnostics);
 }
 
 async fn wait_for_shutdown_signal() {

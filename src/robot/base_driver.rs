@@ -1,12 +1,15 @@
 //! The one place cmd_vel comes from: a fixed-rate loop that takes the
-//! current setpoint (or zero when it has expired: the deadman), passes it
-//! through the governor and publishes the result.
+//! current setpoint (or zero when it has expired: the deadman), asks the
+//! governor what the safety rules allow (stale sensors, contact latch,
+//! obstacles, geofence), limits velocity and acceleration, and publishes
+//! the result. An explicit stop brakes at the emergency deceleration.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::governor::{govern_base, BaseLimits, BaseVelocity};
+use crate::governor::safety::{is_commanded_to_move, Geofence, Pose2D, Rule};
+use crate::governor::{govern_base_with_envelope, safety_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use crate::robot::RobotPort;
 
 /// Zero commands published on coming to rest, so that a lost message
@@ -20,29 +23,76 @@ struct Setpoint {
     expires: Instant,
 }
 
+/// What the sensors say, as the loop gathered it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SensorSnapshot {
+    pub odometry_age_s: Option<f64>,
+    pub imu_age_s: Option<f64>,
+    pub in_contact: bool,
+    pub obstacle_ahead_m: Option<f64>,
+    /// Pose in the odometry frame.
+    pub pose: Option<Pose2D>,
+}
+
 #[derive(Debug)]
 struct DriverState {
     setpoint: Option<Setpoint>,
     last_command: BaseVelocity,
     last_step: Option<Instant>,
     zeros_left: u32,
+    /// An explicit stop: brake at the emergency rate until at rest.
+    braking: bool,
+    safety: SafetyState,
+    /// The geofence, centred on the first pose seen (the start pose).
+    geofence: Option<Geofence>,
+    envelope: Option<Envelope>,
+    /// Rules active at the last step, to report changes.
+    active_rules: Vec<Rule>,
+    started: Instant,
+}
+
+/// A change in what the governor enforces, for events and diagnostics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GovernorChange {
+    pub began: Vec<Restriction>,
+    pub ended: Vec<Rule>,
 }
 
 /// Owns the base's velocity command.
 pub struct BaseDriver {
     limits: BaseLimits,
+    emergency: EmergencyLimits,
+    safety: SafetyConfig,
+    geofence_radius_m: Option<f64>,
     setpoint_timeout: Duration,
     period: Duration,
     state: Mutex<DriverState>,
+    /// Nearest obstacle ahead from the depth camera, and when it was measured.
+    obstacle_ahead: Mutex<Option<(Option<f64>, Instant)>>,
 }
 
 impl BaseDriver {
-    pub fn new(limits: BaseLimits, setpoint_timeout: Duration, control_rate_hz: f64) -> Self {
+    pub fn new(limits: BaseLimits, emergency: EmergencyLimits, safety: SafetyConfig, geofence_radius_m: Option<f64>, setpoint_timeout: Duration, control_rate_hz: f64) -> Self {
         Self {
             limits,
+            emergency,
+            safety,
+            geofence_radius_m,
             setpoint_timeout,
             period: Duration::from_secs_f64(1.0 / control_rate_hz),
-            state: Mutex::new(DriverState { setpoint: None, last_command: BaseVelocity::ZERO, last_step: None, zeros_left: 0 }),
+            state: Mutex::new(DriverState {
+                setpoint: None,
+                last_command: BaseVelocity::ZERO,
+                last_step: None,
+                zeros_left: 0,
+                braking: false,
+                safety: SafetyState::new(),
+                geofence: None,
+                envelope: None,
+                active_rules: Vec::new(),
+                started: Instant::now(),
+            }),
+            obstacle_ahead: Mutex::new(None),
         }
     }
 
@@ -50,15 +100,30 @@ impl BaseDriver {
         &self.limits
     }
 
+    pub fn emergency(&self) -> &EmergencyLimits {
+        &self.emergency
+    }
+
     /// Asks for `velocity` until `setpoint_timeout` from `now`; callers
     /// refresh it while they want motion.
     pub fn request(&self, velocity: BaseVelocity, now: Instant) {
-        self.state.lock().setpoint = Some(Setpoint { velocity, expires: now + self.setpoint_timeout });
+        let mut state = self.state.lock();
+        state.setpoint = Some(Setpoint { velocity, expires: now + self.setpoint_timeout });
+        state.braking = false;
     }
 
-    /// Drops the setpoint: the loop decelerates to zero within the limits.
-    pub fn stop(&self) {
+    /// Ends a motion that reached its goal: the loop ramps down within the
+    /// normal acceleration limit.
+    pub fn finish(&self) {
         self.state.lock().setpoint = None;
+    }
+
+    /// Stops now: the setpoint is dropped and the loop brakes at the
+    /// emergency deceleration (agent gone, lease lost, `stop`, an error).
+    pub fn stop(&self) {
+        let mut state = self.state.lock();
+        state.setpoint = None;
+        state.braking = !state.last_command.is_zero();
     }
 
     /// The command most recently published.
@@ -66,8 +131,38 @@ impl BaseDriver {
         self.state.lock().last_command
     }
 
-    /// One control step at `now`: the command to publish, if any.
-    pub fn step(&self, now: Instant) -> Option<BaseVelocity> {
+    /// Records the depth camera's nearest obstacle ahead.
+    pub fn note_obstacle_ahead(&self, distance_m: Option<f64>, measured: Instant) {
+        *self.obstacle_ahead.lock() = Some((distance_m, measured));
+    }
+
+    /// The obstacle distance if measured within `max_age`.
+    pub fn obstacle_ahead(&self, now: Instant, max_age: Duration) -> Option<f64> {
+        self.obstacle_ahead.lock().filter(|(_, at)| now.saturating_duration_since(*at) <= max_age).and_then(|(d, _)| d)
+    }
+
+    /// Why motion in the direction of `velocity` is forbidden now, if it is
+    /// (so that a tool can give up rather than wait for a timeout).
+    pub fn blocked_reason(&self, velocity: BaseVelocity) -> Option<String> {
+        let state = self.state.lock();
+        let envelope = state.envelope.as_ref()?;
+        let blocked_linear = (velocity.linear_mps > 0.0 && envelope.linear_max_mps <= 0.0) || (velocity.linear_mps < 0.0 && envelope.linear_min_mps >= 0.0);
+        let blocked_angular = (velocity.angular_radps > 0.0 && envelope.angular_max_radps <= 0.0) || (velocity.angular_radps < 0.0 && envelope.angular_min_radps >= 0.0);
+        if !(blocked_linear || blocked_angular) {
+            return None;
+        }
+        let reasons: Vec<String> = envelope.restrictions.iter().map(|r| r.reason.clone()).collect();
+        Some(if reasons.is_empty() { "the governor allows no motion in that direction".into() } else { reasons.join("; ") })
+    }
+
+    /// The restrictions in force at the last step.
+    pub fn restrictions(&self) -> Vec<Restriction> {
+        self.state.lock().envelope.as_ref().map(|e| e.restrictions.clone()).unwrap_or_default()
+    }
+
+    /// One control step at `now`: the command to publish, if any, and any
+    /// change in the restrictions in force.
+    pub fn step(&self, now: Instant, sensors: SensorSnapshot) -> (Option<BaseVelocity>, Option<GovernorChange>) {
         let mut state = self.state.lock();
         let requested = match state.setpoint {
             Some(setpoint) if now < setpoint.expires => setpoint.velocity,
@@ -78,29 +173,85 @@ impl BaseDriver {
         };
         let dt_s = state.last_step.map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
         state.last_step = Some(now);
-        let governed = govern_base(&self.limits, state.last_command, requested, dt_s);
+        if state.geofence.is_none() {
+            if let (Some(radius_m), Some(pose)) = (self.geofence_radius_m, sensors.pose) {
+                state.geofence = Some(Geofence { centre_x_m: pose.x_m, centre_y_m: pose.y_m, radius_m });
+            }
+        }
+        let inputs = SafetyInputs {
+            odometry_age_s: sensors.odometry_age_s,
+            imu_age_s: sensors.imu_age_s,
+            commanded_to_move: is_commanded_to_move(state.last_command, requested),
+            in_contact: sensors.in_contact,
+            obstacle_ahead_m: sensors.obstacle_ahead_m,
+            obstacle_behind_m: None,
+            pose: sensors.pose,
+        };
+        let config = SafetyConfig { geofence: state.geofence, ..self.safety };
+        let now_s = now.saturating_duration_since(state.started).as_secs_f64();
+        state.safety.update(&config, &inputs, now_s);
+        let mut envelope = safety_envelope(&self.limits, &config, &state.safety, &inputs);
+        if state.braking {
+            // An explicit stop: a zero envelope makes the governor brake at
+            // the emergency rate.
+            envelope.linear_min_mps = 0.0;
+            envelope.linear_max_mps = 0.0;
+            envelope.angular_min_radps = 0.0;
+            envelope.angular_max_radps = 0.0;
+        }
+        let governed = govern_base_with_envelope(&self.limits, &self.emergency, state.last_command, requested, &envelope, dt_s);
+        let rules: Vec<Rule> = envelope.restrictions.iter().map(|r| r.rule).collect();
+        let change = (rules != state.active_rules).then(|| GovernorChange {
+            began: envelope.restrictions.iter().filter(|r| !state.active_rules.contains(&r.rule)).cloned().collect(),
+            ended: state.active_rules.iter().filter(|r| !rules.contains(r)).copied().collect(),
+        });
+        state.active_rules = rules;
+        state.envelope = Some(envelope);
         let command = governed.command;
         let was_moving = !state.last_command.is_zero();
         state.last_command = command;
+        if command.is_zero() {
+            state.braking = false;
+        }
         if !command.is_zero() || state.setpoint.is_some() {
             state.zeros_left = ZERO_REPEATS_AT_REST;
-            return Some(command);
+            return (Some(command), change);
         }
         if was_moving || state.zeros_left > 0 {
             state.zeros_left = state.zeros_left.saturating_sub(1);
-            return Some(BaseVelocity::ZERO);
+            return (Some(BaseVelocity::ZERO), change);
         }
-        None
+        (None, change)
     }
 
-    /// Runs the control loop until the task is dropped.
-    pub async fn run(self: Arc<Self>, robot: Arc<dyn RobotPort>) {
+    /// What the sensors say now, for the safety rules.
+    pub fn snapshot(&self, robot: &dyn RobotPort, now: Instant, bumper_max_age: Duration, depth_max_age: Duration) -> SensorSnapshot {
+        let odometry = robot.odometry();
+        let contacts = robot.contacts();
+        SensorSnapshot {
+            odometry_age_s: odometry.as_ref().map(|o| now.saturating_duration_since(o.received).as_secs_f64()),
+            imu_age_s: robot.imu().map(|i| now.saturating_duration_since(i.received).as_secs_f64()),
+            in_contact: contacts.is_some_and(|c| now.saturating_duration_since(c.received) <= bumper_max_age && !c.value.points.is_empty()),
+            obstacle_ahead_m: self.obstacle_ahead(now, depth_max_age),
+            pose: odometry.map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 }),
+        }
+    }
+
+    /// Runs the control loop until the task is dropped; `on_change` hears
+    /// every change in the restrictions in force.
+    pub async fn run(self: Arc<Self>, robot: Arc<dyn RobotPort>, bumper_max_age: Duration, depth_max_age: Duration, on_change: impl Fn(GovernorChange) + Send + 'static) {
         let mut interval = tokio::time::interval(self.period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             interval.tick().await;
-            if let Some(command) = self.step(Instant::now()) {
+            let now = Instant::now();
+            let sensors = self.snapshot(robot.as_ref(), now, bumper_max_age, depth_max_age);
+            let (command, change) = self.step(now, sensors);
+            if let Some(command) = command {
                 robot.publish_base_velocity(command);
+            }
+            if let Some(change) = change {
+                on_change(change);
             }
         }
     }
@@ -112,7 +263,11 @@ mod tests {
 
     fn driver() -> BaseDriver {
         let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 2.0, max_angular_accel_radps2: 2.0 };
-        BaseDriver::new(limits, Duration::from_millis(200), 50.0)
+        BaseDriver::new(limits, EmergencyLimits::DEFAULT, SafetyConfig::DEFAULT, None, Duration::from_millis(200), 50.0)
+    }
+
+    fn fresh() -> SensorSnapshot {
+        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), in_contact: false, obstacle_ahead_m: None, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
     }
 
     #[test]
@@ -120,37 +275,78 @@ mod tests {
         let d = driver();
         let t0 = Instant::now();
         let step = Duration::from_millis(20);
-        assert_eq!(d.step(t0), None, "idle driver publishes nothing");
+        assert_eq!(d.step(t0, fresh()).0, None, "idle driver publishes nothing");
         d.request(BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0);
         let mut t = t0;
         for _ in 0..5 {
             t += step;
-            d.step(t);
+            d.step(t, fresh());
         }
         assert!(d.last_command().linear_mps > 0.19, "{:?}", d.last_command());
-        // Not refreshed: expires 200 ms after t0, then 2 m/s^2 brings 0.2 m/s to rest in 100 ms.
         let mut published = Vec::new();
         for _ in 0..30 {
             t += step;
-            published.push(d.step(t));
+            published.push(d.step(t, fresh()).0);
         }
         let zero_at = published.iter().position(|c| c.is_some_and(|v| v.is_zero())).expect("reaches zero");
-        assert!(t0 + step * (5 + zero_at as u32 + 1) <= t0 + Duration::from_millis(320), "stopped by 320 ms");
+        assert!(step * (5 + zero_at as u32 + 1) <= Duration::from_millis(320), "stopped by 320 ms");
         assert!(published.last().unwrap().is_none(), "quiet at rest: {published:?}");
         let zeros = published.iter().filter(|c| c.is_some_and(|v| v.is_zero())).count();
         assert_eq!(zeros as u32, ZERO_REPEATS_AT_REST);
     }
 
     #[test]
-    fn stop_drops_the_setpoint_at_once() {
+    fn stop_brakes_at_the_emergency_rate_within_about_75_ms() {
         let d = driver();
         let t0 = Instant::now();
+        let step = Duration::from_millis(20);
         d.request(BaseVelocity { linear_mps: 0.2, angular_radps: 0.5 }, t0);
-        d.step(t0);
-        d.step(t0 + Duration::from_millis(20));
+        let mut t = t0;
+        for _ in 0..20 {
+            t += step;
+            d.request(BaseVelocity { linear_mps: 0.2, angular_radps: 0.5 }, t);
+            d.step(t, fresh());
+        }
+        assert!((d.last_command().linear_mps - 0.2).abs() < 1e-9);
         d.stop();
-        let after = d.step(t0 + Duration::from_millis(40)).unwrap();
-        assert!(after.linear_mps < d.limits().max_linear_mps && after.linear_mps >= 0.0);
-        assert!(after.linear_mps <= 0.04 + 1e-9, "{after:?}");
+        let mut elapsed = Duration::ZERO;
+        while !d.last_command().is_zero() {
+            t += step;
+            elapsed += step;
+            d.step(t, fresh());
+            assert!(elapsed <= Duration::from_millis(100), "still moving after {elapsed:?}: {:?}", d.last_command());
+        }
+        assert!(elapsed <= Duration::from_millis(80), "{elapsed:?}");
+    }
+
+    #[test]
+    fn stale_odometry_while_moving_stops_and_a_contact_refuses_forward_motion() {
+        let d = driver();
+        let mut t = Instant::now();
+        let step = Duration::from_millis(20);
+        let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
+        for _ in 0..20 {
+            t += step;
+            d.request(forward, t);
+            d.step(t, fresh());
+        }
+        let stale = SensorSnapshot { odometry_age_s: Some(1.0), ..fresh() };
+        let mut change_seen = false;
+        for _ in 0..10 {
+            t += step;
+            d.request(forward, t);
+            let (_, change) = d.step(t, stale);
+            change_seen |= change.is_some_and(|c| c.began.iter().any(|r| r.rule == Rule::OdometryStale));
+        }
+        assert!(d.last_command().is_zero() && change_seen);
+        let touching = SensorSnapshot { in_contact: true, ..fresh() };
+        for _ in 0..10 {
+            t += step;
+            d.request(forward, t);
+            d.step(t, touching);
+        }
+        assert_eq!(d.last_command().linear_mps, 0.0);
+        assert!(d.blocked_reason(forward).is_some_and(|r| r.contains("contact")), "{:?}", d.blocked_reason(forward));
+        assert!(d.blocked_reason(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_none(), "reverse stays allowed");
     }
 }

@@ -2,6 +2,7 @@
 //! these plain types; the ROS adapter (src/ros) fills and drains them.
 pub mod base_driver;
 pub mod kinematics;
+pub mod monitor;
 
 use std::time::Instant;
 

@@ -32,6 +32,9 @@ const PLANNING_ACCEL_SHARE: f64 = 0.8;
 /// How long to wait for the base to settle after the final stop.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 const SETTLED_SPEED_MPS: f64 = 0.005;
+/// How long the governor may forbid the move's direction before the move
+/// gives up (brief restrictions, e.g. a flicker of the bumper, are ridden out).
+const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
 
 pub struct Move {
     max_distance_m: f64,
@@ -150,6 +153,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
     let budget = Duration::from_secs_f64(3.0 * (forward_m.abs() / speed_mps + 2.0 * speed_mps / accel_mps2) + 5.0);
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
     let _stop_guard = StopOnDrop(ctx.base.clone());
+    let mut blocked_since: Option<Instant> = None;
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -177,9 +181,21 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
         let heading_error_rad = wrap_angle(heading_rad - yaw_of(&now_sample));
         let angular_radps = (HEADING_GAIN_PER_S * heading_error_rad).clamp(-MAX_HEADING_CORRECTION_RADPS, MAX_HEADING_CORRECTION_RADPS);
         let linear_mps = profile_speed(remaining_m, speed_mps, accel_mps2);
-        ctx.base.request(BaseVelocity { linear_mps, angular_radps }, Instant::now());
+        let command = BaseVelocity { linear_mps, angular_radps };
+        // A governor rule that forbids this direction (a contact, an
+        // obstacle, the geofence) ends the move now rather than at timeout.
+        if let Some(reason) = ctx.base.blocked_reason(BaseVelocity { angular_radps: 0.0, ..command }) {
+            blocked_since.get_or_insert(Instant::now());
+            if blocked_since.is_some_and(|since| since.elapsed() >= BLOCKED_GIVE_UP) {
+                ctx.base.stop();
+                return Err(AiccError::execution_failed(false, format!("move stopped after {travelled_m:.3} m of {forward_m:.3} m: {reason}")));
+            }
+        } else {
+            blocked_since = None;
+        }
+        ctx.base.request(command, Instant::now());
     }
-    ctx.base.stop();
+    ctx.base.finish();
     let settle_started = Instant::now();
     let mut end = fresh_odometry(&ctx)?;
     while end.linear_velocity_mps.norm() > SETTLED_SPEED_MPS && settle_started.elapsed() < SETTLE_TIMEOUT {

@@ -297,3 +297,50 @@ impl GroundTruth {
 pub fn path_exists(path: &Path) -> bool {
     path.exists()
 }
+
+/// Records every /cmd_vel the bridge publishes, with its arrival time.
+pub struct CmdVelRecorder {
+    pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl CmdVelRecorder {
+    pub fn subscribe() -> Self {
+        use futures::StreamExt;
+        ros_environment();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let spin = thread::spawn(move || {
+            let context = r2r::Context::create().expect("ROS context");
+            let mut node = r2r::Node::create(context, "cmd_vel_recorder", "").expect("node");
+            let mut stream = node.subscribe::<r2r::geometry_msgs::msg::Twist>("/cmd_vel", r2r::QosProfile::default().best_effort()).expect("subscribing to /cmd_vel");
+            ready_tx.send(()).unwrap();
+            let mut pool = futures::executor::LocalPool::new();
+            use futures::task::LocalSpawnExt;
+            pool.spawner()
+                .spawn_local(async move {
+                    while let Some(msg) = stream.next().await {
+                        sink.lock().unwrap().push((Instant::now(), msg.linear.x, msg.angular.z));
+                    }
+                })
+                .unwrap();
+            loop {
+                node.spin_once(Duration::from_millis(1));
+                pool.run_until_stalled();
+            }
+        });
+        ready_rx.recv().unwrap();
+        CmdVelRecorder { samples, _spin: spin }
+    }
+
+    /// The first all-zero command received after `since`.
+    pub fn first_zero_after(&self, since: Instant) -> Option<Instant> {
+        self.samples.lock().unwrap().iter().find(|(t, v, w)| *t >= since && *v == 0.0 && *w == 0.0).map(|(t, _, _)| *t)
+    }
+
+    /// The largest forward speed commanded after `since`.
+    pub fn max_linear_after(&self, since: Instant) -> f64 {
+        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).fold(f64::NEG_INFINITY, f64::max)
+    }
+}

@@ -1,0 +1,149 @@
+//! Watches the robot's sensors for what agents and the governor must hear
+//! about: bumper contacts (collision and state_change events), a low
+//! battery, and the nearest obstacle ahead in the depth image.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::config::Config;
+use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as ScanIntrinsics, Corridor, DepthImage as DepthView};
+use crate::perception::decode_depth;
+use crate::robot::base_driver::BaseDriver;
+use crate::robot::kinematics::Kinematics;
+use crate::robot::{Contacts, RobotPort};
+use crate::tools::ToolEvent;
+
+/// What the monitor remembers between polls.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Watched {
+    pub in_contact: bool,
+    pub battery_low: bool,
+}
+
+/// Events for the change from `before` to the current contacts and
+/// battery (pure: unit-tested without ROS).
+pub fn contact_and_battery_events(before: &Watched, contacts: Option<&Contacts>, battery_fraction: Option<f64>, low_fraction: f64) -> (Watched, Vec<(String, Value)>) {
+    let mut events = Vec::new();
+    let in_contact = contacts.is_some_and(|c| !c.points.is_empty());
+    if in_contact && !before.in_contact {
+        let contacts = contacts.expect("in contact");
+        let first = &contacts.points[0];
+        let impulse: Option<f64> = contacts.points.iter().filter_map(|p| p.force_n).reduce(f64::max);
+        events.push((
+            "collision".to_string(),
+            json!({
+                "part": first.part,
+                "other": first.other,
+                "normal": { "x": first.normal.x, "y": first.normal.y, "z": first.normal.z },
+                "position_m": { "x": first.position_m.x, "y": first.position_m.y, "z": first.position_m.z },
+                "force_n": impulse,
+                "contacts": contacts.points.len(),
+            }),
+        ));
+        events.push(("state_change".to_string(), json!({ "entity": "bumper", "change": "contact_began", "other": first.other })));
+    }
+    if !in_contact && before.in_contact {
+        events.push(("state_change".to_string(), json!({ "entity": "bumper", "change": "contact_ended" })));
+    }
+    let battery_low = battery_fraction.is_some_and(|f| f.is_finite() && f < low_fraction);
+    if battery_low && !before.battery_low {
+        events.push(("state_change".to_string(), json!({ "entity": "battery", "change": "low", "fraction": battery_fraction, "threshold": low_fraction })));
+    }
+    if !battery_low && before.battery_low && battery_fraction.is_some() {
+        events.push(("state_change".to_string(), json!({ "entity": "battery", "change": "recovered", "fraction": battery_fraction })));
+    }
+    (Watched { in_contact, battery_low }, events)
+}
+
+/// Polls contacts and battery at the bumper's rate, raising events.
+pub async fn watch_contacts_and_battery(robot: Arc<dyn RobotPort>, config: Arc<Config>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
+    let mut watched = Watched::default();
+    let bumper_max_age = Duration::from_secs_f64(config.sensors.bumper.max_age_s);
+    let mut interval = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        interval.tick().await;
+        let now = Instant::now();
+        let contacts = robot.contacts().filter(|c| now.saturating_duration_since(c.received) <= bumper_max_age);
+        let battery = robot.battery().map(|b| b.value.fraction);
+        let (next, raised) = contact_and_battery_events(&watched, contacts.as_ref().map(|c| &c.value), battery, config.sensors.battery_low_fraction);
+        watched = next;
+        for (topic, payload) in raised {
+            if events.try_send((topic, payload, None)).is_err() {
+                tracing::warn!("robot event dropped: the event queue is full");
+            }
+        }
+    }
+}
+
+/// Measures the nearest obstacle ahead in each new depth frame and hands
+/// it to the base driver's safety rules.
+pub async fn watch_obstacles(robot: Arc<dyn RobotPort>, base: Arc<BaseDriver>, kinematics: Arc<Kinematics>, config: Arc<Config>) {
+    if !config.sensors.depth.is_configured() {
+        return;
+    }
+    let mut last_stamp = f64::NAN;
+    let mut interval = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        interval.tick().await;
+        let Some(frame) = robot.depth() else { continue };
+        if frame.stamp_s == last_stamp {
+            continue;
+        }
+        last_stamp = frame.stamp_s;
+        let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
+        let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
+        let received = frame.received;
+        let (robot_frame, kinematics) = ("base_footprint".to_string(), kinematics.clone());
+        let measured = tokio::task::spawn_blocking(move || -> Result<Option<f64>, String> {
+            let depth = decode_depth(&frame.value).map_err(|e| e.to_string())?;
+            let camera = kinematics.transform(&robot_frame, &frame.frame_id, &|joint| joints.position(joint))?;
+            let scale_x = f64::from(depth.width) / f64::from(info.value.width.max(1));
+            let scale_y = f64::from(depth.height) / f64::from(info.value.height.max(1));
+            let k = info.value.k;
+            let intrinsics = ScanIntrinsics { fx: k[0] * scale_x, fy: k[4] * scale_y, cx: k[2] * scale_x, cy: k[5] * scale_y };
+            let view = DepthView::new(depth.width as usize, depth.height as usize, &depth.metres).map_err(|e| e.to_string())?;
+            nearest_obstacle_ahead(&view, &intrinsics, &camera, &Corridor::AICC_BOT).map_err(|e| e.to_string())
+        })
+        .await;
+        match measured {
+            Ok(Ok(distance)) => base.note_obstacle_ahead(distance, received),
+            Ok(Err(error)) => tracing::debug!(%error, "obstacle measurement skipped"),
+            Err(error) => tracing::warn!(%error, "obstacle measurement failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::robot::ContactPoint;
+    use nalgebra::Vector3;
+
+    fn touching() -> Contacts {
+        Contacts {
+            points: vec![ContactPoint { part: "bumper".into(), other: "wall_north".into(), position_m: Vector3::new(1.0, 0.0, 0.05), normal: Vector3::new(1.0, 0.0, 0.0), depth_m: 0.001, force_n: Some(4.2) }],
+        }
+    }
+
+    #[test]
+    fn a_contact_raises_collision_and_state_change_once_then_its_end() {
+        let (state, events) = contact_and_battery_events(&Watched::default(), Some(&touching()), None, 0.2);
+        let topics: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(topics, vec!["collision", "state_change"]);
+        assert_eq!(events[0].1["other"], "wall_north");
+        assert_eq!(events[0].1["force_n"], 4.2);
+        let (state, again) = contact_and_battery_events(&state, Some(&touching()), None, 0.2);
+        assert!(again.is_empty(), "no repeat while the contact lasts");
+        let (_, ended) = contact_and_battery_events(&state, Some(&Contacts::default()), None, 0.2);
+        assert_eq!(ended[0].1["change"], "contact_ended");
+    }
+
+    #[test]
+    fn a_low_battery_is_reported_once() {
+        let (state, events) = contact_and_battery_events(&Watched::default(), None, Some(0.15), 0.2);
+        assert_eq!(events[0].1["change"], "low");
+        assert!(contact_and_battery_events(&state, None, Some(0.14), 0.2).1.is_empty());
+        assert_eq!(contact_and_battery_events(&state, None, Some(0.5), 0.2).1[0].1["change"], "recovered");
+    }
+}
