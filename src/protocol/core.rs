@@ -14,7 +14,7 @@
 //!   with the number lost to the bound;
 //! - heartbeats at a cadence fitted to the declared agent model, dead peers
 //!   detached, detached sessions expiring after the resume window.
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ use super::clock::TickClock;
 use super::error::{AiccError, ErrorCode};
 use super::events::EventRing;
 use super::manifest::{ToolClass, ToolDescriptor};
-use super::message::{decode, envelope, Correlation, Inbound, Opening};
+use super::message::{decode, envelope, CallOptions, Correlation, Inbound, Opening};
 use super::ratelimit::RateLimiter;
 
 /// A tool's successful outcome, as the tool layer reports it.
@@ -50,6 +50,15 @@ pub const KNOWN_TOPICS: &[&str] = &["tick", "collision", "audio", "state_change"
 /// Tools the core answers itself.
 pub const TICK_NOW: &str = "tick_now";
 pub const BRIDGE_STATUS: &str = "bridge_status";
+pub const CANCEL: &str = "cancel";
+pub const MEMORY_QUERY: &str = "memory_query";
+
+/// Episodic memory entries kept per session for `memory_query`.
+const MEMORY_CAPACITY: usize = 512;
+/// Idempotency keys remembered per session.
+const IDEMPOTENCY_CAPACITY: usize = 256;
+/// Longest string kept in a memory entry (images are summarised, not kept).
+const MEMORY_STRING_LIMIT: usize = 200;
 
 /// How the tick advances (AICC section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -102,8 +111,11 @@ pub enum Output {
     /// Write to a connection. Replies are never dropped; events may be
     /// dropped (and counted) by a full outbound queue.
     Send { conn: ConnId, message: Value, droppable: bool },
-    /// Run a tool; report with [`Core::on_tool_finished`].
-    Execute { conn: ConnId, session: String, call_id: String, tool: String, input: Map<String, Value> },
+    /// Run a tool; report with [`Core::on_tool_finished`]. `deadline` is
+    /// the agent's own (`deadline_ms`), on top of the bridge's tool timeout.
+    Execute { conn: ConnId, session: String, call_id: String, tool: String, input: Map<String, Value>, deadline: Option<Duration> },
+    /// Stop running a call (cancelled): drop its task, which stops what it moved.
+    Abort { conn: ConnId, call_id: String },
     /// Close the connection once what was sent before is written.
     Close { conn: ConnId },
     /// The motion lease was released (or lapsed): stop the robot's motion.
@@ -138,6 +150,28 @@ struct InFlight {
     conn: ConnId,
     /// Extra input fields dropped from a non-strict tool's input.
     ignored_fields: Vec<String>,
+    /// An actuator call: it gets `command` lifecycle events.
+    command: bool,
+    idempotency_key: Option<String>,
+}
+
+/// What an idempotency key stands for.
+enum Idempotent {
+    Running { call_id: String },
+    Done { result: Value },
+}
+
+/// One entry of a session's episodic memory.
+#[derive(Debug, Clone)]
+struct MemoryEntry {
+    tick: u64,
+    at: Instant,
+    kind: &'static str,
+    /// Event topic or tool id.
+    name: String,
+    summary: Value,
+    /// Lower-case text of the summary, for text search.
+    text: String,
 }
 
 struct SessionState {
@@ -153,6 +187,9 @@ struct SessionState {
     batch: Vec<Value>,
     batch_started: Option<Instant>,
     last_tick_event: u64,
+    memory: VecDeque<MemoryEntry>,
+    idempotency: HashMap<String, Idempotent>,
+    idempotency_order: VecDeque<String>,
 }
 
 struct ConnState {
@@ -274,19 +311,24 @@ impl Core {
     }
 
     fn detach(&mut self, session_id: &str, now: Instant, reason: &str, out: &mut Vec<Output>) {
-        let aborted: Vec<(String, &'static str)> = match self.sessions.get_mut(session_id) {
+        let aborted: Vec<(String, InFlight)> = match self.sessions.get_mut(session_id) {
             Some(session) => {
                 session.conn = None;
                 session.detached_at = Some(now);
                 session.batch.clear();
                 session.batch_started = None;
-                session.in_flight.drain().map(|(call_id, f)| (call_id, f.tool)).collect()
+                session.in_flight.drain().collect()
             }
             None => return,
         };
-        for (call_id, tool) in aborted {
-            let payload = json!({ "call_id": call_id, "tool": tool, "reason": reason });
+        for (call_id, flight) in aborted {
+            let payload = json!({ "call_id": call_id, "tool": flight.tool, "reason": reason });
             self.push_event(session_id, "call_aborted", payload, now, out);
+            if flight.command {
+                let error = AiccError::execution_failed(false, format!("aborted: {reason}; the robot was stopped"));
+                self.command_completed(session_id, &call_id, flight.tool, Err(&error), now, out);
+            }
+            self.forget_idempotent(session_id, flight.idempotency_key.as_deref());
         }
         self.release_lease_of(session_id, now, reason, out);
     }
@@ -321,7 +363,7 @@ impl Core {
             }
         }
         match inbound {
-            Inbound::ToolCall { message_id, call_id, tool, input } => self.on_tool_call(conn, message_id, call_id, tool, input, now),
+            Inbound::ToolCall { message_id, call_id, tool, input, options } => self.on_tool_call(conn, message_id, call_id, tool, input, options, now),
             Inbound::ManifestRequest { message_id, opening } => {
                 let Some(session) = self.connections[&conn].session.clone() else {
                     if let Err(error) = check_opening(&opening) {
@@ -416,6 +458,9 @@ impl Core {
             batch: Vec::new(),
             batch_started: None,
             last_tick_event: 0,
+            memory: VecDeque::new(),
+            idempotency: HashMap::new(),
+            idempotency_order: VecDeque::new(),
         };
         apply_opening_to(&mut session, opening);
         self.sessions.insert(id.clone(), session);
@@ -493,17 +538,51 @@ impl Core {
 
     // ----- tool calls --------------------------------------------------
 
-    fn on_tool_call(&mut self, conn: ConnId, message_id: Option<String>, call_id: String, tool: String, input: Map<String, Value>, now: Instant) -> Vec<Output> {
+    #[allow(clippy::too_many_arguments)]
+    fn on_tool_call(&mut self, conn: ConnId, message_id: Option<String>, call_id: String, tool: String, input: Map<String, Value>, options: CallOptions, now: Instant) -> Vec<Output> {
         self.counters.tool_calls += 1;
         let correlation = Correlation { message_id, call_id: Some(call_id.clone()) };
         let Some(session_id) = self.connections[&conn].session.clone() else {
             let error = AiccError::new(ErrorCode::SessionExpired, false, "no session on this connection: send manifest_request or session_resume first");
             return vec![self.failed_result(conn, "", &call_id, error, &correlation, now, now)];
         };
+        // A retried call with a known idempotency key never runs twice.
+        if let Some(key) = &options.idempotency_key {
+            match self.sessions[&session_id].idempotency.get(key) {
+                Some(Idempotent::Done { result }) => {
+                    let mut replay = result.clone();
+                    replay["call_id"] = json!(call_id);
+                    replay["message_id"] = json!(uuid::Uuid::new_v4().to_string());
+                    replay["meta"]["idempotent_replay"] = json!(true);
+                    return vec![self.reply(conn, replay)];
+                }
+                Some(Idempotent::Running { call_id: first }) => {
+                    let error = AiccError::new(ErrorCode::ToolUnavailable, true, format!("a call with idempotency_key '{key}' is still running (call_id '{first}'); its result will come under that call_id"));
+                    return vec![self.failed_result(conn, &session_id, &call_id, error, &correlation, now, now)];
+                }
+                None => {}
+            }
+        }
         match self.admit(&session_id, &call_id, &tool, input, now) {
             Err(error) => {
                 self.counters.tool_errors += 1;
                 vec![self.failed_result(conn, &session_id, &call_id, error, &correlation, now, now)]
+            }
+            Ok(Admitted::Cancel { target, output }) => {
+                let mut out = Vec::new();
+                if let Some((flight_conn, tool)) = target {
+                    out.push(Output::Abort { conn: flight_conn, call_id: output["cancelled"].as_str().unwrap_or_default().to_string() });
+                    let cancelled = output["cancelled"].as_str().unwrap_or_default().to_string();
+                    let error = AiccError::execution_failed(false, format!("cancelled by the agent (call '{call_id}'); the robot was stopped"));
+                    out.extend(self.finish_call(&session_id, &cancelled, Err(error), now));
+                    let _ = tool;
+                }
+                let tick = self.tick(now);
+                out.push(self.reply(conn, envelope("tool_result", &session_id, json!({
+                    "call_id": call_id, "ok": true, "output": output,
+                    "meta": { "tick": tick, "latency_ms": 0.0, "source": "bridge" },
+                }))));
+                out
             }
             Ok(Admitted::Internal { output, ignored_fields }) => {
                 let tick = self.tick(now);
@@ -516,14 +595,27 @@ impl Core {
                 }
                 vec![self.reply(conn, result)]
             }
-            Ok(Admitted::Execute { descriptor_id, input, ignored_fields, acquired_lease }) => {
+            Ok(Admitted::Execute { descriptor_id, input, ignored_fields, acquired_lease, command }) => {
                 let session = self.sessions.get_mut(&session_id).expect("admitted");
-                session.in_flight.insert(call_id.clone(), InFlight { started: now, tool: descriptor_id, conn, ignored_fields });
+                if let Some(key) = &options.idempotency_key {
+                    session.idempotency.insert(key.clone(), Idempotent::Running { call_id: call_id.clone() });
+                    session.idempotency_order.push_back(key.clone());
+                    while session.idempotency_order.len() > IDEMPOTENCY_CAPACITY {
+                        if let Some(oldest) = session.idempotency_order.pop_front() {
+                            session.idempotency.remove(&oldest);
+                        }
+                    }
+                }
+                session.in_flight.insert(call_id.clone(), InFlight { started: now, tool: descriptor_id, conn, ignored_fields, command, idempotency_key: options.idempotency_key.clone() });
                 let mut out = Vec::new();
                 if acquired_lease {
                     self.broadcast_lease(now, &mut out);
                 }
-                out.push(Output::Execute { conn, session: session_id, call_id, tool, input });
+                if command {
+                    let payload = json!({ "call_id": call_id, "tool": descriptor_id, "state": "accepted", "deadline_ms": options.deadline_ms });
+                    self.push_event(&session_id, "command", payload, now, &mut out);
+                }
+                out.push(Output::Execute { conn, session: session_id, call_id, tool, input, deadline: options.deadline_ms.map(Duration::from_millis) });
                 out
             }
         }
@@ -574,13 +666,24 @@ impl Core {
                 Ok(Admitted::Internal { output: json!({ "tick": self.tick(now) }), ignored_fields: valid.ignored_fields })
             }
             BRIDGE_STATUS => Ok(Admitted::Internal { output: self.status(session_id, now), ignored_fields: valid.ignored_fields }),
-            _ => Ok(Admitted::Execute { descriptor_id: descriptor.id, input: valid.input, ignored_fields: valid.ignored_fields, acquired_lease }),
+            MEMORY_QUERY => Ok(Admitted::Internal { output: self.memory_query(session_id, &valid.input), ignored_fields: valid.ignored_fields }),
+            CANCEL => {
+                let target = valid.input.get("call_id").and_then(Value::as_str).unwrap_or_default().to_string();
+                let session = &self.sessions[session_id];
+                let flight = session.in_flight.get(&target).ok_or_else(|| AiccError::invalid_input(format!("input.call_id: no call '{target}' is in flight in this session")))?;
+                Ok(Admitted::Cancel { output: json!({ "cancelled": target, "tool": flight.tool }), target: Some((flight.conn, flight.tool)) })
+            }
+            _ => Ok(Admitted::Execute { descriptor_id: descriptor.id, input: valid.input, ignored_fields: valid.ignored_fields, acquired_lease, command: descriptor.class == ToolClass::Actuator }),
         }
     }
 
     /// A tool's outcome; its result goes to the session's connection, or
     /// into its event ring when the agent is away.
     pub fn on_tool_finished(&mut self, session_id: &str, call_id: &str, outcome: Result<ToolSuccess, AiccError>, now: Instant) -> Vec<Output> {
+        self.finish_call(session_id, call_id, outcome, now)
+    }
+
+    fn finish_call(&mut self, session_id: &str, call_id: &str, outcome: Result<ToolSuccess, AiccError>, now: Instant) -> Vec<Output> {
         let Some(session) = self.sessions.get_mut(session_id) else { return Vec::new() };
         let Some(flight) = session.in_flight.remove(call_id) else { return Vec::new() };
         if let Some(lease) = &mut self.lease {
@@ -609,15 +712,66 @@ impl Core {
         if !flight.ignored_fields.is_empty() {
             message["meta"]["ignored_fields"] = json!(flight.ignored_fields);
         }
+        let mut out = Vec::new();
+        if flight.command {
+            let error = (message["ok"] == false).then(|| message["error"].clone());
+            self.command_completed_value(session_id, call_id, flight.tool, error, now, &mut out);
+        }
         let session = self.sessions.get_mut(session_id).expect("checked above");
-        match session.conn {
-            Some(conn) if conn == flight.conn => vec![Output::Send { conn, message, droppable: false }],
-            _ => {
-                let mut out = Vec::new();
-                self.push_event(session_id, "tool_result", json!({ "result": message }), now, &mut out);
-                out
+        if let Some(key) = &flight.idempotency_key {
+            if let Some(slot) = session.idempotency.get_mut(key) {
+                *slot = Idempotent::Done { result: message.clone() };
             }
         }
+        remember(&mut session.memory, tick, now, "tool_result", flight.tool, &message);
+        match session.conn {
+            Some(conn) if conn == flight.conn => out.push(Output::Send { conn, message, droppable: false }),
+            _ => self.push_event(session_id, "tool_result", json!({ "result": message }), now, &mut out),
+        }
+        out
+    }
+
+    /// The one completion event every accepted command ends with.
+    fn command_completed(&mut self, session_id: &str, call_id: &str, tool: &str, outcome: Result<(), &AiccError>, now: Instant, out: &mut Vec<Output>) {
+        self.command_completed_value(session_id, call_id, tool, outcome.err().map(AiccError::to_json), now, out);
+    }
+
+    fn command_completed_value(&mut self, session_id: &str, call_id: &str, tool: &str, error: Option<Value>, now: Instant, out: &mut Vec<Output>) {
+        let payload = json!({ "call_id": call_id, "tool": tool, "state": "completed", "ok": error.is_none(), "error": error });
+        self.push_event(session_id, "command", payload, now, out);
+    }
+
+    fn forget_idempotent(&mut self, session_id: &str, key: Option<&str>) {
+        if let (Some(session), Some(key)) = (self.sessions.get_mut(session_id), key) {
+            // An aborted call did not complete: a retry may run it.
+            if matches!(session.idempotency.get(key), Some(Idempotent::Running { .. })) {
+                session.idempotency.remove(key);
+            }
+        }
+    }
+
+    /// Episodic memory of the session: events and tool results, filtered.
+    fn memory_query(&self, session_id: &str, input: &Map<String, Value>) -> Value {
+        let session = &self.sessions[session_id];
+        let text = input.get("text").and_then(Value::as_str).map(str::to_lowercase);
+        let name = input.get("topic").or_else(|| input.get("tool")).and_then(Value::as_str);
+        let kind = input.get("kind").and_then(Value::as_str);
+        let since_tick = input.get("since_tick").and_then(Value::as_u64).unwrap_or(0);
+        let until_tick = input.get("until_tick").and_then(Value::as_u64).unwrap_or(u64::MAX);
+        let within_s = input.get("within_s").and_then(Value::as_f64);
+        let limit = input.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
+        let newest = session.memory.back().map(|e| e.at);
+        let matches: Vec<&MemoryEntry> = session
+            .memory
+            .iter()
+            .filter(|e| e.tick >= since_tick && e.tick <= until_tick)
+            .filter(|e| kind.is_none_or(|k| e.kind == k))
+            .filter(|e| name.is_none_or(|n| e.name == n))
+            .filter(|e| text.as_ref().is_none_or(|t| e.text.contains(t.as_str())))
+            .filter(|e| within_s.is_none_or(|w| newest.is_some_and(|n| n.saturating_duration_since(e.at).as_secs_f64() <= w)))
+            .collect();
+        let entries: Vec<Value> = matches.iter().rev().take(limit).rev().map(|e| json!({ "tick": e.tick, "kind": e.kind, "name": e.name, "summary": e.summary })).collect();
+        json!({ "entries": entries, "matched": matches.len(), "retained": session.memory.len(), "retained_max": MEMORY_CAPACITY })
     }
 
     // ----- events --------------------------------------------------------
@@ -646,6 +800,9 @@ impl Core {
         let seq = session.events.next_seq();
         let message = envelope("event", session_id, json!({ "topic": topic, "payload": payload, "meta": { "tick": tick, "seq": seq } }));
         session.events.push(tick, Arc::new(message.clone()));
+        if topic != "tick" {
+            remember(&mut session.memory, tick, now, "event", topic, &message["payload"]);
+        }
         let Some(conn) = session.conn else { return };
         match session.agent_model.as_ref().map(|m| m.event_batch).filter(|b| !b.is_zero()) {
             None => out.push(Output::Send { conn, message, droppable: true }),
@@ -914,6 +1071,39 @@ pub fn core_tool_descriptors() -> Vec<ToolDescriptor> {
             output_schema: json!({ "type": "object", "properties": { "tick": { "type": "integer" } }, "required": ["tick"] }),
         },
         ToolDescriptor {
+            id: CANCEL,
+            class: ToolClass::Sensor,
+            description: "Cancel one of this session's calls in flight (a long move, turn or arm motion): the robot stops, and the call ends with an execution_failed result and its command completion event.",
+            capability: "can_observe_world",
+            strict_input: true,
+            calls_per_minute: None,
+            input_schema: json!({ "type": "object", "properties": { "call_id": { "type": "string", "minLength": 1 } }, "required": ["call_id"], "additionalProperties": false }),
+            output_schema: json!({ "type": "object", "properties": { "cancelled": { "type": "string" }, "tool": { "type": "string" } }, "required": ["cancelled"] }),
+        },
+        ToolDescriptor {
+            id: MEMORY_QUERY,
+            class: ToolClass::Sensor,
+            description: "Episodic memory of this session: the events and tool results it saw (images summarised), newest last. Filter by kind (event|tool_result), topic or tool name, text, tick range or the last within_s seconds.",
+            capability: "can_observe_world",
+            strict_input: true,
+            calls_per_minute: None,
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "kind": { "enum": ["event", "tool_result"] },
+                    "topic": { "type": "string", "description": "event topic or tool id" },
+                    "tool": { "type": "string", "description": "same as topic" },
+                    "text": { "type": "string", "maxLength": 200, "description": "case-insensitive substring" },
+                    "since_tick": { "type": "integer", "minimum": 0 },
+                    "until_tick": { "type": "integer", "minimum": 0 },
+                    "within_s": { "type": "number", "exclusiveMinimum": 0 },
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 100 }
+                },
+                "additionalProperties": false
+            }),
+            output_schema: json!({ "type": "object", "properties": { "entries": { "type": "array" }, "matched": { "type": "integer" }, "retained": { "type": "integer" }, "retained_max": { "type": "integer" } }, "required": ["entries", "matched"] }),
+        },
+        ToolDescriptor {
             id: BRIDGE_STATUS,
             class: ToolClass::Sensor,
             description: "The bridge's own state (not the world's): sessions, who holds the motion lease, queues and their limits, retained events, last error.",
@@ -929,7 +1119,29 @@ pub fn core_tool_descriptors() -> Vec<ToolDescriptor> {
 enum Admitted {
     /// Answered by the core itself.
     Internal { output: Value, ignored_fields: Vec<String> },
-    Execute { descriptor_id: &'static str, input: Map<String, Value>, ignored_fields: Vec<String>, acquired_lease: bool },
+    /// A cancel of a call in flight (its connection and tool).
+    Cancel { target: Option<(ConnId, &'static str)>, output: Value },
+    Execute { descriptor_id: &'static str, input: Map<String, Value>, ignored_fields: Vec<String>, acquired_lease: bool, command: bool },
+}
+
+/// Adds an entry to a session's episodic memory, summarising long strings
+/// (images) so that memory stays small.
+fn remember(memory: &mut VecDeque<MemoryEntry>, tick: u64, at: Instant, kind: &'static str, name: &str, value: &Value) {
+    let summary = summarise(value);
+    let text = summary.to_string().to_lowercase();
+    memory.push_back(MemoryEntry { tick, at, kind, name: name.to_string(), summary, text });
+    while memory.len() > MEMORY_CAPACITY {
+        memory.pop_front();
+    }
+}
+
+fn summarise(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > MEMORY_STRING_LIMIT => json!(format!("<{} characters omitted>", s.len())),
+        Value::Array(items) => Value::Array(items.iter().take(32).map(summarise).collect()),
+        Value::Object(map) => Value::Object(map.iter().filter(|(k, _)| *k != "message_id" && *k != "protocol" && *k != "session_id").map(|(k, v)| (k.clone(), summarise(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// Unknown event topics are refused by name.

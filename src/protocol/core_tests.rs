@@ -63,6 +63,13 @@ fn only(outputs: &[Output], conn: ConnId) -> Value {
     messages.into_iter().next().unwrap()
 }
 
+/// The one tool_result sent to `conn` (events beside it are ignored).
+fn result_of(outputs: &[Output], conn: ConnId) -> Value {
+    let results: Vec<Value> = sent(outputs, conn).into_iter().filter(|m| m["type"] == "tool_result").collect();
+    assert_eq!(results.len(), 1, "expected one tool_result: {outputs:?}");
+    results.into_iter().next().unwrap()
+}
+
 fn call(call_id: &str, tool: &str, input: Value) -> Vec<u8> {
     json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m-{call_id}"), "call_id": call_id, "tool": tool, "input": input }).to_string().into_bytes()
 }
@@ -94,7 +101,7 @@ fn connect_sends_session_init_with_the_manifest_and_no_world_state() {
     assert_eq!(init["tick_rate_hz"], 10.0);
     assert_eq!(init["tick_mode"], "fixed");
     assert_eq!(init["world"], json!({ "name": "test_room", "kind": "3d" }));
-    assert_eq!(init["capabilities"]["sensors"], json!(["probe", "bridge_status"]));
+    assert_eq!(init["capabilities"]["sensors"], json!(["probe", "cancel", "memory_query", "bridge_status"]));
     assert_eq!(init["capabilities"]["actuators"], json!(["drive", "speak"]));
     let speak = init["tools"].as_array().unwrap().iter().find(|t| t["id"] == "speak").unwrap();
     assert_eq!(speak["limits"]["calls_per_minute"], 2);
@@ -148,7 +155,7 @@ fn every_error_code_with_its_retryable_flag() {
         assert!(executes(&core.on_line(1, &call(&id, "speak", json!({})), t0)) || code != ErrorCode::ExecutionFailed);
         let out = core.on_line(1, &call(&format!("{id}-2"), "drive", json!({ "forward": 0.1 })), t0);
         assert!(executes(&out));
-        let result = only(&core.on_tool_finished(&sid, &format!("{id}-2"), Err(AiccError::new(code, retryable, "x")), t0), 1);
+        let result = result_of(&core.on_tool_finished(&sid, &format!("{id}-2"), Err(AiccError::new(code, retryable, "x")), t0), 1);
         assert_eq!(error_code(&result), (code.as_str().to_string(), retryable));
         core.on_tool_finished(&sid, &id, Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
     }
@@ -284,6 +291,7 @@ fn calls_cut_off_by_a_disconnect_are_recorded_for_the_resumed_agent() {
     core.on_connect(2, t0);
     let messages = sent(&core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid, "cursor": 0 })), t0), 2);
     let aborted = messages.iter().find(|m| m["topic"] == "call_aborted").expect("call_aborted event replayed");
+    assert!(messages.iter().any(|m| m["topic"] == "command" && m["payload"]["state"] == "completed" && m["payload"]["ok"] == false));
     assert_eq!(aborted["payload"]["call_id"], "c1");
 }
 
@@ -297,6 +305,88 @@ fn a_message_naming_another_session_is_refused() {
     assert_eq!((refused["type"].as_str(), refused["code"].as_str(), refused["call_id"].as_str()), (Some("error"), Some("session_expired"), Some("c")));
     wrong["session_id"] = json!(sid);
     assert!(executes(&core.on_line(1, &line(wrong), t0)), "its own session id is fine");
+}
+
+#[test]
+fn every_accepted_command_ends_in_exactly_one_completion_event() {
+    let t0 = Instant::now();
+    let mut core = core_with(CoreConfig { event_ring_capacity: 64, ..config() }, t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let out = core.on_line(1, &call("d1", "drive", json!({ "forward": 1 })), t0);
+    let accepted: Vec<Value> = sent(&out, 1).into_iter().filter(|m| m["topic"] == "command").collect();
+    assert_eq!((accepted.len(), accepted[0]["payload"]["state"].as_str()), (1, Some("accepted")));
+    let out = core.on_tool_finished(&sid, "d1", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
+    let completed: Vec<Value> = sent(&out, 1).into_iter().filter(|m| m["topic"] == "command").collect();
+    assert_eq!(completed.len(), 1);
+    assert_eq!((completed[0]["payload"]["state"].as_str(), completed[0]["payload"]["ok"].as_bool()), (Some("completed"), Some(true)));
+    assert!(core.on_tool_finished(&sid, "d1", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0).is_empty(), "a second outcome is ignored");
+    // Sensors are not commands.
+    let out = core.on_line(1, &call("p1", "probe", json!({})), t0);
+    assert!(sent(&out, 1).iter().all(|m| m["topic"] != "command"));
+    // A command cut off by a disconnect completes as a failure.
+    core.on_line(1, &call("d2", "drive", json!({ "forward": 1 })), t0);
+    core.on_disconnect(1, t0);
+    core.on_connect(2, t0);
+    let replay = sent(&core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid, "cursor": 0 })), t0), 2);
+    let d2: Vec<&Value> = replay.iter().filter(|m| m["topic"] == "command" && m["payload"]["call_id"] == "d2").collect();
+    assert_eq!(d2.iter().map(|m| m["payload"]["state"].as_str().unwrap()).collect::<Vec<_>>(), vec!["accepted", "completed"]);
+    assert_eq!(d2[1]["payload"]["ok"], false);
+}
+
+#[test]
+fn cancel_aborts_a_call_in_flight_with_a_result_and_a_completion() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_line(1, &call("long", "drive", json!({ "forward": 4 })), t0);
+    let out = core.on_line(1, &call("c", "cancel", json!({ "call_id": "long" })), t0);
+    assert!(out.iter().any(|o| matches!(o, Output::Abort { conn: 1, call_id } if call_id == "long")));
+    let messages = sent(&out, 1);
+    let cancelled = messages.iter().find(|m| m["type"] == "tool_result" && m["call_id"] == "long").expect("the cancelled call's result");
+    assert_eq!(error_code(cancelled), ("execution_failed".into(), false));
+    assert!(messages.iter().any(|m| m["topic"] == "command" && m["payload"]["call_id"] == "long" && m["payload"]["state"] == "completed"));
+    let own = messages.iter().find(|m| m["type"] == "tool_result" && m["call_id"] == "c").unwrap();
+    assert_eq!(own["output"]["cancelled"], "long");
+    assert!(core.on_tool_finished(&sid, "long", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0).is_empty(), "the aborted task's outcome is ignored");
+    let unknown = result_of(&core.on_line(1, &call("c2", "cancel", json!({ "call_id": "nope" })), t0), 1);
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("no call 'nope'"));
+}
+
+#[test]
+fn an_idempotency_key_never_runs_a_command_twice() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let keyed = |id: &str| line(json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": id, "tool": "drive", "input": { "forward": 1 }, "idempotency_key": "step-7", "deadline_ms": 5000 }));
+    let out = core.on_line(1, &keyed("a"), t0);
+    assert!(out.iter().any(|o| matches!(o, Output::Execute { deadline: Some(d), .. } if *d == Duration::from_secs(5))));
+    let running = result_of(&core.on_line(1, &keyed("b"), t0), 1);
+    assert_eq!(error_code(&running), ("tool_unavailable".into(), true));
+    core.on_tool_finished(&sid, "a", Ok(ToolSuccess { output: json!({ "moved_m": 1.0 }), source: "t".into() }), t0);
+    let out = core.on_line(1, &keyed("c"), t0);
+    assert!(!executes(&out), "a retry with the same key does not move the robot again");
+    let replay = result_of(&out, 1);
+    assert_eq!((replay["call_id"].as_str(), replay["output"]["moved_m"].as_f64(), replay["meta"]["idempotent_replay"].as_bool()), (Some("c"), Some(1.0), Some(true)));
+}
+
+#[test]
+fn memory_query_finds_events_and_results_by_topic_text_and_tick() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    core.publish("collision", json!({ "other": "wall_north" }), None, t0 + Duration::from_millis(100));
+    core.on_line(1, &call("v", "probe", json!({})), t0);
+    core.on_tool_finished(&sid, "v", Ok(ToolSuccess { output: json!({ "png_b64": "A".repeat(10_000), "width": 320 }), source: "t".into() }), t0 + Duration::from_millis(500));
+    let query = |core: &mut Core, input: Value| result_of(&core.on_line(1, &call("q", "memory_query", input), t0 + Duration::from_secs(1)), 1)["output"].clone();
+    let walls = query(&mut core, json!({ "text": "WALL" }));
+    assert_eq!((walls["matched"].as_u64(), walls["entries"][0]["name"].as_str()), (Some(1), Some("collision")));
+    let results = query(&mut core, json!({ "kind": "tool_result", "tool": "probe" }));
+    assert_eq!(results["matched"], 1);
+    let kept = results["entries"][0]["summary"]["output"]["png_b64"].as_str().unwrap();
+    assert!(kept.contains("10000 characters omitted"), "images are summarised: {kept}");
+    assert_eq!(query(&mut core, json!({ "since_tick": 3 }))["matched"], 1, "only the result at tick 5 (and not the collision at tick 1)");
+    let bad = result_of(&core.on_line(1, &call("q2", "memory_query", json!({ "limit": 1000 })), t0), 1);
+    assert!(bad["error"]["message"].as_str().unwrap().starts_with("input.limit"), "{bad}");
 }
 
 #[test]
@@ -411,10 +501,10 @@ fn a_lost_capability_is_pushed_in_a_heartbeat_and_restored() {
     core.on_connect(1, t0);
     let update = only(&core.set_tool_availability("probe", Some("no data on /odom".into()), t0), 1);
     assert_eq!(update["type"], "heartbeat");
-    assert_eq!(update["manifest_update"]["capabilities"]["sensors"], json!(["bridge_status"]));
+    assert_eq!(update["manifest_update"]["capabilities"]["sensors"], json!(["cancel", "memory_query", "bridge_status"]));
     assert!(core.set_tool_availability("probe", Some("again".into()), t0).is_empty(), "no repeat for no change");
     let back = only(&core.set_tool_availability("probe", None, t0), 1);
-    assert_eq!(back["manifest_update"]["capabilities"]["sensors"], json!(["probe", "bridge_status"]));
+    assert_eq!(back["manifest_update"]["capabilities"]["sensors"], json!(["probe", "cancel", "memory_query", "bridge_status"]));
 }
 
 #[test]

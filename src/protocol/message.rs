@@ -12,7 +12,7 @@ const PROTOCOL_MAJOR: u64 = 0;
 /// A message from the agent, decoded and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inbound {
-    ToolCall { message_id: Option<String>, call_id: String, tool: String, input: Map<String, Value> },
+    ToolCall { message_id: Option<String>, call_id: String, tool: String, input: Map<String, Value>, options: CallOptions },
     /// Re-fetch the manifest; as the first line of a connection it opens a
     /// session (and authenticates, when tokens are configured).
     ManifestRequest { message_id: Option<String>, opening: Opening },
@@ -20,6 +20,16 @@ pub enum Inbound {
     SessionResume { message_id: Option<String>, session_id: String, cursor: u64, opening: Opening },
     Heartbeat { message_id: Option<String> },
     SessionClose { message_id: Option<String> },
+}
+
+/// Optional fields of a tool_call (extensions, documented in docs/protocol.md).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CallOptions {
+    /// `deadline_ms`: the call fails with `timeout` if not done by then.
+    pub deadline_ms: Option<u64>,
+    /// `idempotency_key`: a retried call with the same key is answered with
+    /// the first call's result instead of running again.
+    pub idempotency_key: Option<String>,
 }
 
 /// The optional fields with which an agent opens or adjusts a session.
@@ -91,7 +101,15 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
                     )))
                 }
             };
-            Ok(Inbound::ToolCall { message_id, call_id, tool, input })
+            let deadline_ms = match object.get("deadline_ms") {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(value.as_u64().filter(|ms| *ms > 0).ok_or_else(|| AiccError::invalid_input(format!("field 'deadline_ms' must be a positive integer (milliseconds), got {value}")))?),
+            };
+            let idempotency_key = optional_string(object, "idempotency_key")?;
+            if idempotency_key.as_ref().is_some_and(|k| k.is_empty() || k.len() > 128) {
+                return Err(AiccError::invalid_input("field 'idempotency_key' must be 1 to 128 characters"));
+            }
+            Ok(Inbound::ToolCall { message_id, call_id, tool, input, options: CallOptions { deadline_ms, idempotency_key } })
         }
         "manifest_request" => Ok(Inbound::ManifestRequest { message_id, opening: opening(object)? }),
         "session_resume" => {
@@ -214,7 +232,7 @@ mod tests {
     #[test]
     fn decodes_a_tool_call() {
         let inbound = decode_str(r#"{"protocol":"aicc/0.1","type":"tool_call","message_id":"m1","call_id":"c1","tool":"move","input":{"forward":0.5}}"#).unwrap();
-        let Inbound::ToolCall { call_id, tool, input, message_id } = inbound else { panic!("not a tool call") };
+        let Inbound::ToolCall { call_id, tool, input, message_id, .. } = inbound else { panic!("not a tool call") };
         assert_eq!((call_id.as_str(), tool.as_str(), message_id.as_deref()), ("c1", "move", Some("m1")));
         assert_eq!(input["forward"], json!(0.5));
     }

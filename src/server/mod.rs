@@ -87,7 +87,7 @@ impl Bridge {
                     }
                 }
                 Output::LeaseReleased { .. } => self.tools.base.stop(),
-                execute @ Output::Execute { .. } => executions.push(execute),
+                own @ (Output::Execute { .. } | Output::Abort { .. }) => executions.push(own),
             }
         }
         executions
@@ -183,6 +183,8 @@ impl Bridge {
         // Tool tasks of this connection: aborted with it, so a vanished
         // agent's motion stops (its setpoints expire: the deadman).
         let mut running_tools: JoinSet<()> = JoinSet::new();
+        // Abort handles of this connection's calls, for `cancel`.
+        let mut call_handles: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
         tracing::info!(conn, "agent connected");
         {
             let mut core = self.core.lock();
@@ -226,7 +228,19 @@ impl Bridge {
                     self.apply(outputs)
                 };
                 for execution in executions {
-                    self.spawn_tool(execution, &mut running_tools);
+                    match execution {
+                        Output::Abort { call_id, .. } => {
+                            if let Some(handle) = call_handles.remove(&call_id) {
+                                handle.abort();
+                            }
+                        }
+                        execute => {
+                            if let Some((call_id, handle)) = self.spawn_tool(execute, &mut running_tools) {
+                                call_handles.retain(|_, h| !h.is_finished());
+                                call_handles.insert(call_id, handle);
+                            }
+                        }
+                    }
                 }
             }
         };
@@ -243,8 +257,8 @@ impl Bridge {
         result
     }
 
-    fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) {
-        let Output::Execute { session, call_id, tool, input, .. } = execution else { return };
+    fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) -> Option<(String, tokio::task::AbortHandle)> {
+        let Output::Execute { session, call_id, tool, input, deadline, .. } = execution else { return None };
         let context = ToolContext { session: session.clone(), call_id: call_id.clone(), ..self.tools.clone() };
         let future = match self.registry.get(&tool) {
             Some(tool) => tool.call(input, context),
@@ -254,16 +268,18 @@ impl Bridge {
             }
         };
         let bridge = self.clone();
-        let timeout = self.tool_timeout;
-        running_tools.spawn(async move {
+        let timeout = deadline.map_or(self.tool_timeout, |d| d.min(self.tool_timeout));
+        let handle_call_id = call_id.clone();
+        let handle = running_tools.spawn(async move {
             let outcome: Result<ToolSuccess, AiccError> = match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(_panic)) => Err(AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' failed inside the bridge (a bug); the robot was stopped"))),
-                Err(_) => Err(AiccError::new(ErrorCode::Timeout, true, format!("tool '{tool}' exceeded its {:.0} s deadline", timeout.as_secs_f64()))),
+                Err(_) => Err(AiccError::new(ErrorCode::Timeout, true, format!("tool '{tool}' exceeded its {:.1} s deadline; the robot was stopped", timeout.as_secs_f64()))),
             };
             let mut core = bridge.core.lock();
             let outputs = core.on_tool_finished(&session, &call_id, outcome, Instant::now());
             bridge.apply(outputs);
         });
+        Some((handle_call_id, handle))
     }
 }
