@@ -513,6 +513,20 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_profile_parses() {
+        for (name, text) in [
+            ("sim.yaml", include_str!("../config/sim.yaml")),
+            ("turtlebot3.yaml", include_str!("../config/turtlebot3.yaml")),
+            ("turtlebot4.yaml", include_str!("../config/turtlebot4.yaml")),
+        ] {
+            let config = Config::from_params_yaml(text, DEFAULT_NODE_NAME).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(config.sensors.odom.is_configured(), "{name}");
+        }
+        let tb4 = Config::from_params_yaml(include_str!("../config/turtlebot4.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert_eq!((tb4.sensors.depth.topic.as_str(), tb4.actuators.arm_action.as_str()), ("oakd/stereo/image_raw", ""));
+    }
+
+    #[test]
     fn unknown_keys_are_rejected_by_name() {
         let text = "aicc_bridge:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.3\n      max_lineer_accel: 2.0\n";
         let err = Config::from_params_yaml(text, "aicc_bridge").unwrap_err();
