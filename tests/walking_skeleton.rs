@@ -42,6 +42,18 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     assert!((displacement_m - 0.5).abs() <= 0.1, "ground truth moved {displacement_m} m");
     assert!((reported_m - 0.5).abs() <= 0.1, "bridge reported {reported_m} m");
 
+    // Forward and left together: turn, drive, turn back.
+    let (xa, ya, yawa) = truth.settled_pose();
+    let offset = client.call("m-left", "move", json!({ "forward": 0.2, "left": 0.3 }));
+    assert_eq!(offset["ok"], true, "{offset}");
+    let (xb, yb, yawb) = truth.settled_pose();
+    let (dx, dy) = (xb - xa, yb - ya);
+    let (forward, left) = (dx * yawa.cos() + dy * yawa.sin(), -dx * yawa.sin() + dy * yawa.cos());
+    println!("move forward 0.2 left 0.3: ground truth forward {forward:.3} m, left {left:.3} m, heading change {:.2} deg", (yawb - yawa).to_degrees());
+    assert!((forward - 0.2).abs() < 0.05 && (left - 0.3).abs() < 0.05, "({forward}, {left})");
+    assert!((yawb - yawa).to_degrees().abs() < 3.0, "turned back to the original heading");
+    let (x1, y1, _) = (xb, yb, yawb);
+
     // Bad input is an error naming the field, and the robot does not move.
     let refused = client.call("m2", "move", json!({ "forward": "far" }));
     assert_eq!(refused["ok"], false);
@@ -67,11 +79,17 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (mut again, _) = AiccClient::connect(port);
     again.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r", "session_id": session_id, "cursor": cursor }).to_string());
-    let replayed = again.read_until("event");
-    assert_eq!((replayed["topic"].as_str(), replayed["meta"]["seq"].as_u64(), replayed["meta"]["replayed"].as_bool()), (Some("lease"), Some(cursor + 1), Some(true)), "{replayed}");
-    assert_eq!(replayed["payload"]["holder"], serde_json::Value::Null, "released when the agent went away");
+    // Replayed first (flagged), then the answer that counts them.
     let resumed = again.read_until("session_resume");
-    assert_eq!((resumed["replayed"].as_u64(), resumed["dropped"].as_u64(), resumed["next_cursor"].as_u64()), (Some(1), Some(0), Some(cursor + 1)), "{resumed}");
+    let replayed: Vec<&serde_json::Value> = again.other.iter().filter(|m| m["type"] == "event" && m["meta"]["replayed"] == true).collect();
+    assert_eq!(resumed["replayed"].as_u64(), Some(replayed.len() as u64), "{resumed}");
+    assert_eq!(resumed["dropped"], 0);
+    let seqs: Vec<u64> = replayed.iter().map(|m| m["meta"]["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, ((cursor + 1)..=resumed["next_cursor"].as_u64().unwrap()).collect::<Vec<_>>(), "every event after the cursor, in order");
+    let completed = replayed.iter().find(|m| m["topic"] == "command" && m["payload"]["state"] == "completed").expect("the move's completion");
+    assert_eq!(completed["payload"]["call_id"], "r1");
+    let released = replayed.iter().find(|m| m["topic"] == "lease").expect("the lease release, recorded while away");
+    assert_eq!(released["payload"]["holder"], serde_json::Value::Null, "released when the agent went away");
     again.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_close" }).to_string());
     assert_eq!(again.read_until("session_close")["session_id"], session_id.as_str());
     assert!(again.is_closed_by_peer());

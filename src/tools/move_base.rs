@@ -9,7 +9,7 @@ use futures::FutureExt;
 use nalgebra::Vector2;
 use serde_json::{json, Map, Value};
 
-use super::input::{optional_number, reject_unknown_fields};
+use super::input::optional_number;
 use super::proprioception::check_fresh;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
@@ -35,6 +35,12 @@ const SETTLED_SPEED_MPS: f64 = 0.005;
 /// How long the governor may forbid the move's direction before the move
 /// gives up (brief restrictions, e.g. a flicker of the bumper, are ridden out).
 const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
+/// How often a long move reports progress (`command` events).
+const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
+/// Heading tolerance of the turns of a move with a `left` part.
+const TURN_TOLERANCE_RAD: f64 = 0.01;
+/// Slowest commanded turn rate while far from the heading.
+const MIN_TURN_RADPS: f64 = 0.1;
 
 pub struct Move {
     max_distance_m: f64,
@@ -87,7 +93,7 @@ impl Tool for Move {
         ToolDescriptor {
             id: "move",
             class: ToolClass::Actuator,
-            description: "Drive straight along the current heading by `forward` metres (negative: backwards), closed on odometry. Returns when the robot has stopped, with the displacement achieved.",
+            description: "Drive by `forward` metres (negative: backwards) and `left` metres (the base turns towards the target, drives straight, and turns back), closed on odometry; or at `velocity_mps` for `duration_s`. Returns when the robot has stopped, with the displacement achieved. Stops early, with the reason, when the safety governor refuses the direction (bumper contact, obstacle, geofence).",
             capability: "can_move_self",
             strict_input: true,
             calls_per_minute: None,
@@ -95,9 +101,11 @@ impl Tool for Move {
                 "type": "object",
                 "properties": {
                     "forward": { "type": "number", "description": "metres along the current heading; negative drives backwards", "minimum": -self.max_distance_m, "maximum": self.max_distance_m },
-                    "speed_mps": { "type": "number", "description": "cruise speed, m/s (default and maximum: the base's limit)", "exclusiveMinimum": 0, "maximum": self.max_speed_mps }
+                    "left": { "type": "number", "description": "metres to the left of the current heading (REP-103 +y); negative: right", "minimum": -self.max_distance_m, "maximum": self.max_distance_m },
+                    "speed_mps": { "type": "number", "description": "cruise speed, m/s (default and maximum: the base's limit)", "exclusiveMinimum": 0, "maximum": self.max_speed_mps },
+                    "velocity_mps": { "type": "number", "description": "instead of a distance: drive at this velocity (negative: backwards)...", "minimum": -self.max_speed_mps, "maximum": self.max_speed_mps },
+                    "duration_s": { "type": "number", "description": "...for this long, seconds", "exclusiveMinimum": 0, "maximum": 60 }
                 },
-                "required": ["forward"],
                 "additionalProperties": false
             }),
             output_schema: json!({
@@ -121,15 +129,27 @@ impl Tool for Move {
         let max_distance_m = self.max_distance_m;
         let max_speed_mps = self.max_speed_mps;
         async move {
-            reject_unknown_fields(&input, &["forward", "speed_mps"])?;
-            let forward_m = optional_number(&input, "forward", -max_distance_m, max_distance_m)?
-                .ok_or_else(|| AiccError::invalid_input("input.forward is required (metres)"))?;
+            let forward_m = optional_number(&input, "forward", -max_distance_m, max_distance_m)?;
+            let left_m = optional_number(&input, "left", -max_distance_m, max_distance_m)?;
+            let velocity = optional_number(&input, "velocity_mps", -max_speed_mps, max_speed_mps)?;
+            let duration_s = optional_number(&input, "duration_s", 0.0, 60.0)?;
             let requested_speed = optional_number(&input, "speed_mps", 0.0, f64::MAX)?;
             if requested_speed == Some(0.0) {
                 return Err(AiccError::invalid_input("input.speed_mps must be greater than 0"));
             }
             let speed_mps = requested_speed.unwrap_or(max_speed_mps).min(max_speed_mps);
-            drive(ctx, forward_m, speed_mps, requested_speed).await
+            match (forward_m, left_m, velocity, duration_s) {
+                (None, None, Some(velocity_mps), Some(duration_s)) => drive_for(ctx, velocity_mps, duration_s).await,
+                (Some(_), _, None, None) | (_, Some(_), None, None) => {
+                    let (forward_m, left_m) = (forward_m.unwrap_or(0.0), left_m.unwrap_or(0.0));
+                    if left_m == 0.0 {
+                        drive(ctx, forward_m, speed_mps, requested_speed).await
+                    } else {
+                        drive_to_offset(ctx, forward_m, left_m, speed_mps, requested_speed).await
+                    }
+                }
+                _ => Err(AiccError::invalid_input("input: give `forward` and/or `left` (metres), or `velocity_mps` with `duration_s`, not both")),
+            }
         }
         .boxed()
     }
@@ -154,6 +174,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
     let _stop_guard = StopOnDrop(ctx.base.clone());
     let mut blocked_since: Option<Instant> = None;
+    let mut last_progress = Instant::now();
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -167,6 +188,10 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
         };
         let (travelled_m, _) = displacement(&start, &now_sample, heading_rad);
         let remaining_m = forward_m - travelled_m;
+        if last_progress.elapsed() >= PROGRESS_PERIOD {
+            last_progress = Instant::now();
+            ctx.event_for_session("command", json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": travelled_m, "remaining_m": remaining_m }));
+        }
         if remaining_m.abs() <= tolerance_m {
             break;
         }
@@ -213,6 +238,98 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
             },
             "duration_s": started.elapsed().as_secs_f64(),
             "applied": { "max_speed_mps": speed_mps, "max_accel_mps2": limits.max_linear_accel_mps2 },
+        }),
+        source: ctx.robot.source("odom"),
+    })
+}
+
+/// Rotates in place by `angle_rad` (counter-clockwise positive), closed on
+/// odometry yaw; angles beyond half a turn are tracked through the wrap.
+async fn rotate_in_place(ctx: &ToolContext, angle_rad: f64) -> Result<(), AiccError> {
+    let limits = *ctx.base.limits();
+    let accel_radps2 = limits.max_angular_accel_radps2 * PLANNING_ACCEL_SHARE;
+    let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
+    let budget = Duration::from_secs_f64(3.0 * (angle_rad.abs() / limits.max_angular_radps + 2.0 * limits.max_angular_radps / accel_radps2) + 5.0);
+    let started = Instant::now();
+    let mut previous_yaw = yaw_of(&fresh_odometry(ctx)?);
+    let mut turned_rad = 0.0;
+    let mut ticker = tokio::time::interval(period);
+    loop {
+        ticker.tick().await;
+        let yaw = yaw_of(&fresh_odometry(ctx).inspect_err(|_| ctx.base.stop())?);
+        turned_rad += wrap_angle(yaw - previous_yaw);
+        previous_yaw = yaw;
+        let remaining_rad = angle_rad - turned_rad;
+        if remaining_rad.abs() <= TURN_TOLERANCE_RAD {
+            ctx.base.finish();
+            return Ok(());
+        }
+        if started.elapsed() > budget {
+            ctx.base.stop();
+            return Err(AiccError::new(ErrorCode::Timeout, true, format!("the turn did not finish within {:.1} s", budget.as_secs_f64())));
+        }
+        let rate = (2.0 * accel_radps2 * remaining_rad.abs()).sqrt().min(limits.max_angular_radps).max(MIN_TURN_RADPS).copysign(remaining_rad);
+        ctx.base.request(BaseVelocity { linear_mps: 0.0, angular_radps: rate }, Instant::now());
+    }
+}
+
+/// `forward` and `left` together: turn towards the target, drive straight
+/// to it, turn back to the original heading.
+async fn drive_to_offset(ctx: ToolContext, forward_m: f64, left_m: f64, speed_mps: f64, requested_speed: Option<f64>) -> Result<ToolSuccess, AiccError> {
+    let started = Instant::now();
+    let _stop_guard = StopOnDrop(ctx.base.clone());
+    let start = fresh_odometry(&ctx)?;
+    let heading_rad = yaw_of(&start);
+    let bearing_rad = left_m.atan2(forward_m);
+    rotate_in_place(&ctx, bearing_rad).await?;
+    drive(ctx.clone(), forward_m.hypot(left_m), speed_mps, requested_speed).await?;
+    let now_yaw = yaw_of(&fresh_odometry(&ctx)?);
+    rotate_in_place(&ctx, wrap_angle(heading_rad - now_yaw)).await?;
+    let end = fresh_odometry(&ctx)?;
+    let (achieved_forward_m, achieved_left_m) = displacement(&start, &end, heading_rad);
+    Ok(ToolSuccess {
+        output: json!({
+            "requested": { "forward_m": forward_m, "left_m": left_m, "speed_mps": requested_speed },
+            "achieved": { "forward_m": achieved_forward_m, "left_m": achieved_left_m, "yaw_change_rad": wrap_angle(yaw_of(&end) - heading_rad) },
+            "duration_s": started.elapsed().as_secs_f64(),
+            "applied": { "max_speed_mps": speed_mps, "max_accel_mps2": ctx.base.limits().max_linear_accel_mps2, "path": "turn, straight, turn back (differential drive)" },
+        }),
+        source: ctx.robot.source("odom"),
+    })
+}
+
+/// `velocity_mps` for `duration_s`: the governor still limits every command.
+async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64) -> Result<ToolSuccess, AiccError> {
+    let started = Instant::now();
+    let _stop_guard = StopOnDrop(ctx.base.clone());
+    let start = fresh_odometry(&ctx)?;
+    let heading_rad = yaw_of(&start);
+    let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
+    let mut ticker = tokio::time::interval(period);
+    let command = BaseVelocity { linear_mps: velocity_mps, angular_radps: 0.0 };
+    while started.elapsed().as_secs_f64() < duration_s {
+        ticker.tick().await;
+        fresh_odometry(&ctx).inspect_err(|_| ctx.base.stop())?;
+        if let Some(reason) = ctx.base.blocked_reason(command) {
+            ctx.base.stop();
+            return Err(AiccError::execution_failed(false, format!("move stopped after {:.1} s of {duration_s:.1} s: {reason}", started.elapsed().as_secs_f64())));
+        }
+        ctx.base.request(command, Instant::now());
+    }
+    ctx.base.finish();
+    let settle_started = Instant::now();
+    let mut end = fresh_odometry(&ctx)?;
+    while end.linear_velocity_mps.norm() > SETTLED_SPEED_MPS && settle_started.elapsed() < SETTLE_TIMEOUT {
+        ticker.tick().await;
+        end = fresh_odometry(&ctx)?;
+    }
+    let (forward_m, left_m) = displacement(&start, &end, heading_rad);
+    Ok(ToolSuccess {
+        output: json!({
+            "requested": { "velocity_mps": velocity_mps, "duration_s": duration_s },
+            "achieved": { "forward_m": forward_m, "left_m": left_m, "yaw_change_rad": wrap_angle(yaw_of(&end) - heading_rad) },
+            "duration_s": started.elapsed().as_secs_f64(),
+            "applied": { "max_speed_mps": velocity_mps.abs().min(ctx.base.limits().max_linear_mps), "max_accel_mps2": ctx.base.limits().max_linear_accel_mps2 },
         }),
         source: ctx.robot.source("odom"),
     })
