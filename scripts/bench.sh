@@ -25,3 +25,9 @@ port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$work/bridge.out")"
 sleep 1
 echo "== protocol: round trip, throughput, memory (bridge pid $bridge, port $port)"
 target/release/aicc-bench --port "$port" --pid "$bridge" "$@"
+echo "== actuation: call to first governed /cmd_vel"
+target/release/aicc-bench-actuation --port "$port" --repeats 30
+echo "== governor: cost of one step"
+target/release/aicc-bench-governor
+echo "== vision: decode and encode a 640x480 frame"
+target/release/aicc-bench-vision

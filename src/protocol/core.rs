@@ -170,8 +170,6 @@ struct MemoryEntry {
     /// Event topic or tool id.
     name: String,
     summary: Value,
-    /// Lower-case text of the summary, for text search.
-    text: String,
 }
 
 struct SessionState {
@@ -767,7 +765,7 @@ impl Core {
             .filter(|e| e.tick >= since_tick && e.tick <= until_tick)
             .filter(|e| kind.is_none_or(|k| e.kind == k))
             .filter(|e| name.is_none_or(|n| e.name == n))
-            .filter(|e| text.as_ref().is_none_or(|t| e.text.contains(t.as_str())))
+            .filter(|e| text.as_ref().is_none_or(|t| e.summary.to_string().to_lowercase().contains(t.as_str())))
             .filter(|e| within_s.is_none_or(|w| newest.is_some_and(|n| n.saturating_duration_since(e.at).as_secs_f64() <= w)))
             .collect();
         let entries: Vec<Value> = matches.iter().rev().take(limit).rev().map(|e| json!({ "tick": e.tick, "kind": e.kind, "name": e.name, "summary": e.summary })).collect();
@@ -1127,19 +1125,29 @@ enum Admitted {
 /// Adds an entry to a session's episodic memory, summarising long strings
 /// (images) so that memory stays small.
 fn remember(memory: &mut VecDeque<MemoryEntry>, tick: u64, at: Instant, kind: &'static str, name: &str, value: &Value) {
-    let summary = summarise(value);
-    let text = summary.to_string().to_lowercase();
-    memory.push_back(MemoryEntry { tick, at, kind, name: name.to_string(), summary, text });
+    let summary = summarise(value, 0);
+    memory.push_back(MemoryEntry { tick, at, kind, name: name.to_string(), summary });
     while memory.len() > MEMORY_CAPACITY {
         memory.pop_front();
     }
 }
 
-fn summarise(value: &Value) -> Value {
+/// A compact copy for memory: long strings (images) and deep or long
+/// structures are cut, so that a session's memory stays small.
+fn summarise(value: &Value, depth: usize) -> Value {
+    const MAX_DEPTH: usize = 4;
+    const MAX_ITEMS: usize = 16;
     match value {
         Value::String(s) if s.len() > MEMORY_STRING_LIMIT => json!(format!("<{} characters omitted>", s.len())),
-        Value::Array(items) => Value::Array(items.iter().take(32).map(summarise).collect()),
-        Value::Object(map) => Value::Object(map.iter().filter(|(k, _)| *k != "message_id" && *k != "protocol" && *k != "session_id").map(|(k, v)| (k.clone(), summarise(v))).collect()),
+        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => json!("<…>"),
+        Value::Array(items) => Value::Array(items.iter().take(MAX_ITEMS).map(|v| summarise(v, depth + 1)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "message_id" | "protocol" | "session_id" | "type"))
+                .take(MAX_ITEMS * 2)
+                .map(|(k, v)| (k.clone(), summarise(v, depth + 1)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

@@ -69,6 +69,9 @@ pub struct BaseDriver {
     state: Mutex<DriverState>,
     /// Nearest obstacle ahead from the depth camera, and when it was measured.
     obstacle_ahead: Mutex<Option<(Option<f64>, Instant)>>,
+    /// Wakes the loop when motion starts or stops, so that the first
+    /// governed command goes out at once rather than at the next period.
+    wake: tokio::sync::Notify,
 }
 
 impl BaseDriver {
@@ -93,6 +96,7 @@ impl BaseDriver {
                 started: Instant::now(),
             }),
             obstacle_ahead: Mutex::new(None),
+            wake: tokio::sync::Notify::new(),
         }
     }
 
@@ -108,8 +112,13 @@ impl BaseDriver {
     /// refresh it while they want motion.
     pub fn request(&self, velocity: BaseVelocity, now: Instant) {
         let mut state = self.state.lock();
+        let starting = state.setpoint.is_none() && state.last_command.is_zero();
         state.setpoint = Some(Setpoint { velocity, expires: now + self.setpoint_timeout });
         state.braking = false;
+        drop(state);
+        if starting {
+            self.wake.notify_one();
+        }
     }
 
     /// Ends a motion that reached its goal: the loop ramps down within the
@@ -124,6 +133,8 @@ impl BaseDriver {
         let mut state = self.state.lock();
         state.setpoint = None;
         state.braking = !state.last_command.is_zero();
+        drop(state);
+        self.wake.notify_one();
     }
 
     /// The command most recently published.
@@ -243,7 +254,10 @@ impl BaseDriver {
         let mut interval = tokio::time::interval(self.period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            interval.tick().await;
+            tokio::select! {
+                _ = interval.tick() => {}
+                () = self.wake.notified() => {}
+            }
             let now = Instant::now();
             let sensors = self.snapshot(robot.as_ref(), now, bumper_max_age, depth_max_age);
             let (command, change) = self.step(now, sensors);
