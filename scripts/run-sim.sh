@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the bridge beside the simulated robot (MuJoCo, headless), after
 # installing what is missing. Ctrl-C stops both.
-#   scripts/run-sim.sh [--port N] [sim options, e.g. --width 640 --height 480]
+#   scripts/run-sim.sh [--port N] [simulator options, e.g. --width 640 --height 480]
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -12,25 +12,24 @@ echo "[run] building the bridge (release; the first build takes a few minutes)" 
 cargo build --release --bin aicc-ros2
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 
+logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-run.XXXXXX")"
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-ready_fifo="$(mktemp -u)"; mkfifo "$ready_fifo"
-scripts/ros-env python3 sim/aicc_sim.py --urdf urdf/aicc_bot.urdf "$@" > "$ready_fifo" &
+echo "[run] starting the simulated robot (ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-0}); log: $logs/sim.log" >&2
+scripts/ros-env python3 sim/aicc_sim.py "$@" > "$logs/sim.log" 2>&1 &
 pids+=($!)
-echo "[run] starting the simulated robot (ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-0})" >&2
-while IFS= read -r line; do
-  echo "[sim] $line" >&2
-  [ "$line" = AICC_SIM_READY ] && break
-done < "$ready_fifo"
-# Keep draining the simulator's stdout.
-cat "$ready_fifo" >&2 &
-pids+=($!)
-rm -f "$ready_fifo"
+for _ in $(seq 1200); do
+  grep -q '^AICC_SIM_READY' "$logs/sim.log" && break
+  kill -0 "${pids[0]}" 2>/dev/null || { echo "[run] the simulator exited:" >&2; tail -20 "$logs/sim.log" >&2; exit 1; }
+  sleep 0.1
+done
+grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[run] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
 
 target/release/aicc-ros2 --listen "127.0.0.1:$port" --config config/sim.yaml &
 pids+=($!)
@@ -44,6 +43,6 @@ cat >&2 <<MSG
     {"protocol":"aicc/0.1","type":"tool_call","call_id":"c1","tool":"proprioception","input":{}}
     {"protocol":"aicc/0.1","type":"tool_call","call_id":"c2","tool":"move","input":{"forward":0.5}}
 
-  Ctrl-C stops the bridge and the simulator.
+  Simulator log: $logs/sim.log. Ctrl-C stops the bridge and the simulator.
 MSG
 wait -n "${pids[@]}"
