@@ -174,6 +174,11 @@ pub trait RobotPort: Send + Sync + 'static {
     fn contacts(&self) -> Option<Stamped<Contacts>>;
     fn battery(&self) -> Option<Stamped<Battery>>;
 
+    /// When the latest sample of a sensor ("camera", "depth", "odom", ...
+    /// as for [`RobotPort::source`]) arrived, without copying it: the
+    /// availability watch asks often, and frames are large.
+    fn received(&self, what: &str) -> Option<Instant>;
+
     /// The ROS topic (or action) name behind a source, for `meta.source`
     /// and error messages: "odom", "imu", "camera", "depth", ...
     fn source(&self, what: &str) -> String;

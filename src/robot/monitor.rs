@@ -14,6 +14,11 @@ use crate::robot::kinematics::Kinematics;
 use crate::robot::{Contacts, RobotPort};
 use crate::tools::ToolEvent;
 
+/// The corridor ahead that must be clear. Points closer than the front of
+/// the bumper (0.14 m from base_footprint) are the robot itself (its arm,
+/// seen when the head tilts down), never obstacles.
+const CORRIDOR: Corridor = Corridor { min_x_m: 0.16, ..Corridor::AICC_BOT };
+
 /// What the monitor remembers between polls.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Watched {
@@ -103,7 +108,7 @@ pub async fn watch_obstacles(robot: Arc<dyn RobotPort>, base: Arc<BaseDriver>, k
             let k = info.value.k;
             let intrinsics = ScanIntrinsics { fx: k[0] * scale_x, fy: k[4] * scale_y, cx: k[2] * scale_x, cy: k[5] * scale_y };
             let view = DepthView::new(depth.width as usize, depth.height as usize, &depth.metres).map_err(|e| e.to_string())?;
-            nearest_obstacle_ahead(&view, &intrinsics, &camera, &Corridor::AICC_BOT).map_err(|e| e.to_string())
+            nearest_obstacle_ahead(&view, &intrinsics, &camera, &CORRIDOR).map_err(|e| e.to_string())
         })
         .await;
         match measured {

@@ -352,6 +352,22 @@ impl RobotPort for RosRobot {
         self.latest.lock().battery.clone()
     }
 
+    fn received(&self, what: &str) -> Option<Instant> {
+        let latest = self.latest.lock();
+        match what {
+            "odom" => latest.odom.as_ref().map(|s| s.received),
+            "imu" => latest.imu.as_ref().map(|s| s.received),
+            "camera" => latest.camera.as_ref().map(|s| s.received),
+            "camera_info" => latest.camera_info.as_ref().map(|s| s.received),
+            "depth" => latest.depth.as_ref().map(|s| s.received),
+            "depth_info" => latest.depth_info.as_ref().map(|s| s.received),
+            "joint_states" => latest.joint_states.as_ref().map(|s| s.received),
+            "bumper" => latest.contacts.as_ref().map(|s| s.received),
+            "battery" => latest.battery.as_ref().map(|s| s.received),
+            _ => None,
+        }
+    }
+
     fn source(&self, what: &str) -> String {
         let (sensors, actuators) = (&self.config.sensors, &self.config.actuators);
         let name = match what {

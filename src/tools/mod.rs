@@ -4,6 +4,10 @@ pub mod input;
 pub mod move_base;
 pub mod proprioception;
 // Sensor tools (vision, depth, inspect, touch): module lines here.
+pub mod depth;
+pub mod inspect;
+pub mod touch;
+pub mod vision;
 // Actuator tools (turn, look_at, interact, say, wait, stop): module lines here.
 
 use std::sync::Arc;
@@ -103,6 +107,10 @@ impl Registry {
             Arc::new(proprioception::Proprioception),
             Arc::new(move_base::Move::new(&config.base)),
             // Sensor tools (vision, depth, inspect, touch): registered here.
+            Arc::new(vision::Vision),
+            Arc::new(depth::Depth),
+            Arc::new(inspect::Inspect),
+            Arc::new(touch::Touch::new()),
             // Actuator tools (turn, look_at, interact, say, wait, stop): registered here.
         ];
         Self { tools }

@@ -221,12 +221,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
         ctx.base.request(command, Instant::now());
     }
     ctx.base.finish();
-    let settle_started = Instant::now();
-    let mut end = fresh_odometry(&ctx)?;
-    while end.linear_velocity_mps.norm() > SETTLED_SPEED_MPS && settle_started.elapsed() < SETTLE_TIMEOUT {
-        ticker.tick().await;
-        end = fresh_odometry(&ctx)?;
-    }
+    let end = settle(&ctx, &mut ticker).await?;
     let (achieved_forward_m, achieved_left_m) = displacement(&start, &end, heading_rad);
     Ok(ToolSuccess {
         output: json!({
@@ -241,6 +236,18 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
         }),
         source: ctx.robot.source("odom"),
     })
+}
+
+/// Waits (bounded) for the base to come to rest after `finish()`; returns
+/// the odometry then.
+async fn settle(ctx: &ToolContext, ticker: &mut tokio::time::Interval) -> Result<OdometrySample, AiccError> {
+    let settle_started = Instant::now();
+    let mut end = fresh_odometry(ctx)?;
+    while end.linear_velocity_mps.norm() > SETTLED_SPEED_MPS && settle_started.elapsed() < SETTLE_TIMEOUT {
+        ticker.tick().await;
+        end = fresh_odometry(ctx)?;
+    }
+    Ok(end)
 }
 
 /// Rotates in place by `angle_rad` (counter-clockwise positive), closed on
@@ -317,12 +324,7 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64) -> Resu
         ctx.base.request(command, Instant::now());
     }
     ctx.base.finish();
-    let settle_started = Instant::now();
-    let mut end = fresh_odometry(&ctx)?;
-    while end.linear_velocity_mps.norm() > SETTLED_SPEED_MPS && settle_started.elapsed() < SETTLE_TIMEOUT {
-        ticker.tick().await;
-        end = fresh_odometry(&ctx)?;
-    }
+    let end = settle(&ctx, &mut ticker).await?;
     let (forward_m, left_m) = displacement(&start, &end, heading_rad);
     Ok(ToolSuccess {
         output: json!({

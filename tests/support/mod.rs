@@ -19,10 +19,37 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A domain id for this test process: distinct per process id, within the
-/// range Fast DDS handles on Linux (0..=101).
+/// A domain id for this test process, within the range Fast DDS handles
+/// on Linux (0..=101), claimed with a lock file so that test processes
+/// running at once never share one (a stale lock of a dead process is
+/// taken over).
 pub fn domain_id() -> u32 {
-    10 + std::process::id() % 90
+    static DOMAIN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *DOMAIN.get_or_init(|| {
+        let me = std::process::id();
+        let start = me % 90;
+        for offset in 0..90 {
+            let domain = 10 + (start + offset) % 90;
+            let lock = std::env::temp_dir().join(format!("aicc-ros2-test-domain-{domain}.lock"));
+            let holder = std::fs::read_to_string(&lock).ok().and_then(|t| t.trim().parse::<u32>().ok());
+            let free = match holder {
+                None => true,
+                Some(pid) => pid == me || !Path::new(&format!("/proc/{pid}")).exists(),
+            };
+            if !free {
+                continue;
+            }
+            if holder.is_some() {
+                let _ = std::fs::remove_file(&lock);
+            }
+            let created = std::fs::OpenOptions::new().write(true).create_new(true).open(&lock);
+            if let Ok(mut file) = created {
+                let _ = write!(file, "{me}");
+                return domain;
+            }
+        }
+        panic!("no free ROS domain id in 10..100 for this test process")
+    })
 }
 
 /// Sets the ROS environment of this process (and so of its children) once.
@@ -170,6 +197,7 @@ impl AiccClient {
     pub fn connect_raw(port: u16) -> Self {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the bridge");
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        stream.set_nodelay(true).unwrap();
         AiccClient { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, other: Vec::new() }
     }
 
@@ -195,8 +223,8 @@ impl AiccClient {
     }
 
     pub fn send_line(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).unwrap();
-        self.writer.write_all(b"\n").unwrap();
+        // One write: a line split in two writes meets Nagle and delayed ACK.
+        self.writer.write_all(format!("{line}\n").as_bytes()).unwrap();
     }
 
     pub fn read_message(&mut self) -> Value {
@@ -342,5 +370,198 @@ impl CmdVelRecorder {
     /// The largest forward speed commanded after `since`.
     pub fn max_linear_after(&self, since: Instant) -> f64 {
         self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).fold(f64::NEG_INFINITY, f64::max)
+    }
+}
+
+/// The simulator's world ground truth (/ground_truth/world, JSON at 5 Hz:
+/// `sim_time`, `base`, `objects`, `bumper_in_contact`,
+/// `camera_center_distance_m`, `joints`, ...), read by a node of the test's own.
+pub struct WorldTruth {
+    latest: Arc<Mutex<Option<(Instant, Value)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl WorldTruth {
+    pub fn subscribe() -> Self {
+        use futures::StreamExt;
+        ros_environment();
+        let latest = Arc::new(Mutex::new(None));
+        let sink = latest.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let spin = thread::spawn(move || {
+            let context = r2r::Context::create().expect("ROS context");
+            let mut node = r2r::Node::create(context, "world_truth_reader", "").expect("node");
+            let mut stream = node
+                .subscribe::<r2r::std_msgs::msg::String>("/ground_truth/world", r2r::QosProfile::default().keep_last(2))
+                .expect("subscribing to /ground_truth/world");
+            ready_tx.send(()).unwrap();
+            let mut pool = futures::executor::LocalPool::new();
+            let spawner = pool.spawner();
+            use futures::task::LocalSpawnExt;
+            spawner
+                .spawn_local(async move {
+                    while let Some(msg) = stream.next().await {
+                        if let Ok(value) = serde_json::from_str::<Value>(&msg.data) {
+                            *sink.lock().unwrap() = Some((Instant::now(), value));
+                        }
+                    }
+                })
+                .unwrap();
+            loop {
+                node.spin_once(Duration::from_millis(5));
+                pool.run_until_stalled();
+            }
+        });
+        ready_rx.recv().unwrap();
+        WorldTruth { latest, _spin: spin }
+    }
+
+    /// The first ground truth received after `instant` (waits up to 30 s).
+    pub fn after(&self, instant: Instant) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some((received, value)) = self.latest.lock().unwrap().as_ref() {
+                if *received > instant {
+                    return value.clone();
+                }
+            }
+            assert!(Instant::now() < deadline, "no ground truth on /ground_truth/world within 30 s");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A ground truth at least as new as this call.
+    pub fn now(&self) -> Value {
+        self.after(Instant::now())
+    }
+}
+
+impl AiccClient {
+    /// Calls a tool until it succeeds or fails for good: retryable errors
+    /// (sensor data not flowing yet) and tools not yet available are
+    /// retried every 200 ms for up to `patience`.
+    pub fn call_when_ready(&mut self, call_id: &str, tool: &str, input: Value, patience: Duration) -> Value {
+        let deadline = Instant::now() + patience;
+        let mut attempt = 0;
+        loop {
+            let result = self.call(&format!("{call_id}-{attempt}"), tool, input.clone());
+            let waiting = result["ok"] == false && (result["error"]["retryable"] == true || result["error"]["code"] == "tool_unavailable");
+            if !waiting || Instant::now() > deadline {
+                return result;
+            }
+            attempt += 1;
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// Records every message of a std_msgs/String topic (e.g. /say), with its
+/// arrival time.
+pub struct StringRecorder {
+    pub messages: Arc<Mutex<Vec<(Instant, String)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl StringRecorder {
+    pub fn subscribe(topic: &'static str) -> Self {
+        use futures::StreamExt;
+        ros_environment();
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let sink = messages.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let spin = thread::spawn(move || {
+            let context = r2r::Context::create().expect("ROS context");
+            let mut node = r2r::Node::create(context, "string_recorder", "").expect("node");
+            let mut stream = node.subscribe::<r2r::std_msgs::msg::String>(topic, r2r::QosProfile::default()).unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
+            ready_tx.send(()).unwrap();
+            let mut pool = futures::executor::LocalPool::new();
+            use futures::task::LocalSpawnExt;
+            pool.spawner()
+                .spawn_local(async move {
+                    while let Some(msg) = stream.next().await {
+                        sink.lock().unwrap().push((Instant::now(), msg.data));
+                    }
+                })
+                .unwrap();
+            loop {
+                node.spin_once(Duration::from_millis(5));
+                pool.run_until_stalled();
+            }
+        });
+        ready_rx.recv().unwrap();
+        StringRecorder { messages, _spin: spin }
+    }
+
+    /// Waits up to `timeout` for a message equal to `text`.
+    pub fn wait_for(&self, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.messages.lock().unwrap().iter().any(|(_, m)| m == text) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+/// Records the simulator's true speed (/ground_truth/odom twist, in
+/// base_footprint): (arrival time, linear m/s, angular rad/s).
+pub struct TruthSpeed {
+    pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl TruthSpeed {
+    pub fn subscribe() -> Self {
+        use futures::StreamExt;
+        ros_environment();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let spin = thread::spawn(move || {
+            let context = r2r::Context::create().expect("ROS context");
+            let mut node = r2r::Node::create(context, "truth_speed_reader", "").expect("node");
+            let mut stream = node
+                .subscribe::<r2r::nav_msgs::msg::Odometry>("/ground_truth/odom", r2r::QosProfile::sensor_data())
+                .expect("subscribing to /ground_truth/odom");
+            ready_tx.send(()).unwrap();
+            let mut pool = futures::executor::LocalPool::new();
+            use futures::task::LocalSpawnExt;
+            pool.spawner()
+                .spawn_local(async move {
+                    while let Some(msg) = stream.next().await {
+                        let v = msg.twist.twist.linear;
+                        sink.lock().unwrap().push((Instant::now(), v.x.hypot(v.y), msg.twist.twist.angular.z));
+                    }
+                })
+                .unwrap();
+            loop {
+                node.spin_once(Duration::from_millis(2));
+                pool.run_until_stalled();
+            }
+        });
+        ready_rx.recv().unwrap();
+        TruthSpeed { samples, _spin: spin }
+    }
+
+    /// The latest (linear m/s, angular rad/s).
+    pub fn latest(&self) -> Option<(f64, f64)> {
+        self.samples.lock().unwrap().last().map(|(_, v, w)| (*v, *w))
+    }
+
+    /// The first time after `since` from which every sample (until now)
+    /// has |linear| < `linear_mps` and |angular| < `angular_radps`.
+    pub fn still_from(&self, since: Instant, linear_mps: f64, angular_radps: f64) -> Option<Instant> {
+        let samples = self.samples.lock().unwrap();
+        let mut still_since = None;
+        for (t, v, w) in samples.iter().filter(|(t, _, _)| *t >= since) {
+            if v.abs() < linear_mps && w.abs() < angular_radps {
+                still_since.get_or_insert(*t);
+            } else {
+                still_since = None;
+            }
+        }
+        still_since
     }
 }
