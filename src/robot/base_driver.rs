@@ -72,6 +72,10 @@ pub struct BaseDriver {
     /// Wakes the loop when motion starts or stops, so that the first
     /// governed command goes out at once rather than at the next period.
     wake: tokio::sync::Notify,
+    /// Incremented by every `halt`: a motion begun before it may no longer
+    /// set the base moving (a `stop` cannot be overridden by a tool that is
+    /// still running).
+    halts: std::sync::atomic::AtomicU64,
 }
 
 impl BaseDriver {
@@ -97,6 +101,7 @@ impl BaseDriver {
             }),
             obstacle_ahead: Mutex::new(None),
             wake: tokio::sync::Notify::new(),
+            halts: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -108,9 +113,32 @@ impl BaseDriver {
         &self.emergency
     }
 
-    /// Asks for `velocity` until `setpoint_timeout` from `now`; callers
-    /// refresh it while they want motion.
-    pub fn request(&self, velocity: BaseVelocity, now: Instant) {
+    /// The motion generation to pass to [`BaseDriver::request`]: taken when
+    /// a motion begins, it goes stale at the next [`BaseDriver::halt`].
+    pub fn begin_motion(&self) -> u64 {
+        self.halts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether a halt came after the motion `generation` began.
+    pub fn halted_since(&self, generation: u64) -> bool {
+        self.begin_motion() != generation
+    }
+
+    /// Stops now (as [`BaseDriver::stop`]) and refuses every setpoint of
+    /// motions begun before: what the `stop` tool does.
+    pub fn halt(&self) {
+        self.halts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.stop();
+    }
+
+    /// Asks for `velocity` until `setpoint_timeout` from `now`, for the
+    /// motion begun as `generation`; callers refresh it while they want
+    /// motion. Returns false, and changes nothing, when the motion was
+    /// halted since.
+    pub fn request(&self, generation: u64, velocity: BaseVelocity, now: Instant) -> bool {
+        if self.halted_since(generation) {
+            return false;
+        }
         let mut state = self.state.lock();
         let starting = state.setpoint.is_none() && state.last_command.is_zero();
         state.setpoint = Some(Setpoint { velocity, expires: now + self.setpoint_timeout });
@@ -119,6 +147,7 @@ impl BaseDriver {
         if starting {
             self.wake.notify_one();
         }
+        true
     }
 
     /// Ends a motion that reached its goal: the loop ramps down within the
@@ -290,7 +319,7 @@ mod tests {
         let t0 = Instant::now();
         let step = Duration::from_millis(20);
         assert_eq!(d.step(t0, fresh()).0, None, "idle driver publishes nothing");
-        d.request(BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0);
+        d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0);
         let mut t = t0;
         for _ in 0..5 {
             t += step;
@@ -314,11 +343,11 @@ mod tests {
         let d = driver();
         let t0 = Instant::now();
         let step = Duration::from_millis(20);
-        d.request(BaseVelocity { linear_mps: 0.2, angular_radps: 0.5 }, t0);
+        d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.2, angular_radps: 0.5 }, t0);
         let mut t = t0;
         for _ in 0..20 {
             t += step;
-            d.request(BaseVelocity { linear_mps: 0.2, angular_radps: 0.5 }, t);
+            d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.2, angular_radps: 0.5 }, t);
             d.step(t, fresh());
         }
         assert!((d.last_command().linear_mps - 0.2).abs() < 1e-9);
@@ -334,6 +363,18 @@ mod tests {
     }
 
     #[test]
+    fn a_halt_refuses_the_setpoints_of_motions_begun_before_it() {
+        let d = driver();
+        let t0 = Instant::now();
+        let motion = d.begin_motion();
+        assert!(d.request(motion, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0));
+        d.halt();
+        assert!(!d.request(motion, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0), "a halted motion cannot restart the base");
+        assert!(d.step(t0 + Duration::from_millis(20), fresh()).0.is_none_or(|c| c.is_zero()));
+        assert!(d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }, t0), "a new motion may");
+    }
+
+    #[test]
     fn stale_odometry_while_moving_stops_and_a_contact_refuses_forward_motion() {
         let d = driver();
         let mut t = Instant::now();
@@ -341,14 +382,14 @@ mod tests {
         let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
         for _ in 0..20 {
             t += step;
-            d.request(forward, t);
+            d.request(d.begin_motion(), forward, t);
             d.step(t, fresh());
         }
         let stale = SensorSnapshot { odometry_age_s: Some(1.0), ..fresh() };
         let mut change_seen = false;
         for _ in 0..10 {
             t += step;
-            d.request(forward, t);
+            d.request(d.begin_motion(), forward, t);
             let (_, change) = d.step(t, stale);
             change_seen |= change.is_some_and(|c| c.began.iter().any(|r| r.rule == Rule::OdometryStale));
         }
@@ -356,7 +397,7 @@ mod tests {
         let touching = SensorSnapshot { in_contact: true, ..fresh() };
         for _ in 0..10 {
             t += step;
-            d.request(forward, t);
+            d.request(d.begin_motion(), forward, t);
             d.step(t, touching);
         }
         assert_eq!(d.last_command().linear_mps, 0.0);

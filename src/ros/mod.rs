@@ -303,6 +303,23 @@ async fn wait_for_server(available: impl std::future::Future<Output = r2r::Resul
     }
 }
 
+/// Waits for an action's result while draining its feedback (r2r's small
+/// feedback channel otherwise fills and logs an error for every message;
+/// the feedback stream never ends by itself).
+async fn until_result<R, F: Unpin>(result: impl std::future::Future<Output = R>, mut feedback: impl Stream<Item = F> + Unpin) -> R {
+    tokio::pin!(result);
+    loop {
+        tokio::select! {
+            outcome = &mut result => return outcome,
+            item = feedback.next() => {
+                if item.is_none() {
+                    return result.await;
+                }
+            }
+        }
+    }
+}
+
 /// Cancels a goal unless disarmed: dropping a call's future (the agent
 /// went away, or the call was cancelled) stops the controller too.
 struct CancelOnDrop<F: FnOnce()>(Option<F>);
@@ -423,7 +440,7 @@ impl RobotPort for RosRobot {
                 .collect();
             let trajectory = trajectory_msgs::msg::JointTrajectory { joint_names: goal.joint_names.clone(), points, ..Default::default() };
             let request = FollowJointTrajectory::Goal { trajectory, ..Default::default() };
-            let (handle, result, _feedback) = client
+            let (handle, result, feedback) = client
                 .send_goal_request(request)
                 .map_err(|e| format!("sending the goal to {name}: {e}"))?
                 .await
@@ -436,7 +453,7 @@ impl RobotPort for RosRobot {
                     });
                 }
             }));
-            let (status, result) = result.await.map_err(|e| format!("waiting for {name}: {e}"))?;
+            let (status, result) = until_result(result, feedback).await.map_err(|e| format!("waiting for {name}: {e}"))?;
             guard.0 = None;
             let mut error_string = result.error_string;
             if status != r2r::GoalStatus::Succeeded && error_string.is_empty() {
@@ -454,7 +471,7 @@ impl RobotPort for RosRobot {
             let client = client.ok_or_else(|| "no gripper controller is configured".to_string())?;
             wait_for_server(r2r::Node::is_available(&client).map_err(|e| e.to_string())?, &name).await?;
             let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: position_m, max_effort: max_effort_n } };
-            let (handle, result, _feedback) = client
+            let (handle, result, feedback) = client
                 .send_goal_request(request)
                 .map_err(|e| format!("sending the goal to {name}: {e}"))?
                 .await
@@ -467,7 +484,7 @@ impl RobotPort for RosRobot {
                     });
                 }
             }));
-            let (_status, result) = result.await.map_err(|e| format!("waiting for {name}: {e}"))?;
+            let (_status, result) = until_result(result, feedback).await.map_err(|e| format!("waiting for {name}: {e}"))?;
             guard.0 = None;
             Ok(GripperOutcome { position_m: result.position, effort_n: result.effort, stalled: result.stalled, reached_goal: result.reached_goal })
         }

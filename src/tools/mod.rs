@@ -9,6 +9,12 @@ pub mod inspect;
 pub mod touch;
 pub mod vision;
 // Actuator tools (turn, look_at, interact, say, wait, stop): module lines here.
+pub mod interact;
+pub mod look_at;
+pub mod say;
+pub mod stop;
+pub mod turn;
+pub mod wait;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,6 +118,12 @@ impl Registry {
             Arc::new(inspect::Inspect),
             Arc::new(touch::Touch::new()),
             // Actuator tools (turn, look_at, interact, say, wait, stop): registered here.
+            Arc::new(turn::Turn::new(&config.base)),
+            Arc::new(look_at::LookAt),
+            Arc::new(interact::Interact::new(&config.actuators)),
+            Arc::new(say::Say),
+            Arc::new(wait::Wait::new(config.tick_rate_hz)),
+            Arc::new(stop::Stop),
         ];
         Self { tools }
     }

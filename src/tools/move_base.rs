@@ -138,14 +138,16 @@ impl Tool for Move {
                 return Err(AiccError::invalid_input("input.speed_mps must be greater than 0"));
             }
             let speed_mps = requested_speed.unwrap_or(max_speed_mps).min(max_speed_mps);
+            // Taken once for the whole call: a `stop` at any point ends it.
+            let motion = ctx.base.begin_motion();
             match (forward_m, left_m, velocity, duration_s) {
-                (None, None, Some(velocity_mps), Some(duration_s)) => drive_for(ctx, velocity_mps, duration_s).await,
+                (None, None, Some(velocity_mps), Some(duration_s)) => drive_for(ctx, velocity_mps, duration_s, motion).await,
                 (Some(_), _, None, None) | (_, Some(_), None, None) => {
                     let (forward_m, left_m) = (forward_m.unwrap_or(0.0), left_m.unwrap_or(0.0));
                     if left_m == 0.0 {
-                        drive(ctx, forward_m, speed_mps, requested_speed).await
+                        drive(ctx, forward_m, speed_mps, requested_speed, motion).await
                     } else {
-                        drive_to_offset(ctx, forward_m, left_m, speed_mps, requested_speed).await
+                        drive_to_offset(ctx, forward_m, left_m, speed_mps, requested_speed, motion).await
                     }
                 }
                 _ => Err(AiccError::invalid_input("input: give `forward` and/or `left` (metres), or `velocity_mps` with `duration_s`, not both")),
@@ -162,7 +164,7 @@ fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
     Ok(odom)
 }
 
-async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed: Option<f64>) -> Result<ToolSuccess, AiccError> {
+async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed: Option<f64>, motion: u64) -> Result<ToolSuccess, AiccError> {
     let started = Instant::now();
     let start = fresh_odometry(&ctx)?;
     let heading_rad = yaw_of(&start);
@@ -218,7 +220,9 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
         } else {
             blocked_since = None;
         }
-        ctx.base.request(command, Instant::now());
+        if !ctx.base.request(motion, command, Instant::now()) {
+            return Err(super::stop::stopped_error("the move"));
+        }
     }
     ctx.base.finish();
     let end = settle(&ctx, &mut ticker).await?;
@@ -252,7 +256,7 @@ async fn settle(ctx: &ToolContext, ticker: &mut tokio::time::Interval) -> Result
 
 /// Rotates in place by `angle_rad` (counter-clockwise positive), closed on
 /// odometry yaw; angles beyond half a turn are tracked through the wrap.
-async fn rotate_in_place(ctx: &ToolContext, angle_rad: f64) -> Result<(), AiccError> {
+async fn rotate_in_place(ctx: &ToolContext, angle_rad: f64, motion: u64) -> Result<(), AiccError> {
     let limits = *ctx.base.limits();
     let accel_radps2 = limits.max_angular_accel_radps2 * PLANNING_ACCEL_SHARE;
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
@@ -276,22 +280,24 @@ async fn rotate_in_place(ctx: &ToolContext, angle_rad: f64) -> Result<(), AiccEr
             return Err(AiccError::new(ErrorCode::Timeout, true, format!("the turn did not finish within {:.1} s", budget.as_secs_f64())));
         }
         let rate = (2.0 * accel_radps2 * remaining_rad.abs()).sqrt().min(limits.max_angular_radps).max(MIN_TURN_RADPS).copysign(remaining_rad);
-        ctx.base.request(BaseVelocity { linear_mps: 0.0, angular_radps: rate }, Instant::now());
+        if !ctx.base.request(motion, BaseVelocity { linear_mps: 0.0, angular_radps: rate }, Instant::now()) {
+            return Err(super::stop::stopped_error("the turn"));
+        }
     }
 }
 
 /// `forward` and `left` together: turn towards the target, drive straight
 /// to it, turn back to the original heading.
-async fn drive_to_offset(ctx: ToolContext, forward_m: f64, left_m: f64, speed_mps: f64, requested_speed: Option<f64>) -> Result<ToolSuccess, AiccError> {
+async fn drive_to_offset(ctx: ToolContext, forward_m: f64, left_m: f64, speed_mps: f64, requested_speed: Option<f64>, motion: u64) -> Result<ToolSuccess, AiccError> {
     let started = Instant::now();
     let _stop_guard = StopOnDrop(ctx.base.clone());
     let start = fresh_odometry(&ctx)?;
     let heading_rad = yaw_of(&start);
     let bearing_rad = left_m.atan2(forward_m);
-    rotate_in_place(&ctx, bearing_rad).await?;
-    drive(ctx.clone(), forward_m.hypot(left_m), speed_mps, requested_speed).await?;
+    rotate_in_place(&ctx, bearing_rad, motion).await?;
+    drive(ctx.clone(), forward_m.hypot(left_m), speed_mps, requested_speed, motion).await?;
     let now_yaw = yaw_of(&fresh_odometry(&ctx)?);
-    rotate_in_place(&ctx, wrap_angle(heading_rad - now_yaw)).await?;
+    rotate_in_place(&ctx, wrap_angle(heading_rad - now_yaw), motion).await?;
     let end = fresh_odometry(&ctx)?;
     let (achieved_forward_m, achieved_left_m) = displacement(&start, &end, heading_rad);
     Ok(ToolSuccess {
@@ -306,7 +312,7 @@ async fn drive_to_offset(ctx: ToolContext, forward_m: f64, left_m: f64, speed_mp
 }
 
 /// `velocity_mps` for `duration_s`: the governor still limits every command.
-async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64) -> Result<ToolSuccess, AiccError> {
+async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion: u64) -> Result<ToolSuccess, AiccError> {
     let started = Instant::now();
     let _stop_guard = StopOnDrop(ctx.base.clone());
     let start = fresh_odometry(&ctx)?;
@@ -321,7 +327,9 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64) -> Resu
             ctx.base.stop();
             return Err(AiccError::execution_failed(false, format!("move stopped after {:.1} s of {duration_s:.1} s: {reason}", started.elapsed().as_secs_f64())));
         }
-        ctx.base.request(command, Instant::now());
+        if !ctx.base.request(motion, command, Instant::now()) {
+            return Err(super::stop::stopped_error("the move"));
+        }
     }
     ctx.base.finish();
     let end = settle(&ctx, &mut ticker).await?;
