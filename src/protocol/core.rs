@@ -833,22 +833,24 @@ impl Core {
     /// again, and pushes the manifest change to every agent in a heartbeat
     /// (AICC section 8).
     pub fn set_tool_availability(&mut self, tool: &str, unavailable_reason: Option<String>, now: Instant) -> Vec<Output> {
-        let changed = match unavailable_reason {
-            Some(reason) => self.unavailable.insert(tool.to_string(), reason).is_none(),
-            None => self.unavailable.remove(tool).is_some(),
+        let change = match &unavailable_reason {
+            Some(reason) => self.unavailable.insert(tool.to_string(), reason.clone()).is_none().then(|| json!({ "entity": tool, "change": "unavailable", "reason": reason })),
+            None => self.unavailable.remove(tool).map(|was| json!({ "entity": tool, "change": "available", "was": was })),
         };
-        if !changed {
-            return Vec::new();
-        }
+        let Some(change) = change else { return Vec::new() };
         let tick = self.tick(now);
         let attached: Vec<(String, ConnId)> = self.sessions.iter().filter_map(|(id, s)| s.conn.map(|c| (id.clone(), c))).collect();
-        attached
+        let mut out: Vec<Output> = attached
             .into_iter()
             .map(|(session, conn)| {
                 let manifest = self.manifest_json(&session);
                 self.reply(conn, envelope("heartbeat", &session, json!({ "manifest_update": manifest, "meta": { "tick": tick } })))
             })
-            .collect()
+            .collect();
+        // A sensor going stale or coming back is also a state change agents
+        // can subscribe to (and find in their history).
+        out.extend(self.publish("state_change", change, None, now));
+        out
     }
 
     // ----- timers --------------------------------------------------------

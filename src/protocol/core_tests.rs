@@ -499,11 +499,14 @@ fn a_lost_capability_is_pushed_in_a_heartbeat_and_restored() {
     let t0 = Instant::now();
     let mut core = core_with(config(), t0);
     core.on_connect(1, t0);
-    let update = only(&core.set_tool_availability("probe", Some("no data on /odom".into()), t0), 1);
-    assert_eq!(update["type"], "heartbeat");
+    let out = core.set_tool_availability("probe", Some("no data on /odom".into()), t0);
+    let messages = sent(&out, 1);
+    let update = messages.iter().find(|m| m["type"] == "heartbeat").unwrap().clone();
+    let change = messages.iter().find(|m| m["topic"] == "state_change").expect("a state_change event");
+    assert_eq!((change["payload"]["entity"].as_str(), change["payload"]["change"].as_str()), (Some("probe"), Some("unavailable")));
     assert_eq!(update["manifest_update"]["capabilities"]["sensors"], json!(["cancel", "memory_query", "bridge_status"]));
     assert!(core.set_tool_availability("probe", Some("again".into()), t0).is_empty(), "no repeat for no change");
-    let back = only(&core.set_tool_availability("probe", None, t0), 1);
+    let back = sent(&core.set_tool_availability("probe", None, t0), 1).into_iter().find(|m| m["type"] == "heartbeat").unwrap();
     assert_eq!(back["manifest_update"]["capabilities"]["sensors"], json!(["probe", "cancel", "memory_query", "bridge_status"]));
 }
 
