@@ -31,3 +31,18 @@ echo "== governor: cost of one step"
 target/release/aicc-bench-governor
 echo "== vision: decode and encode a 640x480 frame"
 target/release/aicc-bench-vision
+echo "== idle bridge beside a 30 Hz 640x480 camera (no agent asking)"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+idle_out="$work/idle.out"
+ROS_DOMAIN_ID=$((ROS_DOMAIN_ID + 1)) target/release/aicc-ros2 --listen 127.0.0.1:0 > "$idle_out" 2> "$work/idle.err" &
+idle=$!
+pids+=($idle)
+sleep 2
+ROS_DOMAIN_ID=$((ROS_DOMAIN_ID + 1)) scripts/ros-env python3 sim/tools/camera_flood.py --width 640 --height 480 --hz 30 --seconds 13 &
+flood=$!
+sleep 3
+before=$(cpu_ticks "$idle"); started=$(date +%s.%N)
+sleep 10
+after=$(cpu_ticks "$idle"); ended=$(date +%s.%N)
+wait "$flood" || true
+python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); print(f'idle bridge CPU: {100*($after-$before)/t/($ended-$started):.2f} % of one core over {$ended-$started:.1f} s')"

@@ -54,7 +54,7 @@ pub const CANCEL: &str = "cancel";
 pub const MEMORY_QUERY: &str = "memory_query";
 
 /// Episodic memory entries kept per session for `memory_query`.
-const MEMORY_CAPACITY: usize = 512;
+const MEMORY_CAPACITY: usize = 256;
 /// Idempotency keys remembered per session.
 const IDEMPOTENCY_CAPACITY: usize = 256;
 /// Longest string kept in a memory entry (images are summarised, not kept).
@@ -169,7 +169,9 @@ struct MemoryEntry {
     kind: &'static str,
     /// Event topic or tool id.
     name: String,
-    summary: Value,
+    /// Compact JSON text: a tree of `Value`s costs several times the text,
+    /// and sessions keep hundreds of entries.
+    summary: String,
 }
 
 struct SessionState {
@@ -765,10 +767,10 @@ impl Core {
             .filter(|e| e.tick >= since_tick && e.tick <= until_tick)
             .filter(|e| kind.is_none_or(|k| e.kind == k))
             .filter(|e| name.is_none_or(|n| e.name == n))
-            .filter(|e| text.as_ref().is_none_or(|t| e.summary.to_string().to_lowercase().contains(t.as_str())))
+            .filter(|e| text.as_ref().is_none_or(|t| e.summary.to_lowercase().contains(t.as_str())))
             .filter(|e| within_s.is_none_or(|w| newest.is_some_and(|n| n.saturating_duration_since(e.at).as_secs_f64() <= w)))
             .collect();
-        let entries: Vec<Value> = matches.iter().rev().take(limit).rev().map(|e| json!({ "tick": e.tick, "kind": e.kind, "name": e.name, "summary": e.summary })).collect();
+        let entries: Vec<Value> = matches.iter().rev().take(limit).rev().map(|e| json!({ "tick": e.tick, "kind": e.kind, "name": e.name, "summary": serde_json::from_str::<Value>(&e.summary).unwrap_or(Value::Null) })).collect();
         json!({ "entries": entries, "matched": matches.len(), "retained": session.memory.len(), "retained_max": MEMORY_CAPACITY })
     }
 
@@ -1127,7 +1129,7 @@ enum Admitted {
 /// Adds an entry to a session's episodic memory, summarising long strings
 /// (images) so that memory stays small.
 fn remember(memory: &mut VecDeque<MemoryEntry>, tick: u64, at: Instant, kind: &'static str, name: &str, value: &Value) {
-    let summary = summarise(value, 0);
+    let summary = summarise(value, 0).to_string();
     memory.push_back(MemoryEntry { tick, at, kind, name: name.to_string(), summary });
     while memory.len() > MEMORY_CAPACITY {
         memory.pop_front();
@@ -1137,8 +1139,8 @@ fn remember(memory: &mut VecDeque<MemoryEntry>, tick: u64, at: Instant, kind: &'
 /// A compact copy for memory: long strings (images) and deep or long
 /// structures are cut, so that a session's memory stays small.
 fn summarise(value: &Value, depth: usize) -> Value {
-    const MAX_DEPTH: usize = 4;
-    const MAX_ITEMS: usize = 16;
+    const MAX_DEPTH: usize = 3;
+    const MAX_ITEMS: usize = 12;
     match value {
         Value::String(s) if s.len() > MEMORY_STRING_LIMIT => json!(format!("<{} characters omitted>", s.len())),
         Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => json!("<…>"),
