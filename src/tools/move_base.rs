@@ -37,10 +37,6 @@ const SETTLED_SPEED_MPS: f64 = 0.005;
 const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
 /// How often a long move reports progress (`command` events).
 const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
-/// Heading tolerance of the turns of a move with a `left` part.
-const TURN_TOLERANCE_RAD: f64 = 0.01;
-/// Slowest commanded turn rate while far from the heading.
-const MIN_TURN_RADPS: f64 = 0.1;
 
 pub struct Move {
     max_distance_m: f64,
@@ -80,7 +76,7 @@ fn yaw_of(sample: &OdometrySample) -> f64 {
 
 /// Stops the base if the move ends any way but normally (error, or the
 /// call's task dropped because the agent went away).
-struct StopOnDrop(Arc<BaseDriver>);
+pub(crate) struct StopOnDrop(pub(crate) Arc<BaseDriver>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
@@ -254,36 +250,11 @@ async fn settle(ctx: &ToolContext, ticker: &mut tokio::time::Interval) -> Result
     Ok(end)
 }
 
-/// Rotates in place by `angle_rad` (counter-clockwise positive), closed on
-/// odometry yaw; angles beyond half a turn are tracked through the wrap.
+/// Rotates in place by `angle_rad` (counter-clockwise positive), with the
+/// `turn` tool's closed loop.
 async fn rotate_in_place(ctx: &ToolContext, angle_rad: f64, motion: u64) -> Result<(), AiccError> {
-    let limits = *ctx.base.limits();
-    let accel_radps2 = limits.max_angular_accel_radps2 * PLANNING_ACCEL_SHARE;
-    let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
-    let budget = Duration::from_secs_f64(3.0 * (angle_rad.abs() / limits.max_angular_radps + 2.0 * limits.max_angular_radps / accel_radps2) + 5.0);
-    let started = Instant::now();
-    let mut previous_yaw = yaw_of(&fresh_odometry(ctx)?);
-    let mut turned_rad = 0.0;
-    let mut ticker = tokio::time::interval(period);
-    loop {
-        ticker.tick().await;
-        let yaw = yaw_of(&fresh_odometry(ctx).inspect_err(|_| ctx.base.stop())?);
-        turned_rad += wrap_angle(yaw - previous_yaw);
-        previous_yaw = yaw;
-        let remaining_rad = angle_rad - turned_rad;
-        if remaining_rad.abs() <= TURN_TOLERANCE_RAD {
-            ctx.base.finish();
-            return Ok(());
-        }
-        if started.elapsed() > budget {
-            ctx.base.stop();
-            return Err(AiccError::new(ErrorCode::Timeout, true, format!("the turn did not finish within {:.1} s", budget.as_secs_f64())));
-        }
-        let rate = (2.0 * accel_radps2 * remaining_rad.abs()).sqrt().min(limits.max_angular_radps).max(MIN_TURN_RADPS).copysign(remaining_rad);
-        if !ctx.base.request(motion, BaseVelocity { linear_mps: 0.0, angular_radps: rate }, Instant::now()) {
-            return Err(super::stop::stopped_error("the turn"));
-        }
-    }
+    let start = fresh_odometry(ctx)?;
+    super::turn::rotate(ctx, start, angle_rad, ctx.base.limits().max_angular_radps, motion).await.map(|_| ())
 }
 
 /// `forward` and `left` together: turn towards the target, drive straight

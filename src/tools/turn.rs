@@ -4,7 +4,6 @@
 //! An optional `pitch` tilts the head at the same time (as `look_at`).
 //! The result states the rotation achieved.
 use std::f64::consts::PI;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -13,13 +12,13 @@ use serde_json::{json, Map, Value};
 use super::input::{optional_number, reject_unknown_fields};
 use super::look_at::{deg, fresh_joint_states, plan_head, run_head};
 use super::proprioception::check_fresh;
+use super::move_base::StopOnDrop;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
 use crate::governor::BaseVelocity;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::{AiccError, ErrorCode};
-use crate::robot::base_driver::BaseDriver;
 use crate::robot::OdometrySample;
 
 /// Largest turn in one call, degrees (either way).
@@ -122,17 +121,10 @@ pub fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
 
 /// Stops the base if the turn ends any way but normally (error, or the
 /// call's task dropped because the agent went away).
-struct StopOnDrop(Arc<BaseDriver>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.stop();
-    }
-}
 
 /// What a turn achieved.
 #[derive(Debug, Clone, Copy)]
-struct Turned {
+pub(crate) struct Turned {
     achieved_rad: f64,
     duration_s: f64,
 }
@@ -237,7 +229,7 @@ impl Tool for Turn {
 }
 
 /// The closed loop: rotate by `goal_rad` from `start`.
-async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f64, rate_radps: f64, halts: u64) -> Result<Turned, AiccError> {
+pub(crate) async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f64, rate_radps: f64, halts: u64) -> Result<Turned, AiccError> {
     let started = Instant::now();
     if goal_rad.abs() <= TOLERANCE_RAD {
         return Ok(Turned { achieved_rad: 0.0, duration_s: 0.0 });

@@ -248,6 +248,31 @@ impl AiccClient {
     }
 }
 
+/// Subscribes to `topic` on a node of the test's own that spins on its own
+/// thread; `on_message` runs for every message. Returns once subscribed.
+pub fn subscribe_in_thread<T>(node_name: &'static str, topic: &'static str, qos: r2r::QosProfile, mut on_message: impl FnMut(T) + Send + 'static) -> thread::JoinHandle<()>
+where
+    T: r2r::WrappedTypesupport + 'static,
+{
+    use futures::{FutureExt, StreamExt};
+    ros_environment();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let spin = thread::spawn(move || {
+        let context = r2r::Context::create().expect("ROS context");
+        let mut node = r2r::Node::create(context, node_name, "").expect("node");
+        let mut stream = node.subscribe::<T>(topic, qos).unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
+        ready_tx.send(()).unwrap();
+        loop {
+            node.spin_once(Duration::from_millis(1));
+            while let Some(Some(msg)) = stream.next().now_or_never() {
+                on_message(msg);
+            }
+        }
+    });
+    ready_rx.recv().unwrap();
+    spin
+}
+
 /// The simulator's ground truth, read from its ROS topic by a node of the test's own.
 pub struct GroundTruth {
     latest: Arc<Mutex<Option<(f64, f64, f64)>>>,
@@ -256,37 +281,15 @@ pub struct GroundTruth {
 
 impl GroundTruth {
     pub fn subscribe() -> Self {
-        use futures::StreamExt;
         ros_environment();
         let latest = Arc::new(Mutex::new(None));
         let sink = latest.clone();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let spin = thread::spawn(move || {
-            let context = r2r::Context::create().expect("ROS context");
-            let mut node = r2r::Node::create(context, "ground_truth_reader", "").expect("node");
-            let mut stream = node
-                .subscribe::<r2r::nav_msgs::msg::Odometry>("/ground_truth/odom", r2r::QosProfile::sensor_data())
-                .expect("subscribing to /ground_truth/odom");
-            ready_tx.send(()).unwrap();
-            let mut pool = futures::executor::LocalPool::new();
-            let spawner = pool.spawner();
-            use futures::task::LocalSpawnExt;
-            spawner
-                .spawn_local(async move {
-                    while let Some(msg) = stream.next().await {
-                        let p = msg.pose.pose.position;
-                        let q = msg.pose.pose.orientation;
-                        let yaw = (2.0 * (q.w * q.z + q.x * q.y)).atan2(1.0 - 2.0 * (q.y * q.y + q.z * q.z));
-                        *sink.lock().unwrap() = Some((p.x, p.y, yaw));
-                    }
-                })
-                .unwrap();
-            loop {
-                node.spin_once(Duration::from_millis(5));
-                pool.run_until_stalled();
-            }
+        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>("ground_truth_reader", "/ground_truth/odom", r2r::QosProfile::sensor_data(), move |msg| {
+                let p = msg.pose.pose.position;
+                let q = msg.pose.pose.orientation;
+                let yaw = (2.0 * (q.w * q.z + q.x * q.y)).atan2(1.0 - 2.0 * (q.y * q.y + q.z * q.z));
+                *sink.lock().unwrap() = Some((p.x, p.y, yaw));
         });
-        ready_rx.recv().unwrap();
         GroundTruth { latest, _spin: spin }
     }
 
@@ -334,31 +337,12 @@ pub struct CmdVelRecorder {
 
 impl CmdVelRecorder {
     pub fn subscribe() -> Self {
-        use futures::StreamExt;
         ros_environment();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let spin = thread::spawn(move || {
-            let context = r2r::Context::create().expect("ROS context");
-            let mut node = r2r::Node::create(context, "cmd_vel_recorder", "").expect("node");
-            let mut stream = node.subscribe::<r2r::geometry_msgs::msg::Twist>("/cmd_vel", r2r::QosProfile::default().best_effort()).expect("subscribing to /cmd_vel");
-            ready_tx.send(()).unwrap();
-            let mut pool = futures::executor::LocalPool::new();
-            use futures::task::LocalSpawnExt;
-            pool.spawner()
-                .spawn_local(async move {
-                    while let Some(msg) = stream.next().await {
-                        sink.lock().unwrap().push((Instant::now(), msg.linear.x, msg.angular.z));
-                    }
-                })
-                .unwrap();
-            loop {
-                node.spin_once(Duration::from_millis(1));
-                pool.run_until_stalled();
-            }
+        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::Twist>("cmd_vel_recorder", "/cmd_vel", r2r::QosProfile::default().best_effort(), move |msg| {
+                sink.lock().unwrap().push((Instant::now(), msg.linear.x, msg.angular.z));
         });
-        ready_rx.recv().unwrap();
         CmdVelRecorder { samples, _spin: spin }
     }
 
@@ -383,36 +367,14 @@ pub struct WorldTruth {
 
 impl WorldTruth {
     pub fn subscribe() -> Self {
-        use futures::StreamExt;
         ros_environment();
         let latest = Arc::new(Mutex::new(None));
         let sink = latest.clone();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let spin = thread::spawn(move || {
-            let context = r2r::Context::create().expect("ROS context");
-            let mut node = r2r::Node::create(context, "world_truth_reader", "").expect("node");
-            let mut stream = node
-                .subscribe::<r2r::std_msgs::msg::String>("/ground_truth/world", r2r::QosProfile::default().keep_last(2))
-                .expect("subscribing to /ground_truth/world");
-            ready_tx.send(()).unwrap();
-            let mut pool = futures::executor::LocalPool::new();
-            let spawner = pool.spawner();
-            use futures::task::LocalSpawnExt;
-            spawner
-                .spawn_local(async move {
-                    while let Some(msg) = stream.next().await {
-                        if let Ok(value) = serde_json::from_str::<Value>(&msg.data) {
-                            *sink.lock().unwrap() = Some((Instant::now(), value));
-                        }
-                    }
-                })
-                .unwrap();
-            loop {
-                node.spin_once(Duration::from_millis(5));
-                pool.run_until_stalled();
-            }
+        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>("world_truth_reader", "/ground_truth/world", r2r::QosProfile::default().keep_last(2), move |msg| {
+                if let Ok(value) = serde_json::from_str::<Value>(&msg.data) {
+                    *sink.lock().unwrap() = Some((Instant::now(), value));
+                }
         });
-        ready_rx.recv().unwrap();
         WorldTruth { latest, _spin: spin }
     }
 
@@ -464,31 +426,12 @@ pub struct StringRecorder {
 
 impl StringRecorder {
     pub fn subscribe(topic: &'static str) -> Self {
-        use futures::StreamExt;
         ros_environment();
         let messages = Arc::new(Mutex::new(Vec::new()));
         let sink = messages.clone();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let spin = thread::spawn(move || {
-            let context = r2r::Context::create().expect("ROS context");
-            let mut node = r2r::Node::create(context, "string_recorder", "").expect("node");
-            let mut stream = node.subscribe::<r2r::std_msgs::msg::String>(topic, r2r::QosProfile::default()).unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
-            ready_tx.send(()).unwrap();
-            let mut pool = futures::executor::LocalPool::new();
-            use futures::task::LocalSpawnExt;
-            pool.spawner()
-                .spawn_local(async move {
-                    while let Some(msg) = stream.next().await {
-                        sink.lock().unwrap().push((Instant::now(), msg.data));
-                    }
-                })
-                .unwrap();
-            loop {
-                node.spin_once(Duration::from_millis(5));
-                pool.run_until_stalled();
-            }
+        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>("string_recorder", topic, r2r::QosProfile::default(), move |msg| {
+            sink.lock().unwrap().push((Instant::now(), msg.data));
         });
-        ready_rx.recv().unwrap();
         StringRecorder { messages, _spin: spin }
     }
 
@@ -514,34 +457,13 @@ pub struct TruthSpeed {
 
 impl TruthSpeed {
     pub fn subscribe() -> Self {
-        use futures::StreamExt;
         ros_environment();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let spin = thread::spawn(move || {
-            let context = r2r::Context::create().expect("ROS context");
-            let mut node = r2r::Node::create(context, "truth_speed_reader", "").expect("node");
-            let mut stream = node
-                .subscribe::<r2r::nav_msgs::msg::Odometry>("/ground_truth/odom", r2r::QosProfile::sensor_data())
-                .expect("subscribing to /ground_truth/odom");
-            ready_tx.send(()).unwrap();
-            let mut pool = futures::executor::LocalPool::new();
-            use futures::task::LocalSpawnExt;
-            pool.spawner()
-                .spawn_local(async move {
-                    while let Some(msg) = stream.next().await {
-                        let v = msg.twist.twist.linear;
-                        sink.lock().unwrap().push((Instant::now(), v.x.hypot(v.y), msg.twist.twist.angular.z));
-                    }
-                })
-                .unwrap();
-            loop {
-                node.spin_once(Duration::from_millis(2));
-                pool.run_until_stalled();
-            }
+        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>("truth_speed_reader", "/ground_truth/odom", r2r::QosProfile::sensor_data(), move |msg| {
+                let v = msg.twist.twist.linear;
+                sink.lock().unwrap().push((Instant::now(), v.x.hypot(v.y), msg.twist.twist.angular.z));
         });
-        ready_rx.recv().unwrap();
         TruthSpeed { samples, _spin: spin }
     }
 
