@@ -28,15 +28,15 @@ const HEADING_GAIN_PER_S: f64 = 2.0;
 const MAX_HEADING_CORRECTION_RADPS: f64 = 0.5;
 /// The profile plans with this share of the acceleration limit, leaving the
 /// governor headroom so that its rate limit does not cause overshoot.
-const PLANNING_ACCEL_SHARE: f64 = 0.8;
+pub(crate) const PLANNING_ACCEL_SHARE: f64 = 0.8;
 /// How long to wait for the base to settle after the final stop.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 const SETTLED_SPEED_MPS: f64 = 0.005;
 /// How long the governor may forbid the move's direction before the move
 /// gives up (brief restrictions, e.g. a flicker of the bumper, are ridden out).
-const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
+pub(crate) const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
 /// How often a long move reports progress (`command` events).
-const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
+pub(crate) const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
 
 pub struct Move {
     max_distance_m: f64,

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::input::{optional_number, reject_unknown_fields};
 use super::look_at::{deg, fresh_joint_states, plan_head, run_head};
 use super::proprioception::check_fresh;
-use super::move_base::StopOnDrop;
+use super::move_base::{StopOnDrop, BLOCKED_GIVE_UP, PLANNING_ACCEL_SHARE, PROGRESS_PERIOD};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
 use crate::governor::BaseVelocity;
@@ -33,16 +33,9 @@ const MIN_RATE_RADPS: f64 = 0.05;
 /// Gain of the profile's linear tail near the goal (1/s): the rate is
 /// about GAIN x remaining there, so the end is approached smoothly.
 const TAIL_GAIN_PER_S: f64 = 4.0;
-/// The profile plans with this share of the acceleration limit, leaving the
-/// governor headroom so that its rate limit does not cause overshoot.
-const PLANNING_ACCEL_SHARE: f64 = 0.8;
 /// How long to wait for the base to come to rest after the turn.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 const SETTLED_RATE_RADPS: f64 = 0.01;
-/// How long the governor may forbid turning before the turn gives up.
-const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
-/// How often a running turn reports its progress (a `command` event), as `move` does.
-const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
 
 pub struct Turn {
     max_rate_radps: f64,
