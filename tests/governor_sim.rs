@@ -16,7 +16,7 @@ fn contact_stop_refused_forward_and_the_deadman() {
     let _sim = start_sim(&["--joint", "head_pan_joint=1.5708"]);
     let truth = GroundTruth::subscribe();
     let cmd_vel = CmdVelRecorder::subscribe();
-    let (_bridge, port) = start_bridge(&[]);
+    let (mut bridge, port) = start_bridge(&[]);
     let (mut client, _) = AiccClient::connect(port);
     let mut ready = client.call("p0", "proprioception", json!({}));
     for attempt in 1..50 {
@@ -68,4 +68,16 @@ fn contact_stop_refused_forward_and_the_deadman() {
     let latency = zero.duration_since(killed);
     println!("deadman: /cmd_vel zero {:.1} ms after the client's socket closed", latency.as_secs_f64() * 1e3);
     assert!(latency <= Duration::from_millis(100), "zero after {latency:?}");
+
+    // 5. SIGTERM mid-move: the bridge publishes zero before it exits.
+    let mut last = AiccClient::connect(port).0;
+    last.send_line(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": "last", "tool": "move", "input": { "forward": -0.8 } }).to_string());
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(cmd_vel.max_linear_after(Instant::now() - Duration::from_millis(300)) < -0.1, "not yet reversing at speed");
+    let signalled = Instant::now();
+    let status = bridge.terminate().expect("the bridge exits");
+    let zero = cmd_vel.first_zero_after(signalled).expect("a zero /cmd_vel after SIGTERM");
+    println!("SIGTERM: /cmd_vel zero {:.1} ms after the signal; exit status {status}", zero.duration_since(signalled).as_secs_f64() * 1e3);
+    assert!(status.success(), "{status}");
+    assert!(zero.duration_since(signalled) <= Duration::from_millis(100));
 }
