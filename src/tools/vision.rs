@@ -20,10 +20,9 @@ use crate::robot::CameraFrame;
 /// Default byte budget of the encoded picture: a 640x480 JPEG at quality
 /// 80 is ~40-60 kB, so this rarely bites; the agent's context is the real budget.
 pub const DEFAULT_MAX_BYTES: u32 = 200_000;
-/// Largest byte budget: base64 grows data by 4/3 and a PNG reply carries it
-/// twice (`image_b64` and `png_b64`), so this keeps a reply line under the
-/// 1 MiB that AICC peers accept.
-pub const MAX_MAX_BYTES: u32 = 350_000;
+/// Largest byte budget: base64 grows data by 4/3, so this keeps a reply
+/// line under the 1 MiB that AICC peers accept.
+pub const MAX_MAX_BYTES: u32 = 700_000;
 /// Smallest byte budget worth trying (a 32x24 JPEG).
 pub const MIN_MAX_BYTES: u32 = 1_000;
 
@@ -113,8 +112,8 @@ impl Tool for Vision {
                 "properties": {
                     "format": { "type": "string", "enum": ["jpeg", "png"] },
                     "mime_type": { "type": "string" },
-                    "image_b64": { "type": "string", "description": "the picture, standard base64" },
-                    "png_b64": { "type": "string", "description": "the same picture, present when format is png (AICC's vision example)" },
+                    "png_b64": { "type": "string", "description": "the picture when format is png (as AICC's vision example), standard base64" },
+                    "jpeg_b64": { "type": "string", "description": "the picture when format is jpeg, standard base64" },
                     "width": { "type": "integer" },
                     "height": { "type": "integer" },
                     "source_width": { "type": "integer", "description": "the camera's native width" },
@@ -126,7 +125,7 @@ impl Tool for Vision {
                     "stamp_s": { "type": "number" },
                     "age_ms": { "type": "number", "description": "age of the frame when the reply was made" }
                 },
-                "required": ["format", "mime_type", "image_b64", "width", "height", "source_width", "source_height", "bytes", "jpeg_quality", "reduced", "frame_id", "stamp_s", "age_ms"]
+                "required": ["format", "mime_type", "width", "height", "source_width", "source_height", "bytes", "jpeg_quality", "reduced", "frame_id", "stamp_s", "age_ms"]
             }),
         }
     }
@@ -164,10 +163,10 @@ impl Tool for Vision {
                 "age_ms": millis(Instant::now().saturating_duration_since(received)),
             });
             let fields = output.as_object_mut().expect("built as an object");
-            if encoded.format == OutputFormat::Png {
-                fields.insert("png_b64".into(), json!(b64));
-            }
-            fields.insert("image_b64".into(), json!(b64));
+            // The picture once, under a name that says its format: an
+            // agent's context is the budget, so it is never sent twice.
+            let field = if encoded.format == OutputFormat::Png { "png_b64" } else { "jpeg_b64" };
+            fields.insert(field.into(), json!(b64));
             Ok(ToolSuccess { output, source: topic })
         }
         .boxed()
@@ -216,7 +215,7 @@ mod tests {
         assert!(parse_options(&map(json!({ "format": "gif" }))).unwrap_err().message.starts_with("input.format"));
         assert!(parse_options(&map(json!({ "quality": 0 }))).unwrap_err().message.starts_with("input.quality = 0 is outside [1, 100]"));
         assert!(parse_options(&map(json!({ "max_width": 10.5 }))).unwrap_err().message.contains("input.max_width must be an integer"));
-        assert!(parse_options(&map(json!({ "max_bytes": 400_000 }))).unwrap_err().message.starts_with("input.max_bytes"));
+        assert!(parse_options(&map(json!({ "max_bytes": 800_000 }))).unwrap_err().message.starts_with("input.max_bytes"));
     }
 
     #[test]
@@ -236,7 +235,7 @@ mod tests {
         assert_eq!(result.source, "camera/image_raw");
         let out = result.output;
         assert_eq!((out["format"].as_str(), out["mime_type"].as_str(), out["width"].as_u64(), out["height"].as_u64()), (Some("png"), Some("image/png"), Some(64), Some(48)));
-        assert_eq!(out["png_b64"], out["image_b64"]);
+        assert!(out.get("jpeg_b64").is_none(), "the picture is sent once");
         assert_eq!((out["frame_id"].as_str(), out["stamp_s"].as_f64(), out["jpeg_quality"].is_null()), (Some("camera_optical_frame"), Some(100.0), true));
         assert!(out["age_ms"].as_f64().unwrap() >= 30.0);
         let picture = decode_b64(&out["png_b64"]);
@@ -252,7 +251,7 @@ mod tests {
         assert_eq!((out["source_width"].as_u64(), out["source_height"].as_u64()), (Some(640), Some(480)));
         assert_eq!(out["reduced"], json!(["max_size"]));
         assert!(out.get("png_b64").is_none());
-        assert_eq!(decode_b64(&out["image_b64"]).dimensions(), (160, 120));
+        assert_eq!(decode_b64(&out["jpeg_b64"]).dimensions(), (160, 120));
     }
 
     #[tokio::test]
