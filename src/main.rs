@@ -129,6 +129,7 @@ async fn main() -> anyhow::Result<()> {
             tokens,
             unauthenticated_scope: config.security.unauthenticated_scope,
             max_auth_failures: config.security.max_auth_failures,
+            limits: limits_in_force(&config, &joints),
         },
         catalog,
         Instant::now(),
@@ -164,6 +165,33 @@ async fn main() -> anyhow::Result<()> {
     }
     drop(ros);
     Ok(())
+}
+
+/// The limits the governor enforces, for the manifest.
+fn limits_in_force(config: &aicc_ros2::config::Config, joints: &JointLimits) -> serde_json::Value {
+    let base = &config.base;
+    let safety = &config.safety;
+    let joint_limits: serde_json::Map<String, serde_json::Value> = joints
+        .iter()
+        .map(|j| (j.name.clone(), serde_json::json!({ "lower": j.lower, "upper": j.upper, "max_velocity": j.max_velocity, "unit": j.kind.position_unit() })))
+        .collect();
+    serde_json::json!({
+        "base": {
+            "max_linear_mps": base.max_linear_mps,
+            "max_angular_radps": base.max_angular_radps,
+            "max_linear_accel_mps2": base.max_linear_accel_mps2,
+            "max_angular_accel_radps2": base.max_angular_accel_radps2,
+            "max_move_distance_m": base.max_move_distance_m,
+        },
+        "safety": {
+            "stop_distance_m": safety.stop_distance_m,
+            "slow_down_distance_m": safety.slow_down_distance_m,
+            "geofence_radius_m": safety.geofence_radius(),
+            "max_sensor_age_s": safety.max_sensor_age_s,
+            "emergency_decel_mps2": safety.emergency_decel_mps2,
+        },
+        "joints": joint_limits,
+    })
 }
 
 /// Every restriction the governor starts or stops enforcing is an event

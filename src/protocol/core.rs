@@ -103,6 +103,9 @@ pub struct CoreConfig {
     pub unauthenticated_scope: Scope,
     /// Failed authentication attempts before the connection is closed.
     pub max_auth_failures: u32,
+    /// The safety limits in force, stated in the manifest (session
+    /// metadata: what the governor allows, not the state of the world).
+    pub limits: Value,
 }
 
 /// What the core asks the shell to do.
@@ -943,6 +946,7 @@ impl Core {
             })),
             "heartbeat_interval_s": session.and_then(|s| s.agent_model.as_ref()).map_or(self.config.heartbeat_interval, |m| m.heartbeat_interval).as_secs_f64(),
             "resume_window_s": self.config.resume_window.as_secs_f64(),
+            "limits": self.config.limits,
         })
     }
 

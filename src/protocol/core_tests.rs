@@ -39,6 +39,7 @@ fn config() -> CoreConfig {
         tokens: Tokens::default(),
         unauthenticated_scope: Scope::Admin,
         max_auth_failures: 3,
+        limits: json!({ "base": { "max_linear_mps": 0.22 } }),
     }
 }
 
@@ -107,6 +108,7 @@ fn connect_sends_session_init_with_the_manifest_and_no_world_state() {
     assert_eq!(speak["limits"]["calls_per_minute"], 2);
     assert!(init["tools"].as_array().unwrap().iter().all(|t| t["input_schema"].is_object() && t["output_schema"].is_object()));
     assert!(!init["tools"].as_array().unwrap().iter().any(|t| t["id"] == "tick_now"), "tick_now only in hybrid mode");
+    assert_eq!(init["limits"]["base"]["max_linear_mps"], 0.22, "the limits in force are stated");
     for world_state in ["position", "rotation", "pose", "bounds", "inventory"] {
         assert!(!init.to_string().contains(&format!("\"{world_state}\"")), "manifest carries {world_state}");
     }
