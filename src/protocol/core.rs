@@ -571,15 +571,10 @@ impl Core {
                 self.counters.tool_errors += 1;
                 vec![self.failed_result(conn, &session_id, &call_id, error, &correlation, now, now)]
             }
-            Ok(Admitted::Cancel { target, output }) => {
-                let mut out = Vec::new();
-                if let Some((flight_conn, tool)) = target {
-                    out.push(Output::Abort { conn: flight_conn, call_id: output["cancelled"].as_str().unwrap_or_default().to_string() });
-                    let cancelled = output["cancelled"].as_str().unwrap_or_default().to_string();
-                    let error = AiccError::execution_failed(false, format!("cancelled by the agent (call '{call_id}'); the robot was stopped"));
-                    out.extend(self.finish_call(&session_id, &cancelled, Err(error), now));
-                    let _ = tool;
-                }
+            Ok(Admitted::Cancel { target_conn, cancelled, output }) => {
+                let mut out = vec![Output::Abort { conn: target_conn, call_id: cancelled.clone() }];
+                let error = AiccError::execution_failed(false, format!("cancelled by the agent (call '{call_id}'); the robot was stopped"));
+                out.extend(self.finish_call(&session_id, &cancelled, Err(error), now));
                 let tick = self.tick(now);
                 out.push(self.reply(conn, envelope("tool_result", &session_id, json!({
                     "call_id": call_id, "ok": true, "output": output,
@@ -674,7 +669,7 @@ impl Core {
                 let target = valid.input.get("call_id").and_then(Value::as_str).unwrap_or_default().to_string();
                 let session = &self.sessions[session_id];
                 let flight = session.in_flight.get(&target).ok_or_else(|| AiccError::invalid_input(format!("input.call_id: no call '{target}' is in flight in this session")))?;
-                Ok(Admitted::Cancel { output: json!({ "cancelled": target, "tool": flight.tool }), target: Some((flight.conn, flight.tool)) })
+                Ok(Admitted::Cancel { output: json!({ "cancelled": target, "tool": flight.tool }), target_conn: flight.conn, cancelled: target })
             }
             _ => Ok(Admitted::Execute { descriptor_id: descriptor.id, input: valid.input, ignored_fields: valid.ignored_fields, acquired_lease, command: descriptor.class == ToolClass::Actuator }),
         }
@@ -1126,7 +1121,7 @@ enum Admitted {
     /// Answered by the core itself.
     Internal { output: Value, ignored_fields: Vec<String> },
     /// A cancel of a call in flight (its connection and tool).
-    Cancel { target: Option<(ConnId, &'static str)>, output: Value },
+    Cancel { target_conn: ConnId, cancelled: String, output: Value },
     Execute { descriptor_id: &'static str, input: Map<String, Value>, ignored_fields: Vec<String>, acquired_lease: bool, command: bool },
 }
 

@@ -325,10 +325,6 @@ impl GroundTruth {
     }
 }
 
-pub fn path_exists(path: &Path) -> bool {
-    path.exists()
-}
-
 /// Records every /cmd_vel the bridge publishes, with its arrival time.
 pub struct CmdVelRecorder {
     pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
