@@ -90,16 +90,10 @@ pub trait Tool: Send + Sync {
     }
 }
 
-/// Why odometry-based tools cannot serve now.
+/// Why odometry-based tools cannot serve now ([`proprioception::sensor_missing`]
+/// for the odometry topic: no copy of the sample is taken).
 pub fn odometry_missing(ctx: &ToolContext, now: Instant) -> Option<String> {
-    let silent_after = Duration::from_secs_f64(ctx.config.sensors.unavailable_after_s);
-    match ctx.robot.odometry() {
-        None => Some(format!("no odometry received on {}", ctx.robot.source("odom"))),
-        Some(odom) if now.saturating_duration_since(odom.received) > silent_after => {
-            Some(format!("no odometry on {} for {:.1} s", ctx.robot.source("odom"), now.saturating_duration_since(odom.received).as_secs_f64()))
-        }
-        Some(_) => None,
-    }
+    proprioception::sensor_missing(ctx, "odometry", "odom", &ctx.config.sensors.odom, now)
 }
 
 /// The tools this bridge offers.
