@@ -290,8 +290,19 @@ impl Core {
     /// A new connection. Without tokens it gets a session at once;
     /// with tokens it must authenticate first, and is sent nothing until then.
     pub fn on_connect(&mut self, conn: ConnId, now: Instant) -> Vec<Output> {
-        self.counters.connections_total += 1;
         let scope = (!self.auth_required()).then_some(self.config.unauthenticated_scope);
+        self.open_connection(conn, scope, now)
+    }
+
+    /// A connection from inside the bridge process (a second front end,
+    /// such as the AI-control dialect), granted `scope` without a token.
+    /// Only code in this process can open one: no listener leads here.
+    pub fn on_connect_in_process(&mut self, conn: ConnId, scope: Scope, now: Instant) -> Vec<Output> {
+        self.open_connection(conn, Some(scope), now)
+    }
+
+    fn open_connection(&mut self, conn: ConnId, scope: Option<Scope>, now: Instant) -> Vec<Output> {
+        self.counters.connections_total += 1;
         self.connections.insert(conn, ConnState { session: None, scope, auth_failures: 0, last_inbound: now, last_heartbeat_sent: now });
         match scope {
             Some(scope) => {

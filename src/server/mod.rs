@@ -19,6 +19,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::protocol::codec::{Frame, LineFramer};
+use crate::protocol::auth::Scope;
 use crate::protocol::core::{ConnId, Core, Output, ToolSuccess};
 use crate::protocol::message::envelope;
 use crate::protocol::{AiccError, ErrorCode};
@@ -26,6 +27,8 @@ use crate::tools::{Registry, ToolContext};
 use outbox::Outbox;
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes buffered each way on an in-process connection.
+const IN_PROCESS_BUFFER_BYTES: usize = 256 * 1024;
 
 /// Everything the connections share.
 pub struct Bridge {
@@ -161,10 +164,10 @@ impl Bridge {
             tokio::spawn(async move {
                 let result = match tls {
                     Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(stream) => bridge.handle_connection(stream).await,
+                        Ok(stream) => bridge.handle_connection(stream, None).await,
                         Err(error) => Err(error),
                     },
-                    None => bridge.handle_connection(stream).await,
+                    None => bridge.handle_connection(stream, None).await,
                 };
                 if let Err(error) = result {
                     tracing::info!(%peer, %error, "connection ended with an error");
@@ -174,7 +177,25 @@ impl Bridge {
         }
     }
 
-    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S) -> std::io::Result<()> {
+    /// Opens an AICC connection from inside the process (a second front
+    /// end speaking AICC to the same core), granted `scope` without a
+    /// token; the caller holds the other end of the returned stream. It is
+    /// served like a network connection (validation, governor, lease, rate
+    /// limits, events), but no listener leads to it.
+    pub fn connect_in_process(self: &Arc<Self>, scope: Scope) -> tokio::io::DuplexStream {
+        let (ours, theirs) = tokio::io::duplex(IN_PROCESS_BUFFER_BYTES);
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = bridge.handle_connection(ours, Some(scope)).await {
+                tracing::info!(%error, "in-process connection ended with an error");
+            }
+        });
+        theirs
+    }
+
+    /// `granted`: the scope of an in-process connection (no authentication);
+    /// None for network connections.
+    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S, granted: Option<Scope>) -> std::io::Result<()> {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let outbox = Arc::new(Outbox::new(self.outbound_queue));
         self.outboxes.lock().insert(conn, outbox.clone());
@@ -188,7 +209,10 @@ impl Bridge {
         tracing::info!(conn, "agent connected");
         {
             let mut core = self.core.lock();
-            let outputs = core.on_connect(conn, Instant::now());
+            let outputs = match granted {
+                Some(scope) => core.on_connect_in_process(conn, scope, Instant::now()),
+                None => core.on_connect(conn, Instant::now()),
+            };
             let executions = self.apply(outputs);
             debug_assert!(executions.is_empty());
         }
