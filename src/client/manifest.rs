@@ -1,0 +1,176 @@
+//! The session manifest as the agent uses it: which tools exist, and which
+//! this session may call (AICC sections 3 and 7).
+use serde_json::{Map, Value};
+
+/// One tool as the manifest describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub id: String,
+    /// `sensor`, `actuator` or `generator`.
+    pub class: String,
+    /// The reserved capability needed to call it, when the bridge names one.
+    pub capability: Option<String>,
+    pub strict_input: bool,
+    pub limits: Option<Value>,
+}
+
+/// The parts of a manifest that decide what the agent may do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    raw: Map<String, Value>,
+    tools: Vec<ToolInfo>,
+    /// `capabilities.granted`; empty when the bridge does not list it.
+    granted: Vec<String>,
+}
+
+impl Manifest {
+    /// Reads a `session_init` (or a heartbeat's `manifest_update`); `Err`
+    /// names what is missing, a protocol violation.
+    pub fn from_message(message: &Map<String, Value>) -> Result<Self, String> {
+        let tools = message.get("tools").and_then(Value::as_array).ok_or("the manifest has no 'tools' array")?;
+        let tools = tools.iter().map(tool_info).collect::<Result<Vec<_>, _>>()?;
+        let capabilities = message.get("capabilities").and_then(Value::as_object).ok_or("the manifest has no 'capabilities' object")?;
+        for class in ["sensors", "actuators", "generators"] {
+            if let Some(list) = capabilities.get(class) {
+                string_list(list).ok_or_else(|| format!("capabilities.{class} must be a list of tool ids"))?;
+            }
+        }
+        let granted = match capabilities.get("granted") {
+            None => Vec::new(),
+            Some(list) => string_list(list).ok_or("capabilities.granted must be a list of capability names")?,
+        };
+        Ok(Self { raw: message.clone(), tools, granted })
+    }
+
+    /// The manifest as the bridge sent it.
+    pub fn raw(&self) -> &Map<String, Value> {
+        &self.raw
+    }
+
+    pub fn tools(&self) -> &[ToolInfo] {
+        &self.tools
+    }
+
+    pub fn tool(&self, id: &str) -> Option<&ToolInfo> {
+        self.tools.iter().find(|t| t.id == id)
+    }
+
+    /// The tools this session lists under its class in `capabilities`.
+    fn usable(&self, class: &str) -> Vec<String> {
+        let key = match class {
+            "sensor" => "sensors",
+            "actuator" => "actuators",
+            "generator" => "generators",
+            _ => return Vec::new(),
+        };
+        self.raw.get("capabilities").and_then(|c| c.get(key)).and_then(string_list).unwrap_or_default()
+    }
+
+    /// Whether this session may call the tool (for the `tools` table).
+    pub fn is_granted(&self, id: &str) -> bool {
+        self.permits(id).is_ok()
+    }
+
+    /// The tool, if this session may call it; otherwise why not (naming the
+    /// tool and the missing capability, or "not in the manifest"). A tool
+    /// must be listed under its class in `capabilities`, and its capability,
+    /// when it names one and the bridge lists grants, must be granted.
+    pub fn permits(&self, id: &str) -> Result<&ToolInfo, String> {
+        let tool = self.tool(id).ok_or_else(|| format!("tool '{id}' is not in the manifest"))?;
+        let missing_capability = match &tool.capability {
+            Some(capability) if !self.granted.is_empty() && !self.granted.contains(capability) => Some(capability.as_str()),
+            _ => None,
+        };
+        if let Some(capability) = missing_capability {
+            return Err(format!("tool '{id}' needs capability '{capability}', which this session is not granted (granted: {})", self.granted.join(", ")));
+        }
+        if !self.usable(&tool.class).contains(&tool.id) {
+            let capability = tool.capability.as_deref().unwrap_or("(none named)");
+            return Err(format!(
+                "tool '{id}' is not among this session's {}s in capabilities (capability '{capability}'): not granted, or its data source is unavailable",
+                tool.class
+            ));
+        }
+        Ok(tool)
+    }
+
+    /// Ids of every tool, for completion.
+    pub fn tool_ids(&self) -> Vec<String> {
+        self.tools.iter().map(|t| t.id.clone()).collect()
+    }
+}
+
+fn string_list(value: &Value) -> Option<Vec<String>> {
+    value.as_array()?.iter().map(|v| v.as_str().map(str::to_owned)).collect()
+}
+
+fn tool_info(value: &Value) -> Result<ToolInfo, String> {
+    let id = value.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()).ok_or_else(|| format!("a manifest tool has no string 'id': {value}"))?;
+    let class = value.get("class").and_then(Value::as_str).ok_or_else(|| format!("manifest tool '{id}' has no string 'class'"))?;
+    Ok(ToolInfo {
+        id: id.into(),
+        class: class.into(),
+        capability: value.get("capability").and_then(Value::as_str).map(str::to_owned),
+        strict_input: value.get("strict_input").and_then(Value::as_bool).unwrap_or(false),
+        limits: value.get("limits").cloned(),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A sensors-only session whose manifest still lists `move`.
+    pub(crate) fn sensors_only() -> Map<String, Value> {
+        let value = json!({
+            "capabilities": { "sensors": ["proprioception", "vision"], "actuators": [], "generators": [], "granted": ["can_observe_world"] },
+            "tools": [
+                { "id": "proprioception", "class": "sensor", "capability": "can_observe_world", "strict_input": false },
+                { "id": "vision", "class": "sensor", "capability": "can_observe_world", "strict_input": true, "limits": { "calls_per_minute": 60 } },
+                { "id": "move", "class": "actuator", "capability": "can_move_self", "strict_input": true },
+            ],
+        });
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_granted_sensor_is_permitted() {
+        let manifest = Manifest::from_message(&sensors_only()).unwrap();
+        assert_eq!(manifest.permits("vision").unwrap().limits, Some(json!({ "calls_per_minute": 60 })));
+        assert!(manifest.is_granted("proprioception"));
+    }
+
+    #[test]
+    fn an_ungranted_tool_is_refused_naming_the_missing_capability() {
+        let manifest = Manifest::from_message(&sensors_only()).unwrap();
+        let why = manifest.permits("move").unwrap_err();
+        assert!(why.contains("'move'") && why.contains("can_move_self"), "{why}");
+        assert!(!manifest.is_granted("move"));
+    }
+
+    #[test]
+    fn a_tool_outside_the_manifest_is_refused_as_such() {
+        let manifest = Manifest::from_message(&sensors_only()).unwrap();
+        assert_eq!(manifest.permits("teleport").unwrap_err(), "tool 'teleport' is not in the manifest");
+    }
+
+    #[test]
+    fn a_tool_missing_from_its_class_list_is_refused_even_with_its_capability_granted() {
+        let mut message = sensors_only();
+        message["capabilities"]["sensors"] = json!(["proprioception"]);
+        let manifest = Manifest::from_message(&message).unwrap();
+        let why = manifest.permits("vision").unwrap_err();
+        assert!(why.contains("not among this session's sensors"), "{why}");
+    }
+
+    #[test]
+    fn a_manifest_without_tools_or_capabilities_is_a_violation() {
+        let mut message = sensors_only();
+        message.remove("tools");
+        assert!(Manifest::from_message(&message).unwrap_err().contains("'tools'"));
+        let mut message = sensors_only();
+        message["capabilities"]["actuators"] = json!("move");
+        assert!(Manifest::from_message(&message).unwrap_err().contains("capabilities.actuators"));
+    }
+}
