@@ -8,6 +8,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:43010";
+/// The AI-control contract's default endpoint.
+pub const DEFAULT_FONLINE_LISTEN: &str = "127.0.0.1:43011";
 pub const DEFAULT_NODE_NAME: &str = "aicc_bridge";
 
 /// The whole bridge configuration.
@@ -54,6 +56,8 @@ pub struct Config {
     pub base: BaseConfig,
     pub safety: SafetySettings,
     pub sensors: SensorConfig,
+    /// The AI-control (FOnline dialect) front end: off unless enabled.
+    pub fonline: FonlineConfig,
 }
 
 impl Default for Config {
@@ -80,7 +84,29 @@ impl Default for Config {
             safety: SafetySettings::default(),
             base: BaseConfig::default(),
             sensors: SensorConfig::default(),
+            fonline: FonlineConfig::default(),
         }
+    }
+}
+
+/// The AI-control dialect (JSON-RPC 2.0 over NDJSON, the FOnline AiControl
+/// contract) as a second front end over the same core. Disabled by
+/// default: the contract asks for explicit configuration of a listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FonlineConfig {
+    pub enabled: bool,
+    /// HOST:PORT; a non-loopback address needs security.allow_remote and a token.
+    pub listen: String,
+    /// Commands waiting behind the running one; one more is refused (-32002).
+    pub max_queued_commands: usize,
+    /// Events retained for `events` (bridge-wide, oldest dropped first).
+    pub max_events: usize,
+}
+
+impl Default for FonlineConfig {
+    fn default() -> Self {
+        Self { enabled: false, listen: DEFAULT_FONLINE_LISTEN.into(), max_queued_commands: 64, max_events: 512 }
     }
 }
 
@@ -403,6 +429,7 @@ impl Config {
     /// Checks values serde cannot: ranges, finiteness, parseable addresses.
     pub fn validate(&self) -> Result<(), String> {
         self.listen.parse::<SocketAddr>().map_err(|e| format!("listen '{}' is not HOST:PORT: {e}", self.listen))?;
+        self.fonline.listen.parse::<SocketAddr>().map_err(|e| format!("fonline.listen '{}' is not HOST:PORT: {e}", self.fonline.listen))?;
         let positive = [
             ("tick_rate_hz", self.tick_rate_hz),
             ("base.max_linear_mps", self.base.max_linear_mps),
@@ -473,6 +500,8 @@ impl Config {
             ("outbound_queue", self.outbound_queue),
             ("event_ring_capacity", self.event_ring_capacity),
             ("max_connections", self.max_connections),
+            ("fonline.max_queued_commands", self.fonline.max_queued_commands),
+            ("fonline.max_events", self.fonline.max_events),
         ] {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
@@ -500,6 +529,20 @@ mod tests {
         assert_eq!(config.security.tokens.len(), built_in.security.tokens.len());
         assert_eq!(config.security.unauthenticated_scope, built_in.security.unauthenticated_scope);
         assert_eq!(config.tick_mode, built_in.tick_mode);
+        assert_eq!((config.fonline.enabled, config.fonline.listen.as_str()), (false, DEFAULT_FONLINE_LISTEN));
+        assert_eq!((config.fonline.max_queued_commands, config.fonline.max_events), (built_in.fonline.max_queued_commands, built_in.fonline.max_events));
+    }
+
+    #[test]
+    fn the_fonline_section_is_strict_and_checked() {
+        let typo = "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_queue: 3\n";
+        assert!(Config::from_params_yaml(typo, "x").unwrap_err().contains("max_queue"));
+        let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
+        assert!(Config::from_params_yaml(zero, "x").unwrap_err().contains("fonline.max_events"));
+        let bad_listen = "/**:\n  ros__parameters:\n    fonline:\n      listen: \"localhost\"\n";
+        assert!(Config::from_params_yaml(bad_listen, "x").unwrap_err().contains("fonline.listen"));
+        let sim = Config::from_params_yaml(include_str!("../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert!(sim.fonline.enabled, "the simulation profile serves the AI-control dialect");
     }
 
     #[test]
