@@ -1,0 +1,95 @@
+//! The command drain: runs queued commands one at a time through the
+//! dialect's AICC session (never on a socket task), and ends each with
+//! exactly one `command_completed` event.
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::actions::Action;
+use super::session::CallOutcome;
+use super::state::Completion;
+use super::Dialect;
+
+/// Beyond the bridge's own tool timeout (which ends every call), how long
+/// a result may still take to arrive before the command is given up.
+const RESULT_GRACE: Duration = Duration::from_secs(10);
+
+/// A command taken from the queue.
+enum Started {
+    /// Its call is on its way to the core.
+    Call { seq: u64, command_type: String, tool: String, call_id: String, result: oneshot::Receiver<CallOutcome> },
+    /// Done already (unknown action, or the call could not be sent).
+    Done,
+}
+
+pub(super) async fn run(dialect: Arc<Dialect>) {
+    loop {
+        let wake = dialect.drain_wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        match start_next(&dialect) {
+            None => wake.await,
+            Some(Started::Done) => {}
+            Some(Started::Call { seq, command_type, tool, call_id, result }) => {
+                let patience = dialect.settings.tool_timeout + RESULT_GRACE;
+                let outcome = match tokio::time::timeout(patience, result).await {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(_)) => CallOutcome::Failed { error: serde_json::json!({ "code": "execution_failed", "message": "the bridge session dropped the call", "retryable": true }), tick: None },
+                    Err(_) => {
+                        dialect.session.forget(&call_id);
+                        CallOutcome::Failed { error: serde_json::json!({ "code": "timeout", "message": format!("no result within {:.0} s", patience.as_secs_f64()), "retryable": true }), tick: None }
+                    }
+                };
+                finish(&dialect, seq, &command_type, &tool, outcome);
+            }
+        }
+    }
+}
+
+/// Takes the next command and sends its call, under the state lock: an
+/// `act` that replaces it then either finds it still queued or finds its
+/// call id to cancel, and the cancel follows the call on the session.
+fn start_next(dialect: &Dialect) -> Option<Started> {
+    let mut state = dialect.state.lock();
+    let next = state.queue.start_next()?;
+    let seq = next.seq;
+    let command_type = next.command.command_type.clone();
+    let (tool, input) = match next.command.action {
+        Action::Tool { tool, input } => (tool, input),
+        Action::Unknown => {
+            state.queue.finish(seq);
+            let view = dialect.session.view();
+            let available: Vec<&String> = dialect.actuators.iter().filter(|a| view.usable_actuators.contains(a)).collect();
+            let available = if available.is_empty() { "none now".to_string() } else { available.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ") };
+            let message = format!("unknown action '{command_type}'; available actions: {available}");
+            state.complete(seq, &command_type, None, Completion::failed(message, "unknown_action"));
+            return Some(Started::Done);
+        }
+    };
+    match dialect.session.start_call(&tool, input) {
+        Ok((call_id, result)) => {
+            state.queue.set_call(seq, call_id.clone());
+            Some(Started::Call { seq, command_type, tool, call_id, result })
+        }
+        Err(reason) => {
+            state.queue.finish(seq);
+            state.complete(seq, &command_type, Some(&tool), Completion::failed(reason, "tool_unavailable"));
+            Some(Started::Done)
+        }
+    }
+}
+
+fn finish(dialect: &Dialect, seq: u64, command_type: &str, tool: &str, outcome: CallOutcome) {
+    let mut state = dialect.state.lock();
+    let replaced_by = state.queue.finish(seq);
+    let completion = match (outcome, replaced_by) {
+        (CallOutcome::Ok { output, tick }, _) => Completion { success: true, message: "completed".into(), output: Some(output), error: None, tick },
+        (CallOutcome::Failed { error, tick }, Some(by)) => Completion { success: false, message: format!("replaced by command {by}"), output: None, error: Some(error), tick },
+        (CallOutcome::Failed { error, tick }, None) => {
+            let message = error["message"].as_str().unwrap_or("the call failed").to_string();
+            Completion { success: false, message, output: None, error: Some(error), tick }
+        }
+    };
+    state.complete(seq, command_type, Some(tool), completion);
+}

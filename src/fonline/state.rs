@@ -1,0 +1,418 @@
+//! The dialect's bridge-wide state, free of I/O: the bounded command
+//! queue with its replace/append rules, the bounded event history with
+//! its cursor, and the observation sequence.
+use std::collections::VecDeque;
+
+use serde_json::{json, Value};
+
+use super::actions::{Action, Command};
+
+/// Largest retained event, bytes of JSON: bigger parts (a tool's output)
+/// are replaced by their size, so that a page of events stays bounded.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024;
+/// Parts of an event that may be summarised, in this order.
+const SHRINKABLE_PARTS: [&str; 3] = ["output", "payload", "error"];
+
+/// Retained events with sequence numbers (bridge-wide: a cursor
+/// survives reconnects).
+#[derive(Debug)]
+pub struct EventHistory {
+    events: VecDeque<(u64, Value)>,
+    capacity: usize,
+    latest_seq: u64,
+}
+
+impl EventHistory {
+    pub fn new(capacity: usize) -> Self {
+        Self { events: VecDeque::new(), capacity: capacity.max(1), latest_seq: 0 }
+    }
+
+    /// Appends an event (the oldest goes when full); returns its seq.
+    pub fn push(&mut self, event: Value) -> u64 {
+        self.latest_seq += 1;
+        self.events.push_back((self.latest_seq, bounded(event)));
+        while self.events.len() > self.capacity {
+            self.events.pop_front();
+        }
+        self.latest_seq
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn latest_seq(&self) -> u64 {
+        self.latest_seq
+    }
+
+    /// `{latestSeq, events: [{seq, event}]}`: events with seq > `after_seq`,
+    /// ascending, at most `limit`, and no more than fit in `byte_budget`
+    /// (at least one: each is bounded by [`MAX_EVENT_BYTES`]); the caller
+    /// pages on with the last seq returned.
+    pub fn after(&self, after_seq: u64, limit: usize, byte_budget: usize) -> Value {
+        let mut used = 0;
+        let mut page = Vec::new();
+        for (seq, event) in self.events.iter().filter(|(seq, _)| *seq > after_seq).take(limit) {
+            let entry = json!({ "seq": seq, "event": event });
+            let size = entry.to_string().len() + 1;
+            if !page.is_empty() && used + size > byte_budget {
+                break;
+            }
+            used += size;
+            page.push(entry);
+        }
+        json!({ "latestSeq": self.latest_seq, "events": page })
+    }
+}
+
+/// An event cut down to [`MAX_EVENT_BYTES`] if need be.
+fn bounded(mut event: Value) -> Value {
+    for part in SHRINKABLE_PARTS {
+        let size = event.to_string().len();
+        if size <= MAX_EVENT_BYTES {
+            break;
+        }
+        if let Some(slot) = event.get_mut(part) {
+            let part_bytes = slot.to_string().len();
+            *slot = json!({ "omitted": format!("{part_bytes} bytes of JSON, over the {MAX_EVENT_BYTES}-byte bound of a retained event") });
+        }
+    }
+    event
+}
+
+/// A command waiting its turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub seq: u64,
+    pub command: Command,
+}
+
+impl Queued {
+    /// The AICC tool it calls, if it is an action.
+    pub fn tool(&self) -> Option<&str> {
+        match &self.command.action {
+            Action::Tool { tool, .. } => Some(tool),
+            Action::Unknown => None,
+        }
+    }
+}
+
+/// The command being carried out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Running {
+    pub seq: u64,
+    /// Its AICC call, once sent.
+    pub call_id: Option<String>,
+    /// Set when a later command replaced it.
+    pub replaced_by: Option<u64>,
+}
+
+/// What accepting a command changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub seq: u64,
+    /// Waiting commands it replaced (each completes as replaced).
+    pub dropped: Vec<Queued>,
+    /// The running call it replaced: cancel it (the robot stops it).
+    pub cancel_call: Option<String>,
+}
+
+/// The queue has no room (append only: a replacing command empties it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueFull {
+    pub capacity: usize,
+}
+
+/// Commands run one at a time, in order; at most `capacity` wait.
+#[derive(Debug)]
+pub struct CommandQueue {
+    waiting: VecDeque<Queued>,
+    capacity: usize,
+    last_seq: u64,
+    running: Option<Running>,
+}
+
+impl CommandQueue {
+    pub fn new(capacity: usize) -> Self {
+        Self { waiting: VecDeque::new(), capacity: capacity.max(1), last_seq: 0, running: None }
+    }
+
+    /// Accepts a command: `append` queues it behind the others (refused
+    /// when full); otherwise it replaces the waiting ones and the running one.
+    pub fn enqueue(&mut self, command: Command) -> Result<Accepted, QueueFull> {
+        if command.append && self.waiting.len() >= self.capacity {
+            return Err(QueueFull { capacity: self.capacity });
+        }
+        self.last_seq += 1;
+        let seq = self.last_seq;
+        let mut accepted = Accepted { seq, dropped: Vec::new(), cancel_call: None };
+        if !command.append {
+            accepted.dropped = self.waiting.drain(..).collect();
+            if let Some(running) = &mut self.running {
+                running.replaced_by = Some(seq);
+                accepted.cancel_call = running.call_id.clone();
+            }
+        }
+        self.waiting.push_back(Queued { seq, command });
+        Ok(accepted)
+    }
+
+    /// The next command to run, now the running one; None when idle or
+    /// one is still running.
+    pub fn start_next(&mut self) -> Option<Queued> {
+        if self.running.is_some() {
+            return None;
+        }
+        let next = self.waiting.pop_front()?;
+        self.running = Some(Running { seq: next.seq, call_id: None, replaced_by: None });
+        Some(next)
+    }
+
+    /// Records the AICC call of the running command.
+    pub fn set_call(&mut self, seq: u64, call_id: String) {
+        if let Some(running) = self.running.as_mut().filter(|r| r.seq == seq) {
+            running.call_id = Some(call_id);
+        }
+    }
+
+    /// The running command is over; returns what replaced it, if anything.
+    pub fn finish(&mut self, seq: u64) -> Option<u64> {
+        match self.running.take() {
+            Some(running) if running.seq == seq => running.replaced_by,
+            other => {
+                self.running = other;
+                None
+            }
+        }
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn running(&self) -> Option<&Running> {
+        self.running.as_ref()
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub success: bool,
+    pub message: String,
+    pub output: Option<Value>,
+    /// The AICC error object (code, message, retryable), on failure.
+    pub error: Option<Value>,
+    pub tick: Option<u64>,
+}
+
+impl Completion {
+    pub fn failed(message: impl Into<String>, code: &str) -> Self {
+        let message = message.into();
+        Self { success: false, error: Some(json!({ "code": code, "message": message, "retryable": false })), message, output: None, tick: None }
+    }
+}
+
+/// The one `command_completed` event of an accepted command.
+pub fn command_completed(seq: u64, command_type: &str, tool: Option<&str>, completion: Completion) -> Value {
+    let mut event = json!({
+        "type": "command_completed",
+        "commandSeq": seq,
+        "commandType": command_type,
+        "tool": tool,
+        "success": completion.success,
+        "message": completion.message,
+        "tick": completion.tick,
+    });
+    match (completion.output, completion.error) {
+        (_, Some(error)) => event["error"] = error,
+        (Some(output), None) => event["output"] = output,
+        (None, None) => {}
+    }
+    event
+}
+
+/// The observation sequence: it moves only when the snapshot changes
+/// (ignoring the tick and data ages, which change with every read).
+#[derive(Debug, Default)]
+pub struct ObservationTracker {
+    seq: u64,
+    fingerprint: Option<Value>,
+}
+
+impl ObservationTracker {
+    /// Records a fresh snapshot; returns its sequence number.
+    pub fn update(&mut self, snapshot: &Value) -> u64 {
+        let fingerprint = without_volatile(snapshot);
+        if self.fingerprint.as_ref() != Some(&fingerprint) {
+            self.seq += 1;
+            self.fingerprint = Some(fingerprint);
+        }
+        self.seq
+    }
+
+    /// 0 until the first observation.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+fn without_volatile(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| !(key.as_str() == "tick" || key.as_str() == "stamp_s" || key.ends_with("age_ms") || key.ends_with("age_s")))
+                .map(|(key, value)| (key.clone(), without_volatile(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_volatile).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Everything the dialect keeps, under one lock.
+#[derive(Debug)]
+pub struct DialectState {
+    pub queue: CommandQueue,
+    pub history: EventHistory,
+    pub observation: ObservationTracker,
+    /// The last error the dialect met ("" when none), for `status`.
+    pub last_error: String,
+}
+
+impl DialectState {
+    pub fn new(max_queued_commands: usize, max_events: usize) -> Self {
+        Self { queue: CommandQueue::new(max_queued_commands), history: EventHistory::new(max_events), observation: ObservationTracker::default(), last_error: String::new() }
+    }
+
+    /// Records a command's completion event (and a failure as the last error).
+    pub fn complete(&mut self, seq: u64, command_type: &str, tool: Option<&str>, completion: Completion) -> u64 {
+        if !completion.success {
+            self.last_error = format!("command {seq} ({command_type}): {}", completion.message);
+        }
+        self.history.push(command_completed(seq, command_type, tool, completion))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Map;
+
+    fn command(append: bool) -> Command {
+        Command { command_type: "move".into(), append, action: Action::Tool { tool: "move".into(), input: Map::new() } }
+    }
+
+    #[test]
+    fn append_queues_in_order_until_full_and_never_overwrites() {
+        let mut queue = CommandQueue::new(2);
+        assert_eq!(queue.enqueue(command(true)).unwrap().seq, 1);
+        assert_eq!(queue.enqueue(command(true)).unwrap().seq, 2);
+        assert_eq!(queue.enqueue(command(true)), Err(QueueFull { capacity: 2 }));
+        assert_eq!(queue.waiting(), 2);
+        assert_eq!(queue.start_next().unwrap().seq, 1);
+        assert_eq!(queue.start_next(), None, "one at a time");
+        assert_eq!(queue.enqueue(command(true)).unwrap().seq, 3, "room again once one runs");
+        assert_eq!(queue.finish(1), None);
+        assert_eq!(queue.start_next().unwrap().seq, 2);
+        assert_eq!(queue.last_seq(), 3);
+    }
+
+    #[test]
+    fn a_replacing_command_drops_the_waiting_and_cancels_the_running_call() {
+        let mut queue = CommandQueue::new(4);
+        queue.enqueue(command(false)).unwrap();
+        let running = queue.start_next().unwrap();
+        queue.set_call(running.seq, "fonline-1".into());
+        queue.enqueue(command(true)).unwrap();
+        queue.enqueue(command(true)).unwrap();
+        let accepted = queue.enqueue(command(false)).unwrap();
+        assert_eq!(accepted.seq, 4);
+        assert_eq!(accepted.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(accepted.cancel_call.as_deref(), Some("fonline-1"));
+        assert_eq!(queue.finish(1), Some(4), "the running one learns what replaced it");
+        assert_eq!(queue.start_next().unwrap().seq, 4);
+    }
+
+    #[test]
+    fn replacing_a_command_not_yet_sent_cancels_no_call() {
+        let mut queue = CommandQueue::new(4);
+        queue.enqueue(command(false)).unwrap();
+        queue.start_next().unwrap();
+        let accepted = queue.enqueue(command(false)).unwrap();
+        assert_eq!(accepted.cancel_call, None);
+        assert_eq!(queue.running().unwrap().replaced_by, Some(2));
+        assert_eq!(queue.finish(7), None, "finishing another seq changes nothing");
+        assert!(queue.running().is_some());
+    }
+
+    #[test]
+    fn history_is_bounded_ascending_and_clamped_by_cursor_limit_and_bytes() {
+        let mut history = EventHistory::new(3);
+        for n in 0..5 {
+            history.push(json!({ "type": "t", "n": n }));
+        }
+        assert_eq!((history.len(), history.latest_seq()), (3, 5));
+        let page = history.after(0, 500, usize::MAX);
+        let seqs: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, vec![3, 4, 5], "the oldest went first");
+        assert_eq!(page["latestSeq"], 5);
+        assert_eq!(history.after(3, 1, usize::MAX)["events"][0]["seq"], 4);
+        assert_eq!(history.after(5, 10, usize::MAX)["events"], json!([]));
+        let one = history.after(0, 500, 10);
+        assert_eq!(one["events"].as_array().unwrap().len(), 1, "a tiny budget still returns one");
+    }
+
+    #[test]
+    fn a_huge_event_is_retained_with_its_output_summarised() {
+        let mut history = EventHistory::new(2);
+        let big = "x".repeat(MAX_EVENT_BYTES * 2);
+        history.push(json!({ "type": "command_completed", "success": true, "output": { "blob": big } }));
+        let kept = &history.after(0, 1, usize::MAX)["events"][0]["event"];
+        assert!(kept.to_string().len() <= MAX_EVENT_BYTES);
+        assert_eq!(kept["success"], true);
+        assert!(kept["output"]["omitted"].as_str().unwrap().contains("bytes"));
+    }
+
+    #[test]
+    fn completion_events_carry_output_or_error_and_failures_are_the_last_error() {
+        let mut state = DialectState::new(2, 8);
+        state.complete(1, "move", Some("move"), Completion { success: true, message: "completed".into(), output: Some(json!({"ok": 1})), error: None, tick: Some(4) });
+        assert_eq!(state.last_error, "");
+        state.complete(2, "jump", None, Completion::failed("unknown action 'jump'", "unknown_action"));
+        let events = state.history.after(0, 10, usize::MAX);
+        assert_eq!(events["events"][0]["event"], json!({"type": "command_completed", "commandSeq": 1, "commandType": "move", "tool": "move", "success": true, "message": "completed", "tick": 4, "output": {"ok": 1}}));
+        let failed = &events["events"][1]["event"];
+        assert_eq!((failed["success"].clone(), failed["error"]["code"].clone(), failed["tool"].clone()), (json!(false), json!("unknown_action"), Value::Null));
+        assert!(failed.get("output").is_none());
+        assert!(state.last_error.contains("command 2 (jump)"));
+    }
+
+    #[test]
+    fn the_observation_sequence_moves_only_when_content_changes() {
+        let mut tracker = ObservationTracker::default();
+        assert_eq!(tracker.seq(), 0);
+        let a = json!({ "tick": 1, "robot": { "position_m": { "x": 0.0 }, "odom_age_ms": 3.0, "stamp_s": 1.0 } });
+        assert_eq!(tracker.update(&a), 1);
+        let same = json!({ "tick": 9, "robot": { "position_m": { "x": 0.0 }, "odom_age_ms": 7.5, "stamp_s": 2.0 } });
+        assert_eq!(tracker.update(&same), 1, "only the tick and ages changed");
+        let moved = json!({ "tick": 9, "robot": { "position_m": { "x": 0.1 }, "odom_age_ms": 7.5 } });
+        assert_eq!(tracker.update(&moved), 2);
+    }
+}
