@@ -4,6 +4,7 @@
 //! robot port -> ROS, and back the same path.
 pub mod client;
 pub mod config;
+pub mod conformance;
 pub mod fonline;
 pub mod governor;
 pub mod perception;

@@ -1,0 +1,13 @@
+//! The AICC conformance runner (`aicc-conformance`): runs the scenarios of
+//! `conformance/scenarios/` against a bridge over TCP or TLS, checks every
+//! line it receives, and reports (table, JSON, JUnit XML). The scenario
+//! format is described in `conformance/README.md`.
+pub mod checks;
+pub mod connection;
+pub mod matcher;
+pub mod progress;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod transcript;
+pub mod vars;

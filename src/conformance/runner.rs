@@ -1,0 +1,671 @@
+//! Runs one scenario against a bridge: opens its connections, performs
+//! its steps in order, and checks every line received on the way
+//! ([`LineChecker`]): a violation fails the step that was running.
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::checks::LineChecker;
+use super::connection::{Connection, Endpoint, Incoming, Tagged};
+use super::matcher::{self, show, Captures, Mismatch};
+use super::report::{Failure, ScenarioResult, Status};
+use super::scenario::{Action, CallSpec, ConnectScope, ConnectSpec, Scenario, Step, DEFAULT_FOR_S, MAX_REPEAT};
+use super::transcript::{Direction, Transcript};
+use super::vars::{lookup, Variables};
+
+/// Unconsumed messages one connection may hold (a bound, not a goal).
+pub const MAX_PENDING_MESSAGES: usize = 10_000;
+/// Bytes of unconsumed messages one connection may hold.
+pub const MAX_PENDING_BYTES: usize = 256 << 20;
+/// Lines in flight from the readers to the runner.
+const CHANNEL_LINES: usize = 64;
+/// How long a handshake without a token waits for an unasked session_init.
+const UNSOLICITED_INIT_WAIT: Duration = Duration::from_secs(2);
+
+/// A token and the environment variable it came from.
+#[derive(Debug, Clone)]
+pub struct TokenSource {
+    pub env: String,
+    pub value: Option<String>,
+}
+
+impl TokenSource {
+    pub fn from_env(env: &str) -> Self {
+        Self { env: env.to_string(), value: std::env::var(env).ok().filter(|v| !v.is_empty()) }
+    }
+}
+
+/// How to reach and authenticate to the bridge under test.
+#[derive(Clone)]
+pub struct RunnerOptions {
+    pub endpoint: Endpoint,
+    /// Longest line accepted from the bridge, bytes (before the LF).
+    pub max_line_bytes: usize,
+    /// The runner's own token: "main", and `connect` with scope admin.
+    pub admin: TokenSource,
+    pub actuate: TokenSource,
+    pub observe: TokenSource,
+}
+
+impl RunnerOptions {
+    fn secrets(&self) -> Vec<String> {
+        [&self.admin, &self.actuate, &self.observe].iter().filter_map(|t| t.value.clone()).collect()
+    }
+}
+
+/// One open (or closed by the bridge) connection of a scenario.
+struct Conn {
+    connection: Connection,
+    checker: LineChecker,
+    /// Messages received and not yet consumed by an expect, in arrival
+    /// order, with their size in bytes.
+    pending: VecDeque<(Value, usize)>,
+    pending_bytes: usize,
+    /// Set when the bridge closed it (how).
+    closed: Option<String>,
+}
+
+/// Where in the scenario the run is, for failure reports.
+#[derive(Debug, Clone)]
+struct Position {
+    index: usize,
+    label: Option<String>,
+    /// (repetition, of) when inside a repeat.
+    repetition: Option<(u64, u64)>,
+}
+
+/// What a search of a connection's messages found.
+enum Found {
+    /// The index in `pending` and the captures of the match.
+    Match(usize, Captures),
+    TimedOut { nearest: Option<(Mismatch, Value)> },
+    Closed { how: String, nearest: Option<(Mismatch, Value)> },
+}
+
+struct Run<'a> {
+    options: &'a RunnerOptions,
+    vars: Variables,
+    conns: HashMap<String, Conn>,
+    names: HashMap<u64, String>,
+    next_conn_id: u64,
+    sender: mpsc::Sender<Tagged>,
+    receiver: mpsc::Receiver<Tagged>,
+    transcript: Transcript,
+    positions: Vec<Position>,
+    calls_made: u64,
+}
+
+/// Runs one scenario; never panics on what the bridge sends.
+pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOptions) -> ScenarioResult {
+    let started = Instant::now();
+    let (sender, receiver) = mpsc::channel(CHANNEL_LINES);
+    let mut run = Run {
+        options,
+        vars: Variables::default(),
+        conns: HashMap::new(),
+        names: HashMap::new(),
+        next_conn_id: 1,
+        sender,
+        receiver,
+        transcript: Transcript::new(options.secrets()),
+        positions: Vec::new(),
+        calls_made: 0,
+    };
+    let timeout = Duration::from_secs_f64(scenario.timeout_s);
+    let outcome = tokio::time::timeout(timeout, run.scenario(scenario)).await;
+    let failure = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(reason)) => Some(run.failure(reason)),
+        Err(_) => Some(run.failure(format!("the scenario's timeout_s ({} s) ran out", scenario.timeout_s))),
+    };
+    // Dropping the connections closes them.
+    run.conns.clear();
+    ScenarioResult {
+        name: scenario.name.clone(),
+        area: scenario.area.clone(),
+        file: file.display().to_string(),
+        robot: Some(scenario.robot),
+        checks: scenario.checks.clone(),
+        status: if failure.is_some() { Status::Failed } else { Status::Passed },
+        duration_s: started.elapsed().as_secs_f64(),
+        transcript: if failure.is_some() { run.transcript.lines() } else { Vec::new() },
+        failure,
+    }
+}
+
+fn describe_found_failure(what: &str, conn: &str, found: Found, within: Duration) -> String {
+    let nearest_text = |nearest: Option<(Mismatch, Value)>| match nearest {
+        Some((miss, message)) => format!("; nearest: {} — {miss}", show(&message)),
+        None => "; nothing unconsumed to compare".to_string(),
+    };
+    match found {
+        Found::Match(..) => unreachable!("not a failure"),
+        Found::TimedOut { nearest } => format!("no message on '{conn}' matched {what} within {:.1} s{}", within.as_secs_f64(), nearest_text(nearest)),
+        Found::Closed { how, nearest } => format!("connection '{conn}' was closed ({how}) before a message matched {what}{}", nearest_text(nearest)),
+    }
+}
+
+impl Run<'_> {
+    /// The failure at the current position.
+    fn failure(&self, reason: String) -> Failure {
+        if self.positions.is_empty() {
+            return Failure { step: None, label: Some("opening connection 'main'".into()), reason };
+        }
+        let step = self.positions.iter().map(|p| (p.index + 1).to_string()).collect::<Vec<_>>().join(".");
+        let labels: Vec<&str> = self.positions.iter().filter_map(|p| p.label.as_deref()).collect();
+        let label = (!labels.is_empty()).then(|| labels.join(" › "));
+        let repetitions: Vec<String> = self.positions.iter().filter_map(|p| p.repetition.map(|(i, n)| format!("repetition {i} of {n}"))).collect();
+        let reason = if repetitions.is_empty() { reason } else { format!("({}) {reason}", repetitions.join(", ")) };
+        Failure { step: Some(step), label, reason }
+    }
+
+    async fn scenario(&mut self, scenario: &Scenario) -> Result<(), String> {
+        let token = self.options.admin.value.clone();
+        self.open("main", token.clone()).await?;
+        if scenario.session {
+            let init = self.handshake("main", token.as_deref(), None, None, Duration::from_secs_f64(super::scenario::DEFAULT_WITHIN_S)).await?;
+            self.set_connection_vars("main", token.as_deref(), Some(&init));
+        } else {
+            self.set_connection_vars("main", token.as_deref(), None);
+        }
+        self.steps(&scenario.steps, None).await
+    }
+
+    // ----- connections -------------------------------------------------
+
+    async fn open(&mut self, name: &str, token: Option<String>) -> Result<(), String> {
+        if let Some(token) = &token {
+            self.transcript.add_secret(token);
+        }
+        if self.conns.get(name).is_some_and(|c| c.closed.is_none()) {
+            return Err(format!("connection '{name}' is already open"));
+        }
+        let id = self.next_conn_id;
+        self.next_conn_id += 1;
+        let connection = Connection::open(&self.options.endpoint, id, self.options.max_line_bytes, self.sender.clone()).await?;
+        self.transcript.note(format!("{name}: connected to {}", self.options.endpoint.describe()));
+        self.names.insert(id, name.to_string());
+        self.conns.insert(name.to_string(), Conn { connection, checker: LineChecker::default(), pending: VecDeque::new(), pending_bytes: 0, closed: None });
+        Ok(())
+    }
+
+    /// `${name}` (and, for main, the top-level variables) after a connect.
+    fn set_connection_vars(&mut self, name: &str, token: Option<&str>, init: Option<&Value>) {
+        let auth = token.map_or(Value::Null, |t| json!({ "token": t }));
+        let session_id = init.and_then(|i| i.get("session_id")).cloned().unwrap_or(Value::Null);
+        let tools: Map<String, Value> = init
+            .and_then(|i| i.get("tools"))
+            .and_then(Value::as_array)
+            .map(|tools| tools.iter().filter_map(|t| Some((t.get("id")?.as_str()?.to_string(), t.clone()))).collect())
+            .unwrap_or_default();
+        let manifest = init.cloned().unwrap_or(Value::Null);
+        if name == "main" {
+            self.vars.set("session_id", session_id.clone());
+            self.vars.set("manifest", manifest.clone());
+            self.vars.set("tools", Value::Object(tools.clone()));
+            self.vars.set("auth", auth.clone());
+        }
+        self.vars.set(name, json!({ "session_id": session_id, "manifest": manifest, "tools": tools, "auth": auth }));
+    }
+
+    fn conn(&mut self, name: &str) -> Result<&mut Conn, String> {
+        self.conns.get_mut(name).ok_or_else(|| format!("connection '{name}' is not open (open it with connect)"))
+    }
+
+    /// Takes in one report from a reader, checking the line.
+    fn ingest(&mut self, tagged: Tagged) -> Result<(), String> {
+        let Some(name) = self.names.get(&tagged.conn_id).cloned() else { return Ok(()) };
+        let Some(conn) = self.conns.get_mut(&name) else { return Ok(()) };
+        if conn.connection.id != tagged.conn_id {
+            return Ok(());
+        }
+        match tagged.incoming {
+            Incoming::Line(line) => {
+                self.transcript.record(&name, Direction::Received, &line);
+                let message = conn.checker.check(&line).map_err(|reason| format!("the bridge broke the protocol on '{name}': {reason}"))?;
+                conn.pending_bytes += line.len();
+                conn.pending.push_back((message, line.len()));
+                if conn.pending.len() > MAX_PENDING_MESSAGES || conn.pending_bytes > MAX_PENDING_BYTES {
+                    return Err(format!("connection '{name}' holds {} unconsumed messages ({} bytes), over the runner's bound: the bridge floods it, or the scenario lacks expects", conn.pending.len(), conn.pending_bytes));
+                }
+                Ok(())
+            }
+            Incoming::Oversized { limit_bytes } => {
+                conn.closed = Some("the runner stopped reading".into());
+                self.transcript.note(format!("{name}< (a line longer than {limit_bytes} bytes)"));
+                Err(format!("the bridge broke the protocol on '{name}': it sent a line longer than {limit_bytes} bytes (--max-line-bytes)"))
+            }
+            Incoming::Closed { error, partial_bytes } => {
+                let how = error.map_or("by the bridge".to_string(), |e| format!("with an error: {e}"));
+                self.transcript.note(format!("{name}: closed {how}"));
+                conn.closed = Some(how);
+                if partial_bytes > 0 {
+                    return Err(format!("the bridge broke the protocol on '{name}': the connection ended inside a line ({partial_bytes} bytes without LF)"));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Takes in what arrives until `deadline` (checking every line).
+    async fn pump_until(&mut self, deadline: tokio::time::Instant) -> Result<bool, String> {
+        match tokio::time::timeout_at(deadline, self.receiver.recv()).await {
+            Ok(Some(tagged)) => {
+                self.ingest(tagged)?;
+                Ok(true)
+            }
+            // The run holds a sender: the channel never ends.
+            Ok(None) | Err(_) => Ok(false),
+        }
+    }
+
+    /// Takes in what has already arrived, without waiting.
+    fn drain_ready(&mut self) -> Result<(), String> {
+        while let Ok(tagged) = self.receiver.try_recv() {
+            self.ingest(tagged)?;
+        }
+        Ok(())
+    }
+
+    /// Searches `conn`'s unconsumed messages, oldest first, then what
+    /// arrives until `within` has passed, for one that `accept`s.
+    async fn find(&mut self, conn: &str, within: Duration, mut accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>) -> Result<Found, String> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut scanned = 0;
+        let mut nearest: Option<(Mismatch, Value)> = None;
+        loop {
+            self.drain_ready()?;
+            let vars = &self.vars;
+            let state = self.conns.get(conn).ok_or_else(|| format!("connection '{conn}' is not open (open it with connect)"))?;
+            for (index, (message, _)) in state.pending.iter().enumerate().skip(scanned) {
+                match accept(message, vars) {
+                    Ok(captures) => return Ok(Found::Match(index, captures)),
+                    Err(miss) => {
+                        if nearest.as_ref().is_none_or(|(n, _)| miss.depth() >= n.depth()) {
+                            nearest = Some((miss, message.clone()));
+                        }
+                    }
+                }
+            }
+            scanned = state.pending.len();
+            if let Some(how) = &state.closed {
+                return Ok(Found::Closed { how: how.clone(), nearest });
+            }
+            if !self.pump_until(deadline).await? {
+                return Ok(Found::TimedOut { nearest });
+            }
+        }
+    }
+
+    /// Removes and returns the message at `index` of `conn`'s unconsumed ones.
+    fn consume(&mut self, conn: &str, index: usize) -> Value {
+        let state = self.conns.get_mut(conn).expect("found in it");
+        let (message, bytes) = state.pending.remove(index).expect("found at this index");
+        state.pending_bytes = state.pending_bytes.saturating_sub(bytes);
+        message
+    }
+
+    /// Waits for a message matching `matcher` and consumes it.
+    async fn expect(&mut self, conn: &str, matcher: &Value, within: Duration, what: &str) -> Result<(Value, Captures), String> {
+        if let Some(problem) = matcher::unresolved(matcher, &self.vars) {
+            return Err(problem);
+        }
+        match self.find(conn, within, |message, vars| matcher::matches(matcher, message, vars)).await? {
+            Found::Match(index, captures) => Ok((self.consume(conn, index), captures)),
+            other => Err(describe_found_failure(what, conn, other, within)),
+        }
+    }
+
+    async fn send_bytes(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<(), String> {
+        self.transcript.record(conn, Direction::Sent, bytes);
+        let state = self.conn(conn)?;
+        match tokio::time::timeout(within, state.connection.write_line(bytes)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(format!("writing to '{conn}': {error}")),
+            Err(_) => Err(format!("writing to '{conn}' did not finish within {:.1} s (the bridge stopped reading)", within.as_secs_f64())),
+        }
+    }
+
+    /// Sends a message, noting a tool_call's call_id for the result checks.
+    async fn send_message(&mut self, conn: &str, message: &Value, within: Duration) -> Result<(), String> {
+        if message.get("type").and_then(Value::as_str) == Some("tool_call") {
+            if let Some(call_id) = message.get("call_id").and_then(Value::as_str) {
+                self.conn(conn)?.checker.note_call_sent(call_id);
+            }
+        }
+        let bytes = serde_json::to_vec(message).expect("JSON values serialize");
+        self.send_bytes(conn, &bytes, within).await
+    }
+
+    /// `protocol` and a fresh `message_id` unless given (null removes them).
+    fn envelope(mut message: Map<String, Value>) -> Value {
+        for (key, default) in [("protocol", json!("aicc/0.1")), ("message_id", json!(uuid::Uuid::new_v4().to_string()))] {
+            match message.get(key) {
+                None => {
+                    message.insert(key.to_string(), default);
+                }
+                Some(Value::Null) => {
+                    message.remove(key);
+                }
+                Some(_) => {}
+            }
+        }
+        Value::Object(message)
+    }
+
+    /// Opens a session on `conn`: with a token, a manifest_request carrying
+    /// it; without, the bridge's own session_init (or a manifest_request
+    /// when none comes within 2 s). Returns the session_init.
+    async fn handshake(&mut self, conn: &str, token: Option<&str>, agent_model: Option<&Value>, subscribe: Option<&[String]>, within: Duration) -> Result<Value, String> {
+        let is_init_or_error = |message: &Value, _: &Variables| match message.get("type").and_then(Value::as_str) {
+            Some("session_init") | Some("error") => Ok(Vec::new()),
+            _ => Err(Mismatch { path: "type".into(), reason: "not session_init or error".into() }),
+        };
+        let mut request = Map::new();
+        request.insert("type".into(), json!("manifest_request"));
+        if let Some(model) = agent_model {
+            request.insert("agent_model".into(), self.vars.substitute(model)?);
+        }
+        if let Some(topics) = subscribe {
+            request.insert("subscribe".into(), json!(topics));
+        }
+        let adjust = request.len() > 1;
+        let init = match token {
+            Some(token) => {
+                request.insert("auth".into(), json!({ "token": token }));
+                self.send_message(conn, &Self::envelope(request), within).await?;
+                self.find_handshake_reply(conn, within, is_init_or_error).await?
+            }
+            None => match self.find(conn, UNSOLICITED_INIT_WAIT.min(within), is_init_or_error).await? {
+                Found::Match(index, _) => {
+                    let init = self.consume(conn, index);
+                    check_handshake_reply(&init)?;
+                    if adjust {
+                        // Subscriptions or agent model on top of the bridge's own session.
+                        let message_id = uuid::Uuid::new_v4().to_string();
+                        request.insert("message_id".into(), json!(message_id));
+                        self.send_message(conn, &Self::envelope(request), within).await?;
+                        let reply = json!({ "in_reply_to": message_id });
+                        self.find_handshake_reply(conn, within, move |m, v| matcher::matches(&reply, m, v).and_then(|c| is_init_or_error(m, v).map(|_| c))).await?
+                    } else {
+                        init
+                    }
+                }
+                Found::Closed { how, .. } => return Err(format!("handshake: connection '{conn}' was closed ({how})")),
+                Found::TimedOut { .. } => {
+                    self.send_message(conn, &Self::envelope(request), within).await?;
+                    self.find_handshake_reply(conn, within, is_init_or_error).await?
+                }
+            },
+        };
+        Ok(init)
+    }
+
+    async fn find_handshake_reply(&mut self, conn: &str, within: Duration, accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>) -> Result<Value, String> {
+        match self.find(conn, within, accept).await? {
+            Found::Match(index, _) => {
+                let reply = self.consume(conn, index);
+                check_handshake_reply(&reply)?;
+                Ok(reply)
+            }
+            other => Err(format!("handshake: {}", describe_found_failure("session_init", conn, other, within))),
+        }
+    }
+
+    // ----- steps -------------------------------------------------------
+
+    fn steps<'s>(&'s mut self, steps: &'s [Step], repetition: Option<(u64, u64)>) -> BoxFuture<'s, Result<(), String>> {
+        async move {
+            for (index, step) in steps.iter().enumerate() {
+                self.positions.push(Position { index, label: step.name.clone(), repetition });
+                self.step(step).await?;
+                self.positions.pop();
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    async fn step(&mut self, step: &Step) -> Result<(), String> {
+        let conn = step.conn.clone().unwrap_or_else(|| "main".to_string());
+        let within = step.within();
+        match step.action() {
+            Action::Connect => self.connect(step.connect.as_ref().expect("action"), within).await,
+            Action::Disconnect => {
+                let name = step.disconnect.as_deref().expect("action");
+                self.conns.remove(name).ok_or_else(|| format!("disconnect: connection '{name}' is not open"))?;
+                self.transcript.note(format!("{name}: closed by the runner"));
+                Ok(())
+            }
+            Action::Send => {
+                let message = self.vars.substitute(step.send.as_ref().expect("action"))?;
+                let Value::Object(message) = message else { unreachable!("validated as an object") };
+                self.send_message(&conn, &Self::envelope(message), within).await
+            }
+            Action::SendRaw => {
+                let text = step.send_raw.as_deref().expect("action");
+                // A raw line that happens to be a tool_call may be answered.
+                if let Ok(message) = serde_json::from_str::<Value>(text) {
+                    if message.get("type").and_then(Value::as_str) == Some("tool_call") {
+                        if let Some(call_id) = message.get("call_id").and_then(Value::as_str) {
+                            self.conn(&conn)?.checker.note_call_sent(call_id);
+                        }
+                    }
+                }
+                self.send_bytes(&conn, text.as_bytes(), within).await
+            }
+            Action::SendBytesHex => {
+                let bytes = super::scenario::parse_hex(step.send_bytes_hex.as_deref().expect("action"))?;
+                self.send_bytes(&conn, &bytes, within).await
+            }
+            Action::SendOversized => {
+                let bytes = oversized_line(step.send_oversized.as_ref().expect("action").bytes);
+                self.send_bytes(&conn, &bytes, within).await
+            }
+            Action::Call => self.call(&conn, step, within).await,
+            Action::Expect => {
+                let (message, captures) = self.expect(&conn, step.expect.as_ref().expect("action"), within, "the expectation").await?;
+                self.commit(captures, step, &message)
+            }
+            Action::ExpectEvent => {
+                let spec = step.expect_event.as_ref().expect("action");
+                let mut matcher = json!({ "type": "event", "topic": spec.topic });
+                if let Some(payload) = &spec.payload {
+                    matcher["payload"] = payload.clone();
+                }
+                let (message, captures) = self.expect(&conn, &matcher, within, &format!("an event '{}'", spec.topic)).await?;
+                self.commit(captures, step, &message)
+            }
+            Action::ExpectNone => {
+                let matcher = step.expect_none.as_ref().expect("action");
+                if let Some(problem) = matcher::unresolved(matcher, &self.vars) {
+                    return Err(problem);
+                }
+                let window = Duration::from_secs_f64(step.for_s.unwrap_or(DEFAULT_FOR_S));
+                match self.find(&conn, window, |message, vars| matcher::matches(matcher, message, vars)).await? {
+                    Found::Match(index, _) => {
+                        let message = &self.conns[&conn].pending[index].0;
+                        Err(format!("a message that must not come did: {}", show(message)))
+                    }
+                    Found::TimedOut { .. } => Ok(()),
+                    // A closed connection brings nothing more; a little of the
+                    // window may remain, which is fine.
+                    Found::Closed { .. } => Ok(()),
+                }
+            }
+            Action::ExpectClosed => {
+                let wanted = step.expect_closed.expect("action");
+                if wanted {
+                    self.expect_closed(&conn, within).await
+                } else {
+                    self.drain_ready()?;
+                    match &self.conn(&conn)?.closed {
+                        Some(how) => Err(format!("connection '{conn}' was closed ({how}); expected it open")),
+                        None => Ok(()),
+                    }
+                }
+            }
+            Action::Wait => {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(step.wait_s.expect("action"));
+                while self.pump_until(deadline).await? {}
+                Ok(())
+            }
+            Action::Repeat => {
+                let spec = step.repeat.as_ref().expect("action");
+                let times = match self.vars.substitute(&spec.times)? {
+                    Value::Number(n) => n.as_u64().filter(|t| *t <= MAX_REPEAT),
+                    _ => None,
+                }
+                .ok_or_else(|| format!("repeat.times: {} is not a whole number up to {MAX_REPEAT}", show(&spec.times)))?;
+                for repetition in 1..=times {
+                    self.steps(&spec.steps, Some((repetition, times))).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn expect_closed(&mut self, conn: &str, within: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            self.drain_ready()?;
+            if self.conn(conn)?.closed.is_some() {
+                return Ok(());
+            }
+            if !self.pump_until(deadline).await? {
+                return Err(format!("connection '{conn}' was still open after {:.1} s", within.as_secs_f64()));
+            }
+        }
+    }
+
+    async fn connect(&mut self, spec: &ConnectSpec, within: Duration) -> Result<(), String> {
+        let token = match (&spec.auth, spec.scope) {
+            (Some(literal), _) => Some(literal.token.clone()),
+            (None, ConnectScope::None) => None,
+            (None, ConnectScope::Admin) => self.options.admin.value.clone(),
+            (None, ConnectScope::Actuate | ConnectScope::Observe) => {
+                let source = if spec.scope == ConnectScope::Actuate { &self.options.actuate } else { &self.options.observe };
+                let scope = if spec.scope == ConnectScope::Actuate { "actuate" } else { "observe" };
+                Some(source.value.clone().ok_or_else(|| format!("connect '{}' with scope {scope} needs the environment variable {}, which is not set", spec.name, source.env))?)
+            }
+        };
+        if self.conns.get(&spec.name).is_some_and(|c| c.closed.is_none()) {
+            return Err(format!("connect: connection '{}' is already open (disconnect it first)", spec.name));
+        }
+        self.conns.remove(&spec.name);
+        tokio::time::timeout(within, self.open(&spec.name, token.clone())).await.map_err(|_| format!("connecting '{}' took over {:.1} s", spec.name, within.as_secs_f64()))??;
+        if spec.session {
+            let init = self.handshake(&spec.name, token.as_deref(), spec.agent_model.as_ref(), spec.subscribe.as_deref(), within).await?;
+            self.set_connection_vars(&spec.name, token.as_deref(), Some(&init));
+        } else {
+            self.set_connection_vars(&spec.name, token.as_deref(), None);
+        }
+        Ok(())
+    }
+
+    async fn call(&mut self, conn: &str, step: &Step, within: Duration) -> Result<(), String> {
+        let spec: &CallSpec = step.call.as_ref().expect("action");
+        self.calls_made += 1;
+        let call_id = match &spec.call_id {
+            Some(id) => self.vars.substitute_text(id)?,
+            None => format!("conformance-{}-{}", self.calls_made, &uuid::Uuid::new_v4().simple().to_string()[..8]),
+        };
+        let mut message = Map::new();
+        message.insert("type".into(), json!("tool_call"));
+        message.insert("call_id".into(), json!(call_id));
+        message.insert("tool".into(), json!(self.vars.substitute_text(&spec.tool)?));
+        message.insert("input".into(), self.vars.substitute(spec.input.as_ref().unwrap_or(&json!({})))?);
+        if let Some(deadline) = &spec.deadline_ms {
+            message.insert("deadline_ms".into(), self.vars.substitute(deadline)?);
+        }
+        if let Some(key) = &spec.idempotency_key {
+            message.insert("idempotency_key".into(), json!(self.vars.substitute_text(key)?));
+        }
+        self.vars.set("last_call_id", json!(call_id));
+        self.send_message(conn, &Self::envelope(message), within).await?;
+        if !spec.wait {
+            return Ok(());
+        }
+        let wanted = json!({ "type": "tool_result", "call_id": call_id });
+        let (result, _) = self.expect(conn, &wanted, within, &format!("the tool_result of call '{call_id}' ({})", spec.tool)).await?;
+        let ok = result.get("ok") == Some(&Value::Bool(true));
+        let outcome = |result: &Value| match result.get("error") {
+            Some(error) => format!("it failed: {}", show(error)),
+            None => format!("it succeeded: {}", show(result.get("output").unwrap_or(&Value::Null))),
+        };
+        let (matcher, target, what) = match (&step.expect, &step.expect_ok, &step.expect_error) {
+            (Some(m), _, _) => (Some(m), &result, "tool_result"),
+            (_, Some(m), _) => {
+                if !ok {
+                    return Err(format!("call '{call_id}' ({}) was to succeed, but {}", spec.tool, outcome(&result)));
+                }
+                (Some(m), &result["output"], "output")
+            }
+            (_, _, Some(m)) => {
+                if ok {
+                    return Err(format!("call '{call_id}' ({}) was to fail, but {}", spec.tool, outcome(&result)));
+                }
+                (Some(m), &result["error"], "error")
+            }
+            // A call with no expectation must succeed.
+            (None, None, None) => {
+                if !ok {
+                    return Err(format!("call '{call_id}' ({}) was to succeed, but {}", spec.tool, outcome(&result)));
+                }
+                (None, &result, "tool_result")
+            }
+        };
+        let captures = match matcher {
+            Some(m) => {
+                if let Some(problem) = matcher::unresolved(m, &self.vars) {
+                    return Err(problem);
+                }
+                matcher::matches(m, target, &self.vars).map_err(|miss| format!("the {what} of call '{call_id}' ({}) does not match: {miss}; got {}", spec.tool, show(target)))?
+            }
+            None => Vec::new(),
+        };
+        self.commit(captures, step, &result)
+    }
+
+    /// Stores `$capture`s and the step's `capture:` paths.
+    fn commit(&mut self, captures: Captures, step: &Step, message: &Value) -> Result<(), String> {
+        for (name, value) in captures {
+            self.vars.set(&name, value);
+        }
+        for (name, path) in step.capture.iter().flatten() {
+            let value = lookup(message, path).ok_or_else(|| format!("capture {name}: the matched message has no '{path}': {}", show(message)))?;
+            self.vars.set(name, value.clone());
+        }
+        Ok(())
+    }
+}
+
+/// A handshake answered with an error names it.
+fn check_handshake_reply(reply: &Value) -> Result<(), String> {
+    if reply.get("type").and_then(Value::as_str) == Some("error") {
+        return Err(format!("handshake refused by the bridge: {} {}", reply.get("code").and_then(Value::as_str).unwrap_or("?"), reply.get("message").and_then(Value::as_str).unwrap_or("")));
+    }
+    Ok(())
+}
+
+/// A heartbeat-shaped JSON line of exactly `bytes` bytes (its padding
+/// makes up the length).
+pub fn oversized_line(bytes: usize) -> Vec<u8> {
+    let head = br#"{"protocol":"aicc/0.1","type":"heartbeat","padding":""#;
+    let tail = br#""}"#;
+    let padding = bytes.saturating_sub(head.len() + tail.len());
+    let mut line = Vec::with_capacity(bytes);
+    line.extend_from_slice(head);
+    line.resize(head.len() + padding, b'x');
+    line.extend_from_slice(tail);
+    line
+}
+
+#[cfg(test)]
+#[path = "runner_tests.rs"]
+mod tests;

@@ -1,0 +1,272 @@
+//! The runner against a scripted local TCP peer: a well-behaved one passes
+//! a scenario using most step kinds; each protocol violation fails the
+//! scenario naming the scenario, the step and what was wrong.
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::conformance::scenario::parse;
+
+/// What the peer answers to one line, and whether it then hangs up.
+struct Reply {
+    lines: Vec<String>,
+    close: bool,
+}
+
+fn reply(lines: Vec<Value>) -> Reply {
+    Reply { lines: lines.iter().map(Value::to_string).collect(), close: false }
+}
+
+type Script = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+fn session_init(in_reply_to: Option<&str>) -> Value {
+    json!({
+        "protocol": "aicc/0.1", "type": "session_init", "session_id": "s-1", "message_id": "m-0", "in_reply_to": in_reply_to,
+        "tick_rate_hz": 10.0, "tick_mode": "fixed",
+        "tools": [{ "id": "probe", "class": "sensor", "input_schema": { "type": "object", "$schema": "x" }, "limits": { "calls_per_minute": 3 } }],
+        "meta": { "tick": 1 },
+    })
+}
+
+/// Listens on a free loopback port; greets every connection with a
+/// session_init when `greet`, then answers each line by `script`.
+async fn scripted_peer(greet: bool, script: Script) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let script = script.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                if greet {
+                    write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
+                }
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let message = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "raw": line }));
+                    let answer = script(&message);
+                    for line in answer.lines {
+                        if write.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    if answer.close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A well-behaved bridge: results echo the input, heartbeats are answered,
+/// a subscription brings two tick events, session_close closes.
+fn good_bridge(message: &Value) -> Reply {
+    let kind = message["type"].as_str().unwrap_or("");
+    let message_id = message["message_id"].clone();
+    match kind {
+        "tool_call" => reply(vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": { "reading": 42, "echo": message["input"] }, "meta": { "tick": 2 } })]),
+        "heartbeat" => reply(vec![json!({ "protocol": "aicc/0.1", "type": "heartbeat", "in_reply_to": message_id })]),
+        "manifest_request" => reply(vec![
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "tick", "payload": { "n": 1 }, "meta": { "tick": 3, "seq": 1 } }),
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "tick", "payload": { "n": 2 }, "meta": { "tick": 4, "seq": 2 } }),
+            session_init(message_id.as_str()),
+        ]),
+        "session_close" => Reply { lines: vec![json!({ "protocol": "aicc/0.1", "type": "session_close", "in_reply_to": message_id }).to_string()], close: true },
+        _ => reply(vec![json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "retryable": false, "message": format!("unknown: {message}") })]),
+    }
+}
+
+fn options(port: u16, token: Option<&str>) -> RunnerOptions {
+    let source = |env: &str, value: Option<&str>| TokenSource { env: env.into(), value: value.map(str::to_string) };
+    RunnerOptions {
+        endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: None },
+        max_line_bytes: 4096,
+        admin: source("AICC_TOKEN", token),
+        actuate: source("AICC_ACTUATE_TOKEN", None),
+        observe: source("AICC_OBSERVE_TOKEN", None),
+    }
+}
+
+fn scenario(steps: &str) -> Scenario {
+    let text = format!("name: probe_call\narea: protocol\nchecks: test\ndescription: test\nrobot: none\ntimeout_s: 10\nsteps:\n{steps}");
+    parse(Path::new("test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn run(script: Script, steps: &str) -> ScenarioResult {
+    let port = scripted_peer(true, script).await;
+    run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, None)).await
+}
+
+const CALL_PROBE: &str = "  - name: call the probe\n    call: {tool: probe, input: {}}\n    expect_ok: {reading: 42}\n";
+
+#[tokio::test]
+async fn a_well_behaved_bridge_passes_a_scenario_of_every_step_kind() {
+    let steps = r#"
+  - name: call with a variable
+    call: {tool: probe, input: {n: "${tools.probe.limits.calls_per_minute}"}}
+    expect_ok: {reading: 42, echo: {n: 3}}
+    capture: {first: output.reading}
+  - repeat:
+      times: "${tools.probe.limits.calls_per_minute}"
+      steps:
+        - call: {tool: probe, input: {}}
+          expect: {ok: true, output: {reading: "${first}"}, call_id: "${last_call_id}"}
+  - call: {tool: probe, call_id: later, wait: false}
+  - expect: {type: tool_result, call_id: later}
+  - send: {type: manifest_request, subscribe: [tick]}
+  - expect_event: {topic: tick, payload: {n: 1}}
+    capture: {seq1: meta.seq}
+  - expect: {type: event, meta: {seq: {$gt: "${seq1}"}}}
+  - expect: {type: session_init, in_reply_to: {$type: string}, session_id: "${session_id}", tools: "${manifest.tools}"}
+  - expect_none: {type: event}
+    for_s: 0.2
+  - connect: {name: second}
+  - send: {type: heartbeat, message_id: hb}
+    conn: second
+  - expect: {type: heartbeat, in_reply_to: hb}
+    conn: second
+  - expect_closed: false
+  - send: {type: session_close}
+  - expect: {type: session_close}
+  - expect_closed: true
+  - disconnect: second
+"#;
+    let result = run(Arc::new(good_bridge), steps).await;
+    assert_eq!(result.status, Status::Passed, "{:?}\n{:#?}", result.failure_message(), result.transcript);
+}
+
+async fn failing(script: Script, steps: &str) -> String {
+    let result = run(script, steps).await;
+    assert_eq!(result.status, Status::Failed, "should have failed");
+    assert!(!result.transcript.is_empty(), "a failure keeps the transcript tail");
+    result.failure_message().unwrap()
+}
+
+fn on_call(answer: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static) -> Script {
+    Arc::new(move |message: &Value| if message["type"] == "tool_call" { Reply { lines: answer(message), close: false } } else { good_bridge(message) })
+}
+
+#[tokio::test]
+async fn a_malformed_reply_fails_the_step_naming_scenario_and_step() {
+    let reason = failing(on_call(|_| vec!["{\"protocol\":\"aicc/0.1\",\"type\":".into()]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": the bridge broke the protocol on 'main': line is not valid JSON"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_result_for_a_call_never_made_fails() {
+    let reason = failing(on_call(|_| vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": "someone-else", "ok": true, "output": {} }).to_string()]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("call_id 'someone-else', which was never sent on this connection"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_repeated_result_fails() {
+    let answer = |m: &Value| {
+        let line = json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": { "reading": 42 } }).to_string();
+        vec![line.clone(), line]
+    };
+    let reason = failing(on_call(answer), &format!("{CALL_PROBE}  - name: linger\n    wait_s: 0.3\n")).await;
+    assert!(reason.contains("step 2 \"linger\"") && reason.contains("already answered"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_result_with_both_output_and_error_fails() {
+    let reason = failing(on_call(|m| vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": {}, "error": { "code": "timeout", "retryable": true, "message": "x" } }).to_string()]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("has both output and error"), "{reason}");
+}
+
+#[tokio::test]
+async fn an_oversized_line_fails() {
+    let reason = failing(on_call(|_| vec![format!("{{\"protocol\":\"aicc/0.1\",\"type\":\"heartbeat\",\"pad\":\"{}\"}}", "x".repeat(5000))]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("longer than 4096 bytes"), "{reason}");
+}
+
+#[tokio::test]
+async fn ticks_going_backwards_fail() {
+    let answer = |m: &Value| {
+        vec![
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "command", "payload": {}, "meta": { "tick": 9, "seq": 1 } }).to_string(),
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "command", "payload": {}, "meta": { "tick": 8, "seq": 2 } }).to_string(),
+            json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": { "reading": 42 } }).to_string(),
+        ]
+    };
+    let reason = failing(on_call(answer), CALL_PROBE).await;
+    assert!(reason.contains("step 1 \"call the probe\"") && reason.contains("ticks went backwards"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_mismatch_says_where_and_what_came() {
+    let reason = failing(Arc::new(good_bridge), "  - name: call the probe\n    call: {tool: probe}\n    expect_ok: {reading: 41}\n").await;
+    assert!(reason.contains("does not match: at reading: expected 41, got 42"), "{reason}");
+    let reason = failing(Arc::new(good_bridge), "  - call: {tool: probe}\n    expect_error: {code: tool_unknown}\n").await;
+    assert!(reason.contains("step 1: call") && reason.contains("was to fail, but it succeeded"), "{reason}");
+}
+
+#[tokio::test]
+async fn silence_times_out_with_the_nearest_message() {
+    let silent: Script = Arc::new(|message: &Value| if message["type"] == "tool_call" { reply(vec![]) } else { good_bridge(message) });
+    let steps = "  - send: {type: heartbeat, message_id: hb}\n  - name: wait for nothing\n    call: {tool: probe}\n    within_s: 0.3\n";
+    let reason = failing(silent, steps).await;
+    assert!(reason.contains("step 2 \"wait for nothing\"") && reason.contains("within 0.3 s") && reason.contains("nearest: {") && reason.contains("\"in_reply_to\":\"hb\""), "{reason}");
+}
+
+#[tokio::test]
+async fn repeats_name_the_repetition_and_unknown_variables_are_named() {
+    let steps = "  - name: loop\n    repeat:\n      times: 2\n      steps:\n        - name: inner\n          expect: {type: tool_result, x: \"${nowhere}\"}\n";
+    let reason = failing(Arc::new(good_bridge), steps).await;
+    assert!(reason.contains("step 1.1 \"loop › inner\": (repetition 1 of 2) variable '${nowhere}' is not set"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_needed_token_variable_that_is_unset_fails_naming_it() {
+    let reason = failing(Arc::new(good_bridge), "  - connect: {name: watcher, scope: observe}\n").await;
+    assert!(reason.contains("needs the environment variable AICC_OBSERVE_TOKEN, which is not set"), "{reason}");
+}
+
+#[tokio::test]
+async fn with_a_token_the_handshake_authenticates_and_the_token_is_never_shown() {
+    let token = "s3cret-for-the-test";
+    let script: Script = Arc::new(move |message: &Value| {
+        if message["type"] == "manifest_request" && message.get("subscribe").is_none() {
+            if message["auth"]["token"] == token {
+                return reply(vec![session_init(message["message_id"].as_str())]);
+            }
+            return reply(vec![json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "retryable": false, "message": "authentication failed" })]);
+        }
+        good_bridge(message)
+    });
+    let port = scripted_peer(false, script).await;
+    let steps = "  - expect: {type: nothing_like_this}\n    within_s: 0.2\n";
+    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some(token))).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("step 1:"), "the handshake passed, the step failed: {reason}");
+    let transcript = result.transcript.join("\n");
+    assert!(transcript.contains("\"token\":\"<token>\"") && !transcript.contains(token), "{transcript}");
+
+    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some("wrong"))).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("opening connection 'main'") && reason.contains("handshake refused by the bridge: invalid_input authentication failed"), "{reason}");
+}
+
+#[tokio::test]
+async fn the_scenario_timeout_names_the_step_it_cut() {
+    let mut quick = scenario("  - name: sit\n    wait_s: 5\n");
+    quick.timeout_s = 0.3;
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let result = run_scenario(&quick, Path::new("test.yaml"), &options(port, None)).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("step 1 \"sit\": the scenario's timeout_s (0.3 s) ran out"), "{reason}");
+}
+
+#[test]
+fn oversized_lines_have_the_asked_length_and_look_like_json() {
+    let line = oversized_line(1000);
+    assert_eq!(line.len(), 1000);
+    assert!(line.starts_with(b"{\"protocol\":\"aicc/0.1\"") && line.ends_with(b"\"}"));
+    assert!(serde_json::from_slice::<Value>(&line).is_ok());
+}
