@@ -17,6 +17,8 @@ pub mod ordering;
 pub mod picture;
 pub mod retry;
 pub mod session;
+#[cfg(test)]
+mod session_tests;
 pub mod shell;
 pub mod table;
 pub mod transport;

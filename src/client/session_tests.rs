@@ -1,0 +1,315 @@
+//! The session against scripted bridges over in-memory pipes: each rule of
+//! a conformant agent, and failing closed on a bridge that breaks the
+//! protocol.
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
+
+use super::error::{ClientError, STANDARD_ERROR_CODES};
+use super::retry::RetryPolicy;
+use super::session::{Session, SessionOptions};
+use super::transport::Duplex;
+
+/// The bridge's end of the pipe.
+struct Peer {
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    writer: WriteHalf<DuplexStream>,
+}
+
+impl Peer {
+    async fn send(&mut self, message: Value) {
+        self.send_raw(format!("{message}\n").as_bytes()).await;
+    }
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.unwrap();
+        self.writer.flush().await.unwrap();
+    }
+    /// The client's next line (heartbeats included).
+    async fn next(&mut self) -> Value {
+        let line = self.lines.next_line().await.unwrap().expect("the client closed the pipe");
+        serde_json::from_str(&line).unwrap()
+    }
+    async fn next_call(&mut self) -> Value {
+        let message = self.next().await;
+        assert_eq!(message["type"], "tool_call", "{message}");
+        message
+    }
+}
+
+fn pipe() -> (Box<dyn Duplex>, Peer) {
+    let (client, bridge) = tokio::io::duplex(4 << 20);
+    let (reader, writer) = tokio::io::split(bridge);
+    (Box::new(client), Peer { lines: BufReader::new(reader).lines(), writer })
+}
+
+/// A manifest granting sensors, and `move` too when `can_move`.
+fn session_init(can_move: bool, in_reply_to: Option<&str>) -> Value {
+    let (granted, actuators) = if can_move { (json!(["can_observe_world", "can_move_self"]), json!(["move"])) } else { (json!(["can_observe_world"]), json!([])) };
+    json!({
+        "protocol": "aicc/0.1", "type": "session_init", "session_id": "S1", "message_id": "i1", "in_reply_to": in_reply_to,
+        "capabilities": { "sensors": ["proprioception", "vision"], "actuators": actuators, "generators": [], "granted": granted },
+        "tools": [
+            { "id": "proprioception", "class": "sensor", "capability": "can_observe_world" },
+            { "id": "vision", "class": "sensor", "capability": "can_observe_world" },
+            { "id": "move", "class": "actuator", "capability": "can_move_self" },
+        ],
+        "events": { "subscribed": ["collision"] },
+        "meta": { "tick": 1 },
+    })
+}
+
+fn result(call_id: &str, output: Value, tick: u64) -> Value {
+    json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": call_id, "ok": true, "output": output, "meta": { "tick": tick } })
+}
+
+fn failure(call_id: &str, code: &str, retryable: bool) -> Value {
+    json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": call_id, "ok": false, "error": { "code": code, "message": format!("scripted {code}"), "retryable": retryable }, "meta": { "tick": 2 } })
+}
+
+fn event(tick: u64, seq: u64) -> Value {
+    json!({ "protocol": "aicc/0.1", "type": "event", "topic": "collision", "payload": {}, "meta": { "tick": tick, "seq": seq } })
+}
+
+fn options() -> SessionOptions {
+    SessionOptions { timeout: Duration::from_secs(20), ..SessionOptions::default() }
+}
+
+/// A session opened on a greeting bridge.
+async fn open(can_move: bool, options: SessionOptions) -> (Session, Peer) {
+    let (stream, mut peer) = pipe();
+    peer.send(session_init(can_move, None)).await;
+    (Session::open(stream, options).await.unwrap(), peer)
+}
+
+fn call_id(message: &Value) -> String {
+    message["call_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn with_a_token_the_client_asks_first_and_the_token_is_only_in_auth() {
+    let (stream, mut peer) = pipe();
+    let bridge = tokio::spawn(async move {
+        let request = peer.next().await;
+        assert_eq!((request["type"].as_str(), request["auth"]["token"].as_str()), (Some("manifest_request"), Some("s3cret")));
+        peer.send(session_init(false, request["message_id"].as_str())).await;
+        peer
+    });
+    let session = Session::open(stream, SessionOptions { token: Some("s3cret".into()), ..options() }).await.unwrap();
+    assert_eq!(session.session_id(), Some("S1"));
+    bridge.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bridge_that_does_not_greet_is_asked_and_its_error_is_surfaced() {
+    let (stream, mut peer) = pipe();
+    let bridge = tokio::spawn(async move {
+        let request = peer.next().await;
+        assert_eq!(request["type"], "manifest_request");
+        assert!(request.get("auth").is_none(), "no token was given");
+        peer.send(json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "message": "authentication required", "retryable": false, "in_reply_to": request["message_id"] })).await;
+        peer
+    });
+    let Err(error) = Session::open(stream, SessionOptions { greeting_wait: Duration::from_millis(50), ..options() }).await else { panic!("opened without auth") };
+    assert!(matches!(&error, ClientError::Remote(e) if e.code == "invalid_input" && e.message == "authentication required"), "{error}");
+    assert_eq!(error.exit_code(), 3);
+    bridge.await.unwrap();
+}
+
+#[tokio::test]
+async fn tools_outside_the_sessions_capabilities_are_refused_and_never_sent() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let refused = session.call("move", &json!({ "forward": 0.3 })).await.unwrap_err();
+    assert!(matches!(&refused, ClientError::Refused(m) if m.contains("'move'") && m.contains("can_move_self")), "{refused}");
+    let unknown = session.call("teleport", &json!({})).await.unwrap_err();
+    assert!(matches!(&unknown, ClientError::Refused(m) if m.contains("not in the manifest")), "{unknown}");
+    assert_eq!(unknown.exit_code(), 2);
+    let bridge = tokio::spawn(async move {
+        let call = peer.next_call().await;
+        assert_eq!(call["tool"], "proprioception", "the first line the bridge got is the permitted call: nothing was sent before it");
+        peer.send(result(&call_id(&call), json!({ "x": 1 }), 3)).await;
+    });
+    assert_eq!(session.call("proprioception", &json!({})).await.unwrap().output, json!({ "x": 1 }));
+    bridge.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_result_with_a_foreign_or_repeated_call_id_is_reported_and_not_taken() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let bridge = tokio::spawn(async move {
+        let first = peer.next_call().await;
+        peer.send(result("not-yours", json!({ "marker": "FOREIGN" }), 3)).await;
+        peer.send(result(&call_id(&first), json!({ "marker": "REAL" }), 4)).await;
+        let second = peer.next_call().await;
+        assert_ne!(call_id(&first), call_id(&second), "call ids are unique");
+        peer.send(result(&call_id(&first), json!({ "marker": "REPEATED" }), 5)).await;
+        peer.send(result(&call_id(&second), json!({ "marker": "SECOND" }), 6)).await;
+    });
+    assert_eq!(session.call("proprioception", &json!({})).await.unwrap().output["marker"], "REAL");
+    let warnings = session.take_warnings();
+    assert!(warnings.iter().any(|w| w.contains("protocol violation") && w.contains("unknown call_id 'not-yours'")), "{warnings:?}");
+    assert_eq!(session.call("vision", &json!({})).await.unwrap().output["marker"], "SECOND");
+    let warnings = session.take_warnings();
+    assert!(warnings.iter().any(|w| w.contains("already answered")), "{warnings:?}");
+    bridge.await.unwrap();
+}
+
+#[tokio::test]
+async fn every_standard_error_code_is_surfaced_and_a_non_retryable_call_is_sent_once() {
+    for code in STANDARD_ERROR_CODES {
+        // Retries allowed: a non-retryable error must still not be retried.
+        let (mut session, mut peer) = open(false, SessionOptions { retry: RetryPolicy::new(3).unwrap(), ..options() }).await;
+        let bridge = tokio::spawn(async move {
+            let call = peer.next_call().await;
+            peer.send(failure(&call_id(&call), code, false)).await;
+            let after = peer.next().await;
+            assert_eq!(after["type"], "session_close", "{code}: the call was sent again: {after}");
+        });
+        let error = session.call("proprioception", &json!({})).await.unwrap_err();
+        assert!(matches!(&error, ClientError::Remote(e) if e.code == code && !e.retryable && e.is_standard()), "{code}: {error}");
+        assert_eq!(error.to_string(), format!("error {code}: scripted {code}"));
+        session.close().await.unwrap();
+        bridge.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_top_level_error_answering_the_call_fails_it_with_its_code() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let bridge = tokio::spawn(async move {
+        let call = peer.next_call().await;
+        peer.send(json!({ "protocol": "aicc/0.1", "type": "error", "code": "tool_unavailable", "message": "lease held by another session", "retryable": true, "in_reply_to": call["message_id"] })).await;
+    });
+    let error = session.call("proprioception", &json!({})).await.unwrap_err();
+    assert!(matches!(&error, ClientError::Remote(e) if e.code == "tool_unavailable" && e.retryable), "{error}");
+    assert_eq!(error.to_string(), "error tool_unavailable retryable: lease held by another session");
+    bridge.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_retryable_sensor_failure_is_retried_as_allowed_but_an_actuator_never() {
+    let (mut session, mut peer) = open(true, SessionOptions { retry: RetryPolicy::new(2).unwrap(), ..options() }).await;
+    let bridge = tokio::spawn(async move {
+        for _ in 0..2 {
+            let call = peer.next_call().await;
+            peer.send(failure(&call_id(&call), "execution_failed", true)).await;
+        }
+        let third = peer.next_call().await;
+        assert_eq!(third["tool"], "proprioception");
+        peer.send(result(&call_id(&third), json!({ "ok_at_last": true }), 9)).await;
+        let motion = peer.next_call().await;
+        assert_eq!(motion["tool"], "move");
+        peer.send(failure(&call_id(&motion), "execution_failed", true)).await;
+        let after = peer.next().await;
+        assert_eq!(after["type"], "session_close", "the motion was repeated: {after}");
+    });
+    assert_eq!(session.call("proprioception", &json!({})).await.unwrap().output, json!({ "ok_at_last": true }));
+    assert_eq!(session.take_warnings().iter().filter(|w| w.contains("retry")).count(), 2);
+    let error = session.call("move", &json!({ "forward": 0.1 })).await.unwrap_err();
+    assert!(matches!(&error, ClientError::Remote(e) if e.code == "execution_failed" && e.retryable), "{error}");
+    session.close().await.unwrap();
+    bridge.await.unwrap();
+}
+
+#[tokio::test]
+async fn events_come_in_tick_order_and_an_older_one_after_is_flagged_late() {
+    let (mut session, mut peer) = open(false, options()).await;
+    for (tick, seq) in [(5, 1), (7, 2), (6, 3), (8, 4)] {
+        peer.send(event(tick, seq)).await;
+    }
+    let mut ticks = Vec::new();
+    for _ in 0..4 {
+        let event = session.next_event(None).await.unwrap().unwrap();
+        assert!(!event.late);
+        ticks.push(event.tick);
+    }
+    assert_eq!(ticks, [5, 6, 7, 8]);
+    peer.send(event(3, 5)).await;
+    let late = session.next_event(None).await.unwrap().unwrap();
+    assert_eq!((late.tick, late.late, late.to_json()["late"].clone()), (3, true, json!(true)));
+}
+
+#[tokio::test]
+async fn events_that_arrive_during_a_call_are_kept_for_later() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let bridge = tokio::spawn(async move {
+        let call = peer.next_call().await;
+        peer.send(event(4, 1)).await;
+        peer.send(result(&call_id(&call), json!({}), 5)).await;
+        peer
+    });
+    session.call("proprioception", &json!({})).await.unwrap();
+    let event = session.next_event(None).await.unwrap().unwrap();
+    assert_eq!((event.tick, event.late), (4, false), "tick 5 was seen, so tick 4 is final at once");
+    drop(bridge.await.unwrap());
+}
+
+#[tokio::test]
+async fn the_bridges_heartbeat_is_answered_and_a_manifest_update_applies() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let mut update = session_init(false, None);
+    update["capabilities"]["sensors"] = json!(["proprioception"]);
+    peer.send(json!({ "protocol": "aicc/0.1", "type": "heartbeat", "manifest_update": update, "meta": { "tick": 9 } })).await;
+    let bridge = tokio::spawn(async move {
+        let answer = peer.next().await;
+        assert_eq!(answer["type"], "heartbeat");
+        assert!(answer.get("in_reply_to").is_none());
+        peer // kept open until the test ends
+    });
+    session.idle(Duration::from_millis(200)).await.unwrap();
+    let refused = session.call("vision", &json!({})).await.unwrap_err();
+    assert!(matches!(&refused, ClientError::Refused(m) if m.contains("not among this session's sensors")), "{refused}");
+    drop(session); // without an answer the bridge's read now ends, failing the test
+    drop(bridge.await.unwrap());
+}
+
+/// Runs a call against a bridge that answers it with `answer(call_id)`
+/// and then closes the connection.
+async fn call_answered_with(answer: impl FnOnce(&str) -> Vec<u8> + Send + 'static, options: SessionOptions) -> ClientError {
+    let (mut session, mut peer) = open(false, options).await;
+    let bridge = tokio::spawn(async move {
+        let call = peer.next_call().await;
+        peer.send_raw(&answer(&call_id(&call))).await;
+        // The peer is dropped here: the connection ends after the answer.
+    });
+    let error = session.call("proprioception", &json!({})).await.unwrap_err();
+    bridge.await.unwrap();
+    error
+}
+
+#[tokio::test]
+async fn a_bridge_that_breaks_the_protocol_is_failed_closed_on() {
+    let line = |value: Value| format!("{value}\n").into_bytes();
+    let cases: Vec<(&str, Box<dyn FnOnce(&str) -> Vec<u8> + Send>)> = vec![
+        ("both 'output' and 'error'", Box::new(move |id: &str| {
+            line(json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": id, "ok": false, "output": { "marker": "X" }, "error": { "code": "timeout", "message": "m", "retryable": false } }))
+        })),
+        ("longer than 1024 bytes", Box::new(move |id: &str| line(result(id, json!({ "pad": "x".repeat(2000) }), 3)))),
+        ("not valid UTF-8", Box::new(|_: &str| b"{\"protocol\":\"aicc/0.1\",\"type\":\"\xff\"}\n".to_vec())),
+        ("not valid JSON", Box::new(|_: &str| b"this is not json\n".to_vec())),
+        ("not an object", Box::new(|_: &str| b"[1,2,3]\n".to_vec())),
+    ];
+    for (expected, answer) in cases {
+        let error = call_answered_with(answer, SessionOptions { max_line_bytes: 1024, ..options() }).await;
+        assert!(matches!(&error, ClientError::Protocol(m) if m.contains(expected)), "{expected}: {error}");
+        assert_eq!(error.exit_code(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_connection_closed_mid_call_is_a_transport_failure() {
+    let error = call_answered_with(|_| Vec::new(), options()).await;
+    assert!(matches!(&error, ClientError::Transport(m) if m.contains("closed the connection")), "{error}");
+}
+
+#[tokio::test]
+async fn events_before_the_connection_ended_are_delivered_then_the_end() {
+    let (mut session, mut peer) = open(false, options()).await;
+    peer.send(event(2, 1)).await;
+    peer.send(event(1, 2)).await;
+    drop(peer);
+    let first = session.next_event(None).await.unwrap().unwrap();
+    let second = session.next_event(None).await.unwrap().unwrap();
+    assert_eq!((first.tick, second.tick), (1, 2));
+    assert!(matches!(session.next_event(None).await, Err(ClientError::Transport(_))));
+}
