@@ -32,6 +32,10 @@ struct Args {
     /// Where to listen, HOST:PORT (port 0 picks a free port). Overrides the config.
     #[arg(long)]
     listen: Option<String>,
+    /// Serve the AI-control dialect (JSON-RPC over NDJSON) on HOST:PORT as
+    /// well (port 0 picks a free port). Overrides and enables `fonline`.
+    #[arg(long)]
+    fonline_listen: Option<String>,
 }
 
 /// Splits argv into the bridge's own arguments and a `--params-file` given
@@ -51,6 +55,10 @@ fn load_config(args: &Args, params_file: Option<PathBuf>) -> anyhow::Result<Conf
     };
     if let Some(listen) = &args.listen {
         config.listen = listen.clone();
+    }
+    if let Some(listen) = &args.fonline_listen {
+        config.fonline.enabled = true;
+        config.fonline.listen = listen.clone();
     }
     config.validate().map_err(anyhow::Error::msg)?;
     Ok(config)
@@ -73,6 +81,15 @@ async fn main() -> anyhow::Result<()> {
         if config.security.tls_cert_file.is_empty() {
             tracing::warn!(%listen, "remote listener without TLS: tokens and data cross the network in plain text");
         }
+    }
+    let fonline_listen: Option<SocketAddr> = match config.fonline.enabled {
+        true => Some(config.fonline.listen.parse().context("parsing fonline.listen")?),
+        false => None,
+    };
+    if let Some(address) = fonline_listen.filter(|a| !a.ip().is_loopback()) {
+        anyhow::ensure!(config.security.allow_remote, "refusing the AI-control listener on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients");
+        anyhow::ensure!(!tokens.is_empty(), "refusing the AI-control listener on {address} without a token: set one of the environment variables in security.tokens");
+        tracing::warn!(%address, "remote AI-control listener: it has no TLS, tokens and data cross the network in plain text");
     }
     let tls = match config.security.tls_cert_file.as_str() {
         "" => None,
@@ -126,12 +143,12 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_interval: Duration::from_secs_f64(config.heartbeat_interval_s),
             dead_peer_intervals: config.dead_peer_intervals,
             lease_timeout: Duration::from_secs_f64(config.lease_timeout_s),
-            tokens,
+            tokens: tokens.clone(),
             unauthenticated_scope: config.security.unauthenticated_scope,
             max_auth_failures: config.security.max_auth_failures,
             limits: limits_in_force(&config, &joints),
         },
-        catalog,
+        catalog.clone(),
         Instant::now(),
     );
     let tools = ToolContext { robot: robot.clone(), base: base.clone(), config: config.clone(), joints, kinematics, events: events_tx, session: String::new(), call_id: String::new() };
@@ -139,8 +156,30 @@ async fn main() -> anyhow::Result<()> {
     let events_task = tokio::spawn(bridge.clone().run_tool_events(events_rx));
     let listener = TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let bound = listener.local_addr()?;
-    // The one line on stdout: what launchers and tests wait for.
+    let fonline_listener = match fonline_listen {
+        Some(address) => Some(TcpListener::bind(address).await.with_context(|| format!("binding the AI-control listener (fonline.listen) {address}"))?),
+        None => None,
+    };
+    // The line on stdout that launchers and tests wait for.
     println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": tls.is_some() }));
+    let fonline_tasks = match fonline_listener {
+        Some(fonline_listener) => {
+            let settings = aicc_ros2::fonline::Settings {
+                max_queued_commands: config.fonline.max_queued_commands,
+                max_events: config.fonline.max_events,
+                tokens,
+                unauthenticated_scope: config.security.unauthenticated_scope,
+                max_auth_failures: config.security.max_auth_failures,
+                tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
+            };
+            let (fonline_bound, tasks) = aicc_ros2::fonline::start(bridge.clone(), catalog, fonline_listener, settings)?;
+            // Second line, once the AI-control dialect listens too.
+            println!("AI_CONTROL_READY {}", serde_json::json!({ "host": fonline_bound.ip().to_string(), "port": fonline_bound.port() }));
+            tracing::info!(%fonline_bound, "AI-control listener ready");
+            tasks
+        }
+        None => Vec::new(),
+    };
     tracing::info!(%bound, auth_required = bridge.core.lock().auth_required(), "AICC listener ready");
     let timer_period = Duration::from_secs_f64((1.0 / config.tick_rate_hz).min(0.05));
     let timer_task = tokio::spawn(bridge.clone().run_timers(timer_period));
@@ -150,6 +189,9 @@ async fn main() -> anyhow::Result<()> {
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down: stopping the base");
     server_task.abort();
+    for task in &fonline_tasks {
+        task.abort();
+    }
     events_task.abort();
     contacts_task.abort();
     obstacles_task.abort();

@@ -257,12 +257,12 @@ pub fn describe(catalog: &Catalog) -> Value {
                 (m.field.to_string(), json!({ "input": m.input, "unit": m.unit, "scale": scale, "meaning": m.meaning }))
             })
             .collect();
+        let input_fields: Vec<&String> = descriptor.input_schema["properties"].as_object().map(|p| p.keys().collect()).unwrap_or_default();
         actions.insert(
             descriptor.id.to_string(),
             json!({
                 "fields": fields,
-                "stringArgJson": "stringArg holding a JSON object is the tool's complete AICC input (then no other field may be given)",
-                "inputSchema": descriptor.input_schema,
+                "stringArgJson": { "inputFields": input_fields, "note": "stringArg holding a JSON object is the tool's complete AICC input (its schema is in the AICC manifest); no other field may then be given" },
             }),
         );
     }
@@ -392,5 +392,6 @@ mod tests {
         }
         assert_eq!(described["move"]["fields"]["x"]["input"], "forward");
         assert_eq!(described["move"]["fields"]["x"]["scale"], 0.001);
+        assert!(described["turn"]["stringArgJson"]["inputFields"].as_array().unwrap().contains(&json!("pitch")));
     }
 }

@@ -180,3 +180,145 @@ fn integer_param(params: &Map<String, Value>, name: &str, default: i64) -> Resul
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::fonline::Settings;
+    use crate::protocol::auth::{Scope, Tokens};
+    use crate::tools::Registry;
+    use std::sync::Arc;
+
+    fn dialect(tokens: Tokens, max_queued_commands: usize) -> Arc<Dialect> {
+        let catalog = Arc::new(Registry::new(&Config::default()).catalog().unwrap());
+        let settings = Settings { max_queued_commands, max_events: 8, tokens, unauthenticated_scope: Scope::Admin, max_auth_failures: 2, tool_timeout: Duration::from_secs(5) };
+        Dialect::new(catalog, settings)
+    }
+
+    fn tokens() -> Tokens {
+        let mut tokens = Tokens::default();
+        tokens.add("drive", Scope::Actuate).unwrap();
+        tokens.add("look", Scope::Observe).unwrap();
+        tokens
+    }
+
+    fn gate(dialect: &Dialect) -> Gate {
+        Gate::new(&dialect.settings.tokens, dialect.settings.unauthenticated_scope, dialect.settings.max_auth_failures)
+    }
+
+    async fn call(dialect: &Dialect, gate: &mut Gate, id: u64, method: &str, params: Value) -> (Value, bool) {
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
+        let response = dialect.respond(gate, line.as_bytes()).await;
+        let value: Value = serde_json::from_slice(&response.line).unwrap();
+        assert_eq!(value["id"], id, "{value}");
+        (value, response.close)
+    }
+
+    fn code(response: &Value) -> i64 {
+        response["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {response}"))
+    }
+
+    #[tokio::test]
+    async fn every_method_but_auth_waits_for_authorization_and_a_wrong_token_is_no_error() {
+        let dialect = dialect(tokens(), 4);
+        let mut gate = gate(&dialect);
+        for method in ["ping", "status", "observe", "events", "act", "teleport"] {
+            assert_eq!(code(&call(&dialect, &mut gate, 1, method, json!({})).await.0), -32001, "{method}");
+        }
+        let (wrong, close) = call(&dialect, &mut gate, 2, "auth", json!({"token": "guess"})).await;
+        assert_eq!((wrong["result"]["authorized"].clone(), close), (json!(false), false));
+        assert!(dialect.status()["lastError"].as_str().unwrap().contains("authentication failed"));
+        assert_eq!(code(&call(&dialect, &mut gate, 3, "auth", json!({"token": 5})).await.0), -32602);
+        let (right, _) = call(&dialect, &mut gate, 4, "auth", json!({"token": "drive"})).await;
+        assert_eq!(right["result"]["authorized"], true);
+        assert_eq!(call(&dialect, &mut gate, 5, "ping", json!({})).await.0["result"], json!({"ok": true}));
+        assert_eq!(code(&call(&dialect, &mut gate, 6, "teleport", json!({})).await.0), -32601);
+        assert_eq!(code(&call(&dialect, &mut gate, 7, "ping", json!({"verbose": true})).await.0), -32602);
+    }
+
+    #[tokio::test]
+    async fn failed_attempts_beyond_the_limit_close_the_connection() {
+        let dialect = dialect(tokens(), 4);
+        let mut gate = gate(&dialect);
+        assert!(!call(&dialect, &mut gate, 1, "auth", json!({"token": "a"})).await.1);
+        let (response, close) = call(&dialect, &mut gate, 2, "auth", json!({"token": "b"})).await;
+        assert_eq!((response["result"]["authorized"].clone(), close), (json!(false), true));
+    }
+
+    #[tokio::test]
+    async fn an_observe_token_may_look_but_not_act() {
+        let dialect = dialect(tokens(), 4);
+        let mut gate = gate(&dialect);
+        call(&dialect, &mut gate, 1, "auth", json!({"token": "look"})).await;
+        assert!(call(&dialect, &mut gate, 2, "status", json!({})).await.0.get("result").is_some());
+        let (refused, _) = call(&dialect, &mut gate, 3, "act", json!({"type": "stop"})).await;
+        assert_eq!(code(&refused), -32001);
+        assert!(refused["error"]["message"].as_str().unwrap().contains("'observe' scope, which may not act"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn the_queue_refuses_when_full_and_a_replacing_command_completes_the_dropped_ones() {
+        let dialect = dialect(Tokens::default(), 2);
+        let mut gate = gate(&dialect);
+        for id in 1..=2 {
+            let (accepted, _) = call(&dialect, &mut gate, id, "act", json!({"type": "move", "x": 100, "append": true})).await;
+            assert_eq!(accepted["result"], json!({"accepted": true, "commandSeq": id}));
+        }
+        let (full, _) = call(&dialect, &mut gate, 3, "act", json!({"type": "move", "x": 100, "append": true})).await;
+        assert_eq!(code(&full), -32002);
+        let status = call(&dialect, &mut gate, 4, "status", json!({})).await.0["result"].clone();
+        assert_eq!((status["queuedCommands"].clone(), status["maxQueuedCommands"].clone()), (json!(2), json!(2)));
+        let (replacing, _) = call(&dialect, &mut gate, 5, "act", json!({"type": "stop"})).await;
+        assert_eq!(replacing["result"]["commandSeq"], 3, "a refused command takes no sequence number");
+        let events = call(&dialect, &mut gate, 6, "events", json!({})).await.0["result"].clone();
+        let completed: Vec<(u64, String)> = events["events"].as_array().unwrap().iter().map(|e| (e["event"]["commandSeq"].as_u64().unwrap(), e["event"]["message"].as_str().unwrap().to_string())).collect();
+        assert_eq!(completed, vec![(1, "replaced by command 3".to_string()), (2, "replaced by command 3".to_string())]);
+        let (bad, _) = call(&dialect, &mut gate, 7, "act", json!({"type": "move", "x": "far"})).await;
+        assert_eq!(code(&bad), -32602);
+        assert_eq!(call(&dialect, &mut gate, 8, "status", json!({})).await.0["result"]["queuedCommands"], 1, "an invalid command is never queued");
+    }
+
+    #[tokio::test]
+    async fn events_take_a_cursor_and_a_clamped_limit() {
+        let dialect = dialect(Tokens::default(), 2);
+        let mut gate = gate(&dialect);
+        for n in 0..5 {
+            dialect.state.lock().history.push(json!({ "type": "test", "n": n }));
+        }
+        let page = |v: &Value| v["result"]["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>();
+        assert_eq!(page(&call(&dialect, &mut gate, 1, "events", json!({"afterSeq": 2, "limit": 100})).await.0), vec![3, 4, 5]);
+        assert_eq!(page(&call(&dialect, &mut gate, 2, "events", json!({"afterSeq": -4, "limit": 0})).await.0), vec![1], "limit 0 clamps to 1");
+        assert_eq!(page(&call(&dialect, &mut gate, 3, "events", json!({"limit": 100000})).await.0).len(), 5, "a huge limit clamps to 500");
+        assert_eq!(call(&dialect, &mut gate, 4, "events", json!({"afterSeq": 5})).await.0["result"], json!({"latestSeq": 5, "events": []}));
+        for bad in [json!({"afterSeq": "3"}), json!({"limit": 2.5}), json!({"after": 1})] {
+            assert_eq!(code(&call(&dialect, &mut gate, 5, "events", bad.clone()).await.0), -32602, "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn without_its_session_the_observation_says_why_it_is_not_ready() {
+        let dialect = dialect(Tokens::default(), 2);
+        let mut gate = gate(&dialect);
+        let result = call(&dialect, &mut gate, 1, "observe", json!({})).await.0["result"].clone();
+        assert_eq!(result["observationSeq"], 1);
+        let observation = &result["observation"];
+        assert_eq!((observation["schemaVersion"].clone(), observation["ready"].clone()), (json!(1), json!(false)));
+        assert!(observation["readiness"]["reasons"][0].as_str().unwrap().contains("not open"), "{observation}");
+        assert_eq!(observation["actions"]["move"]["fields"]["x"]["unit"], "millimetres");
+        let again = call(&dialect, &mut gate, 2, "observe", json!({})).await.0["result"]["observationSeq"].clone();
+        assert_eq!(again, 1, "nothing changed");
+    }
+
+    #[tokio::test]
+    async fn envelope_faults_are_answered_with_the_id_when_known() {
+        let dialect = dialect(Tokens::default(), 2);
+        let mut gate = gate(&dialect);
+        let response = dialect.respond(&mut gate, br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":7}"#).await;
+        let value: Value = serde_json::from_slice(&response.line).unwrap();
+        assert_eq!((value["id"].clone(), code(&value)), (json!(9), -32600));
+        let response = dialect.respond(&mut gate, b"{oops").await;
+        let value: Value = serde_json::from_slice(&response.line).unwrap();
+        assert_eq!((value["id"].clone(), code(&value)), (Value::Null, -32700));
+    }
+}
