@@ -33,9 +33,10 @@ impl Mismatch {
         Self { path: path.to_string(), reason: reason.into() }
     }
 
-    /// How deep into the value the match got (for picking the nearest miss).
+    /// How deep into the value the match got (for picking the nearest
+    /// miss); a message of another `type` is as far as can be.
     pub fn depth(&self) -> usize {
-        if self.path.is_empty() {
+        if self.path.is_empty() || self.path == "type" {
             0
         } else {
             self.path.split('.').count()

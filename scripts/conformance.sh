@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs the AICC conformance suite (conformance/scenarios) against the bridge
+# beside the simulated robot: installs what is missing, builds the bridge and
+# the runner, starts the simulator and the bridge (with random tokens) in a
+# ROS domain of their own, runs aicc-conformance, stops both.
+#   scripts/conformance.sh [aicc-conformance options, e.g. --area protocol]
+# Reports go to target/conformance/. Exit status: the runner's.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+bash scripts/setup.sh
+echo "[conformance] building the bridge and the runner (release)" >&2
+scripts/ros-env cargo build --release --bin aicc-ros2 --bin aicc-conformance
+
+tmp="${TMPDIR:-/tmp}"
+logs="$(mktemp -d "$tmp/aicc-conformance.XXXXXX")"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A ROS domain of our own, held by a lock until this script exits (the lock
+# file descriptor stays open in this shell; children do not inherit it).
+domain=""
+for candidate in $(seq 100 149); do
+  exec {lock_fd}>"$tmp/aicc-conformance-domain-$candidate.lock"
+  if flock -n "$lock_fd"; then domain="$candidate"; break; fi
+  exec {lock_fd}>&-
+done
+[ -n "$domain" ] || { echo "[conformance] no free ROS_DOMAIN_ID in 100..149" >&2; exit 1; }
+export ROS_DOMAIN_ID="$domain"
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+
+# Fresh random tokens: the runner authenticates with them, the bridge reads
+# the same variables (never the command line, never logged).
+random_token() { head -c 24 /dev/urandom | base64 | tr -d '/+=' ; }
+export AICC_TOKEN="$(random_token)"
+export AICC_ACTUATE_TOKEN="$(random_token)"
+export AICC_OBSERVE_TOKEN="$(random_token)"
+
+echo "[conformance] starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
+scripts/ros-env python3 sim/aicc_sim.py {lock_fd}>&- > "$logs/sim.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1200); do
+  grep -q '^AICC_SIM_READY' "$logs/sim.log" && break
+  kill -0 "${pids[0]}" 2>/dev/null || { echo "[conformance] the simulator exited:" >&2; tail -20 "$logs/sim.log" >&2; exit 1; }
+  sleep 0.1
+done
+grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[conformance] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
+
+echo "[conformance] starting the bridge; log: $logs/bridge.log" >&2
+target/release/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
+pids+=($!)
+port=""
+for _ in $(seq 300); do
+  port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$logs/bridge.out" | head -1)"
+  [ -n "$port" ] && break
+  kill -0 "${pids[1]}" 2>/dev/null || { echo "[conformance] the bridge exited:" >&2; tail -20 "$logs/bridge.log" >&2; exit 1; }
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "[conformance] the bridge did not print AICC_READY in 30 s: $logs/bridge.log" >&2; exit 1; }
+
+echo "[conformance] running the scenarios against 127.0.0.1:$port" >&2
+status=0
+target/release/aicc-conformance --host 127.0.0.1 --port "$port" --report-dir target/conformance "$@" {lock_fd}>&- || status=$?
+echo "[conformance] reports: target/conformance/conformance-report.json, target/conformance/conformance-junit.xml" >&2
+if [ "$status" -ne 0 ]; then
+  echo "[conformance] logs: $logs (bridge.log, sim.log); last bridge lines:" >&2
+  tail -20 "$logs/bridge.log" >&2 || true
+fi
+exit "$status"

@@ -1,0 +1,216 @@
+//! `aicc-conformance`: runs the AICC conformance scenarios against a bridge
+//! (this one beside the simulated robot, or any other endpoint) and
+//! reports. Exit status: 0 when every selected scenario passed, 1 when any
+//! failed (or a scenario file is malformed, or none was selected), 2 on
+//! usage errors.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime};
+
+use aicc_ros2::conformance::connection::{tls_client, Endpoint, SYSTEM_CA_BUNDLE};
+use aicc_ros2::conformance::progress::Progress;
+use aicc_ros2::conformance::report::{self, Failure, RunReport, ScenarioResult, Status};
+use aicc_ros2::conformance::runner::{run_scenario, RunnerOptions, TokenSource};
+use aicc_ros2::conformance::scenario::{load_all, Loaded, RobotNeed, AREAS};
+use clap::Parser;
+
+/// Default line limit: the bridge's 1 MiB plus slack for the envelope.
+const DEFAULT_MAX_LINE_BYTES: usize = (1 << 20) + 1024;
+
+#[derive(Parser, Debug)]
+#[command(name = "aicc-conformance", about = "Run the AICC conformance scenarios against a bridge and report")]
+struct Args {
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 43010)]
+    port: u16,
+    /// Speak TLS (the bridge's security.tls_cert_file).
+    #[arg(long)]
+    tls: bool,
+    /// PEM certificates to trust (with --tls; default: the system bundle).
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<PathBuf>,
+    /// The name the server certificate must carry (with --tls; default: --host).
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// Environment variable with the runner's own (admin) token.
+    #[arg(long, default_value = "AICC_TOKEN", value_name = "NAME")]
+    token_env: String,
+    #[arg(long, default_value = "AICC_ACTUATE_TOKEN", value_name = "NAME")]
+    actuate_token_env: String,
+    #[arg(long, default_value = "AICC_OBSERVE_TOKEN", value_name = "NAME")]
+    observe_token_env: String,
+    /// Directory with one sub-directory per area.
+    #[arg(long, default_value = "conformance/scenarios", value_name = "DIR")]
+    scenarios: PathBuf,
+    /// Run only this area (repeatable): protocol, sensors, actuators, governor, appendix_a.
+    #[arg(long = "area", value_name = "AREA")]
+    areas: Vec<String>,
+    /// Run only scenarios needing these of the robot (comma list of none, moves, needs_wall_ahead; default all).
+    #[arg(long, value_delimiter = ',', value_name = "NEEDS")]
+    robot: Vec<String>,
+    /// Run only this scenario (repeatable).
+    #[arg(long = "only", value_name = "NAME")]
+    only: Vec<String>,
+    /// Write conformance-report.json and conformance-junit.xml here.
+    #[arg(long, value_name = "DIR")]
+    report_dir: Option<PathBuf>,
+    /// Longest line accepted from the bridge, bytes (before the LF).
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES, value_name = "N")]
+    max_line_bytes: usize,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(usage) => {
+            eprintln!("aicc-conformance: {usage}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Scenario selection from --area, --robot and --only.
+struct Selection {
+    areas: Vec<String>,
+    robots: Vec<RobotNeed>,
+    only: Vec<String>,
+}
+
+impl Selection {
+    fn from_args(args: &Args, loaded: &[Loaded]) -> Result<Self, String> {
+        for area in &args.areas {
+            if !AREAS.contains(&area.as_str()) {
+                return Err(format!("--area {area}: not an area ({})", AREAS.join(", ")));
+            }
+        }
+        let robots = if args.robot.is_empty() {
+            RobotNeed::ALL.to_vec()
+        } else {
+            args.robot.iter().map(|r| RobotNeed::parse(r.trim()).ok_or_else(|| format!("--robot {r}: not one of none, moves, needs_wall_ahead"))).collect::<Result<_, _>>()?
+        };
+        for name in &args.only {
+            let known = loaded.iter().any(|l| matches!(l, Loaded::Ok { scenario, .. } if &scenario.name == name));
+            if !known {
+                return Err(format!("--only {name}: no scenario has this name (see --list)"));
+            }
+        }
+        Ok(Self { areas: args.areas.clone(), robots, only: args.only.clone() })
+    }
+
+    fn selects(&self, scenario: &aicc_ros2::conformance::scenario::Scenario) -> bool {
+        (self.areas.is_empty() || self.areas.contains(&scenario.area)) && self.robots.contains(&scenario.robot) && (self.only.is_empty() || self.only.contains(&scenario.name))
+    }
+}
+
+fn endpoint(args: &Args) -> Result<Endpoint, String> {
+    if !args.tls && (args.ca_file.is_some() || args.server_name.is_some()) {
+        return Err("--ca-file and --server-name go with --tls".into());
+    }
+    let tls = if args.tls {
+        let ca_file = args.ca_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE));
+        Some(tls_client(&ca_file, args.server_name.as_deref().unwrap_or(&args.host))?)
+    } else {
+        None
+    };
+    Ok(Endpoint { host: args.host.clone(), port: args.port, tls })
+}
+
+fn malformed_result(file: &std::path::Path, area: &str, error: &str) -> ScenarioResult {
+    ScenarioResult {
+        name: file.file_stem().map_or_else(|| file.display().to_string(), |s| s.to_string_lossy().to_string()),
+        area: area.to_string(),
+        file: file.display().to_string(),
+        robot: None,
+        checks: String::new(),
+        status: Status::Failed,
+        duration_s: 0.0,
+        failure: Some(Failure { step: None, label: Some("loading the file".into()), reason: error.to_string() }),
+        transcript: Vec::new(),
+    }
+}
+
+fn list(loaded: &[Loaded]) -> ExitCode {
+    let mut malformed = false;
+    for entry in loaded {
+        match entry {
+            Loaded::Ok { file, scenario } => println!("{:<12} {:<60} robot: {:<17} {}  ({})", scenario.area, scenario.name, scenario.robot.as_str(), scenario.checks, file.display()),
+            Loaded::Malformed { error, .. } => {
+                malformed = true;
+                println!("MALFORMED    {error}");
+            }
+        }
+    }
+    if malformed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, String> {
+    if args.max_line_bytes == 0 {
+        return Err("--max-line-bytes must be positive".into());
+    }
+    let loaded = load_all(&args.scenarios)?;
+    if args.list {
+        return Ok(list(&loaded));
+    }
+    let selection = Selection::from_args(&args, &loaded)?;
+    let endpoint = endpoint(&args)?;
+    let options = RunnerOptions {
+        endpoint: endpoint.clone(),
+        max_line_bytes: args.max_line_bytes,
+        admin: TokenSource::from_env(&args.token_env),
+        actuate: TokenSource::from_env(&args.actuate_token_env),
+        observe: TokenSource::from_env(&args.observe_token_env),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("starting the runtime: {e}"))?;
+
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let to_run = loaded.iter().filter(|l| matches!(l, Loaded::Ok { scenario, .. } if selection.selects(scenario))).count();
+    let mut progress = Progress::stderr(to_run);
+    let mut results = Vec::with_capacity(loaded.len());
+    for entry in &loaded {
+        match entry {
+            Loaded::Malformed { file, area, error } => results.push(malformed_result(file, area, error)),
+            Loaded::Ok { file, scenario } if selection.selects(scenario) => {
+                let label = format!("{}/{}", scenario.area, scenario.name);
+                progress.start(&label);
+                let result = runtime.block_on(run_scenario(scenario, file, &options));
+                let reason = result.failure.as_ref().map(|f| f.describe(&scenario.name));
+                progress.finish(&label, result.status, result.duration_s, reason.as_deref());
+                results.push(result);
+            }
+            Loaded::Ok { file, scenario } => results.push(ScenarioResult {
+                name: scenario.name.clone(),
+                area: scenario.area.clone(),
+                file: file.display().to_string(),
+                robot: Some(scenario.robot),
+                checks: scenario.checks.clone(),
+                status: Status::NotSelected,
+                duration_s: 0.0,
+                failure: None,
+                transcript: Vec::new(),
+            }),
+        }
+    }
+    progress.end();
+    let run_report = RunReport { endpoint: endpoint.describe(), started_at, duration_s: started.elapsed().as_secs_f64(), results };
+    print!("{}", report::summary_table(&run_report));
+    if let Some(dir) = &args.report_dir {
+        match report::write_reports(&run_report, dir) {
+            Ok((json, junit)) => println!("Reports: {} and {}", json.display(), junit.display()),
+            Err(error) => {
+                eprintln!("aicc-conformance: writing reports to {}: {error}", dir.display());
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
+    Ok(if run_report.all_passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
