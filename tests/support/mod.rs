@@ -95,18 +95,26 @@ impl Drop for ChildGuard {
 /// Reads `stdout` until a line starting with `marker`; returns that line.
 /// The rest of the output keeps being drained so the child never blocks.
 fn wait_for_marker(name: &str, stdout: ChildStdout, marker: &'static str, timeout: Duration) -> String {
+    wait_for_markers(name, stdout, &[marker], timeout).remove(0)
+}
+
+/// Reads `stdout` until a line starting with each marker, in order;
+/// returns those lines.
+fn wait_for_markers(name: &str, stdout: ChildStdout, markers: &[&'static str], timeout: Duration) -> Vec<String> {
     let (tx, rx) = mpsc::channel();
+    let wanted = markers.to_vec();
     thread::spawn(move || {
-        let mut sent = false;
+        let mut next = 0;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if !sent && line.starts_with(marker) {
+            if next < wanted.len() && line.starts_with(wanted[next]) {
                 let _ = tx.send(line);
-                sent = true;
+                next += 1;
             }
         }
     });
-    rx.recv_timeout(timeout).unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))
+    let deadline = Instant::now() + timeout;
+    markers.iter().map(|marker| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))).collect()
 }
 
 /// Starts the MuJoCo simulated robot and waits until it publishes.
@@ -158,6 +166,32 @@ pub fn start_bridge_with(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGu
     assert_eq!(info["host"], "127.0.0.1");
     let port = info["port"].as_u64().expect("port") as u16;
     (guard, port, log)
+}
+
+/// Starts the bridge with the AI-control dialect on a free port as well
+/// (`--fonline-listen 127.0.0.1:0`); returns it, the AICC port, the
+/// AI-control port (from its `AI_CONTROL_READY` line) and its log.
+pub fn start_bridge_with_ai_control(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
+    ros_environment();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aicc-ros2"))
+        .args(["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0"])
+        .args(extra_args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting the bridge");
+    let stdout = child.stdout.take().unwrap();
+    let log = collect(child.stderr.take().unwrap());
+    let guard = ChildGuard { name: "bridge", child };
+    let lines = wait_for_markers("the bridge", stdout, &["AICC_READY ", "AI_CONTROL_READY "], Duration::from_secs(30));
+    let port_of = |line: &str, marker: &str| -> u16 {
+        let info: Value = serde_json::from_str(line.trim_start_matches(marker)).unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
+        assert_eq!(info["host"], "127.0.0.1", "{line}");
+        info["port"].as_u64().expect("port") as u16
+    };
+    (guard, port_of(&lines[0], "AICC_READY "), port_of(&lines[1], "AI_CONTROL_READY "), log)
 }
 
 /// Collects a pipe's text in the background (echoing it for --nocapture).
