@@ -214,3 +214,49 @@ fn run(args: Args) -> Result<ExitCode, String> {
     }
     Ok(if run_report.all_passed() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aicc_ros2::conformance::scenario::parse;
+
+    fn loaded(name: &str, area: &str, robot: &str) -> Loaded {
+        let text = format!("name: {name}\narea: {area}\nchecks: c\ndescription: d\nrobot: {robot}\nsteps:\n  - wait_s: 0\n");
+        let file = PathBuf::from(format!("{area}/01_{name}.yaml"));
+        Loaded::Ok { scenario: parse(&file, &text).unwrap(), file }
+    }
+
+    fn selection(args: &[&str], loaded: &[Loaded]) -> Result<Selection, String> {
+        let args = Args::try_parse_from(std::iter::once("aicc-conformance").chain(args.iter().copied())).unwrap();
+        Selection::from_args(&args, loaded)
+    }
+
+    fn selected(selection: &Selection, loaded: &[Loaded]) -> Vec<String> {
+        loaded.iter().filter_map(|l| match l {
+            Loaded::Ok { scenario, .. } if selection.selects(scenario) => Some(scenario.name.clone()),
+            _ => None,
+        }).collect()
+    }
+
+    #[test]
+    fn area_robot_and_only_narrow_the_selection() {
+        let all = [loaded("calm", "protocol", "none"), loaded("drive", "actuators", "moves"), loaded("bump", "governor", "needs_wall_ahead")];
+        assert_eq!(selected(&selection(&[], &all).unwrap(), &all), ["calm", "drive", "bump"]);
+        assert_eq!(selected(&selection(&["--robot", "none,moves"], &all).unwrap(), &all), ["calm", "drive"]);
+        assert_eq!(selected(&selection(&["--area", "governor", "--area", "protocol"], &all).unwrap(), &all), ["calm", "bump"]);
+        assert_eq!(selected(&selection(&["--only", "drive"], &all).unwrap(), &all), ["drive"]);
+        assert_eq!(selected(&selection(&["--only", "drive", "--robot", "none"], &all).unwrap(), &all), Vec::<String>::new());
+    }
+
+    #[test]
+    fn unknown_areas_robots_names_and_stray_tls_options_are_usage_errors() {
+        let all = [loaded("calm", "protocol", "none")];
+        assert!(selection(&["--area", "sensor"], &all).err().unwrap().contains("--area sensor: not an area"));
+        assert!(selection(&["--robot", "flies"], &all).err().unwrap().contains("--robot flies"));
+        assert!(selection(&["--only", "nope"], &all).err().unwrap().contains("--only nope: no scenario"));
+        let args = Args::try_parse_from(["aicc-conformance", "--ca-file", "x.pem"]).unwrap();
+        assert!(endpoint(&args).err().unwrap().contains("go with --tls"));
+        let args = Args::try_parse_from(["aicc-conformance", "--tls", "--ca-file", "/nonexistent/ca.pem"]).unwrap();
+        assert!(endpoint(&args).err().unwrap().contains("/nonexistent/ca.pem"));
+    }
+}

@@ -17,7 +17,7 @@ pub struct Progress {
 
 /// The bar line: `[ 3/29] [######..........] 2 passed, 1 failed  protocol/name`.
 pub fn bar_line(done: usize, total: usize, passed: usize, failed: usize, current: &str) -> String {
-    let filled = if total == 0 { BAR_WIDTH } else { done * BAR_WIDTH / total };
+    let filled = (done * BAR_WIDTH).checked_div(total).unwrap_or(BAR_WIDTH).min(BAR_WIDTH);
     let width = total.to_string().len();
     format!("[{done:>width$}/{total}] [{}{}] {passed} passed, {failed} failed  {current}", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled))
 }

@@ -398,7 +398,7 @@ fn check_variable_name(name: &str) -> Result<(), String> {
 /// `"c3 28"` (spaces optional) as bytes.
 pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     let digits: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    if digits.is_empty() || digits.len() % 2 != 0 {
+    if digits.is_empty() || !digits.len().is_multiple_of(2) {
         return Err(format!("'{text}' must be pairs of hex digits, e.g. \"c3 28\""));
     }
     (0..digits.len())
