@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: socket -> codec -> session -> tool -> governor ->
 //! robot port -> ROS, and back the same path.
+pub mod agent_conformance;
 pub mod client;
 pub mod config;
 pub mod conformance;
