@@ -323,8 +323,26 @@ impl Run<'_> {
 
     async fn send_bytes(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<(), String> {
         self.transcript.record(conn, Direction::Sent, bytes);
-        let state = self.conn(conn)?;
-        match tokio::time::timeout(within, state.connection.write_line(bytes)).await {
+        self.conn(conn)?;
+        // Keep reading while writing: a bridge that stops reading until its
+        // replies are read must not deadlock a long write.
+        let mut held = Vec::new();
+        let written = {
+            let Run { conns, receiver, .. } = &mut *self;
+            let state = conns.get_mut(conn).expect("checked above");
+            let write = tokio::time::timeout(within, state.connection.write_line(bytes));
+            tokio::pin!(write);
+            loop {
+                tokio::select! {
+                    written = &mut write => break written,
+                    Some(tagged) = receiver.recv(), if held.len() < MAX_PENDING_MESSAGES => held.push(tagged),
+                }
+            }
+        };
+        for tagged in held {
+            self.ingest(tagged)?;
+        }
+        match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(format!("writing to '{conn}': {error}")),
             Err(_) => Err(format!("writing to '{conn}' did not finish within {:.1} s (the bridge stopped reading)", within.as_secs_f64())),

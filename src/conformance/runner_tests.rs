@@ -270,3 +270,26 @@ fn oversized_lines_have_the_asked_length_and_look_like_json() {
     assert!(line.starts_with(b"{\"protocol\":\"aicc/0.1\"") && line.ends_with(b"\"}"));
     assert!(serde_json::from_slice::<Value>(&line).is_ok());
 }
+
+#[tokio::test]
+async fn a_long_write_keeps_reading_a_bridge_that_writes_before_it_reads() {
+    // A peer that sends megabytes of events before it reads anything: the
+    // runner's write must not wait on it while its own reading is stalled.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (read, mut write) = stream.into_split();
+        write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
+        let padding = "p".repeat(1000);
+        for n in 0..5000 {
+            let event = json!({ "protocol": "aicc/0.1", "type": "event", "topic": "audio", "payload": { "n": n, "padding": padding } });
+            write.write_all(format!("{event}\n").as_bytes()).await.unwrap();
+        }
+        let mut lines = BufReader::new(read).lines();
+        while let Ok(Some(_)) = lines.next_line().await {}
+    });
+    let steps = "  - name: a long line\n    send_oversized: {bytes: 8000000}\n    within_s: 20\n  - expect_event: {topic: audio, payload: {n: 4999}}\n";
+    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, None)).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+}
