@@ -39,29 +39,31 @@ async fn scripted_peer(greet: bool, script: Script) -> u16 {
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let script = script.clone();
-            tokio::spawn(async move {
-                let (read, mut write) = stream.into_split();
-                if greet {
-                    write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
-                }
-                let mut lines = BufReader::new(read).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let message = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "raw": line }));
-                    let answer = script(&message);
-                    for line in answer.lines {
-                        if write.write_all(format!("{line}\n").as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    if answer.close {
-                        return;
-                    }
-                }
-            });
+            tokio::spawn(serve(stream, greet, script.clone()));
         }
     });
     port
+}
+
+/// One connection of a scripted peer.
+async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(stream: S, greet: bool, script: Script) {
+    let (read, mut write) = tokio::io::split(stream);
+    if greet && write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.is_err() {
+        return;
+    }
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let message = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "raw": line }));
+        let answer = script(&message);
+        for line in answer.lines {
+            if write.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        if answer.close {
+            return;
+        }
+    }
 }
 
 /// A well-behaved bridge: results echo the input, heartbeats are answered,
@@ -292,4 +294,32 @@ async fn a_long_write_keeps_reading_a_bridge_that_writes_before_it_reads() {
     let steps = "  - name: a long line\n    send_oversized: {bytes: 8000000}\n    within_s: 20\n  - expect_event: {topic: audio, payload: {n: 4999}}\n";
     let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, None)).await;
     assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+}
+
+#[tokio::test]
+async fn tls_endpoints_are_spoken_to_through_rustls_and_their_certificate_is_checked() {
+    let dir = std::env::temp_dir().join(format!("aicc-conformance-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    // The bridge's own TLS acceptor.
+    let acceptor = crate::server::tls::acceptor(cert.to_str().unwrap(), key.to_str().unwrap()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            if let Ok(tls) = acceptor.accept(stream).await {
+                tokio::spawn(serve(tls, true, Arc::new(good_bridge)));
+            }
+        }
+    });
+    let with_name = |name: &str| RunnerOptions { endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: Some(crate::conformance::connection::tls_client(&cert, name).unwrap()) }, ..options(port, None) };
+    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("localhost")).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("elsewhere.example")).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("opening connection 'main'") && reason.contains("TLS handshake with tls://127.0.0.1"), "{reason}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
