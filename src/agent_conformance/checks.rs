@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::client_process::{ClientCommand, ClientRun, Exit, OutputWatch, RunningClient};
-use super::fake_bridge::{CallAnswer, EventPlan, FakeBridge, Grants, Recording, Script};
+use super::fake_bridge::{CallAnswer, EventPlan, FakeBridge, Grants, Recording, Script, AFTER_MALFORMED_MARKER};
 use crate::client::error::STANDARD_ERROR_CODES;
 
 /// One check's verdict, with what it was based on.
@@ -191,12 +191,16 @@ pub fn judge_events(run: &ClientRun, expected: &[(u64, bool)]) -> Verdict {
     Ok(format!("printed {}", show(&seen)))
 }
 
-/// A malformed bridge: the client fails closed with exit 1.
+/// A malformed bridge: the client fails closed with exit 1, taking
+/// neither the malformed result nor the valid one sent after it.
 pub fn judge_fail_closed(run: &ClientRun, leaked_marker: Option<&str>) -> Verdict {
     if let Some(marker) = leaked_marker {
         if run.stdout.contains(marker) {
             return Err("the malformed result's output was printed as if valid".into());
         }
+    }
+    if run.stdout.contains(AFTER_MALFORMED_MARKER) {
+        return Err("read on past the malformed line and took the next result: not failing closed".into());
     }
     match run.exit {
         Exit::Code(1) => Ok("failed closed: exit 1".into()),
@@ -351,6 +355,7 @@ mod tests {
         assert!(judge_fail_closed(&run(Exit::Code(1), "", ""), None).is_ok());
         assert!(judge_fail_closed(&run(Exit::Code(3), "", ""), None).is_err());
         assert!(judge_fail_closed(&run(Exit::Code(1), "BOTH", ""), Some("BOTH")).is_err());
+        assert!(judge_fail_closed(&run(Exit::Code(1), AFTER_MALFORMED_MARKER, ""), None).unwrap_err().contains("read on past"));
     }
 
     #[test]

@@ -34,11 +34,11 @@ pub enum CallAnswer {
     TopLevelError { code: String, retryable: bool },
     /// A result with another call_id first, then the real one.
     ForeignThenReal { foreign: Value, real: Value },
-    /// A result carrying both `output` and `error`.
+    /// A result carrying both `output` and `error`, then a valid one.
     BothOutputAndError,
-    /// A well-formed result line longer than `bytes`.
+    /// A well-formed result line longer than `bytes`, then a valid one.
     Oversized { bytes: usize },
-    /// These bytes, as they are, ended by a newline.
+    /// These bytes, as they are, ended by a newline, then a valid result.
     Raw(Vec<u8>),
 }
 
@@ -213,24 +213,30 @@ fn answer(writer: &mut TcpStream, answer: &CallAnswer, call: &Value, tick: u64) 
     };
     let error_body = |code: &str, retryable: bool| json!({ "code": code, "message": format!("the fake bridge answers {code}"), "retryable": retryable });
     match answer {
-        CallAnswer::Output(output) => send(writer, &result(&call_id, json!({ "ok": true, "output": output }))),
-        CallAnswer::ToolError { code, retryable } => send(writer, &result(&call_id, json!({ "ok": false, "error": error_body(code, *retryable) }))),
+        CallAnswer::Output(output) => return send(writer, &result(&call_id, json!({ "ok": true, "output": output }))),
+        CallAnswer::ToolError { code, retryable } => return send(writer, &result(&call_id, json!({ "ok": false, "error": error_body(code, *retryable) }))),
         CallAnswer::TopLevelError { code, retryable } => {
             let mut message = json!({ "protocol": "aicc/0.1", "type": "error", "session_id": SESSION_ID, "message_id": format!("e-{tick}"), "call_id": call_id, "in_reply_to": call.get("message_id"), "meta": { "tick": tick } });
             if let (Some(fields), Value::Object(extra)) = (message.as_object_mut(), error_body(code, *retryable)) {
                 fields.extend(extra);
             }
-            send(writer, &message)
+            return send(writer, &message);
         }
         CallAnswer::ForeignThenReal { foreign, real } => {
             send(writer, &result(&json!(format!("foreign-{tick}")), json!({ "ok": true, "output": foreign })))?;
-            send(writer, &result(&call_id, json!({ "ok": true, "output": real })))
+            return send(writer, &result(&call_id, json!({ "ok": true, "output": real })));
         }
-        CallAnswer::BothOutputAndError => send(writer, &result(&call_id, json!({ "ok": false, "output": { "marker": "BOTH" }, "error": error_body("execution_failed", false) }))),
-        CallAnswer::Oversized { bytes } => send(writer, &result(&call_id, json!({ "ok": true, "output": { "padding": "x".repeat(*bytes) } }))),
-        CallAnswer::Raw(bytes) => send_raw(writer, bytes),
+        CallAnswer::BothOutputAndError => send(writer, &result(&call_id, json!({ "ok": false, "output": { "marker": "BOTH" }, "error": error_body("execution_failed", false) })))?,
+        CallAnswer::Oversized { bytes } => send(writer, &result(&call_id, json!({ "ok": true, "output": { "padding": "x".repeat(*bytes) } })))?,
+        CallAnswer::Raw(bytes) => send_raw(writer, bytes)?,
     }
+    // After a malformed answer, a valid one: a client that reads on past the
+    // malformed line (instead of failing closed) takes this one.
+    send(writer, &result(&call_id, json!({ "ok": true, "output": { "marker": AFTER_MALFORMED_MARKER } })))
 }
+
+/// The output of the valid result that follows a malformed one.
+pub const AFTER_MALFORMED_MARKER: &str = "AFTER-MALFORMED-2b8e";
 
 /// The greeting (and the answer to a manifest_request).
 pub fn session_init(grants: Grants, in_reply_to: Option<&Value>, tick: u64) -> Value {
