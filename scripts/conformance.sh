@@ -24,13 +24,15 @@ trap 'exit 130' INT TERM
 
 # A ROS domain of our own, held by a lock until this script exits (the lock
 # file descriptor stays open in this shell; children do not inherit it).
+# 1..9: inside the range Fast DDS can use on Linux (0..101) and outside the
+# tests' 10..99 and run-sim.sh's default 0.
 domain=""
-for candidate in $(seq 100 149); do
+for candidate in $(seq 1 9); do
   exec {lock_fd}>"$tmp/aicc-conformance-domain-$candidate.lock"
   if flock -n "$lock_fd"; then domain="$candidate"; break; fi
   exec {lock_fd}>&-
 done
-[ -n "$domain" ] || { echo "[conformance] no free ROS_DOMAIN_ID in 100..149" >&2; exit 1; }
+[ -n "$domain" ] || { echo "[conformance] no free ROS_DOMAIN_ID in 1..9" >&2; exit 1; }
 export ROS_DOMAIN_ID="$domain"
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 
