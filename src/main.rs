@@ -86,10 +86,11 @@ async fn main() -> anyhow::Result<()> {
         true => Some(config.fonline.listen.parse().context("parsing fonline.listen")?),
         false => None,
     };
-    if let Some(address) = fonline_listen.filter(|a| !a.ip().is_loopback()) {
-        anyhow::ensure!(config.security.allow_remote, "refusing the AI-control listener on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients");
-        anyhow::ensure!(!tokens.is_empty(), "refusing the AI-control listener on {address} without a token: set one of the environment variables in security.tokens");
-        tracing::warn!(%address, "remote AI-control listener: it has no TLS, tokens and data cross the network in plain text");
+    if let Some(address) = fonline_listen {
+        aicc_ros2::fonline::check_listen_address(address, config.security.allow_remote, !tokens.is_empty()).map_err(anyhow::Error::msg)?;
+        if !address.ip().is_loopback() {
+            tracing::warn!(%address, "remote AI-control listener: it has no TLS, tokens and data cross the network in plain text");
+        }
     }
     let tls = match config.security.tls_cert_file.as_str() {
         "" => None,

@@ -91,12 +91,52 @@ fn distance((x0, y0, _): (f64, f64, f64), (x1, y1, _): (f64, f64, f64)) -> f64 {
     (x1 - x0).hypot(y1 - y0)
 }
 
+/// The bridge refuses to start a non-loopback AI-control listener without
+/// the operator's opt-in; returns what it said.
+fn refused_start(args: &[&str]) -> String {
+    use std::process::{Command, Stdio};
+    support::ros_environment();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aicc-ros2"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("AICC_TOKEN")
+        .env_remove("AICC_ACTUATE_TOKEN")
+        .env_remove("AICC_OBSERVE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the bridge");
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let mut guard = support::ChildGuard { name: "refused bridge", child };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = guard.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the bridge is still running with {args:?}: it should have refused to start");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{args:?}");
+    let mut stderr = String::new();
+    stderr_pipe.read_to_string(&mut stderr).unwrap();
+    stderr
+}
+
 #[test]
 fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
-    let _sim = start_sim(&[]);
-    let truth = GroundTruth::subscribe();
     let config_dir = std::env::temp_dir().join(format!("aicc-fonline-test-{}", std::process::id()));
     std::fs::create_dir_all(&config_dir).unwrap();
+    // Loopback first: a remote listener needs allow_remote, then a token.
+    let stderr = refused_start(&["--fonline-listen", "0.0.0.0:0"]);
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    let remote_config = config_dir.join("remote.yaml");
+    std::fs::write(&remote_config, "aicc_bridge:\n  ros__parameters:\n    security:\n      allow_remote: true\n").unwrap();
+    let stderr = refused_start(&["--config", remote_config.to_str().unwrap(), "--fonline-listen", "0.0.0.0:0"]);
+    assert!(stderr.contains("without a token"), "{stderr}");
+
+    let _sim = start_sim(&[]);
+    let truth = GroundTruth::subscribe();
     let config_path = config_dir.join("fonline.yaml");
     std::fs::write(&config_path, "aicc_bridge:\n  ros__parameters:\n    fonline:\n      max_queued_commands: 2\n").unwrap();
     let (_bridge, _aicc_port, port, _log) = start_bridge_with_ai_control(&["--config", config_path.to_str().unwrap()], &[("AICC_ACTUATE_TOKEN", DRIVE_TOKEN), ("AICC_OBSERVE_TOKEN", LOOK_TOKEN)]);

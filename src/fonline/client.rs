@@ -135,7 +135,7 @@ impl Client {
     /// Queues a command (`{"type": ..., fields...}`); returns `{accepted, commandSeq}`.
     pub fn act(&mut self, command: Value) -> Result<Value, ClientError> {
         let Value::Object(command) = command else { return Err(ClientError::Usage("command must be an object".into())) };
-        if !command.get("type").and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
+        if command.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(ClientError::Usage("command.type must be a non-empty string".into()));
         }
         self.object_result("act", command)

@@ -89,6 +89,21 @@ impl Dialect {
     }
 }
 
+/// Loopback first: another address needs the operator's explicit
+/// `security.allow_remote` and a token (the transport has no TLS).
+pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens: bool) -> Result<(), String> {
+    if address.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allow_remote {
+        return Err(format!("refusing the AI-control listener on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients"));
+    }
+    if !has_tokens {
+        return Err(format!("refusing the AI-control listener on {address} without a token: set one of the environment variables in security.tokens"));
+    }
+    Ok(())
+}
+
 /// Starts the dialect on a bound listener: its session on `bridge`'s
 /// core, its drain task and its listener. Abort the tasks to stop it.
 pub fn start(bridge: Arc<Bridge>, catalog: Arc<Catalog>, listener: TcpListener, settings: Settings) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
@@ -107,4 +122,20 @@ pub fn start(bridge: Arc<Bridge>, catalog: Arc<Catalog>, listener: TcpListener, 
     let drain_task = tokio::spawn(drain::run(dialect.clone()));
     let server_task = tokio::spawn(server::serve(dialect, listener));
     Ok((bound, vec![session_task, drain_task, server_task]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_loopback_listener_needs_allow_remote_and_a_token() {
+        let remote: SocketAddr = "0.0.0.0:43011".parse().unwrap();
+        let loopback: SocketAddr = "127.0.0.1:43011".parse().unwrap();
+        assert!(check_listen_address(loopback, false, false).is_ok());
+        assert!(check_listen_address("[::1]:0".parse().unwrap(), false, false).is_ok());
+        assert!(check_listen_address(remote, false, true).unwrap_err().contains("security.allow_remote"));
+        assert!(check_listen_address(remote, true, false).unwrap_err().contains("without a token"));
+        assert!(check_listen_address(remote, true, true).is_ok());
+    }
 }
