@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Runs the bridge beside the simulated robot (MuJoCo, headless), after
 # installing what is missing. Ctrl-C stops both.
-#   scripts/run-sim.sh [--port N] [simulator options, e.g. --width 640 --height 480]
+#   scripts/run-sim.sh [--port N] [--ai-control-port N] [simulator options, e.g. --width 640 --height 480]
+# AICC listens on 127.0.0.1:43010 and the AI-control dialect (docs/fonline.md)
+# on 127.0.0.1:43011 by default, the ports the two protocols name.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 port=43010
-if [ "${1:-}" = "--port" ]; then port="$2"; shift 2; fi
+ai_control_port=43011
+while true; do
+  case "${1:-}" in
+    --port) port="$2"; shift 2 ;;
+    --ai-control-port) ai_control_port="$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
 bash scripts/setup.sh
-echo "[run] building the bridge (release; the first build takes a few minutes)" >&2
-cargo build --release --bin aicc-ros2
+echo "[run] building the bridge and its client (release; the first build takes a few minutes)" >&2
+cargo build --release --bin aicc-ros2 --bin aicc
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-run.XXXXXX")"
@@ -31,7 +40,7 @@ for _ in $(seq 1200); do
 done
 grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[run] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
 
-target/release/aicc-ros2 --listen "127.0.0.1:$port" --config config/sim.yaml &
+target/release/aicc-ros2 --listen "127.0.0.1:$port" --fonline-listen "127.0.0.1:$ai_control_port" --config config/sim.yaml &
 pids+=($!)
 sleep 1
 cat >&2 <<MSG
@@ -42,6 +51,11 @@ cat >&2 <<MSG
   and send, one per line:
     {"protocol":"aicc/0.1","type":"tool_call","call_id":"c1","tool":"proprioception","input":{}}
     {"protocol":"aicc/0.1","type":"tool_call","call_id":"c2","tool":"move","input":{"forward":0.5}}
+  or use the command-line client (docs/cli.md):
+    target/release/aicc --port $port shell
+
+  The AI-control dialect (JSON-RPC 2.0, docs/fonline.md) is on 127.0.0.1:$ai_control_port:
+    {"jsonrpc":"2.0","id":1,"method":"act","params":{"type":"move","x":500}}
 
   Simulator log: $logs/sim.log. Ctrl-C stops the bridge and the simulator.
 MSG
