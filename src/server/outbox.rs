@@ -49,12 +49,23 @@ impl Outbox {
         }
         if queue.dropped_events > 0 {
             let count = std::mem::take(&mut queue.dropped_events);
-            queue.messages.push_back(json!({
+            // It takes the tick (and session) of the message it precedes, so
+            // agents that order events by tick place it correctly. It has no
+            // seq: it is a notice of this connection, not a session event.
+            let mut notice = json!({
                 "protocol": PROTOCOL,
                 "type": "event",
                 "topic": "events_dropped",
+                "message_id": uuid::Uuid::new_v4().to_string(),
                 "payload": { "count": count, "reason": "the agent read too slowly; session_resume with the last seq seen replays them" },
-            }));
+            });
+            if let Some(tick) = message.pointer("/meta/tick") {
+                notice["meta"] = json!({ "tick": tick });
+            }
+            if let Some(session) = message.get("session_id") {
+                notice["session_id"] = session.clone();
+            }
+            queue.messages.push_back(notice);
         }
         queue.messages.push_back(message);
         drop(queue);
@@ -148,12 +159,14 @@ mod tests {
         outbox.push(json!({"n": 2}), true);
         outbox.push(json!({"n": 3}), true); // dropped
         outbox.push(json!({"n": 4}), true); // dropped
-        outbox.push(json!({"reply": 1}), false); // queued beyond capacity, after the notice
+        outbox.push(json!({"reply": 1, "session_id": "s-1", "meta": {"tick": 7}}), false); // queued beyond capacity, after the notice
         let queue = outbox.queue.lock();
         let messages: Vec<&Value> = queue.messages.iter().collect();
         assert_eq!(messages.len(), 4);
         assert_eq!(messages[2]["topic"], "events_dropped");
         assert_eq!(messages[2]["payload"]["count"], 2);
+        assert_eq!(messages[2]["meta"]["tick"], 7, "the notice takes the tick of the message it precedes");
+        assert_eq!(messages[2]["session_id"], "s-1");
         assert_eq!(messages[3]["reply"], 1);
     }
 
