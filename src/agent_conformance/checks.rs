@@ -114,7 +114,7 @@ pub fn judge_call_ids(calls: &[Value]) -> Verdict {
     if calls.is_empty() {
         return Err("the client sent no tool_call at all: nothing to judge".into());
     }
-    let bad: Vec<String> = calls.iter().filter(|c| !c["call_id"].as_str().is_some_and(|id| !id.is_empty())).map(|c| c.get("call_id").map_or("missing".into(), Value::to_string)).collect();
+    let bad: Vec<String> = calls.iter().filter(|c| c["call_id"].as_str().is_none_or(str::is_empty)).map(|c| c.get("call_id").map_or("missing".into(), Value::to_string)).collect();
     if !bad.is_empty() {
         return Err(format!("{} of {} tool_calls had no non-empty call_id: {}", bad.len(), calls.len(), bad.join(", ")));
     }

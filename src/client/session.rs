@@ -399,7 +399,20 @@ async fn handshake(link: &mut Link, options: &SessionOptions, warnings: &mut Vec
                 return Err(ClientError::Transport(format!("the bridge closed the session before it began: {}", reason.as_deref().unwrap_or("no reason given"))))
             }
             Some(BridgeMessage::Heartbeat { .. }) => {}
-            Some(other) => push_warning(warnings, &mut dropped, format!("ignored a message before session_init: {other:?}")),
+            Some(other) => push_warning(warnings, &mut dropped, format!("ignored a {} before session_init", kind_of(&other))),
         }
+    }
+}
+
+/// A message's `type`, for warnings.
+fn kind_of(message: &BridgeMessage) -> &str {
+    match message {
+        BridgeMessage::SessionInit { .. } => "session_init",
+        BridgeMessage::ToolResult(_) => "tool_result",
+        BridgeMessage::Event(_) => "event",
+        BridgeMessage::Error { .. } => "error",
+        BridgeMessage::Heartbeat { .. } => "heartbeat",
+        BridgeMessage::SessionClose { .. } => "session_close",
+        BridgeMessage::Unknown { kind } => kind,
     }
 }

@@ -280,7 +280,8 @@ async fn call_answered_with(answer: impl FnOnce(&str) -> Vec<u8> + Send + 'stati
 #[tokio::test]
 async fn a_bridge_that_breaks_the_protocol_is_failed_closed_on() {
     let line = |value: Value| format!("{value}\n").into_bytes();
-    let cases: Vec<(&str, Box<dyn FnOnce(&str) -> Vec<u8> + Send>)> = vec![
+    type Answer = Box<dyn FnOnce(&str) -> Vec<u8> + Send>;
+    let cases: Vec<(&str, Answer)> = vec![
         ("both 'output' and 'error'", Box::new(move |id: &str| {
             line(json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": id, "ok": false, "output": { "marker": "X" }, "error": { "code": "timeout", "message": "m", "retryable": false } }))
         })),
