@@ -308,6 +308,10 @@ pub struct SafetySettings {
     pub slow_down_distance_m: f64,
     /// ...to a stop at this distance, measured from base_footprint.
     pub stop_distance_m: f64,
+    /// Between the two, never slower than this towards the obstacle, so
+    /// that the robot reaches the stop distance (0 = no floor; must be
+    /// below base.max_linear_mps).
+    pub min_creep_speed_mps: f64,
     /// Stay within this radius of the start pose; 0 = no geofence.
     pub geofence_radius_m: f64,
     /// After a bumper contact, forward motion stays refused until the
@@ -329,6 +333,7 @@ impl Default for SafetySettings {
             max_sensor_age_s: rules.max_sensor_age_s,
             slow_down_distance_m: rules.slow_down_distance_m,
             stop_distance_m: rules.stop_distance_m,
+            min_creep_speed_mps: rules.min_creep_speed_mps,
             geofence_radius_m: 0.0,
             contact_clear_time_s: rules.contact_clear_time_s,
             contact_release_backoff_m: rules.contact_release_backoff_m,
@@ -345,6 +350,7 @@ impl SafetySettings {
             max_sensor_age_s: self.max_sensor_age_s,
             slow_down_distance_m: self.slow_down_distance_m,
             stop_distance_m: self.stop_distance_m,
+            min_creep_speed_mps: self.min_creep_speed_mps,
             geofence: None,
             contact_clear_time_s: self.contact_clear_time_s,
             contact_release_backoff_m: self.contact_release_backoff_m,
@@ -480,6 +486,13 @@ impl Config {
             return Err(format!("actuators.head_joints must name the pan and the tilt joint, got {:?}", self.actuators.head_joints));
         }
         self.safety.rules().validate().map_err(|e| format!("safety: {e}"))?;
+        // A floor at or above the limit would make the slow-down zone no slow-down at all.
+        if self.safety.min_creep_speed_mps >= self.base.max_linear_mps {
+            return Err(format!(
+                "safety.min_creep_speed_mps = {} must be below base.max_linear_mps = {}",
+                self.safety.min_creep_speed_mps, self.base.max_linear_mps
+            ));
+        }
         if !(self.safety.geofence_radius_m.is_finite() && self.safety.geofence_radius_m >= 0.0) {
             return Err(format!("safety.geofence_radius_m must be 0 (none) or positive, got {}", self.safety.geofence_radius_m));
         }
@@ -567,6 +580,21 @@ mod tests {
         }
         let tb4 = Config::from_params_yaml(include_str!("../config/turtlebot4.yaml"), DEFAULT_NODE_NAME).unwrap();
         assert_eq!((tb4.sensors.depth.topic.as_str(), tb4.actuators.arm_action.as_str()), ("oakd/stereo/image_raw", ""));
+    }
+
+    #[test]
+    fn the_creep_speed_is_checked_against_the_base_limit() {
+        let sim = Config::from_params_yaml(include_str!("../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert_eq!(sim.safety.rules().min_creep_speed_mps, 0.04);
+        let default = Config::from_params_yaml(include_str!("../config/default.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert_eq!(default.safety.min_creep_speed_mps, Config::default().safety.min_creep_speed_mps);
+        let too_fast = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.2\n    safety:\n      min_creep_speed_mps: 0.2\n";
+        let err = Config::from_params_yaml(too_fast, "x").unwrap_err();
+        assert!(err.contains("safety.min_creep_speed_mps") && err.contains("base.max_linear_mps"), "{err}");
+        let negative = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: -0.01\n";
+        assert!(Config::from_params_yaml(negative, "x").unwrap_err().contains("min_creep_speed_mps"));
+        let off = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: 0.0\n";
+        assert_eq!(Config::from_params_yaml(off, "x").unwrap().safety.min_creep_speed_mps, 0.0);
     }
 
     #[test]

@@ -346,6 +346,8 @@ mod tests {
             let (mut since_linear_narrowed, mut since_angular_narrowed) = (0.0f64, 0.0f64);
             let mut stale_for = 0.0f64;
             let mut latched_for = 0.0f64;
+            let (mut blocked_ahead_for, mut blocked_behind_for) = (0.0f64, 0.0f64);
+            let at_stop = |d: Option<f64>| d.is_some_and(|d| d.is_nan() || d <= config.stop_distance_m);
 
             for (sensors, steps) in segments {
                 for (requested, dt_s) in steps {
@@ -367,6 +369,8 @@ mod tests {
                     let stale = is_stale(sensors.odometry_age_s, config.max_sensor_age_s) || is_stale(sensors.imu_age_s, config.max_sensor_age_s);
                     stale_for = if stale { stale_for + step } else { 0.0 };
                     latched_for = if state.contact_latched() { latched_for + step } else { 0.0 };
+                    blocked_ahead_for = if at_stop(sensors.obstacle_ahead_m) { blocked_ahead_for + step } else { 0.0 };
+                    blocked_behind_for = if at_stop(sensors.obstacle_behind_m) { blocked_behind_for + step } else { 0.0 };
 
                     // Finite and within the velocity limits.
                     prop_assert!(v.linear_mps.is_finite() && v.angular_radps.is_finite(), "{:?}", v);
@@ -399,6 +403,14 @@ mod tests {
                     }
                     if state.contact_latched() {
                         prop_assert!(envelope.linear_max_mps == 0.0);
+                    }
+                    // An obstacle at the stop distance (or a NaN reading): no motion towards it,
+                    // the creep floor notwithstanding.
+                    if blocked_ahead_for >= t_linear + EPS {
+                        prop_assert!(v.linear_mps <= 0.0, "obstacle ahead at {:?} for {} s but commanding {:?}", sensors.obstacle_ahead_m, blocked_ahead_for, v);
+                    }
+                    if blocked_behind_for >= t_linear + EPS {
+                        prop_assert!(v.linear_mps >= 0.0, "obstacle behind at {:?} for {} s but commanding {:?}", sensors.obstacle_behind_m, blocked_behind_for, v);
                     }
                     previous = v;
                     previous_envelope = Some(envelope);
@@ -464,6 +476,38 @@ mod tests {
                 previous = v;
             }
             prop_assert!(closest >= config.stop_distance_m - LIMITS.max_linear_mps * MAX_STEP_S - 1e-9, "came within {} m", closest);
+        }
+
+        /// Closed loop: asked to drive on at full speed towards a wall, the
+        /// robot arrives at the stop distance (thanks to the creep floor,
+        /// in control time no longer than creeping the whole slow-down zone
+        /// plus a second), then holds there: it ends no nearer than the
+        /// stop distance less what it travels in the step it crosses and
+        /// the braking after.
+        #[test]
+        fn a_robot_driving_on_arrives_at_the_stop_distance(start_m in 0.21..3.0f64, dt_s in 0.005..0.05f64) {
+            let config = SafetyConfig::DEFAULT;
+            let (stop, creep) = (config.stop_distance_m, config.min_creep_speed_mps);
+            let allowed_s = (config.slow_down_distance_m - stop) / creep + (start_m - config.slow_down_distance_m).max(0.0) / LIMITS.max_linear_mps + 1.0;
+            let requested = BaseVelocity { linear_mps: LIMITS.max_linear_mps, angular_radps: 0.0 };
+            let (mut distance_m, mut previous, mut now_s) = (start_m, BaseVelocity::ZERO, 0.0);
+            let mut arrived_at_s = None;
+            while now_s < allowed_s + 2.0 {
+                now_s += dt_s;
+                let inputs = SafetyInputs { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), commanded_to_move: true, obstacle_ahead_m: Some(distance_m), ..SafetyInputs::default() };
+                let envelope = safety_envelope(&LIMITS, &config, &SafetyState::new(), &inputs);
+                let v = govern_base_with_envelope(&LIMITS, &EMERGENCY, previous, requested, &envelope, dt_s).command;
+                distance_m -= v.linear_mps * dt_s;
+                if distance_m <= stop && arrived_at_s.is_none() {
+                    arrived_at_s = Some(now_s);
+                }
+                previous = v;
+            }
+            let arrived_at_s = arrived_at_s.ok_or_else(|| TestCaseError::fail(format!("still {distance_m} m from the wall after {now_s} s")))?;
+            prop_assert!(arrived_at_s <= allowed_s, "arrived after {} s, allowed {} s", arrived_at_s, allowed_s);
+            let overshoot_m = creep * dt_s + creep * creep / (2.0 * EMERGENCY.linear_decel(&LIMITS)) + 1e-9;
+            prop_assert!(distance_m >= stop - overshoot_m, "ended {} m from the wall", distance_m);
+            prop_assert!(previous.linear_mps == 0.0, "holding at the stop distance: {:?}", previous);
         }
     }
 }

@@ -17,8 +17,12 @@
 //!   (reverse and turning allowed).
 //! - `obstacle_ahead` / `obstacle_behind`: the nearest obstacle is within
 //!   `slow_down_distance_m`: the forward (reverse) maximum scales linearly
-//!   from the full limit at `slow_down_distance_m` to zero at
-//!   `stop_distance_m` and below. A NaN distance counts as an obstacle at 0.
+//!   from the full limit at `slow_down_distance_m` towards zero at
+//!   `stop_distance_m`, but not below `min_creep_speed_mps` while the
+//!   obstacle is beyond the stop distance (without that floor the robot
+//!   would approach the stop distance asymptotically and never arrive);
+//!   at the stop distance and nearer it is zero. A NaN distance counts as
+//!   an obstacle at 0.
 //! - `geofence`: the robot is at or outside the fence: only motion that does
 //!   not increase the distance from the centre (forward only when the
 //!   heading points inward, reverse only when it points outward; turning is
@@ -56,6 +60,10 @@ pub struct SafetyConfig {
     pub slow_down_distance_m: f64,
     /// ...to zero at this distance (and below).
     pub stop_distance_m: f64,
+    /// Between the two, the speed towards the obstacle is never limited
+    /// below this (m/s), so that the robot reaches the stop distance in
+    /// finite time. 0 disables the floor.
+    pub min_creep_speed_mps: f64,
     /// The area to stay in, if any.
     pub geofence: Option<Geofence>,
     /// How long the bumper must read clear before the contact latch may release.
@@ -70,12 +78,14 @@ pub struct SafetyConfig {
 impl SafetyConfig {
     /// Defaults for a TurtleBot3-class base (0.22 m/s): 0.25 s sensor age,
     /// slow down from 0.5 m, stop at 0.2 m (from `base_footprint`; the
-    /// bumper is at 0.14 m), contact clear for 0.5 s and 5 cm back or 0.5 rad
-    /// turned. No geofence.
+    /// bumper is at 0.14 m), creeping at 0.04 m/s at the least (the last
+    /// 5 cm in about 1.3 s; braking from it at 3 m/s^2 takes under 1 mm),
+    /// contact clear for 0.5 s and 5 cm back or 0.5 rad turned. No geofence.
     pub const DEFAULT: SafetyConfig = SafetyConfig {
         max_sensor_age_s: 0.25,
         slow_down_distance_m: 0.5,
         stop_distance_m: 0.2,
+        min_creep_speed_mps: 0.04,
         geofence: None,
         contact_clear_time_s: 0.5,
         contact_release_backoff_m: 0.05,
@@ -89,6 +99,7 @@ impl SafetyConfig {
             ("max_sensor_age_s", self.max_sensor_age_s),
             ("slow_down_distance_m", self.slow_down_distance_m),
             ("stop_distance_m", self.stop_distance_m),
+            ("min_creep_speed_mps", self.min_creep_speed_mps),
             ("contact_clear_time_s", self.contact_clear_time_s),
             ("contact_release_backoff_m", self.contact_release_backoff_m),
             ("contact_release_turn_rad", self.contact_release_turn_rad),
@@ -175,12 +186,23 @@ impl Rule {
     }
 }
 
-/// One active rule: which, and why in words an operator can act on.
+/// One active rule: which, why, and what it alone allows.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Restriction {
     pub rule: Rule,
-    /// e.g. "odometry is 0.62 s old (max 0.25 s): stopped".
+    /// Why, in words an operator can act on, e.g.
+    /// "odometry is 0.62 s old (max 0.25 s): stopped".
     pub reason: String,
+    /// The cause as a noun phrase that completes "stopped by ...", e.g.
+    /// "an obstacle 0.19 m ahead (stop distance 0.20 m)".
+    pub cause: String,
+    /// The obstacle rules' distance, m (NaN when the depth reading was not
+    /// a number); `None` for the other rules.
+    pub distance_m: Option<f64>,
+    /// The linear range this rule alone allows, m/s (`min <= 0 <= max`).
+    pub linear_mps: (f64, f64),
+    /// The angular range this rule alone allows, rad/s.
+    pub angular_radps: (f64, f64),
 }
 
 impl Restriction {
@@ -188,6 +210,18 @@ impl Restriction {
     pub fn name(&self) -> &'static str {
         self.rule.name()
     }
+
+    /// Whether this rule alone forbids motion in the direction of
+    /// `velocity` (its linear or its angular part); a zero or non-finite
+    /// component asks for no direction.
+    pub fn forbids_direction_of(&self, velocity: BaseVelocity) -> bool {
+        forbids(velocity.linear_mps, self.linear_mps) || forbids(velocity.angular_radps, self.angular_radps)
+    }
+}
+
+/// Whether the range `(min, max)` leaves no motion in the direction of `value`.
+fn forbids(value: f64, (min, max): (f64, f64)) -> bool {
+    (value > 0.0 && !(max > 0.0)) || (value < 0.0 && !(min < 0.0))
 }
 
 /// The velocities the base may be commanded now. The ranges always contain
@@ -232,6 +266,20 @@ impl Envelope {
         self.restrictions.iter().any(|r| r.rule == rule)
     }
 
+    /// The rules that hold the direction of `velocity` at zero (each one
+    /// alone forbids it); empty when that direction is allowed. A velocity
+    /// is blocked exactly when the envelope allows no motion its way and
+    /// the limits would: see [`Envelope::forbids_direction_of`].
+    pub fn blocking(&self, velocity: BaseVelocity) -> Vec<&Restriction> {
+        self.restrictions.iter().filter(|r| r.forbids_direction_of(velocity)).collect()
+    }
+
+    /// Whether the envelope allows no motion in the direction of `velocity`
+    /// (its linear or its angular part).
+    pub fn forbids_direction_of(&self, velocity: BaseVelocity) -> bool {
+        forbids(velocity.linear_mps, self.linear_range()) || forbids(velocity.angular_radps, self.angular_range())
+    }
+
     /// The allowed linear range, made well-formed: `min <= 0 <= max`, NaN
     /// bounds read as 0 (an envelope built by hand cannot forbid stopping or
     /// allow what it does not state).
@@ -245,12 +293,25 @@ impl Envelope {
     }
 
     /// Narrows the ranges (the most restrictive bound wins) and records why.
-    fn restrict(&mut self, rule: Rule, reason: String, linear: (f64, f64), angular: (f64, f64)) {
+    fn restrict(&mut self, rule: Rule, why: Why, linear: (f64, f64), angular: (f64, f64)) {
         self.linear_min_mps = self.linear_min_mps.max(linear.0);
         self.linear_max_mps = self.linear_max_mps.min(linear.1);
         self.angular_min_radps = self.angular_min_radps.max(angular.0);
         self.angular_max_radps = self.angular_max_radps.min(angular.1);
-        self.restrictions.push(Restriction { rule, reason });
+        self.restrictions.push(Restriction { rule, reason: why.reason, cause: why.cause, distance_m: why.distance_m, linear_mps: linear, angular_radps: angular });
+    }
+}
+
+/// The words and figures of one restriction, as its rule builds them.
+struct Why {
+    reason: String,
+    cause: String,
+    distance_m: Option<f64>,
+}
+
+impl Why {
+    fn new(reason: String, cause: String) -> Self {
+        Why { reason, cause, distance_m: None }
     }
 }
 
@@ -398,7 +459,8 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
     if inputs.commanded_to_move {
         for (rule, what, age) in [(Rule::OdometryStale, "odometry", inputs.odometry_age_s), (Rule::ImuStale, "IMU", inputs.imu_age_s)] {
             if let Some(reason) = staleness(what, age, config.max_sensor_age_s) {
-                envelope.restrict(rule, reason, (0.0, 0.0), (0.0, 0.0));
+                let cause = format!("stale {what} data (max age {:.2} s)", config.max_sensor_age_s);
+                envelope.restrict(rule, Why::new(reason, cause), (0.0, 0.0), (0.0, 0.0));
             }
         }
     }
@@ -412,28 +474,40 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
                 config.contact_clear_time_s, config.contact_release_backoff_m, config.contact_release_turn_rad
             )
         };
-        envelope.restrict(Rule::ContactLatched, reason, (-full_linear, 0.0), any_angular);
+        let cause = if inputs.in_contact { "a bumper contact" } else { "a bumper contact (latched until clear, backed off or turned)" };
+        envelope.restrict(Rule::ContactLatched, Why::new(reason, cause.into()), (-full_linear, 0.0), any_angular);
     }
 
     for (rule, direction, distance) in [(Rule::ObstacleAhead, "ahead", inputs.obstacle_ahead_m), (Rule::ObstacleBehind, "behind", inputs.obstacle_behind_m)] {
         let Some(distance) = distance else { continue };
-        let Some(fraction) = slow_down_fraction(distance, config) else { continue };
-        let allowed = full_linear * fraction;
+        let Some(allowed) = obstacle_speed_limit(distance, full_linear, config) else { continue };
+        let stop_m = config.stop_distance_m;
         let reason = if allowed == 0.0 {
-            format!("obstacle {direction} at {distance:.2} m (stop at {:.2} m): stopped in that direction", config.stop_distance_m)
+            format!("obstacle {direction} at {distance:.2} m (stop at {stop_m:.2} m): stopped in that direction")
         } else {
+            let creeping = if allowed <= config.min_creep_speed_mps { " (the creep speed, to reach the stop distance)" } else { "" };
             format!(
-                "obstacle {direction} at {distance:.2} m (slow down from {:.2} m, stop at {:.2} m): speed {direction} limited to {allowed:.3} m/s",
-                config.slow_down_distance_m, config.stop_distance_m
+                "obstacle {direction} at {distance:.2} m (slow down from {:.2} m, stop at {stop_m:.2} m): speed {direction} limited to {allowed:.3} m/s{creeping}",
+                config.slow_down_distance_m
             )
         };
+        let cause = if distance.is_nan() {
+            format!("an obstacle {direction} at an unknown distance (the depth reading is not a number; stop distance {stop_m:.2} m)")
+        } else {
+            format!("an obstacle {distance:.2} m {direction} (stop distance {stop_m:.2} m)")
+        };
         let linear = if rule == Rule::ObstacleAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
-        envelope.restrict(rule, reason, linear, any_angular);
+        envelope.restrict(rule, Why { reason, cause, distance_m: Some(distance) }, linear, any_angular);
     }
 
     if let Some(fence) = config.geofence {
         match inputs.pose.filter(|p| p.x_m.is_finite() && p.y_m.is_finite() && p.yaw_rad.is_finite()) {
-            None => envelope.restrict(Rule::PositionUnknown, "geofence configured but the robot's position is unknown: only turning in place".into(), (0.0, 0.0), any_angular),
+            None => envelope.restrict(
+                Rule::PositionUnknown,
+                Why::new("geofence configured but the robot's position is unknown: only turning in place".into(), "an unknown position (a geofence is configured)".into()),
+                (0.0, 0.0),
+                any_angular,
+            ),
             Some(pose) => {
                 let (dx, dy) = (pose.x_m - fence.centre_x_m, pose.y_m - fence.centre_y_m);
                 let distance = dx.hypot(dy);
@@ -448,7 +522,8 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
                         _ => "only turning allowed",
                     };
                     let reason = format!("{distance:.2} m from the geofence centre (radius {:.2} m): {allowed}", fence.radius_m);
-                    envelope.restrict(Rule::Geofence, reason, linear, any_angular);
+                    let cause = format!("the geofence ({distance:.2} m from its centre, radius {:.2} m)", fence.radius_m);
+                    envelope.restrict(Rule::Geofence, Why::new(reason, cause), linear, any_angular);
                 }
             }
         }
@@ -466,9 +541,13 @@ fn staleness(what: &str, age_s: Option<f64>, max_age_s: f64) -> Option<String> {
     }
 }
 
-/// The fraction of full speed allowed towards an obstacle at `distance`, or
-/// `None` if it is beyond the slow-down distance. NaN counts as 0 m.
-fn slow_down_fraction(distance: f64, config: &SafetyConfig) -> Option<f64> {
+/// The fastest speed allowed towards an obstacle at `distance` when the
+/// base's limit is `full_mps`, or `None` if it is beyond the slow-down
+/// distance: the linear ramp from `full_mps` at the slow-down distance to 0
+/// at the stop distance, raised to the creep speed (never above
+/// `full_mps`) while beyond the stop distance; 0 at the stop distance and
+/// nearer. NaN counts as 0 m.
+pub fn obstacle_speed_limit(distance: f64, full_mps: f64, config: &SafetyConfig) -> Option<f64> {
     let distance = if distance.is_nan() { 0.0 } else { distance };
     if distance >= config.slow_down_distance_m {
         return None;
@@ -477,7 +556,9 @@ fn slow_down_fraction(distance: f64, config: &SafetyConfig) -> Option<f64> {
         return Some(0.0);
     }
     let span = config.slow_down_distance_m - config.stop_distance_m;
-    Some(((distance - config.stop_distance_m) / span).clamp(0.0, 1.0))
+    let ramp = full_mps * ((distance - config.stop_distance_m) / span).clamp(0.0, 1.0);
+    let creep = if config.min_creep_speed_mps.is_finite() { config.min_creep_speed_mps.clamp(0.0, full_mps) } else { 0.0 };
+    Some(ramp.max(creep))
 }
 
 /// Clamps `requested` into the envelope: the command, and whether it was
@@ -561,6 +642,59 @@ mod tests {
         assert!(ahead(f64::INFINITY).restrictions.is_empty());
         let e = envelope(&SafetyInputs { obstacle_behind_m: Some(0.35), ..fresh() });
         assert!((e.linear_min_mps + 0.11).abs() < 1e-12 && e.linear_max_mps == 0.22, "{e:?}");
+    }
+
+    #[test]
+    fn near_the_stop_distance_the_robot_may_still_creep_up_to_it() {
+        let ahead = |d: f64| envelope(&SafetyInputs { obstacle_ahead_m: Some(d), ..fresh() });
+        // The ramp alone would allow 0.22 * 0.01 / 0.3 = 0.0073 m/s at 0.21 m: the floor raises it.
+        let e = ahead(0.21);
+        assert_eq!(e.linear_max_mps, 0.04, "{e:?}");
+        assert!(e.restrictions[0].reason.contains("0.040 m/s (the creep speed"), "{}", e.restrictions[0].reason);
+        assert_eq!(ahead(0.2 + 1e-9).linear_max_mps, 0.04, "just beyond the stop distance");
+        assert_eq!(ahead(0.2).linear_max_mps, 0.0, "at the stop distance: stopped");
+        // Where the ramp is above the floor, the ramp applies: 0.04 m/s is reached at 0.2545 m.
+        assert!((ahead(0.3).linear_max_mps - 0.22 / 3.0).abs() < 1e-12);
+        let e = envelope(&SafetyInputs { obstacle_behind_m: Some(0.21), ..fresh() });
+        assert_eq!((e.linear_min_mps, e.linear_max_mps), (-0.04, 0.22), "the same behind");
+        // No floor configured: the old linear ramp.
+        let no_floor = SafetyConfig { min_creep_speed_mps: 0.0, ..SafetyConfig::DEFAULT };
+        let e = safety_envelope(&LIMITS, &no_floor, &SafetyState::new(), &SafetyInputs { obstacle_ahead_m: Some(0.21), ..fresh() });
+        assert!((e.linear_max_mps - 0.22 / 30.0).abs() < 1e-12, "{e:?}");
+        // A floor above the base's limit is capped at the limit.
+        assert_eq!(obstacle_speed_limit(0.21, 0.22, &SafetyConfig { min_creep_speed_mps: 5.0, ..SafetyConfig::DEFAULT }), Some(0.22));
+        assert_eq!(obstacle_speed_limit(0.21, 0.22, &SafetyConfig::DEFAULT), Some(0.04));
+        assert_eq!(obstacle_speed_limit(0.6, 0.22, &SafetyConfig::DEFAULT), None);
+    }
+
+    #[test]
+    fn the_rules_that_hold_a_direction_at_zero_are_named_with_their_cause() {
+        let e = envelope(&SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh() });
+        let forward = BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 };
+        let blocking = e.blocking(forward);
+        assert_eq!(blocking.len(), 1);
+        assert_eq!(blocking[0].rule, Rule::ObstacleAhead);
+        assert_eq!(blocking[0].cause, "an obstacle 0.19 m ahead (stop distance 0.20 m)");
+        assert_eq!(blocking[0].distance_m, Some(0.19));
+        assert!(e.forbids_direction_of(forward));
+        for free in [BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }, BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, BaseVelocity::ZERO] {
+            assert!(e.blocking(free).is_empty() && !e.forbids_direction_of(free), "{free:?}");
+        }
+        // Slowed down is not blocked.
+        assert!(envelope(&SafetyInputs { obstacle_ahead_m: Some(0.21), ..fresh() }).blocking(forward).is_empty());
+        let e = envelope(&SafetyInputs { obstacle_ahead_m: Some(f64::NAN), ..fresh() });
+        assert!(e.blocking(forward)[0].cause.contains("unknown distance"), "{:?}", e.restrictions);
+        // Only the rules that forbid the direction are named: the obstacle ahead, not the slow-down behind.
+        let mut state = SafetyState::new();
+        let inputs = SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.1), obstacle_behind_m: Some(0.3), ..fresh() };
+        state.update(&SafetyConfig::DEFAULT, &inputs, 0.0);
+        let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
+        let names: Vec<_> = e.blocking(forward).iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["contact_latched", "obstacle_ahead"]);
+        assert_eq!(e.blocking(forward)[0].cause, "a bumper contact");
+        // Stale sensors hold turning too.
+        let e = envelope(&SafetyInputs { imu_age_s: Some(1.0), ..fresh() });
+        assert_eq!(e.blocking(BaseVelocity { linear_mps: 0.0, angular_radps: -0.5 })[0].rule, Rule::ImuStale);
     }
 
     #[test]
@@ -686,6 +820,10 @@ mod tests {
         assert_eq!(SafetyConfig::DEFAULT.validate(), Ok(()));
         assert!(SafetyConfig { stop_distance_m: 0.6, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("slow_down_distance_m"));
         assert!(SafetyConfig { max_sensor_age_s: f64::NAN, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("max_sensor_age_s"));
+        for creep in [-0.01, f64::NAN, f64::INFINITY] {
+            assert!(SafetyConfig { min_creep_speed_mps: creep, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("min_creep_speed_mps"), "{creep}");
+        }
+        assert_eq!(SafetyConfig { min_creep_speed_mps: 0.0, ..SafetyConfig::DEFAULT }.validate(), Ok(()), "0: no floor");
         assert!(fenced().validate().is_ok());
         let bad_fence = SafetyConfig { geofence: Some(Geofence { centre_x_m: 0.0, centre_y_m: 0.0, radius_m: -1.0 }), ..SafetyConfig::DEFAULT };
         assert!(bad_fence.validate().unwrap_err().contains("radius"));
@@ -739,6 +877,55 @@ mod tests {
             }
             if e.restrictions.is_empty() {
                 prop_assert_eq!(&e, &Envelope::unrestricted(&LIMITS));
+            }
+            // Each restriction's own ranges contain zero, and the envelope is their intersection with the limits.
+            for r in &e.restrictions {
+                prop_assert!(r.linear_mps.0 <= 0.0 && r.linear_mps.1 >= 0.0 && r.angular_radps.0 <= 0.0 && r.angular_radps.1 >= 0.0, "{:?}", r);
+                prop_assert!(e.linear_max_mps <= r.linear_mps.1 && e.linear_min_mps >= r.linear_mps.0, "{:?} {:?}", e, r);
+            }
+            // A direction is blocked exactly when some rule alone blocks it.
+            let velocity = BaseVelocity { linear_mps: request.0, angular_radps: request.1 };
+            prop_assert_eq!(e.forbids_direction_of(velocity), !e.blocking(velocity).is_empty());
+        }
+
+        /// The creep floor: between the stop and the slow-down distance the
+        /// speed towards the obstacle is at least the creep speed (so the
+        /// stop distance is reached in finite time), never more than the
+        /// base's limit, never more than the command asked for, and never
+        /// anything at or inside the stop distance or when the distance is NaN.
+        #[test]
+        fn the_creep_floor_reaches_the_stop_distance_and_no_further(
+            distance in prop_oneof![8 => -0.1..0.8f64, 1 => Just(0.2), 1 => Just(f64::NAN)],
+            creep in 0.0..0.2f64, slow in 0.2..1.0f64, stop in 0.0..0.3f64,
+            behind in any::<bool>(), request in -1.0..1.0f64,
+        ) {
+            let config = SafetyConfig { min_creep_speed_mps: creep, slow_down_distance_m: slow.max(stop), stop_distance_m: stop, ..SafetyConfig::DEFAULT };
+            let inputs = if behind { SafetyInputs { obstacle_behind_m: Some(distance), ..fresh() } } else { SafetyInputs { obstacle_ahead_m: Some(distance), ..fresh() } };
+            let e = safety_envelope(&LIMITS, &config, &SafetyState::new(), &inputs);
+            // The speed allowed towards the obstacle.
+            let towards = if behind { -e.linear_min_mps } else { e.linear_max_mps };
+            let away = if behind { e.linear_max_mps } else { -e.linear_min_mps };
+            prop_assert_eq!(away, 0.22, "away from the obstacle is never restricted");
+            prop_assert!(towards <= 0.22);
+            if distance.is_nan() || distance <= config.stop_distance_m {
+                prop_assert_eq!(towards, 0.0, "at {} m (stop {})", distance, config.stop_distance_m);
+            } else if distance < config.slow_down_distance_m {
+                prop_assert!(towards >= creep.min(0.22), "{} m: {} below the floor {}", distance, towards, creep);
+                let ramp = 0.22 * (distance - config.stop_distance_m) / (config.slow_down_distance_m - config.stop_distance_m);
+                prop_assert!(towards <= ramp.max(creep) + 1e-12, "the floor raises the ramp, nothing else");
+            } else {
+                prop_assert!(e.restrictions.is_empty());
+            }
+            // Never above the unrestricted command: same sign, no larger.
+            let velocity = BaseVelocity { linear_mps: request, angular_radps: 0.0 };
+            let (free, _) = apply_envelope(&Envelope::unrestricted(&LIMITS), velocity);
+            let (governed, _) = apply_envelope(&e, velocity);
+            prop_assert!(governed.linear_mps * free.linear_mps >= 0.0 && governed.linear_mps.abs() <= free.linear_mps.abs(), "{:?} vs {:?}", governed, free);
+            // Farther is never slower.
+            if distance.is_finite() {
+                let nearer = obstacle_speed_limit(distance - 0.01, 0.22, &config).unwrap_or(0.22);
+                let here = obstacle_speed_limit(distance, 0.22, &config).unwrap_or(0.22);
+                prop_assert!(nearer <= here, "{} at {} m, {} at 1 cm nearer", here, distance, nearer);
             }
         }
     }
