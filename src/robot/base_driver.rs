@@ -181,18 +181,14 @@ impl BaseDriver {
         self.obstacle_ahead.lock().filter(|(_, at)| now.saturating_duration_since(*at) <= max_age).and_then(|(d, _)| d)
     }
 
-    /// Why motion in the direction of `velocity` is forbidden now, if it is
-    /// (so that a tool can give up rather than wait for a timeout).
-    pub fn blocked_reason(&self, velocity: BaseVelocity) -> Option<String> {
+    /// The safety rules that hold the direction of `velocity` at zero at
+    /// the last step; empty when that direction is allowed (so that a tool
+    /// can give up, saying why, rather than wait for a timeout). An
+    /// explicit stop's braking is not a rule and is not reported here.
+    pub fn blocked_by(&self, velocity: BaseVelocity) -> Vec<Restriction> {
         let state = self.state.lock();
-        let envelope = state.envelope.as_ref()?;
-        let blocked_linear = (velocity.linear_mps > 0.0 && envelope.linear_max_mps <= 0.0) || (velocity.linear_mps < 0.0 && envelope.linear_min_mps >= 0.0);
-        let blocked_angular = (velocity.angular_radps > 0.0 && envelope.angular_max_radps <= 0.0) || (velocity.angular_radps < 0.0 && envelope.angular_min_radps >= 0.0);
-        if !(blocked_linear || blocked_angular) {
-            return None;
-        }
-        let reasons: Vec<String> = envelope.restrictions.iter().map(|r| r.reason.clone()).collect();
-        Some(if reasons.is_empty() { "the governor allows no motion in that direction".into() } else { reasons.join("; ") })
+        let Some(envelope) = state.envelope.as_ref() else { return Vec::new() };
+        envelope.blocking(velocity).into_iter().cloned().collect()
     }
 
     /// The restrictions in force at the last step.
@@ -401,7 +397,39 @@ mod tests {
             d.step(t, touching);
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
-        assert!(d.blocked_reason(forward).is_some_and(|r| r.contains("contact")), "{:?}", d.blocked_reason(forward));
-        assert!(d.blocked_reason(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_none(), "reverse stays allowed");
+        let blocking = d.blocked_by(forward);
+        assert_eq!(blocking.iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactLatched], "{blocking:?}");
+        assert!(blocking[0].cause.contains("contact"), "{blocking:?}");
+        assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "reverse stays allowed");
+        assert!(d.blocked_by(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }).is_empty(), "turning stays allowed");
+    }
+
+    #[test]
+    fn near_an_obstacle_the_base_creeps_up_to_the_stop_distance_then_is_held_there() {
+        let d = driver();
+        let mut t = Instant::now();
+        let step = Duration::from_millis(20);
+        let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
+        // 1 cm beyond the stop distance: the ramp alone would allow 0.0067 m/s; the floor allows 0.04.
+        let near = SensorSnapshot { obstacle_ahead_m: Some(0.21), ..fresh() };
+        for _ in 0..10 {
+            t += step;
+            d.request(d.begin_motion(), forward, t);
+            d.step(t, near);
+        }
+        assert_eq!(d.last_command().linear_mps, 0.04, "{:?}", d.last_command());
+        assert!(d.blocked_by(forward).is_empty(), "slowed, not blocked");
+        // At the stop distance: held at zero, and the rule says why.
+        let at_stop = SensorSnapshot { obstacle_ahead_m: Some(0.2), ..fresh() };
+        for _ in 0..3 {
+            t += step;
+            d.request(d.begin_motion(), forward, t);
+            d.step(t, at_stop);
+        }
+        assert_eq!(d.last_command().linear_mps, 0.0);
+        let blocking = d.blocked_by(forward);
+        assert_eq!(blocking.len(), 1, "{blocking:?}");
+        assert_eq!((blocking[0].rule, blocking[0].distance_m), (Rule::ObstacleAhead, Some(0.2)));
+        assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "backing away stays allowed");
     }
 }

@@ -13,7 +13,7 @@ use super::input::optional_number;
 use super::proprioception::check_fresh;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
-use crate::governor::BaseVelocity;
+use crate::governor::{BaseVelocity, Restriction, Rule};
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::{AiccError, ErrorCode};
@@ -32,9 +32,12 @@ pub(crate) const PLANNING_ACCEL_SHARE: f64 = 0.8;
 /// How long to wait for the base to settle after the final stop.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
 const SETTLED_SPEED_MPS: f64 = 0.005;
-/// How long the governor may forbid the move's direction before the move
-/// gives up (brief restrictions, e.g. a flicker of the bumper, are ridden out).
-pub(crate) const BLOCKED_GIVE_UP: Duration = Duration::from_millis(300);
+/// How long the governor must hold the motion's direction at zero before
+/// the move (or turn) gives up: long enough to ride out a flicker (a bumper
+/// bounce, one odd depth frame at the camera's 15 Hz) and for the base to
+/// come to rest, so that the distance reported is the final one; short
+/// enough that a move into a blocked way is refused promptly.
+pub(crate) const BLOCKED_SETTLE: Duration = Duration::from_millis(500);
 /// How often a long move reports progress (`command` events).
 pub(crate) const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
 
@@ -70,8 +73,59 @@ pub fn wrap_angle(angle_rad: f64) -> f64 {
     if wrapped == -PI { PI } else { wrapped }
 }
 
+/// Adds `extra`'s fields to the object `target`.
+fn merge(target: &mut Value, extra: Value) {
+    if let (Some(target), Value::Object(extra)) = (target.as_object_mut(), extra) {
+        target.extend(extra);
+    }
+}
+
 fn yaw_of(sample: &OdometrySample) -> f64 {
     sample.orientation.euler_angles().2
+}
+
+/// Watches whether the governor keeps a motion's direction at zero, so that
+/// the motion ends once it has for [`BLOCKED_SETTLE`] without a break.
+#[derive(Debug, Default)]
+pub(crate) struct BlockedWatch {
+    since: Option<Instant>,
+}
+
+impl BlockedWatch {
+    /// Notes the rules holding the direction at zero at `now` (empty: the
+    /// way is free, and the watch starts over); returns them once the
+    /// direction has been held continuously for `settle`.
+    pub(crate) fn observe(&mut self, blocking: Vec<Restriction>, now: Instant, settle: Duration) -> Option<Vec<Restriction>> {
+        if blocking.is_empty() {
+            self.since = None;
+            return None;
+        }
+        let since = *self.since.get_or_insert(now);
+        (now.saturating_duration_since(since) >= settle).then_some(blocking)
+    }
+}
+
+/// The error of a motion the governor held at zero: `execution_failed`,
+/// retryable (the way may clear, or the agent may turn and retry), naming
+/// each cause and rule and how far the motion got (`progress`, e.g.
+/// "after 1.47 of 2.00 m"), e.g. "move stopped by an obstacle 0.19 m ahead
+/// (stop distance 0.20 m) after 1.47 of 2.00 m (governor rule
+/// obstacle_ahead): turn or back away, then retry".
+pub(crate) fn governor_stop_error(what: &str, blocking: &[Restriction], progress: &str) -> AiccError {
+    let causes: Vec<&str> = blocking.iter().map(|r| r.cause.as_str()).collect();
+    let rules: Vec<&str> = blocking.iter().map(|r| r.name()).collect();
+    let (causes, rules) = if causes.is_empty() { ("the safety governor".to_string(), "none".to_string()) } else { (causes.join(" and "), rules.join(", ")) };
+    let plural = if blocking.len() > 1 { "s" } else { "" };
+    let in_the_way = blocking.iter().any(|r| matches!(r.rule, Rule::ObstacleAhead | Rule::ObstacleBehind | Rule::ContactLatched | Rule::Geofence));
+    let remedy = if in_the_way { "turn or back away, then retry" } else { "retry once the robot's data is fresh" };
+    AiccError::execution_failed(true, format!("{what} stopped by {causes} {progress} (governor rule{plural} {rules}): {remedy}"))
+}
+
+/// The structured part of the last `command` progress event of a motion
+/// the governor stopped: the rules and, for an obstacle, its distance.
+fn blocked_fields(blocking: &[Restriction]) -> Value {
+    let distance_m = blocking.iter().find_map(|r| r.distance_m).filter(|d| d.is_finite());
+    json!({ "blocked_by": blocking.iter().map(|r| r.name()).collect::<Vec<_>>(), "obstacle_m": distance_m })
 }
 
 /// Stops the base if the move ends any way but normally (error, or the
@@ -171,7 +225,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
     let budget = Duration::from_secs_f64(3.0 * (forward_m.abs() / speed_mps + 2.0 * speed_mps / accel_mps2) + 5.0);
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
     let _stop_guard = StopOnDrop(ctx.base.clone());
-    let mut blocked_since: Option<Instant> = None;
+    let mut blocked = BlockedWatch::default();
     let mut last_progress = Instant::now();
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -205,16 +259,16 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
         let angular_radps = (HEADING_GAIN_PER_S * heading_error_rad).clamp(-MAX_HEADING_CORRECTION_RADPS, MAX_HEADING_CORRECTION_RADPS);
         let linear_mps = profile_speed(remaining_m, speed_mps, accel_mps2);
         let command = BaseVelocity { linear_mps, angular_radps };
-        // A governor rule that forbids this direction (a contact, an
-        // obstacle, the geofence) ends the move now rather than at timeout.
-        if let Some(reason) = ctx.base.blocked_reason(BaseVelocity { angular_radps: 0.0, ..command }) {
-            blocked_since.get_or_insert(Instant::now());
-            if blocked_since.is_some_and(|since| since.elapsed() >= BLOCKED_GIVE_UP) {
-                ctx.base.stop();
-                return Err(AiccError::execution_failed(false, format!("move stopped after {travelled_m:.3} m of {forward_m:.3} m: {reason}")));
-            }
-        } else {
-            blocked_since = None;
+        // A governor rule that holds this direction at zero (an obstacle,
+        // a contact, the geofence) ends the move once it has for the
+        // settle time, rather than at the timeout.
+        let blocking = ctx.base.blocked_by(BaseVelocity { angular_radps: 0.0, ..command });
+        if let Some(blocking) = blocked.observe(blocking, Instant::now(), BLOCKED_SETTLE) {
+            ctx.base.stop();
+            let mut progress = json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": travelled_m, "remaining_m": remaining_m });
+            merge(&mut progress, blocked_fields(&blocking));
+            ctx.event_for_session("command", progress);
+            return Err(governor_stop_error("move", &blocking, &format!("after {:.2} of {:.2} m", travelled_m, forward_m)));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
             return Err(super::stop::stopped_error("the move"));
@@ -291,12 +345,18 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion:
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
     let mut ticker = tokio::time::interval(period);
     let command = BaseVelocity { linear_mps: velocity_mps, angular_radps: 0.0 };
+    let mut blocked = BlockedWatch::default();
     while started.elapsed().as_secs_f64() < duration_s {
         ticker.tick().await;
         fresh_odometry(&ctx).inspect_err(|_| ctx.base.stop())?;
-        if let Some(reason) = ctx.base.blocked_reason(command) {
+        if let Some(blocking) = blocked.observe(ctx.base.blocked_by(command), Instant::now(), BLOCKED_SETTLE) {
             ctx.base.stop();
-            return Err(AiccError::execution_failed(false, format!("move stopped after {:.1} s of {duration_s:.1} s: {reason}", started.elapsed().as_secs_f64())));
+            let (done_m, _) = displacement(&start, &fresh_odometry(&ctx)?, heading_rad);
+            let mut progress = json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": done_m, "done_s": started.elapsed().as_secs_f64() });
+            merge(&mut progress, blocked_fields(&blocking));
+            ctx.event_for_session("command", progress);
+            let progress = format!("after {:.1} of {duration_s:.1} s ({done_m:.2} m)", started.elapsed().as_secs_f64());
+            return Err(governor_stop_error("move", &blocking, &progress));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
             return Err(super::stop::stopped_error("the move"));
@@ -347,6 +407,64 @@ mod tests {
         assert!((profile_speed(0.01, 0.22, 0.8) - (2.0f64 * 0.8 * 0.01).sqrt()).abs() < 1e-12);
         assert_eq!(profile_speed(-2.0, 0.22, 0.8), -0.22);
         assert_eq!(profile_speed(1e-6, 0.22, 0.8), MIN_SPEED_MPS);
+    }
+
+    /// The restrictions the real governor raises for these inputs, holding forward motion at zero.
+    fn blocking_forward(inputs: crate::governor::SafetyInputs, in_contact_before: bool) -> Vec<Restriction> {
+        use crate::governor::{safety_envelope, BaseLimits, SafetyConfig, SafetyState};
+        let limits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+        let mut state = SafetyState::new();
+        state.update(&SafetyConfig::DEFAULT, &crate::governor::SafetyInputs { in_contact: in_contact_before, ..inputs }, 0.0);
+        let envelope = safety_envelope(&limits, &SafetyConfig::DEFAULT, &state, &inputs);
+        envelope.blocking(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }).into_iter().cloned().collect()
+    }
+
+    fn fresh_inputs() -> crate::governor::SafetyInputs {
+        crate::governor::SafetyInputs { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), commanded_to_move: true, ..Default::default() }
+    }
+
+    #[test]
+    fn a_direction_held_at_zero_for_the_settle_time_ends_the_motion() {
+        let wall = blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
+        assert_eq!(wall.len(), 1);
+        let settle = Duration::from_millis(500);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut watch = BlockedWatch::default();
+        assert_eq!(watch.observe(Vec::new(), at(0), settle), None, "free");
+        assert_eq!(watch.observe(wall.clone(), at(20), settle), None, "blocked, just now");
+        assert_eq!(watch.observe(wall.clone(), at(500), settle), None, "blocked for 480 ms");
+        assert_eq!(watch.observe(Vec::new(), at(510), settle), None, "a free step starts it over");
+        assert_eq!(watch.observe(wall.clone(), at(520), settle), None);
+        assert_eq!(watch.observe(wall.clone(), at(1000), settle), None, "480 ms since it started over");
+        assert_eq!(watch.observe(wall.clone(), at(1020), settle), Some(wall.clone()), "held for 500 ms");
+        // Blocked from the first step (the way was blocked when the move began): 500 ms, not a timeout.
+        let mut watch = BlockedWatch::default();
+        assert_eq!(watch.observe(wall.clone(), at(0), settle), None);
+        assert_eq!(watch.observe(wall.clone(), at(500), settle), Some(wall));
+    }
+
+    #[test]
+    fn a_governor_stop_names_the_cause_the_rule_and_how_far_the_move_got() {
+        let wall = blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
+        let error = governor_stop_error("move", &wall, "after 1.47 of 2.00 m");
+        assert_eq!(error.code, ErrorCode::ExecutionFailed);
+        assert!(error.retryable, "the agent may turn and retry");
+        assert_eq!(
+            error.message,
+            "move stopped by an obstacle 0.19 m ahead (stop distance 0.20 m) after 1.47 of 2.00 m (governor rule obstacle_ahead): turn or back away, then retry"
+        );
+        assert_eq!(blocked_fields(&wall), json!({ "blocked_by": ["obstacle_ahead"], "obstacle_m": 0.19 }));
+        // A contact and an obstacle together: both named.
+        let both = blocking_forward(crate::governor::SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.1), ..fresh_inputs() }, true);
+        let message = governor_stop_error("move", &both, "after 0.00 of 0.50 m").message;
+        assert!(message.starts_with("move stopped by a bumper contact and an obstacle 0.10 m ahead"), "{message}");
+        assert!(message.contains("(governor rules contact_latched, obstacle_ahead)"), "{message}");
+        // Stale data holds turning too; the remedy differs.
+        let stale = blocking_forward(crate::governor::SafetyInputs { imu_age_s: Some(2.0), ..fresh_inputs() }, false);
+        let message = governor_stop_error("turn", &stale, "after 10.0° of 90.0°").message;
+        assert!(message.starts_with("turn stopped by stale IMU data") && message.ends_with("retry once the robot's data is fresh"), "{message}");
+        assert_eq!(blocked_fields(&stale), json!({ "blocked_by": ["imu_stale"], "obstacle_m": null }));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::input::{optional_number, reject_unknown_fields};
 use super::look_at::{deg, fresh_joint_states, plan_head, run_head};
 use super::proprioception::check_fresh;
-use super::move_base::{StopOnDrop, BLOCKED_GIVE_UP, PLANNING_ACCEL_SHARE, PROGRESS_PERIOD};
+use super::move_base::{governor_stop_error, BlockedWatch, StopOnDrop, BLOCKED_SETTLE, PLANNING_ACCEL_SHARE, PROGRESS_PERIOD};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
 use crate::governor::BaseVelocity;
@@ -233,7 +233,7 @@ pub(crate) async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
     let _stop_guard = StopOnDrop(ctx.base.clone());
     let mut unwrapper = YawUnwrapper::new(yaw_of(&start));
-    let mut blocked_since: Option<Instant> = None;
+    let mut blocked = BlockedWatch::default();
     let mut last_progress = Instant::now();
     let mut ticker = tokio::time::interval(period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -268,16 +268,13 @@ pub(crate) async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f
             ));
         }
         let command = BaseVelocity { linear_mps: 0.0, angular_radps: profile_rate(remaining, rate_radps, accel) };
-        // A governor rule that forbids turning this way ends the turn now
-        // rather than at the timeout (brief flickers are ridden out).
-        if let Some(reason) = ctx.base.blocked_reason(command) {
-            let since = *blocked_since.get_or_insert(Instant::now());
-            if since.elapsed() >= BLOCKED_GIVE_UP {
-                ctx.base.stop();
-                return Err(AiccError::execution_failed(false, format!("turn stopped after {:.1}° of {:.1}°: {reason}", deg(turned), deg(goal_rad))));
-            }
-        } else {
-            blocked_since = None;
+        // Obstacles, contacts and the geofence always allow turning in
+        // place; a rule that holds turning at zero (stale odometry or IMU)
+        // ends the turn once it has for the settle time, rather than at the
+        // timeout.
+        if let Some(blocking) = blocked.observe(ctx.base.blocked_by(command), Instant::now(), BLOCKED_SETTLE) {
+            ctx.base.stop();
+            return Err(governor_stop_error("turn", &blocking, &format!("after {:.1}° of {:.1}°", deg(turned), deg(goal_rad))));
         }
         if !ctx.base.request(halts, command, Instant::now()) {
             return Err(super::stop::stopped_error("the turn"));
