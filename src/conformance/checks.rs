@@ -2,8 +2,8 @@
 //! scenario (fail closed): framing, UTF-8, a JSON object with an AICC
 //! protocol and a type; tool results that answer a call this connection
 //! made, once, with exactly one of output and error; error bodies with one
-//! of the eight codes; event ticks that never go back and sequence numbers
-//! that always go forward.
+//! of the eight codes; events that carry a tick which never goes back, and
+//! sequence numbers that always go forward.
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -92,15 +92,18 @@ impl LineChecker {
     fn check_event(&mut self, message: &Value) -> Result<(), String> {
         let topic = message.get("topic").and_then(Value::as_str).unwrap_or("?");
         let meta = message.get("meta");
-        if let Some(tick) = meta.and_then(|m| m.get("tick")) {
-            let tick = tick.as_u64().ok_or_else(|| format!("event '{topic}': meta.tick must be a non-negative integer, got {}", show(tick)))?;
-            if let Some(last) = self.last_event_tick {
-                if tick < last {
-                    return Err(format!("event '{topic}' has meta.tick {tick}, after an event with tick {last}: ticks went backwards"));
-                }
+        // Every event carries the tick (AICC §8: agents order events by it);
+        // so does the bridge's own events_dropped notice, which has no seq.
+        let Some(tick) = meta.and_then(|m| m.get("tick")) else {
+            return Err(format!("event '{topic}' has no meta.tick (every event carries the tick it happened at): {}", show(message)));
+        };
+        let tick = tick.as_u64().ok_or_else(|| format!("event '{topic}': meta.tick must be a non-negative integer, got {}", show(tick)))?;
+        if let Some(last) = self.last_event_tick {
+            if tick < last {
+                return Err(format!("event '{topic}' has meta.tick {tick}, after an event with tick {last}: ticks went backwards"));
             }
-            self.last_event_tick = Some(tick);
         }
+        self.last_event_tick = Some(tick);
         if let Some(seq) = meta.and_then(|m| m.get("seq")) {
             let seq = seq.as_u64().ok_or_else(|| format!("event '{topic}': meta.seq must be a non-negative integer, got {}", show(seq)))?;
             if let Some(last) = self.last_event_seq {
@@ -195,5 +198,17 @@ mod tests {
         assert!(checker.check(&event(6, 2)).unwrap_err().contains("strictly increase"));
         checker.check(&event(7, 9)).expect("gaps in seq are fine");
         assert!(checker.check(&line(json!({ "protocol": "aicc/0.1", "type": "event", "topic": "x", "meta": { "tick": -1 } }))).unwrap_err().contains("non-negative"));
+    }
+
+    #[test]
+    fn every_event_carries_a_tick_but_not_necessarily_a_seq() {
+        let mut checker = LineChecker::default();
+        let without_meta = checker.check(&line(json!({ "protocol": "aicc/0.1", "type": "event", "topic": "audio", "payload": {} }))).unwrap_err();
+        assert!(without_meta.contains("event 'audio' has no meta.tick"), "{without_meta}");
+        let without_tick = checker.check(&line(json!({ "protocol": "aicc/0.1", "type": "event", "topic": "lease", "meta": { "seq": 1 } }))).unwrap_err();
+        assert!(without_tick.contains("event 'lease' has no meta.tick"), "{without_tick}");
+        // The bridge's events_dropped notice: a tick, no seq.
+        checker.check(&line(json!({ "protocol": "aicc/0.1", "type": "event", "topic": "events_dropped", "payload": { "count": 2 }, "meta": { "tick": 4 } }))).expect("a tick without a seq is fine");
+        assert!(checker.check(&line(json!({ "protocol": "aicc/0.1", "type": "event", "topic": "tick", "meta": { "tick": 3, "seq": 1 } }))).unwrap_err().contains("ticks went backwards"), "the notice's tick counts for the order");
     }
 }
