@@ -67,7 +67,10 @@ done
 
 echo "[conformance] running the scenarios against 127.0.0.1:$port" >&2
 status=0
-target/release/aicc-conformance --host 127.0.0.1 --port "$port" --report-dir target/conformance "$@" {lock_fd}>&- || status=$?
+# A bridge started a moment ago offers the robot's tools once their topics
+# flow: the runner waits for them before the first scenario (a later
+# --wait-ready-s among "$@" overrides this one).
+target/release/aicc-conformance --host 127.0.0.1 --port "$port" --report-dir target/conformance --wait-ready-s 60 "$@" {lock_fd}>&- || status=$?
 echo "[conformance] reports: target/conformance/conformance-report.json, target/conformance/conformance-junit.xml" >&2
 if [ "$status" -ne 0 ]; then
   echo "[conformance] logs: $logs (bridge.log, sim.log); last bridge lines:" >&2

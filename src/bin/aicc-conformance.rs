@@ -5,12 +5,13 @@
 //! usage errors.
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use aicc_ros2::conformance::connection::{tls_client, Endpoint, SYSTEM_CA_BUNDLE};
 use aicc_ros2::conformance::progress::Progress;
+use aicc_ros2::conformance::readiness::wait_until_ready;
 use aicc_ros2::conformance::report::{self, Failure, RunReport, ScenarioResult, Status};
-use aicc_ros2::conformance::runner::{run_scenario, RunnerOptions, TokenSource};
+use aicc_ros2::conformance::runner::{run_scenario, RunnerOptions, TokenSource, DEFAULT_CLOSE_WAIT};
 use aicc_ros2::conformance::scenario::{load_all, Loaded, RobotNeed, AREAS};
 use clap::Parser;
 
@@ -58,6 +59,11 @@ struct Args {
     /// Longest line accepted from the bridge, bytes (before the LF).
     #[arg(long, default_value_t = DEFAULT_MAX_LINE_BYTES, value_name = "N")]
     max_line_bytes: usize,
+    /// Before the first scenario, wait up to N seconds for every tool of
+    /// the manifest to be available (a bridge started a moment ago may still
+    /// wait for its robot's data); 0: do not wait.
+    #[arg(long, default_value_t = 0.0, value_name = "N", overrides_with = "wait_ready_s")]
+    wait_ready_s: f64,
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
@@ -120,6 +126,14 @@ fn endpoint(args: &Args) -> Result<Endpoint, String> {
     Ok(Endpoint { host: args.host.clone(), port: args.port, tls })
 }
 
+/// `--wait-ready-s`: None for 0 (no wait).
+fn wait_ready(seconds: f64) -> Result<Option<Duration>, String> {
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(format!("--wait-ready-s {seconds}: must be a non-negative number of seconds"));
+    }
+    Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
+}
+
 fn malformed_result(file: &std::path::Path, area: &str, error: &str) -> ScenarioResult {
     ScenarioResult {
         name: file.file_stem().map_or_else(|| file.display().to_string(), |s| s.to_string_lossy().to_string()),
@@ -156,6 +170,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     if args.max_line_bytes == 0 {
         return Err("--max-line-bytes must be positive".into());
     }
+    let wait_ready = wait_ready(args.wait_ready_s)?;
     let loaded = load_all(&args.scenarios)?;
     if args.list {
         return Ok(list(&loaded));
@@ -168,12 +183,23 @@ fn run(args: Args) -> Result<ExitCode, String> {
         admin: TokenSource::from_env(&args.token_env),
         actuate: TokenSource::from_env(&args.actuate_token_env),
         observe: TokenSource::from_env(&args.observe_token_env),
+        close_wait: DEFAULT_CLOSE_WAIT,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("starting the runtime: {e}"))?;
 
     let started_at = SystemTime::now();
     let started = Instant::now();
     let to_run = loaded.iter().filter(|l| matches!(l, Loaded::Ok { scenario, .. } if selection.selects(scenario))).count();
+    if let Some(within) = wait_ready.filter(|_| to_run > 0) {
+        eprintln!("[aicc-conformance] waiting up to {:.0} s for every tool of {}'s manifest to be available", within.as_secs_f64(), endpoint.describe());
+        match runtime.block_on(wait_until_ready(&options, within)) {
+            Ok(ready) => eprintln!("[aicc-conformance] ready after {:.1} s: all {} tools available", ready.waited_s, ready.tools),
+            Err(reason) => {
+                eprintln!("aicc-conformance: the bridge is not ready (--wait-ready-s {}): {reason}", args.wait_ready_s);
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
     let mut progress = Progress::stderr(to_run);
     let mut results = Vec::with_capacity(loaded.len());
     for entry in &loaded {
@@ -258,5 +284,15 @@ mod tests {
         assert!(endpoint(&args).err().unwrap().contains("go with --tls"));
         let args = Args::try_parse_from(["aicc-conformance", "--tls", "--ca-file", "/nonexistent/ca.pem"]).unwrap();
         assert!(endpoint(&args).err().unwrap().contains("/nonexistent/ca.pem"));
+    }
+
+    #[test]
+    fn wait_ready_is_off_by_default_and_the_last_one_given_counts() {
+        let parsed = |args: &[&str]| Args::try_parse_from(std::iter::once("aicc-conformance").chain(args.iter().copied())).unwrap().wait_ready_s;
+        assert_eq!(wait_ready(parsed(&[])).unwrap(), None);
+        // conformance.sh passes one; a user's own comes after it and wins.
+        assert_eq!(wait_ready(parsed(&["--wait-ready-s", "60", "--wait-ready-s", "5"])).unwrap(), Some(Duration::from_secs(5)));
+        assert!(wait_ready(-1.0).unwrap_err().contains("--wait-ready-s -1"));
+        assert!(wait_ready(f64::NAN).unwrap_err().contains("non-negative"));
     }
 }

@@ -111,6 +111,12 @@ impl Connection {
         self.writer.write_all(&line).await?;
         self.writer.flush().await
     }
+
+    /// Ends the runner's side (TCP FIN, after a TLS close_notify); the
+    /// reader keeps going until the bridge closes its side.
+    pub async fn shutdown(&mut self) -> std::io::Result<()> {
+        self.writer.shutdown().await
+    }
 }
 
 /// Reads lines of at most `max_line_bytes` until EOF, an error or an

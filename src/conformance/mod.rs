@@ -6,6 +6,7 @@ pub mod checks;
 pub mod connection;
 pub mod matcher;
 pub mod progress;
+pub mod readiness;
 pub mod report;
 pub mod runner;
 pub mod scenario;

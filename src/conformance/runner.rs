@@ -26,6 +26,19 @@ pub const MAX_PENDING_BYTES: usize = 256 << 20;
 const CHANNEL_LINES: usize = 64;
 /// How long a handshake without a token waits for an unasked session_init.
 const UNSOLICITED_INIT_WAIT: Duration = Duration::from_secs(2);
+/// Answers to the bridge's heartbeats one connection may owe at once (one
+/// is enough to show the runner alive; more are redundant).
+const MAX_OWED_HEARTBEAT_ANSWERS: usize = 8;
+/// The runner's heartbeats whose echo from the bridge is still to come.
+const MAX_AWAITED_HEARTBEAT_ECHOES: usize = 64;
+/// How long writing one heartbeat answer may take.
+const HEARTBEAT_ANSWER_WRITE: Duration = Duration::from_secs(2);
+/// How long the end of a scenario waits for the bridge to close the
+/// connections the runner closed (it releases their sessions' motion lease
+/// on the way) before the next scenario starts.
+pub const DEFAULT_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// The message_id prefix of the runner's heartbeat answers.
+const HEARTBEAT_ANSWER_PREFIX: &str = "conformance-heartbeat-";
 
 /// A token and the environment variable it came from.
 #[derive(Debug, Clone)]
@@ -50,6 +63,9 @@ pub struct RunnerOptions {
     pub admin: TokenSource,
     pub actuate: TokenSource,
     pub observe: TokenSource,
+    /// How long the end of a scenario waits for the bridge's EOF on each
+    /// connection the runner closes.
+    pub close_wait: Duration,
 }
 
 impl RunnerOptions {
@@ -68,6 +84,17 @@ struct Conn {
     pending_bytes: usize,
     /// Set when the bridge closed it (how).
     closed: Option<String>,
+    /// Answers to the bridge's heartbeats, to write at the next chance.
+    owed_heartbeat_answers: VecDeque<Vec<u8>>,
+    /// message_ids of the runner's heartbeat answers, whose echo from the
+    /// bridge is the runner's own business (not offered to expects).
+    awaited_heartbeat_echoes: VecDeque<String>,
+}
+
+impl Conn {
+    fn new(connection: Connection) -> Self {
+        Self { connection, checker: LineChecker::default(), pending: VecDeque::new(), pending_bytes: 0, closed: None, owed_heartbeat_answers: VecDeque::new(), awaited_heartbeat_echoes: VecDeque::new() }
+    }
 }
 
 /// Where in the scenario the run is, for failure reports.
@@ -80,15 +107,17 @@ struct Position {
 }
 
 /// What a search of a connection's messages found.
-enum Found {
+pub(super) enum Found {
     /// The index in `pending` and the captures of the match.
     Match(usize, Captures),
     TimedOut { nearest: Option<(Mismatch, Value)> },
     Closed { how: String, nearest: Option<(Mismatch, Value)> },
 }
 
-struct Run<'a> {
-    options: &'a RunnerOptions,
+/// The state of one run against the bridge: a scenario's, or the wait for
+/// the bridge to be ready.
+pub(super) struct Run<'a> {
+    pub(super) options: &'a RunnerOptions,
     vars: Variables,
     conns: HashMap<String, Conn>,
     names: HashMap<u64, String>,
@@ -103,19 +132,7 @@ struct Run<'a> {
 /// Runs one scenario; never panics on what the bridge sends.
 pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOptions) -> ScenarioResult {
     let started = Instant::now();
-    let (sender, receiver) = mpsc::channel(CHANNEL_LINES);
-    let mut run = Run {
-        options,
-        vars: Variables::default(),
-        conns: HashMap::new(),
-        names: HashMap::new(),
-        next_conn_id: 1,
-        sender,
-        receiver,
-        transcript: Transcript::new(options.secrets()),
-        positions: Vec::new(),
-        calls_made: 0,
-    };
+    let mut run = Run::new(options);
     let timeout = Duration::from_secs_f64(scenario.timeout_s);
     let outcome = tokio::time::timeout(timeout, run.scenario(scenario)).await;
     let failure = match outcome {
@@ -123,8 +140,9 @@ pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOpti
         Ok(Err(reason)) => Some(run.failure(reason)),
         Err(_) => Some(run.failure(format!("the scenario's timeout_s ({} s) ran out", scenario.timeout_s))),
     };
-    // Dropping the connections closes them.
-    run.conns.clear();
+    // Deterministic: the next scenario starts once the bridge has let go
+    // of this one's connections (and with them its motion lease).
+    run.close_connections().await;
     ScenarioResult {
         name: scenario.name.clone(),
         area: scenario.area.clone(),
@@ -150,7 +168,23 @@ fn describe_found_failure(what: &str, conn: &str, found: Found, within: Duration
     }
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    pub(super) fn new(options: &'a RunnerOptions) -> Self {
+        let (sender, receiver) = mpsc::channel(CHANNEL_LINES);
+        Run {
+            options,
+            vars: Variables::default(),
+            conns: HashMap::new(),
+            names: HashMap::new(),
+            next_conn_id: 1,
+            sender,
+            receiver,
+            transcript: Transcript::new(options.secrets()),
+            positions: Vec::new(),
+            calls_made: 0,
+        }
+    }
+
     /// The failure at the current position.
     fn failure(&self, reason: String) -> Failure {
         if self.positions.is_empty() {
@@ -178,7 +212,7 @@ impl Run<'_> {
 
     // ----- connections -------------------------------------------------
 
-    async fn open(&mut self, name: &str, token: Option<String>) -> Result<(), String> {
+    pub(super) async fn open(&mut self, name: &str, token: Option<String>) -> Result<(), String> {
         if let Some(token) = &token {
             self.transcript.add_secret(token);
         }
@@ -190,7 +224,7 @@ impl Run<'_> {
         let connection = Connection::open(&self.options.endpoint, id, self.options.max_line_bytes, self.sender.clone()).await?;
         self.transcript.note(format!("{name}: connected to {}", self.options.endpoint.describe()));
         self.names.insert(id, name.to_string());
-        self.conns.insert(name.to_string(), Conn { connection, checker: LineChecker::default(), pending: VecDeque::new(), pending_bytes: 0, closed: None });
+        self.conns.insert(name.to_string(), Conn::new(connection));
         Ok(())
     }
 
@@ -228,6 +262,21 @@ impl Run<'_> {
             Incoming::Line(line) => {
                 self.transcript.record(&name, Direction::Received, &line);
                 let message = conn.checker.check(&line).map_err(|reason| format!("the bridge broke the protocol on '{name}': {reason}"))?;
+                if let Some(position) = echo_of_runner_heartbeat(&message, &conn.awaited_heartbeat_echoes) {
+                    conn.awaited_heartbeat_echoes.remove(position);
+                    return Ok(());
+                }
+                if let Some((message_id, answer)) = heartbeat_answer(&message) {
+                    // A conformant agent answers (AICC §8); the bridge's
+                    // heartbeat still stays for the scenario's expects.
+                    if conn.owed_heartbeat_answers.len() < MAX_OWED_HEARTBEAT_ANSWERS {
+                        conn.owed_heartbeat_answers.push_back(answer);
+                        if conn.awaited_heartbeat_echoes.len() == MAX_AWAITED_HEARTBEAT_ECHOES {
+                            conn.awaited_heartbeat_echoes.pop_front();
+                        }
+                        conn.awaited_heartbeat_echoes.push_back(message_id);
+                    }
+                }
                 conn.pending_bytes += line.len();
                 conn.pending.push_back((message, line.len()));
                 if conn.pending.len() > MAX_PENDING_MESSAGES || conn.pending_bytes > MAX_PENDING_BYTES {
@@ -254,6 +303,7 @@ impl Run<'_> {
 
     /// Takes in what arrives until `deadline` (checking every line).
     async fn pump_until(&mut self, deadline: tokio::time::Instant) -> Result<bool, String> {
+        self.answer_heartbeats().await?;
         match tokio::time::timeout_at(deadline, self.receiver.recv()).await {
             Ok(Some(tagged)) => {
                 self.ingest(tagged)?;
@@ -274,7 +324,7 @@ impl Run<'_> {
 
     /// Searches `conn`'s unconsumed messages, oldest first, then what
     /// arrives until `within` has passed, for one that `accept`s.
-    async fn find(&mut self, conn: &str, within: Duration, mut accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>) -> Result<Found, String> {
+    pub(super) async fn find(&mut self, conn: &str, within: Duration, mut accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>) -> Result<Found, String> {
         let deadline = tokio::time::Instant::now() + within;
         let mut scanned = 0;
         let mut nearest: Option<(Mismatch, Value)> = None;
@@ -303,7 +353,7 @@ impl Run<'_> {
     }
 
     /// Removes and returns the message at `index` of `conn`'s unconsumed ones.
-    fn consume(&mut self, conn: &str, index: usize) -> Value {
+    pub(super) fn consume(&mut self, conn: &str, index: usize) -> Value {
         let state = self.conns.get_mut(conn).expect("found in it");
         let (message, bytes) = state.pending.remove(index).expect("found at this index");
         state.pending_bytes = state.pending_bytes.saturating_sub(bytes);
@@ -322,10 +372,18 @@ impl Run<'_> {
     }
 
     async fn send_bytes(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<(), String> {
+        // What the runner owes goes first, in the order it became due.
+        self.answer_heartbeats().await?;
         self.transcript.record(conn, Direction::Sent, bytes);
         self.conn(conn)?;
-        // Keep reading while writing: a bridge that stops reading until its
-        // replies are read must not deadlock a long write.
+        self.write_line_reading(conn, bytes, within).await?
+    }
+
+    /// Writes a line to `conn`, taking in (and checking) what arrives
+    /// meanwhile: a bridge that stops reading until its replies are read
+    /// must not deadlock a long write. The outer error is a protocol
+    /// violation in what arrived; the inner one, the write's failure.
+    async fn write_line_reading(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<Result<(), String>, String> {
         let mut held = Vec::new();
         let written = {
             let Run { conns, receiver, .. } = &mut *self;
@@ -342,15 +400,74 @@ impl Run<'_> {
         for tagged in held {
             self.ingest(tagged)?;
         }
-        match written {
+        Ok(match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(format!("writing to '{conn}': {error}")),
             Err(_) => Err(format!("writing to '{conn}' did not finish within {:.1} s (the bridge stopped reading)", within.as_secs_f64())),
+        })
+    }
+
+    /// Writes the answers owed to the bridge's heartbeats, on every
+    /// connection still open. One that cannot be written is noted, not a
+    /// failure: the bridge may just have closed that connection.
+    async fn answer_heartbeats(&mut self) -> Result<(), String> {
+        let owed: Vec<(String, Vec<u8>)> = self.conns.iter_mut().filter(|(_, c)| c.closed.is_none()).flat_map(|(name, c)| c.owed_heartbeat_answers.drain(..).map(|answer| (name.clone(), answer)).collect::<Vec<_>>()).collect();
+        for (name, answer) in owed {
+            if self.conns.get(&name).is_none_or(|c| c.closed.is_some()) {
+                continue;
+            }
+            self.transcript.record(&name, Direction::Sent, &answer);
+            if let Err(error) = self.write_line_reading(&name, &answer, HEARTBEAT_ANSWER_WRITE).await? {
+                self.transcript.note(format!("{name}: the answer to the bridge's heartbeat was not written: {error}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every connection still open and waits (at most
+    /// `close_wait`) for the bridge to close its end: the bridge has then
+    /// ended what those connections held. What arrives meanwhile is kept
+    /// in the transcript, not checked: the scenario is over.
+    pub(super) async fn close_connections(&mut self) {
+        let deadline = tokio::time::Instant::now() + self.options.close_wait;
+        let mut closing: Vec<String> = self.conns.iter().filter(|(_, c)| c.closed.is_none()).map(|(name, _)| name.clone()).collect();
+        closing.sort();
+        for name in &closing {
+            let conn = self.conns.get_mut(name).expect("listed");
+            if let Ok(Err(error)) | Err(error) = tokio::time::timeout_at(deadline, conn.connection.shutdown()).await.map_err(|_| std::io::Error::other("timed out")) {
+                self.transcript.note(format!("{name}: closing: {error}"));
+            } else {
+                self.transcript.note(format!("{name}: closed by the runner (end of the scenario)"));
+            }
+        }
+        while closing.iter().any(|name| self.conns[name].closed.is_none()) {
+            let Ok(Some(tagged)) = tokio::time::timeout_at(deadline, self.receiver.recv()).await else { break };
+            let Some(name) = self.names.get(&tagged.conn_id).cloned() else { continue };
+            let Some(conn) = self.conns.get_mut(&name).filter(|c| c.connection.id == tagged.conn_id) else { continue };
+            match tagged.incoming {
+                Incoming::Line(line) => self.transcript.record(&name, Direction::Received, &line),
+                Incoming::Oversized { .. } => conn.closed = Some("the runner stopped reading".into()),
+                Incoming::Closed { .. } => conn.closed = Some("by the bridge".into()),
+            }
+        }
+        for name in &closing {
+            if self.conns[name].closed.is_none() {
+                self.transcript.note(format!("{name}: the bridge had not closed it {:.1} s after the runner did; dropped", self.options.close_wait.as_secs_f64()));
+            }
+        }
+        self.conns.clear();
+    }
+
+    /// Forgets what `conn` received and no expect took.
+    pub(super) fn discard_pending(&mut self, conn: &str) {
+        if let Some(state) = self.conns.get_mut(conn) {
+            state.pending.clear();
+            state.pending_bytes = 0;
         }
     }
 
     /// Sends a message, noting a tool_call's call_id for the result checks.
-    async fn send_message(&mut self, conn: &str, message: &Value, within: Duration) -> Result<(), String> {
+    pub(super) async fn send_message(&mut self, conn: &str, message: &Value, within: Duration) -> Result<(), String> {
         if message.get("type").and_then(Value::as_str) == Some("tool_call") {
             if let Some(call_id) = message.get("call_id").and_then(Value::as_str) {
                 self.conn(conn)?.checker.note_call_sent(call_id);
@@ -361,7 +478,7 @@ impl Run<'_> {
     }
 
     /// `protocol` and a fresh `message_id` unless given (null removes them).
-    fn envelope(mut message: Map<String, Value>) -> Value {
+    pub(super) fn envelope(mut message: Map<String, Value>) -> Value {
         for (key, default) in [("protocol", json!("aicc/0.1")), ("message_id", json!(uuid::Uuid::new_v4().to_string()))] {
             match message.get(key) {
                 None => {
@@ -379,7 +496,7 @@ impl Run<'_> {
     /// Opens a session on `conn`: with a token, a manifest_request carrying
     /// it; without, the bridge's own session_init (or a manifest_request
     /// when none comes within 2 s). Returns the session_init.
-    async fn handshake(&mut self, conn: &str, token: Option<&str>, agent_model: Option<&Value>, subscribe: Option<&[String]>, within: Duration) -> Result<Value, String> {
+    pub(super) async fn handshake(&mut self, conn: &str, token: Option<&str>, agent_model: Option<&Value>, subscribe: Option<&[String]>, within: Duration) -> Result<Value, String> {
         let is_init_or_error = |message: &Value, _: &Variables| match message.get("type").and_then(Value::as_str) {
             Some("session_init") | Some("error") => Ok(Vec::new()),
             _ => Err(Mismatch { path: "type".into(), reason: "not session_init or error".into() }),
@@ -661,6 +778,30 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// The answer an agent gives to a heartbeat the bridge sent unasked (one
+/// without `in_reply_to`): its message_id and the line.
+fn heartbeat_answer(message: &Value) -> Option<(String, Vec<u8>)> {
+    if message.get("type").and_then(Value::as_str) != Some("heartbeat") || !message.get("in_reply_to").is_none_or(Value::is_null) {
+        return None;
+    }
+    let message_id = format!("{HEARTBEAT_ANSWER_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let mut answer = json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": message_id });
+    if let Some(theirs) = message.get("message_id").filter(|id| id.is_string()) {
+        answer["in_reply_to"] = theirs.clone();
+    }
+    Some((message_id, serde_json::to_vec(&answer).expect("JSON values serialize")))
+}
+
+/// Where in `awaited` the heartbeat `message` echoes one of the runner's
+/// own heartbeat answers, if it does.
+fn echo_of_runner_heartbeat(message: &Value, awaited: &VecDeque<String>) -> Option<usize> {
+    if message.get("type").and_then(Value::as_str) != Some("heartbeat") {
+        return None;
+    }
+    let in_reply_to = message.get("in_reply_to").and_then(Value::as_str)?;
+    awaited.iter().position(|id| id == in_reply_to)
 }
 
 /// A handshake answered with an error names it.

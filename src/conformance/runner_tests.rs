@@ -92,6 +92,7 @@ fn options(port: u16, token: Option<&str>) -> RunnerOptions {
         admin: source("AICC_TOKEN", token),
         actuate: source("AICC_ACTUATE_TOKEN", None),
         observe: source("AICC_OBSERVE_TOKEN", None),
+        close_wait: DEFAULT_CLOSE_WAIT,
     }
 }
 
@@ -285,7 +286,7 @@ async fn a_long_write_keeps_reading_a_bridge_that_writes_before_it_reads() {
         write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
         let padding = "p".repeat(1000);
         for n in 0..5000 {
-            let event = json!({ "protocol": "aicc/0.1", "type": "event", "topic": "audio", "payload": { "n": n, "padding": padding } });
+            let event = json!({ "protocol": "aicc/0.1", "type": "event", "topic": "audio", "payload": { "n": n, "padding": padding }, "meta": { "tick": n } });
             write.write_all(format!("{event}\n").as_bytes()).await.unwrap();
         }
         let mut lines = BufReader::new(read).lines();
@@ -322,4 +323,131 @@ async fn tls_endpoints_are_spoken_to_through_rustls_and_their_certificate_is_che
     let reason = result.failure_message().unwrap();
     assert!(reason.contains("opening connection 'main'") && reason.contains("TLS handshake with tls://127.0.0.1"), "{reason}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bridge that sends a heartbeat of its own (no in_reply_to) when the
+/// tool `beat` is called, and counts the agent's answers to it, which the
+/// tool `answers` reports.
+fn heartbeating_bridge() -> Script {
+    let answers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    Arc::new(move |message: &Value| {
+        let count = || answers.load(std::sync::atomic::Ordering::SeqCst);
+        match (message["type"].as_str(), message["tool"].as_str()) {
+            (Some("tool_call"), Some("beat")) => reply(vec![
+                json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "bridge-heartbeat-1", "interval_s": 10.0, "meta": { "tick": 5 } }),
+                json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": {} }),
+            ]),
+            (Some("tool_call"), Some("answers")) => reply(vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": { "answers": count() } })]),
+            (Some("heartbeat"), _) if message["in_reply_to"] == "bridge-heartbeat-1" => {
+                answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                good_bridge(message)
+            }
+            _ => good_bridge(message),
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_bridges_heartbeats_are_answered_on_every_connection_and_stay_expectable() {
+    let steps = r#"
+  - call: {tool: beat}
+  - name: the bridge's heartbeat is still there for an expect
+    expect: {type: heartbeat, message_id: bridge-heartbeat-1, in_reply_to: {$absent: true}}
+  - name: the runner answered it before its next message
+    call: {tool: answers}
+    expect_ok: {answers: 1}
+  - name: the bridge's echo of the runner's answer is the runner's own business
+    expect_none: {type: heartbeat}
+    for_s: 0
+  - connect: {name: second}
+  - call: {tool: beat}
+    conn: second
+  - call: {tool: answers}
+    conn: second
+    expect_ok: {answers: 2}
+  - name: fail on purpose, to see the transcript
+    expect: {type: nothing_like_this}
+    within_s: 0
+"#;
+    let result = run(heartbeating_bridge(), steps).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("step 8 \"fail on purpose"), "every step before passed: {reason}");
+    let transcript = result.transcript.join("\n");
+    for conn in ["main", "second"] {
+        let answer = format!("{conn}> {{\"in_reply_to\":\"bridge-heartbeat-1\",\"message_id\":\"conformance-heartbeat-");
+        assert!(transcript.contains(&answer), "the answer on {conn} is in the transcript:\n{transcript}");
+    }
+}
+
+#[tokio::test]
+async fn a_heartbeat_answer_on_a_connection_the_bridge_closed_is_not_a_failure() {
+    // The bridge sends a heartbeat and hangs up at once.
+    let script: Script = Arc::new(|message: &Value| {
+        if message["type"] == "tool_call" {
+            let heartbeat = json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "last-words", "meta": { "tick": 5 } });
+            return Reply { lines: vec![heartbeat.to_string()], close: true };
+        }
+        good_bridge(message)
+    });
+    let steps = r#"
+  - call: {tool: probe, wait: false}
+  - name: the bridge hangs up after its heartbeat
+    expect_closed: true
+  - connect: {name: second}
+  - send: {type: heartbeat, message_id: hb}
+    conn: second
+  - expect: {type: heartbeat, in_reply_to: hb}
+    conn: second
+"#;
+    let result = run(script, steps).await;
+    assert_eq!(result.status, Status::Passed, "{:?}\n{:#?}", result.failure_message(), result.transcript);
+}
+
+/// A peer that notes when it has seen the runner's end of a connection
+/// close, before it closes its own; or, when `hold` is set, keeps its end
+/// open.
+async fn peer_noting_closes(hold: bool) -> (u16, Arc<std::sync::atomic::AtomicU64>) {
+    let seen_closed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let noted = seen_closed.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let noted = noted.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let message: Value = serde_json::from_str(&line).unwrap();
+                    for line in good_bridge(&message).lines {
+                        write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+                    }
+                }
+                noted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if hold {
+                    std::future::pending::<()>().await;
+                }
+            });
+        }
+    });
+    (port, seen_closed)
+}
+
+#[tokio::test]
+async fn a_scenario_ends_once_the_bridge_has_closed_its_connections() {
+    let (port, seen_closed) = peer_noting_closes(false).await;
+    let steps = format!("{CALL_PROBE}  - connect: {{name: second}}\n");
+    let result = run_scenario(&scenario(&steps), Path::new("test.yaml"), &options(port, None)).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 2, "both connections were closed and the peer had seen it when the scenario ended");
+}
+
+#[tokio::test]
+async fn a_bridge_that_never_closes_does_not_hold_the_run() {
+    let (port, seen_closed) = peer_noting_closes(true).await;
+    let patient = RunnerOptions { close_wait: Duration::from_millis(200), ..options(port, None) };
+    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &patient).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 1, "the runner closed its end");
 }
