@@ -494,7 +494,8 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
         let cause = if distance.is_nan() {
             format!("an obstacle {direction} at an unknown distance (the depth reading is not a number; stop distance {stop_m:.2} m)")
         } else {
-            format!("an obstacle {distance:.2} m {direction} (stop distance {stop_m:.2} m)")
+            // Three decimals: at the stop, "0.199" says inside where "0.20" would not.
+            format!("an obstacle {distance:.3} m {direction} (stop distance {stop_m:.2} m)")
         };
         let linear = if rule == Rule::ObstacleAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
         envelope.restrict(rule, Why { reason, cause, distance_m: Some(distance) }, linear, any_angular);
@@ -674,7 +675,7 @@ mod tests {
         let blocking = e.blocking(forward);
         assert_eq!(blocking.len(), 1);
         assert_eq!(blocking[0].rule, Rule::ObstacleAhead);
-        assert_eq!(blocking[0].cause, "an obstacle 0.19 m ahead (stop distance 0.20 m)");
+        assert_eq!(blocking[0].cause, "an obstacle 0.190 m ahead (stop distance 0.20 m)");
         assert_eq!(blocking[0].distance_m, Some(0.19));
         assert!(e.forbids_direction_of(forward));
         for free in [BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }, BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, BaseVelocity::ZERO] {

@@ -73,6 +73,13 @@ pub fn wrap_angle(angle_rad: f64) -> f64 {
     if wrapped == -PI { PI } else { wrapped }
 }
 
+/// `value` with two decimals, never "-0.00" (a move held from the start
+/// has odometry noise of a millimetre either way).
+fn two_decimals(value: f64) -> String {
+    let text = format!("{value:.2}");
+    if text == "-0.00" { "0.00".into() } else { text }
+}
+
 /// Adds `extra`'s fields to the object `target`.
 fn merge(target: &mut Value, extra: Value) {
     if let (Some(target), Value::Object(extra)) = (target.as_object_mut(), extra) {
@@ -268,7 +275,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
             let mut progress = json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": travelled_m, "remaining_m": remaining_m });
             merge(&mut progress, blocked_fields(&blocking));
             ctx.event_for_session("command", progress);
-            return Err(governor_stop_error("move", &blocking, &format!("after {:.2} of {:.2} m", travelled_m, forward_m)));
+            return Err(governor_stop_error("move", &blocking, &format!("after {} of {} m", two_decimals(travelled_m), two_decimals(forward_m))));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
             return Err(super::stop::stopped_error("the move"));
@@ -355,7 +362,7 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion:
             let mut progress = json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": done_m, "done_s": started.elapsed().as_secs_f64() });
             merge(&mut progress, blocked_fields(&blocking));
             ctx.event_for_session("command", progress);
-            let progress = format!("after {:.1} of {duration_s:.1} s ({done_m:.2} m)", started.elapsed().as_secs_f64());
+            let progress = format!("after {:.1} of {duration_s:.1} s ({} m)", started.elapsed().as_secs_f64(), two_decimals(done_m));
             return Err(governor_stop_error("move", &blocking, &progress));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
@@ -452,19 +459,26 @@ mod tests {
         assert!(error.retryable, "the agent may turn and retry");
         assert_eq!(
             error.message,
-            "move stopped by an obstacle 0.19 m ahead (stop distance 0.20 m) after 1.47 of 2.00 m (governor rule obstacle_ahead): turn or back away, then retry"
+            "move stopped by an obstacle 0.190 m ahead (stop distance 0.20 m) after 1.47 of 2.00 m (governor rule obstacle_ahead): turn or back away, then retry"
         );
         assert_eq!(blocked_fields(&wall), json!({ "blocked_by": ["obstacle_ahead"], "obstacle_m": 0.19 }));
         // A contact and an obstacle together: both named.
         let both = blocking_forward(crate::governor::SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.1), ..fresh_inputs() }, true);
         let message = governor_stop_error("move", &both, "after 0.00 of 0.50 m").message;
-        assert!(message.starts_with("move stopped by a bumper contact and an obstacle 0.10 m ahead"), "{message}");
+        assert!(message.starts_with("move stopped by a bumper contact and an obstacle 0.100 m ahead"), "{message}");
         assert!(message.contains("(governor rules contact_latched, obstacle_ahead)"), "{message}");
         // Stale data holds turning too; the remedy differs.
         let stale = blocking_forward(crate::governor::SafetyInputs { imu_age_s: Some(2.0), ..fresh_inputs() }, false);
         let message = governor_stop_error("turn", &stale, "after 10.0° of 90.0°").message;
         assert!(message.starts_with("turn stopped by stale IMU data") && message.ends_with("retry once the robot's data is fresh"), "{message}");
         assert_eq!(blocked_fields(&stale), json!({ "blocked_by": ["imu_stale"], "obstacle_m": null }));
+    }
+
+    #[test]
+    fn distances_in_messages_never_read_minus_zero() {
+        assert_eq!(two_decimals(-0.001), "0.00");
+        assert_eq!(two_decimals(-0.006), "-0.01");
+        assert_eq!(two_decimals(1.4649), "1.46");
     }
 
     #[test]
