@@ -524,6 +524,33 @@ impl Config {
     }
 }
 
+/// The bundled robot description (the simulated robot's).
+pub const BUNDLED_URDF: &str = include_str!("../urdf/aicc_bot.urdf");
+
+impl Config {
+    /// The URDF text: the configured file, or the bundled one.
+    pub fn urdf_text(&self) -> Result<String, ConfigError> {
+        if self.urdf_file.is_empty() {
+            return Ok(BUNDLED_URDF.to_string());
+        }
+        std::fs::read_to_string(&self.urdf_file).map_err(|source| ConfigError::Read { path: self.urdf_file.clone(), source })
+    }
+}
+
+impl SecurityConfig {
+    /// Reads the tokens from their environment variables. An empty variable
+    /// is an error rather than silently no token.
+    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, String> {
+        let mut tokens = crate::protocol::auth::Tokens::default();
+        for source in &self.tokens {
+            if let Some(token) = env(&source.env) {
+                tokens.add(&token, source.scope).map_err(|e| format!("environment variable {}: {e}", source.env))?;
+            }
+        }
+        Ok(tokens)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,32 +641,5 @@ mod tests {
         assert!(Config::from_params_yaml(bad, "x").unwrap_err().contains("base.max_linear_mps"));
         let missing = "robot:\n  ros__parameters: {}\n";
         assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().contains("no section"));
-    }
-}
-
-/// The bundled robot description (the simulated robot's).
-pub const BUNDLED_URDF: &str = include_str!("../urdf/aicc_bot.urdf");
-
-impl Config {
-    /// The URDF text: the configured file, or the bundled one.
-    pub fn urdf_text(&self) -> Result<String, ConfigError> {
-        if self.urdf_file.is_empty() {
-            return Ok(BUNDLED_URDF.to_string());
-        }
-        std::fs::read_to_string(&self.urdf_file).map_err(|source| ConfigError::Read { path: self.urdf_file.clone(), source })
-    }
-}
-
-impl SecurityConfig {
-    /// Reads the tokens from their environment variables. An empty variable
-    /// is an error rather than silently no token.
-    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, String> {
-        let mut tokens = crate::protocol::auth::Tokens::default();
-        for source in &self.tokens {
-            if let Some(token) = env(&source.env) {
-                tokens.add(&token, source.scope).map_err(|e| format!("environment variable {}: {e}", source.env))?;
-            }
-        }
-        Ok(tokens)
     }
 }

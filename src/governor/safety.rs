@@ -219,9 +219,10 @@ impl Restriction {
     }
 }
 
-/// Whether the range `(min, max)` leaves no motion in the direction of `value`.
+/// Whether the range `(min, max)` leaves no motion in the direction of
+/// `value` (a NaN bound allows nothing, as in [`Envelope::linear_range`]).
 fn forbids(value: f64, (min, max): (f64, f64)) -> bool {
-    (value > 0.0 && !(max > 0.0)) || (value < 0.0 && !(min < 0.0))
+    (value > 0.0 && sanitize_max(max) <= 0.0) || (value < 0.0 && sanitize_min(min) >= 0.0)
 }
 
 /// The velocities the base may be commanded now. The ranges always contain

@@ -112,9 +112,6 @@ pub fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
     Ok(odom)
 }
 
-/// Stops the base if the turn ends any way but normally (error, or the
-/// call's task dropped because the agent went away).
-
 /// What a turn achieved.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Turned {
