@@ -232,6 +232,7 @@ fn limits_in_force(config: &aicc_ros2::config::Config, joints: &JointLimits) -> 
             "geofence_radius_m": safety.geofence_radius(),
             "max_sensor_age_s": safety.max_sensor_age_s,
             "emergency_decel_mps2": safety.emergency_decel_mps2,
+            "min_creep_speed_mps": safety.min_creep_speed_mps,
         },
         "joints": joint_limits,
     })

@@ -148,33 +148,25 @@ pub fn start_bridge(extra_args: &[&str]) -> (ChildGuard, u16) {
 /// Starts the bridge with extra environment variables; also returns what
 /// it writes on stderr (its log), collected as it runs.
 pub fn start_bridge_with(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, Arc<Mutex<String>>) {
-    ros_environment();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_aicc-ros2"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra_args)
-        .envs(envs.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("starting the bridge");
-    let stdout = child.stdout.take().unwrap();
-    let log = collect(child.stderr.take().unwrap());
-    let guard = ChildGuard { name: "bridge", child };
-    let ready = wait_for_marker("the bridge", stdout, "AICC_READY ", Duration::from_secs(30));
-    let info: Value = serde_json::from_str(ready.trim_start_matches("AICC_READY ")).expect("AICC_READY carries JSON");
-    assert_eq!(info["host"], "127.0.0.1");
-    let port = info["port"].as_u64().expect("port") as u16;
-    (guard, port, log)
+    let (guard, ports, log) = spawn_bridge(&["--listen", "127.0.0.1:0"], extra_args, envs, &["AICC_READY "]);
+    (guard, ports[0], log)
 }
 
 /// Starts the bridge with the AI-control dialect on a free port as well
 /// (`--fonline-listen 127.0.0.1:0`); returns it, the AICC port, the
 /// AI-control port (from its `AI_CONTROL_READY` line) and its log.
 pub fn start_bridge_with_ai_control(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
+    let listen = ["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0"];
+    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY "]);
+    (guard, ports[0], ports[1], log)
+}
+
+/// Spawns the bridge and waits for its ready lines (`MARKER {"host","port"}`
+/// on stdout, in order); returns the port of each.
+fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], markers: &[&'static str]) -> (ChildGuard, Vec<u16>, Arc<Mutex<String>>) {
     ros_environment();
     let mut child = Command::new(env!("CARGO_BIN_EXE_aicc-ros2"))
-        .args(["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0"])
+        .args(listen)
         .args(extra_args)
         .envs(envs.iter().copied())
         .stdout(Stdio::piped())
@@ -185,13 +177,17 @@ pub fn start_bridge_with_ai_control(extra_args: &[&str], envs: &[(&str, &str)]) 
     let stdout = child.stdout.take().unwrap();
     let log = collect(child.stderr.take().unwrap());
     let guard = ChildGuard { name: "bridge", child };
-    let lines = wait_for_markers("the bridge", stdout, &["AICC_READY ", "AI_CONTROL_READY "], Duration::from_secs(30));
-    let port_of = |line: &str, marker: &str| -> u16 {
-        let info: Value = serde_json::from_str(line.trim_start_matches(marker)).unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
-        assert_eq!(info["host"], "127.0.0.1", "{line}");
-        info["port"].as_u64().expect("port") as u16
-    };
-    (guard, port_of(&lines[0], "AICC_READY "), port_of(&lines[1], "AI_CONTROL_READY "), log)
+    let lines = wait_for_markers("the bridge", stdout, markers, Duration::from_secs(30));
+    let ports = lines
+        .iter()
+        .zip(markers)
+        .map(|(line, marker)| {
+            let info: Value = serde_json::from_str(line.trim_start_matches(marker)).unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
+            assert_eq!(info["host"], "127.0.0.1", "{line}");
+            info["port"].as_u64().expect("port") as u16
+        })
+        .collect();
+    (guard, ports, log)
 }
 
 /// Collects a pipe's text in the background (echoing it for --nocapture).
