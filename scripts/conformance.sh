@@ -10,7 +10,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 bash scripts/setup.sh
 echo "[conformance] building the bridge and the runner (release)" >&2
-scripts/ros-env cargo build --release --bin aicc-ros2 --bin aicc-conformance
+cargo build --release --bin aicc-ros2 --bin aicc-conformance
 
 tmp="${TMPDIR:-/tmp}"
 logs="$(mktemp -d "$tmp/aicc-conformance.XXXXXX")"
