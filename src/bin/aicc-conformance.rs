@@ -12,7 +12,7 @@ use aicc_ros2::conformance::progress::Progress;
 use aicc_ros2::conformance::readiness::wait_until_ready;
 use aicc_ros2::conformance::report::{self, Failure, RunReport, ScenarioResult, Status};
 use aicc_ros2::conformance::runner::{run_scenario, RunnerOptions, TokenSource, DEFAULT_CLOSE_WAIT};
-use aicc_ros2::conformance::scenario::{load_all, Loaded, RobotNeed, AREAS};
+use aicc_ros2::conformance::scenario::{load_all, Loaded, RobotNeed, AREAS, MAX_SECONDS};
 use clap::Parser;
 
 /// Default line limit: the bridge's 1 MiB plus slack for the envelope.
@@ -128,8 +128,8 @@ fn endpoint(args: &Args) -> Result<Endpoint, String> {
 
 /// `--wait-ready-s`: None for 0 (no wait).
 fn wait_ready(seconds: f64) -> Result<Option<Duration>, String> {
-    if !(seconds.is_finite() && seconds >= 0.0) {
-        return Err(format!("--wait-ready-s {seconds}: must be a non-negative number of seconds"));
+    if !(seconds >= 0.0 && seconds <= MAX_SECONDS) {
+        return Err(format!("--wait-ready-s {seconds}: must be a non-negative number of seconds up to {MAX_SECONDS}"));
     }
     Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
 }
@@ -294,5 +294,6 @@ mod tests {
         assert_eq!(wait_ready(parsed(&["--wait-ready-s", "60", "--wait-ready-s", "5"])).unwrap(), Some(Duration::from_secs(5)));
         assert!(wait_ready(-1.0).unwrap_err().contains("--wait-ready-s -1"));
         assert!(wait_ready(f64::NAN).unwrap_err().contains("non-negative"));
+        assert!(wait_ready(1e20).unwrap_err().contains("up to 86400"), "would overflow a Duration");
     }
 }

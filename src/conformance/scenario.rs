@@ -47,6 +47,9 @@ pub const DEFAULT_TIMEOUT_S: f64 = 30.0;
 pub const DEFAULT_WITHIN_S: f64 = 5.0;
 /// Default observation window of `expect_none`, seconds.
 pub const DEFAULT_FOR_S: f64 = 2.0;
+/// Longest time a scenario, or one of its steps, may ask for, seconds (a
+/// day): a bound, so that a typo cannot overflow a deadline.
+pub const MAX_SECONDS: f64 = 86_400.0;
 /// Most repetitions one `repeat` may ask for (a bound, not a goal).
 pub const MAX_REPEAT: u64 = 10_000;
 /// Largest `send_oversized` line, bytes.
@@ -265,8 +268,8 @@ fn check(scenario: &Scenario) -> Result<(), String> {
     if !AREAS.contains(&scenario.area.as_str()) {
         return Err(format!("area '{}' is not one of {}", scenario.area, AREAS.join(", ")));
     }
-    if !(scenario.timeout_s > 0.0 && scenario.timeout_s.is_finite()) {
-        return Err(format!("timeout_s must be a positive number of seconds, got {}", scenario.timeout_s));
+    if !(scenario.timeout_s > 0.0 && scenario.timeout_s <= MAX_SECONDS) {
+        return Err(format!("timeout_s must be a positive number of seconds up to {MAX_SECONDS}, got {}", scenario.timeout_s));
     }
     if scenario.steps.is_empty() {
         return Err("steps: a scenario needs at least one step".into());
@@ -276,7 +279,7 @@ fn check(scenario: &Scenario) -> Result<(), String> {
 
 fn positive_seconds(value: Option<f64>, key: &str, at: &str) -> Result<(), String> {
     match value {
-        Some(s) if !(s >= 0.0 && s.is_finite()) => Err(format!("{at}.{key} must be a non-negative number of seconds, got {s}")),
+        Some(s) if !(s >= 0.0 && s <= MAX_SECONDS) => Err(format!("{at}.{key} must be a non-negative number of seconds up to {MAX_SECONDS}, got {s}")),
         _ => Ok(()),
     }
 }
@@ -525,6 +528,15 @@ steps:
         assert!(bad_name.contains("snake_case"), "{bad_name}");
         let reserved = parse_str(&GOOD.replace("{last: meta.tick}", "{session_id: meta.tick}")).unwrap_err();
         assert!(reserved.contains("set by the runner"), "{reserved}");
+    }
+
+    #[test]
+    fn times_beyond_a_day_are_refused_not_overflowed() {
+        let timeout = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 1e20")).unwrap_err();
+        assert!(timeout.contains("timeout_s") && timeout.contains("up to 86400"), "{timeout}");
+        let wait = parse_str(&GOOD.replace("call: {tool: teleport, input: {}}\n    expect_error: {code: tool_unknown, retryable: false}", "wait_s: 1e30")).unwrap_err();
+        assert!(wait.contains("wait_s") && wait.contains("up to 86400"), "{wait}");
+        parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 86400")).expect("a day is allowed");
     }
 
     #[test]
