@@ -17,6 +17,10 @@ pub const COMMAND_FIELDS: [&str; 11] = ["type", "targetId", "itemId", "auxId", "
 const VALUE_FIELDS: [&str; 9] = ["targetId", "itemId", "auxId", "x", "y", "screenX", "screenY", "intArg", "stringArg"];
 const IDENTIFIER_FIELDS: [&str; 3] = ["targetId", "itemId", "auxId"];
 const INTEGER_FIELDS: [&str; 5] = ["x", "y", "screenX", "screenY", "intArg"];
+/// Longest command type: an unknown type is accepted and echoed (twice)
+/// in its retained completion event, which must stay within
+/// [`super::state::MAX_EVENT_BYTES`].
+pub const MAX_COMMAND_TYPE_BYTES: usize = 128;
 
 /// How a command field becomes a tool input value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,6 +111,7 @@ pub enum Action {
 /// and inputs the tool's schema refuses are errors naming the field.
 pub fn parse_command(params: &Map<String, Value>, catalog: &Catalog) -> Result<Command, RpcError> {
     let command_type = match params.get("type") {
+        Some(Value::String(t)) if t.len() > MAX_COMMAND_TYPE_BYTES => return Err(RpcError::invalid_params(format!("type is {} bytes long; at most {MAX_COMMAND_TYPE_BYTES}", t.len()))),
         Some(Value::String(t)) if !t.is_empty() => t.clone(),
         Some(Value::String(_)) => return Err(RpcError::invalid_params("Missing command type: type is an empty string")),
         Some(other) => return Err(RpcError::invalid_params(format!("type must be a non-empty string, got {}", kind_of(other)))),
@@ -347,6 +352,7 @@ mod tests {
             (json!({"type": ""}), vec!["Missing command type"]),
             (json!({"x": 3}), vec!["Missing command type"]),
             (json!({"type": 7}), vec!["type must be a non-empty string"]),
+            (json!({"type": "t".repeat(MAX_COMMAND_TYPE_BYTES + 1)}), vec!["type is 129 bytes long; at most 128"]),
         ] {
             let message = refused(command.clone());
             for needle in needles {
@@ -375,6 +381,8 @@ mod tests {
             let command = parse_command(&params(json!({"type": kind})), &catalog()).unwrap();
             assert_eq!(command.action, Action::Unknown, "{kind}");
         }
+        let longest = "t".repeat(MAX_COMMAND_TYPE_BYTES);
+        assert_eq!(parse_command(&params(json!({"type": longest})), &catalog()).unwrap().action, Action::Unknown, "the longest type is still accepted");
         // Field types are still checked for an unknown type.
         assert!(refused(json!({"type": "teleport", "x": 0.5})).contains("x must be an integer"));
     }

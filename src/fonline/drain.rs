@@ -37,8 +37,12 @@ pub(super) async fn run(dialect: Arc<Dialect>) {
                     Ok(Ok(outcome)) => outcome,
                     Ok(Err(_)) => CallOutcome::Failed { error: serde_json::json!({ "code": "execution_failed", "message": "the bridge session dropped the call", "retryable": true }), tick: None },
                     Err(_) => {
+                        // In doubt, stop: the call may still be running.
+                        if let Err(reason) = dialect.session.cancel(&call_id) {
+                            tracing::warn!(%reason, %call_id, "AI-control: could not cancel a call given up on");
+                        }
                         dialect.session.forget(&call_id);
-                        CallOutcome::Failed { error: serde_json::json!({ "code": "timeout", "message": format!("no result within {:.0} s", patience.as_secs_f64()), "retryable": true }), tick: None }
+                        CallOutcome::Failed { error: serde_json::json!({ "code": "timeout", "message": format!("no result within {:.0} s; the call was cancelled", patience.as_secs_f64()), "retryable": true }), tick: None }
                     }
                 };
                 finish(&dialect, seq, &command_type, &tool, outcome);
