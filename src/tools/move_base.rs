@@ -110,6 +110,12 @@ impl BlockedWatch {
         let since = *self.since.get_or_insert(now);
         (now.saturating_duration_since(since) >= settle).then_some(blocking)
     }
+
+    /// Whether the direction was held at zero at the last observation (a
+    /// timed motion that ends so must not report success).
+    pub(crate) fn is_blocked(&self) -> bool {
+        self.since.is_some()
+    }
 }
 
 /// The error of a motion the governor held at zero: `execution_failed`,
@@ -357,16 +363,18 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion:
         ticker.tick().await;
         fresh_odometry(&ctx).inspect_err(|_| ctx.base.stop())?;
         if let Some(blocking) = blocked.observe(ctx.base.blocked_by(command), Instant::now(), BLOCKED_SETTLE) {
-            ctx.base.stop();
-            let (done_m, _) = displacement(&start, &fresh_odometry(&ctx)?, heading_rad);
-            let mut progress = json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": done_m, "done_s": started.elapsed().as_secs_f64() });
-            merge(&mut progress, blocked_fields(&blocking));
-            ctx.event_for_session("command", progress);
-            let progress = format!("after {:.1} of {duration_s:.1} s ({} m)", started.elapsed().as_secs_f64(), two_decimals(done_m));
-            return Err(governor_stop_error("move", &blocking, &progress));
+            return Err(timed_move_blocked(&ctx, &start, heading_rad, started, duration_s, &blocking));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
             return Err(super::stop::stopped_error("the move"));
+        }
+    }
+    // Held at zero when the time ran out (a move shorter than the settle
+    // time into a blocked way, or blocked at its end): not a success.
+    if blocked.is_blocked() {
+        let blocking = ctx.base.blocked_by(command);
+        if !blocking.is_empty() {
+            return Err(timed_move_blocked(&ctx, &start, heading_rad, started, duration_s, &blocking));
         }
     }
     ctx.base.finish();
@@ -381,6 +389,21 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion:
         }),
         source: ctx.robot.source("odom"),
     })
+}
+
+/// Stops a timed move the governor held at zero: its last progress event
+/// (with the rules and the obstacle's distance) and its error.
+fn timed_move_blocked(ctx: &ToolContext, start: &OdometrySample, heading_rad: f64, started: Instant, duration_s: f64, blocking: &[Restriction]) -> AiccError {
+    ctx.base.stop();
+    let done_m = match fresh_odometry(ctx) {
+        Ok(now) => displacement(start, &now, heading_rad).0,
+        Err(error) => return error,
+    };
+    let mut progress = json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "done_m": done_m, "done_s": started.elapsed().as_secs_f64() });
+    merge(&mut progress, blocked_fields(blocking));
+    ctx.event_for_session("command", progress);
+    let progress = format!("after {:.1} of {duration_s:.1} s ({} m)", started.elapsed().as_secs_f64(), two_decimals(done_m));
+    governor_stop_error("move", blocking, &progress)
 }
 
 #[cfg(test)]
@@ -442,8 +465,10 @@ mod tests {
         assert_eq!(watch.observe(wall.clone(), at(20), settle), None, "blocked, just now");
         assert_eq!(watch.observe(wall.clone(), at(500), settle), None, "blocked for 480 ms");
         assert_eq!(watch.observe(Vec::new(), at(510), settle), None, "a free step starts it over");
+        assert!(!watch.is_blocked(), "free at the last step");
         assert_eq!(watch.observe(wall.clone(), at(520), settle), None);
         assert_eq!(watch.observe(wall.clone(), at(1000), settle), None, "480 ms since it started over");
+        assert!(watch.is_blocked(), "held, not yet for the settle time");
         assert_eq!(watch.observe(wall.clone(), at(1020), settle), Some(wall.clone()), "held for 500 ms");
         // Blocked from the first step (the way was blocked when the move began): 500 ms, not a timeout.
         let mut watch = BlockedWatch::default();
