@@ -19,8 +19,9 @@ pub struct ToolInfo {
 pub struct Manifest {
     raw: Map<String, Value>,
     tools: Vec<ToolInfo>,
-    /// `capabilities.granted`; empty when the bridge does not list it.
-    granted: Vec<String>,
+    /// `capabilities.granted`; `None` when the bridge does not list it (an
+    /// empty list grants nothing).
+    granted: Option<Vec<String>>,
 }
 
 impl Manifest {
@@ -36,8 +37,8 @@ impl Manifest {
             }
         }
         let granted = match capabilities.get("granted") {
-            None => Vec::new(),
-            Some(list) => string_list(list).ok_or("capabilities.granted must be a list of capability names")?,
+            None => None,
+            Some(list) => Some(string_list(list).ok_or("capabilities.granted must be a list of capability names")?),
         };
         Ok(Self { raw: message.clone(), tools, granted })
     }
@@ -77,12 +78,11 @@ impl Manifest {
     /// when it names one and the bridge lists grants, must be granted.
     pub fn permits(&self, id: &str) -> Result<&ToolInfo, String> {
         let tool = self.tool(id).ok_or_else(|| format!("tool '{id}' is not in the manifest"))?;
-        let missing_capability = match &tool.capability {
-            Some(capability) if !self.granted.is_empty() && !self.granted.contains(capability) => Some(capability.as_str()),
-            _ => None,
-        };
-        if let Some(capability) = missing_capability {
-            return Err(format!("tool '{id}' needs capability '{capability}', which this session is not granted (granted: {})", self.granted.join(", ")));
+        if let (Some(capability), Some(granted)) = (&tool.capability, &self.granted) {
+            if !granted.contains(capability) {
+                let listed = if granted.is_empty() { "none".to_string() } else { granted.join(", ") };
+                return Err(format!("tool '{id}' needs capability '{capability}', which this session is not granted (granted: {listed})"));
+            }
         }
         if !self.usable(&tool.class).contains(&tool.id) {
             let capability = tool.capability.as_deref().unwrap_or("(none named)");
@@ -162,6 +162,16 @@ pub(crate) mod tests {
         let manifest = Manifest::from_message(&message).unwrap();
         let why = manifest.permits("vision").unwrap_err();
         assert!(why.contains("not among this session's sensors"), "{why}");
+    }
+
+    #[test]
+    fn an_empty_grant_list_grants_nothing_and_a_missing_one_leaves_the_class_lists_to_decide() {
+        let mut message = sensors_only();
+        message["capabilities"]["granted"] = json!([]);
+        let why = Manifest::from_message(&message).unwrap().permits("vision").unwrap_err();
+        assert!(why.contains("needs capability 'can_observe_world'") && why.ends_with("(granted: none)"), "{why}");
+        message["capabilities"].as_object_mut().unwrap().remove("granted");
+        assert!(Manifest::from_message(&message).unwrap().permits("vision").is_ok());
     }
 
     #[test]
