@@ -115,7 +115,9 @@ impl ShellCompleter {
     /// Where the completed word starts, and its candidates.
     pub fn candidates(&self, line: &str, pos: usize) -> (usize, Vec<String>) {
         let before = &line[..pos];
-        let start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        // After the last whitespace, which may be several bytes long (a
+        // no-break space): a byte past its start would split the character.
+        let start = before.char_indices().rfind(|(_, c)| c.is_whitespace()).map_or(0, |(i, c)| i + c.len_utf8());
         let partial = &before[start..];
         let earlier: Vec<&str> = before[..start].split_whitespace().collect();
         let pool: Vec<String> = match earlier.as_slice() {
@@ -309,6 +311,8 @@ mod tests {
         assert_eq!(completer.candidates("call m", 6), (5, vec!["memory_query".to_string(), "move".to_string()]));
         assert_eq!(completer.candidates("call ", 5).1.len(), 3);
         assert!(completer.candidates("call move {", 11).1.is_empty(), "no completion inside the input");
+        let no_break = "call\u{a0}m";
+        assert_eq!(completer.candidates(no_break, no_break.len()), (6, vec!["memory_query".to_string(), "move".to_string()]), "a multi-byte space");
     }
 
     #[test]
