@@ -211,7 +211,8 @@ fn answer(writer: &mut TcpStream, answer: &CallAnswer, call: &Value, tick: u64) 
         }
         message
     };
-    let error_body = |code: &str, retryable: bool| json!({ "code": code, "message": format!("the fake bridge answers {code}"), "retryable": retryable });
+    // The message does not repeat the code: a client must show the code itself.
+    let error_body = |code: &str, retryable: bool| json!({ "code": code, "message": "a scripted failure", "retryable": retryable });
     match answer {
         CallAnswer::Output(output) => return send(writer, &result(&call_id, json!({ "ok": true, "output": output }))),
         CallAnswer::ToolError { code, retryable } => return send(writer, &result(&call_id, json!({ "ok": false, "error": error_body(code, *retryable) }))),
