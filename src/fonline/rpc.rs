@@ -137,9 +137,26 @@ pub fn result_line(id: &Value, result: Value) -> Vec<u8> {
     line(json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "result": result }))
 }
 
+/// Longest error message sent: messages may echo a peer's value (a wrong
+/// field, an unknown key), and escaping can double it past the line limit.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
+
 /// An error response line, LF-terminated.
 pub fn error_line(id: &Value, error: &RpcError) -> Vec<u8> {
-    line(json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "error": { "code": error.code.code(), "message": error.message } }))
+    line(json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "error": { "code": error.code.code(), "message": bounded_message(&error.message) } }))
+}
+
+/// The message cut at a character boundary within [`MAX_ERROR_MESSAGE_BYTES`].
+fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    const MARK: &str = "… (cut)";
+    let mut end = MAX_ERROR_MESSAGE_BYTES - MARK.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &message[..end])
 }
 
 fn line(value: Value) -> Vec<u8> {
@@ -220,6 +237,17 @@ mod tests {
         let error: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(error, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32002, "message": "Command queue full"}}));
         assert_eq!(oversized(MAX_LINE_BYTES).error.code.code(), -32600);
+    }
+
+    #[test]
+    fn an_error_echoing_a_huge_value_stays_within_the_line_limit() {
+        let echoed = format!("x must be an integer, got a string ({})", json!("\"é".repeat(MAX_LINE_BYTES / 2)));
+        let bytes = error_line(&json!(1), &RpcError::invalid_params(echoed));
+        assert!(bytes.len() <= MAX_ERROR_MESSAGE_BYTES * 2 + 100, "{} bytes", bytes.len());
+        let message = serde_json::from_slice::<Value>(&bytes).unwrap()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with("x must be an integer") && message.ends_with("(cut)") && message.len() <= MAX_ERROR_MESSAGE_BYTES, "{}", message.len());
+        let short = error_line(&json!(1), &RpcError::invalid_params("short"));
+        assert_eq!(serde_json::from_slice::<Value>(&short).unwrap()["error"]["message"], "short");
     }
 
     #[test]
