@@ -155,32 +155,53 @@ impl RunningClient {
         self.stdout.clone()
     }
 
-    /// Waits for the client to end, killing it after `timeout`.
+    /// Waits for the client to end, killing it after `timeout`. The group
+    /// is signalled only while its leader is unreaped (running, or exited
+    /// and not yet waited for), so its id cannot belong to anyone else.
     pub fn finish(mut self, timeout: Duration) -> ClientRun {
         let deadline = Instant::now() + timeout;
-        let exit = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break status.code().map_or_else(|| Exit::Signal(status.signal().unwrap_or(0)), Exit::Code),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-                _ => {
-                    self.kill_group();
-                    let _ = self.child.wait();
-                    break Exit::TimedOut;
-                }
+        let timed_out = loop {
+            if leader_has_exited(self.child.id()) {
+                break false;
             }
+            if Instant::now() >= deadline {
+                break true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         };
-        // The whole group goes, so that no grandchild holds the pipes open.
+        // The whole group goes, so that no grandchild holds the pipes open;
+        // only then is the leader reaped.
         self.kill_group();
+        let exit = match self.child.wait() {
+            _ if timed_out => Exit::TimedOut,
+            Ok(status) => status.code().map_or_else(|| Exit::Signal(status.signal().unwrap_or(0)), Exit::Code),
+            Err(_) => Exit::TimedOut,
+        };
         for reader in self.readers.drain(..) {
             let _ = reader.join();
         }
         ClientRun { args: self.args.clone(), exit, stdout: self.stdout.text(), stderr: self.stderr.text() }
     }
 
+    /// Must only be called before `child.wait()` reaped the leader.
     fn kill_group(&mut self) {
         let group = format!("-{}", self.child.id());
         let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
     }
+}
+
+/// Whether the (unreaped) child `pid` has exited: a zombie, seen in
+/// `/proc/PID/stat` without reaping it. Unreadable is taken as running, so
+/// the client is then ended by the time limit, never by a guess.
+fn leader_has_exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| stat_says_exited(&stat))
+}
+
+/// The state field follows the command name, which is in parentheses and
+/// may itself hold spaces and parentheses: it is read after the last ')'.
+fn stat_says_exited(stat: &str) -> bool {
+    let state = stat.rfind(')').and_then(|end| stat[end + 1..].split_whitespace().next());
+    matches!(state, Some("Z" | "X"))
 }
 
 fn pump(mut pipe: impl Read + Send + 'static, watch: Arc<OutputWatch>) -> JoinHandle<()> {
@@ -223,6 +244,34 @@ mod tests {
     fn a_client_that_does_not_end_is_killed_and_reported() {
         let run = run_client("sleep 30 # {port}", &[], Duration::from_millis(300));
         assert_eq!(run.exit, Exit::TimedOut);
+    }
+
+    #[test]
+    fn an_exited_leader_is_recognised_from_its_stat_line_whatever_its_name() {
+        assert!(stat_says_exited("4242 (sh) Z 1 4242 4242 0 -1"));
+        assert!(stat_says_exited("4242 (a) b) (c) Z 1 4242"));
+        assert!(!stat_says_exited("4242 (sh) S 1 4242 4242 0 -1"));
+        assert!(!stat_says_exited("4242 (Z) R 1"), "the name is not the state");
+        assert!(!stat_says_exited(""));
+    }
+
+    #[test]
+    fn an_exited_client_is_seen_as_exited_before_it_is_reaped() {
+        let command = ClientCommand::new("true {port}").unwrap();
+        let client = RunningClient::start(&command, 1, &[]).unwrap();
+        let pid = client.child.id();
+        // Still a zombie (nobody reaped it): its pid, and so its group id, stay reserved.
+        while !leader_has_exited(pid) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the leader was reaped early");
+        assert_eq!(client.finish(Duration::from_secs(10)).exit, Exit::Code(0));
+    }
+
+    #[test]
+    fn a_grandchild_holding_the_output_open_is_ended_with_its_group() {
+        let run = run_client("sh -c 'sleep 30 & echo started' {port}", &[], Duration::from_secs(10));
+        assert_eq!((run.exit, run.stdout.as_str()), (Exit::Code(0), "started\n"));
     }
 
     #[test]
