@@ -56,6 +56,7 @@ fn evidence(run: &ClientRun, recording: &Recording) -> Value {
         "stderr": tail(&run.stderr),
         "bridge_received": recording.received,
         "bridge_notes": recording.notes,
+        "client_faults": recording.client_faults,
     })
 }
 
@@ -208,6 +209,19 @@ pub fn judge_fail_closed(run: &ClientRun, leaked_marker: Option<&str>) -> Verdic
     }
 }
 
+/// A fault of the client seen by the bridge (e.g. an oversized line) fails
+/// the check whatever the judge said.
+pub fn with_client_faults(verdict: Verdict, recording: &Recording) -> Verdict {
+    if recording.client_faults.is_empty() {
+        return verdict;
+    }
+    let faults = recording.client_faults.join("; ");
+    Err(match verdict {
+        Ok(_) => faults,
+        Err(reason) => format!("{reason}; {faults}"),
+    })
+}
+
 /// Every check, in order; `timeout` bounds each client run.
 pub fn run_all(client: &ClientCommand, timeout: Duration) -> Vec<CheckOutcome> {
     let mut outcomes = Vec::new();
@@ -216,7 +230,7 @@ pub fn run_all(client: &ClientCommand, timeout: Duration) -> Vec<CheckOutcome> {
         let outcome = match run_scenario(client, script, args, timeout) {
             Ok((run, recording)) => {
                 all_calls.extend(recording.tool_calls().into_iter().cloned());
-                let verdict = judge(&run, &recording);
+                let verdict = with_client_faults(judge(&run, &recording), &recording);
                 let (passed, reason) = match verdict {
                     Ok(reason) => (true, reason),
                     Err(reason) => (false, reason),
@@ -356,6 +370,15 @@ mod tests {
         assert!(judge_fail_closed(&run(Exit::Code(3), "", ""), None).is_err());
         assert!(judge_fail_closed(&run(Exit::Code(1), "BOTH", ""), Some("BOTH")).is_err());
         assert!(judge_fail_closed(&run(Exit::Code(1), AFTER_MALFORMED_MARKER, ""), None).unwrap_err().contains("read on past"));
+    }
+
+    #[test]
+    fn a_client_fault_seen_by_the_bridge_fails_the_check_naming_it() {
+        let fault = format!("the client sent a line over {} bytes (the limit)", super::super::fake_bridge::MAX_CLIENT_LINE_BYTES);
+        let faulty = Recording { client_faults: vec![fault.clone()], ..Recording::default() };
+        assert_eq!(with_client_faults(Ok("fine".into()), &faulty), Err(fault.clone()));
+        assert_eq!(with_client_faults(Err("bad".into()), &faulty), Err(format!("bad; {fault}")));
+        assert_eq!(with_client_faults(Ok("fine".into()), &Recording::default()), Ok("fine".into()));
     }
 
     #[test]

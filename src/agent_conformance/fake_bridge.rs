@@ -1,7 +1,7 @@
 //! A fake AICC bridge on an ephemeral loopback port, scripted per check:
 //! it greets with a chosen manifest, answers tool calls as the script says
 //! (well or badly), sends events, and records every line the client sent.
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use super::client_process::OutputWatch;
 
-/// A client line longer than this ends the connection (it is recorded).
-const MAX_CLIENT_LINE_BYTES: usize = 2 << 20;
+/// A client line longer than this ends the connection and fails the check.
+pub const MAX_CLIENT_LINE_BYTES: usize = 2 << 20;
 /// Client messages recorded at most per check.
 const MAX_RECORDED: usize = 1000;
 
@@ -65,6 +65,9 @@ pub struct Recording {
     pub connections: usize,
     /// Anything notable on the bridge's side (e.g. the output never came).
     pub notes: Vec<String>,
+    /// What the client did that fails whatever check it is in (e.g. a line
+    /// over the limit).
+    pub client_faults: Vec<String>,
 }
 
 impl Recording {
@@ -161,16 +164,13 @@ fn serve_connection(stream: TcpStream, script: &Script, client_output: &OutputWa
                 then = None;
             }
         }
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => return Ok(()),
-            Ok(_) if line.ends_with(b"\n") => {}
-            Ok(_) => return Ok(()), // the last line, unterminated, then the end
-            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if line.len() > MAX_CLIENT_LINE_BYTES {
-                    recording.notes.push(format!("the client sent a line over {MAX_CLIENT_LINE_BYTES} bytes"));
-                    return Ok(());
-                }
-                continue;
+        match read_bounded_line(&mut reader, &mut line, MAX_CLIENT_LINE_BYTES) {
+            Ok(LineRead::Complete) => {}
+            Ok(LineRead::End) => return Ok(()), // an unterminated last line is dropped too
+            Ok(LineRead::Partial) => continue,
+            Ok(LineRead::TooLong) => {
+                recording.client_faults.push(format!("the client sent a line over {MAX_CLIENT_LINE_BYTES} bytes (the limit); the connection was ended"));
+                return Ok(());
             }
             Err(error) => return Err(error),
         }
@@ -198,6 +198,36 @@ fn serve_connection(stream: TcpStream, script: &Script, client_output: &OutputWa
         recording.notes.push("the client never printed the lines the late event waited for".into());
     }
     Ok(())
+}
+
+/// How far one read got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LineRead {
+    /// `line` ends with a newline.
+    Complete,
+    /// The peer closed (what is in `line` is unterminated).
+    End,
+    /// Nothing more for now: read again.
+    Partial,
+    /// `line` is over `max_bytes` without a newline.
+    TooLong,
+}
+
+/// Appends to `line` up to a newline, never holding more than `max_bytes`
+/// + 1 bytes, however fast the peer streams without one.
+fn read_bounded_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max_bytes: usize) -> std::io::Result<LineRead> {
+    let room = (max_bytes + 1).saturating_sub(line.len()) as u64;
+    match reader.by_ref().take(room).read_until(b'\n', line) {
+        Ok(_) if line.ends_with(b"\n") => Ok(LineRead::Complete),
+        Ok(_) if line.len() > max_bytes => Ok(LineRead::TooLong),
+        Ok(0) => Ok(LineRead::End),
+        // `take` stopped short of the room without a newline: the peer closed.
+        Ok(_) => Ok(LineRead::End),
+        Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            Ok(if line.len() > max_bytes { LineRead::TooLong } else { LineRead::Partial })
+        }
+        Err(error) => Err(error),
+    }
 }
 
 const SESSION_ID: &str = "fake-session";
@@ -263,4 +293,31 @@ pub fn session_init(grants: Grants, in_reply_to: Option<&Value>, tick: u64) -> V
 
 fn event(tick: u64, seq: u64) -> Value {
     json!({ "protocol": "aicc/0.1", "type": "event", "session_id": SESSION_ID, "message_id": format!("ev-{seq}"), "topic": "collision", "payload": { "other": "wall", "impulse": 1.0 }, "meta": { "tick": tick, "seq": seq } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufReader, Cursor};
+
+    #[test]
+    fn a_client_streaming_without_a_newline_is_stopped_at_the_limit() {
+        let mut endless = BufReader::new(std::io::repeat(b'x'));
+        let mut line = Vec::new();
+        assert_eq!(read_bounded_line(&mut endless, &mut line, 1000).unwrap(), LineRead::TooLong);
+        assert_eq!(line.len(), 1001, "no more than the limit and one byte is held");
+    }
+
+    #[test]
+    fn lines_within_the_limit_are_read_whole_and_an_unterminated_end_is_the_end() {
+        let mut reader = BufReader::new(Cursor::new(b"{\"a\":1}\ntail".to_vec()));
+        let mut line = Vec::new();
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 1000).unwrap(), LineRead::Complete);
+        assert_eq!(line, b"{\"a\":1}\n");
+        line.clear();
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 1000).unwrap(), LineRead::End);
+        let mut exact = BufReader::new(Cursor::new(vec![b'y'; 1000]));
+        let mut line = Vec::new();
+        assert_eq!(read_bounded_line(&mut exact, &mut line, 1000).unwrap(), LineRead::End, "a line at the limit is allowed");
+    }
 }
