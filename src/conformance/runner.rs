@@ -385,6 +385,8 @@ impl<'a> Run<'a> {
     /// violation in what arrived; the inner one, the write's failure.
     async fn write_line_reading(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<Result<(), String>, String> {
         let mut held = Vec::new();
+        // Bounded in bytes too: each held line may be --max-line-bytes long.
+        let mut held_bytes = 0usize;
         let written = {
             let Run { conns, receiver, .. } = &mut *self;
             let state = conns.get_mut(conn).expect("checked above");
@@ -393,7 +395,12 @@ impl<'a> Run<'a> {
             loop {
                 tokio::select! {
                     written = &mut write => break written,
-                    Some(tagged) = receiver.recv(), if held.len() < MAX_PENDING_MESSAGES => held.push(tagged),
+                    Some(tagged) = receiver.recv(), if held.len() < MAX_PENDING_MESSAGES && held_bytes <= MAX_PENDING_BYTES => {
+                        if let Incoming::Line(line) = &tagged.incoming {
+                            held_bytes += line.len();
+                        }
+                        held.push(tagged);
+                    }
                 }
             }
         };
