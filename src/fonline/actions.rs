@@ -11,6 +11,8 @@ use super::rpc::{kind_of, RpcError};
 use crate::protocol::catalog::Catalog;
 use crate::protocol::manifest::ToolClass;
 
+/// The core's tool that halts all motion.
+pub const STOP_TOOL: &str = "stop";
 /// The command fields of the contract.
 pub const COMMAND_FIELDS: [&str; 11] = ["type", "targetId", "itemId", "auxId", "x", "y", "screenX", "screenY", "intArg", "stringArg", "append"];
 /// Fields that carry a value for the tool (all but `type` and `append`).
@@ -96,6 +98,13 @@ pub struct Command {
     /// Queue behind what runs, instead of replacing it.
     pub append: bool,
     pub action: Action,
+}
+
+impl Command {
+    /// Whether it calls the `stop` tool (which always replaces, at once).
+    pub fn is_stop(&self) -> bool {
+        matches!(&self.action, Action::Tool { tool, .. } if tool == STOP_TOOL)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

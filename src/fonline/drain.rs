@@ -35,11 +35,15 @@ pub(super) async fn run(dialect: Arc<Dialect>) {
                 let patience = dialect.settings.tool_timeout + RESULT_GRACE;
                 let outcome = match tokio::time::timeout(patience, result).await {
                     Ok(Ok(outcome)) => outcome,
-                    Ok(Err(_)) => CallOutcome::Failed { error: serde_json::json!({ "code": "execution_failed", "message": "the bridge session dropped the call", "retryable": true }), tick: None },
+                    // Like a lost session (the core aborted the call): not retryable as is.
+                    Ok(Err(_)) => CallOutcome::Failed { error: serde_json::json!({ "code": "execution_failed", "message": "the bridge session dropped the call", "retryable": false }), tick: None },
                     Err(_) => {
                         // In doubt, stop: the call may still be running.
                         if let Err(reason) = dialect.session.cancel(&call_id) {
-                            tracing::warn!(%reason, %call_id, "AI-control: could not cancel a call given up on");
+                            tracing::warn!(%reason, %call_id, "AI-control: could not cancel a call given up on; stopping the robot");
+                            if let Err(stop_failed) = dialect.session.stop(&format!("AI-control gave up on call {call_id} and could not cancel it")) {
+                                tracing::error!(%stop_failed, %call_id, "AI-control: could not stop the robot either");
+                            }
                         }
                         dialect.session.forget(&call_id);
                         CallOutcome::Failed { error: serde_json::json!({ "code": "timeout", "message": format!("no result within {:.0} s; the call was cancelled", patience.as_secs_f64()), "retryable": true }), tick: None }
@@ -67,7 +71,7 @@ fn start_next(dialect: &Dialect) -> Option<Started> {
             let available: Vec<&String> = dialect.actuators.iter().filter(|a| view.usable_actuators.contains(a)).collect();
             let available = if available.is_empty() { "none now".to_string() } else { available.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ") };
             let message = format!("unknown action '{command_type}'; available actions: {available}");
-            state.complete(seq, &command_type, None, Completion::failed(message, "unknown_action"));
+            state.complete(seq, &command_type, None, Completion::failed(message, "unknown_action", false));
             return Some(Started::Done);
         }
     };
@@ -78,7 +82,9 @@ fn start_next(dialect: &Dialect) -> Option<Started> {
         }
         Err(reason) => {
             state.queue.finish(seq);
-            state.complete(seq, &command_type, Some(&tool), Completion::failed(reason, "tool_unavailable"));
+            // Not sent (the session is closed or reopening, or busy): the
+            // same command may well succeed later.
+            state.complete(seq, &command_type, Some(&tool), Completion::failed(reason, "tool_unavailable", true));
             Some(Started::Done)
         }
     }
@@ -96,4 +102,28 @@ fn finish(dialect: &Dialect, seq: u64, command_type: &str, tool: &str, outcome: 
         }
     };
     state.complete(seq, command_type, Some(tool), completion);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::fonline::actions::Command;
+    use crate::fonline::Settings;
+    use crate::protocol::auth::{Scope, Tokens};
+    use crate::tools::Registry;
+    use serde_json::{json, Map};
+
+    #[test]
+    fn a_command_that_cannot_be_sent_fails_as_retryable() {
+        let catalog = Arc::new(Registry::new(&Config::default()).catalog().unwrap());
+        let settings = Settings { max_queued_commands: 2, max_events: 8, tokens: Tokens::default(), unauthenticated_scope: Scope::Admin, max_auth_failures: 2, tool_timeout: Duration::from_secs(5) };
+        let dialect = Dialect::new(catalog, settings);
+        let command = Command { command_type: "move".into(), append: false, action: Action::Tool { tool: "move".into(), input: Map::new() } };
+        dialect.state.lock().queue.enqueue(command).unwrap();
+        assert!(matches!(start_next(&dialect), Some(Started::Done)), "the session was never opened");
+        let page = dialect.state.lock().history.after(0, 10, usize::MAX);
+        let error = &page["events"][0]["event"]["error"];
+        assert_eq!((error["code"].clone(), error["retryable"].clone()), (json!("tool_unavailable"), json!(true)), "{page}");
+    }
 }

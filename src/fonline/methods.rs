@@ -9,7 +9,7 @@ use super::gate::Gate;
 use super::observation::{self, Inputs};
 use super::rpc::{decode_request, error_line, kind_of, result_line, ErrorCode, Method, RpcError, MAX_LINE_BYTES, PROTOCOL_VERSION};
 use super::session::CallOutcome;
-use super::state::Completion;
+use super::state::{Completion, DialectState};
 use super::{Dialect, SESSION_SCOPE};
 
 /// Room left in a response line for the envelope around a page of events.
@@ -140,20 +140,43 @@ impl Dialect {
         }
         let command = parse_command(params, &self.catalog)?;
         let mut state = self.state.lock();
+        if !command.append || command.is_stop() {
+            // Sent under the state lock, before anything is replaced: the
+            // cancel follows the call it cancels, and a command is
+            // accepted only once the running one is surely ending.
+            self.end_running_call(&mut state)?;
+        }
         let accepted = state.queue.enqueue(command).map_err(|full| RpcError::new(ErrorCode::QueueFull, format!("Command queue full: {} commands wait (the limit, fonline.max_queued_commands); retry when one has run, or send without append to replace them", full.capacity)))?;
         let seq = accepted.seq;
         for dropped in accepted.dropped {
-            state.complete(dropped.seq, &dropped.command.command_type, dropped.tool(), Completion::failed(format!("replaced by command {seq}"), "replaced"));
-        }
-        if let Some(call_id) = accepted.cancel_call {
-            // Sent under the state lock: it follows the call it cancels.
-            if let Err(reason) = self.session.cancel(&call_id) {
-                state.last_error = format!("cancelling command {call_id} for command {seq}: {reason}");
-            }
+            state.complete(dropped.seq, &dropped.command.command_type, dropped.tool(), Completion::failed(format!("replaced by command {seq}"), "replaced", false));
         }
         drop(state);
         self.drain_wake.notify_one();
         Ok(json!({ "accepted": true, "commandSeq": seq }))
+    }
+}
+
+impl Dialect {
+    /// Cancels the running command's call, if it has one. When the cancel
+    /// cannot be sent, the robot is stopped instead (in doubt, stop); when
+    /// neither can be sent, the replacing command is refused, untouched.
+    fn end_running_call(&self, state: &mut DialectState) -> Result<(), RpcError> {
+        let Some((running_seq, call_id)) = state.queue.running().and_then(|r| Some((r.seq, r.call_id.clone()?))) else { return Ok(()) };
+        let Err(cancel_failed) = self.session.cancel(&call_id) else { return Ok(()) };
+        let reason = format!("AI-control could not cancel command {running_seq} ({cancel_failed})");
+        match self.session.stop(&reason) {
+            Ok(()) => {
+                tracing::warn!(%reason, "AI-control: stopping the robot instead");
+                state.last_error = format!("{reason}; the robot was stopped instead");
+                Ok(())
+            }
+            Err(stop_failed) => {
+                tracing::error!(%reason, %stop_failed, "AI-control: could not stop the robot either");
+                state.last_error = format!("{reason}, nor stop the robot ({stop_failed})");
+                Err(RpcError::new(ErrorCode::Internal, format!("Not accepted: the running command {running_seq} could not be cancelled ({cancel_failed}) nor the robot stopped ({stop_failed}); send stop, or retry shortly")))
+            }
+        }
     }
 }
 
@@ -277,6 +300,52 @@ mod tests {
         let (bad, _) = call(&dialect, &mut gate, 7, "act", json!({"type": "move", "x": "far"})).await;
         assert_eq!(code(&bad), -32602);
         assert_eq!(call(&dialect, &mut gate, 8, "status", json!({})).await.0["result"]["queuedCommands"], 1, "an invalid command is never queued");
+    }
+
+    /// A running move whose call is on a session with room for `room` lines.
+    fn running_move(dialect: &Dialect, room: usize) -> tokio::sync::mpsc::Receiver<Vec<u8>> {
+        let outgoing = dialect.session.open_for_test(room);
+        let mut state = dialect.state.lock();
+        let command = parse_command(json!({"type": "move", "x": 100}).as_object().unwrap(), &dialect.catalog).unwrap();
+        state.queue.enqueue(command).unwrap();
+        let running = state.queue.start_next().unwrap();
+        state.queue.set_call(running.seq, "fonline-7".into());
+        outgoing
+    }
+
+    fn sent_tools(outgoing: &mut tokio::sync::mpsc::Receiver<Vec<u8>>) -> Vec<(String, Value)> {
+        let mut sent = Vec::new();
+        while let Ok(line) = outgoing.try_recv() {
+            let message: Value = serde_json::from_slice(&line).unwrap();
+            sent.push((message["tool"].as_str().unwrap().to_string(), message["input"].clone()));
+        }
+        sent
+    }
+
+    #[tokio::test]
+    async fn a_replacing_command_cancels_the_running_call() {
+        let dialect = dialect(Tokens::default(), 2);
+        let mut gate = gate(&dialect);
+        let mut outgoing = running_move(&dialect, 4);
+        let (accepted, _) = call(&dialect, &mut gate, 1, "act", json!({"type": "turn", "intArg": 90})).await;
+        assert_eq!(accepted["result"]["accepted"], true, "{accepted}");
+        assert_eq!(sent_tools(&mut outgoing), vec![("cancel".to_string(), json!({"call_id": "fonline-7"}))]);
+    }
+
+    #[tokio::test]
+    async fn a_replacing_command_is_refused_when_the_running_one_can_be_neither_cancelled_nor_stopped() {
+        let dialect = dialect(Tokens::default(), 2);
+        let mut gate = gate(&dialect);
+        let mut outgoing = running_move(&dialect, 1);
+        dialect.session.stop("filling the outgoing queue").unwrap();
+        call(&dialect, &mut gate, 1, "act", json!({"type": "move", "x": 50, "append": true})).await;
+        let (refused, _) = call(&dialect, &mut gate, 2, "act", json!({"type": "turn", "intArg": 90})).await;
+        assert_eq!(code(&refused), -32603, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("could not be cancelled"), "{refused}");
+        let status = call(&dialect, &mut gate, 3, "status", json!({})).await.0["result"].clone();
+        assert_eq!((status["queuedCommands"].clone(), status["runningCommand"].clone(), status["lastCommandSeq"].clone()), (json!(1), json!(1), json!(2)), "nothing was replaced");
+        assert_eq!(dialect.state.lock().queue.running().unwrap().replaced_by, None);
+        assert_eq!(sent_tools(&mut outgoing).len(), 1, "only the line that filled the queue");
     }
 
     #[tokio::test]

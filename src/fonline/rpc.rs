@@ -19,6 +19,9 @@ pub enum ErrorCode {
     InvalidParams,
     Unauthorized,
     QueueFull,
+    /// The bridge could not do what the request needs (JSON-RPC's
+    /// internal error), e.g. stop a command it was asked to replace.
+    Internal,
 }
 
 impl ErrorCode {
@@ -30,6 +33,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => -32602,
             ErrorCode::Unauthorized => -32001,
             ErrorCode::QueueFull => -32002,
+            ErrorCode::Internal => -32603,
         }
     }
 }

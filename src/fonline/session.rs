@@ -10,7 +10,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
+
+use super::actions::STOP_TOOL;
 
 use crate::protocol::codec::{Frame, LineFramer};
 use crate::protocol::core::CANCEL;
@@ -22,6 +25,8 @@ const OUTGOING_QUEUE: usize = 64;
 const MAX_PENDING_CALLS: usize = 32;
 /// Longest line read from the core (a manifest is tens of kB).
 const MAX_INBOUND_LINE_BYTES: usize = 8 << 20;
+/// The stop tool's limit on its reason, in characters.
+const STOP_REASON_MAX_CHARS: usize = 200;
 /// Pause before reopening a lost session.
 const REOPEN_DELAY: Duration = Duration::from_secs(1);
 /// Event topics not mirrored: the dialect reports commands itself.
@@ -36,8 +41,8 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    fn failed(code: &str, message: impl Into<String>) -> Self {
-        CallOutcome::Failed { error: json!({ "code": code, "message": message.into(), "retryable": true }), tick: None }
+    fn failed(code: &str, message: impl Into<String>, retryable: bool) -> Self {
+        CallOutcome::Failed { error: json!({ "code": code, "message": message.into(), "retryable": retryable }), tick: None }
     }
 
     pub fn error_message(&self) -> Option<&str> {
@@ -133,19 +138,32 @@ impl Session {
     /// outcome. An error says why it could not be sent.
     pub fn start_call(&self, tool: &str, input: Map<String, Value>) -> Result<(String, oneshot::Receiver<CallOutcome>), String> {
         let mut link = self.link.lock();
-        let Some(outgoing) = link.outgoing.clone().filter(|_| link.view.open) else {
-            return Err(format!("the bridge session is not open{}", link.view.last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()));
-        };
         if link.pending.len() >= MAX_PENDING_CALLS {
             return Err(format!("{MAX_PENDING_CALLS} calls already await their result on the bridge session"));
         }
-        link.next_call += 1;
-        let call_id = format!("fonline-{}", link.next_call);
-        let line = tool_call_line(&call_id, tool, input);
-        outgoing.try_send(line).map_err(|_| "the bridge session's outgoing queue is full".to_string())?;
+        let call_id = Self::send_call(&mut link, tool, input)?;
         let (tx, rx) = oneshot::channel();
         link.pending.insert(call_id.clone(), tx);
         Ok((call_id, rx))
+    }
+
+    /// Sends a call whose result nobody awaits (a cancel, a stop): no
+    /// pending slot is taken, so that a busy session never refuses it.
+    fn send_untracked(&self, tool: &str, input: Map<String, Value>) -> Result<String, String> {
+        Self::send_call(&mut self.link.lock(), tool, input)
+    }
+
+    fn send_call(link: &mut Link, tool: &str, input: Map<String, Value>) -> Result<String, String> {
+        let Some(outgoing) = link.outgoing.clone().filter(|_| link.view.open) else {
+            return Err(format!("the bridge session is not open{}", link.view.last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()));
+        };
+        link.next_call += 1;
+        let call_id = format!("fonline-{}", link.next_call);
+        outgoing.try_send(tool_call_line(&call_id, tool, input)).map_err(|error| match error {
+            TrySendError::Full(_) => format!("the bridge session's outgoing queue is full ({OUTGOING_QUEUE} lines)"),
+            TrySendError::Closed(_) => "the bridge session's connection is closed (it is being reopened)".to_string(),
+        })?;
+        Ok(call_id)
     }
 
     /// Cancels a call in flight through the core's `cancel` tool: its task
@@ -154,21 +172,29 @@ impl Session {
     pub fn cancel(&self, call_id: &str) -> Result<(), String> {
         let mut input = Map::new();
         input.insert("call_id".into(), json!(call_id));
-        self.start_call(CANCEL, input).map(|_| ())
+        self.send_untracked(CANCEL, input).map(|_| ())
+    }
+
+    /// Calls the core's `stop` tool (it halts all motion, every running
+    /// call included) without awaiting its result: for when in doubt.
+    pub fn stop(&self, reason: &str) -> Result<(), String> {
+        let mut input = Map::new();
+        input.insert("reason".into(), json!(reason.chars().take(STOP_REASON_MAX_CHARS).collect::<String>()));
+        self.send_untracked(STOP_TOOL, input).map(|_| ())
     }
 
     /// Calls a tool and waits for its outcome, at most `timeout`.
     pub async fn call(&self, tool: &str, input: Map<String, Value>, timeout: Duration) -> CallOutcome {
         let (call_id, receiver) = match self.start_call(tool, input) {
             Ok(started) => started,
-            Err(message) => return CallOutcome::failed("tool_unavailable", message),
+            Err(message) => return CallOutcome::failed("tool_unavailable", message, true),
         };
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => CallOutcome::failed("execution_failed", "the bridge session closed before the result came"),
+            Ok(Err(_)) => CallOutcome::failed("execution_failed", "the bridge session closed before the result came", false),
             Err(_) => {
                 self.link.lock().pending.remove(&call_id);
-                CallOutcome::failed("timeout", format!("no result from '{tool}' within {:.1} s", timeout.as_secs_f64()))
+                CallOutcome::failed("timeout", format!("no result from '{tool}' within {:.1} s", timeout.as_secs_f64()), true)
             }
         }
     }
@@ -256,6 +282,10 @@ impl Session {
                 link.view.session = Some(session_id.chars().take(8).collect());
                 link.view.usable_actuators = usable_actuators;
                 link.view.lease_elsewhere = None;
+                // A new session: the old one's error and unavailable tools
+                // no longer hold (the core reports the current ones anew).
+                link.view.last_error = None;
+                link.view.unavailable.clear();
                 tracing::info!(session = ?link.view.session, "AI-control: bridge session open");
                 // A third of the interval: well within the dead-peer bound.
                 return heartbeat_interval.map(|i| (i / 3).max(Duration::from_millis(200)));
@@ -317,8 +347,22 @@ impl Session {
             link.pending.drain().map(|(_, waiter)| waiter).collect()
         };
         for waiter in pending {
-            let _ = waiter.send(CallOutcome::failed("execution_failed", format!("the bridge session was lost ({reason}); the robot was stopped")));
+            // As the core marks the same abort: not retryable as it is.
+            let _ = waiter.send(CallOutcome::failed("execution_failed", format!("the bridge session was lost ({reason}); the robot was stopped"), false));
         }
+    }
+}
+
+#[cfg(test)]
+impl Session {
+    /// Opens the session on a channel instead of the core: the receiver
+    /// gets the lines sent (`capacity` of them before the queue is full).
+    pub(super) fn open_for_test(&self, capacity: usize) -> mpsc::Receiver<Vec<u8>> {
+        let (tx, rx) = mpsc::channel(capacity);
+        let mut link = self.link.lock();
+        link.outgoing = Some(tx);
+        link.view.open = true;
+        rx
     }
 }
 
@@ -402,5 +446,53 @@ mod tests {
         session.close("gone");
         let lost = second_rx.await.unwrap();
         assert!(lost.error_message().unwrap().contains("lost (gone)"));
+        let CallOutcome::Failed { error, .. } = lost else { panic!("failed") };
+        assert_eq!(error["retryable"], false, "as the core marks the same abort");
+    }
+
+    fn opened_session(capacity: usize) -> (Session, mpsc::Receiver<Vec<u8>>) {
+        let session = Session::default();
+        let rx = session.open_for_test(capacity);
+        (session, rx)
+    }
+
+    #[test]
+    fn a_full_queue_and_a_closed_connection_are_told_apart() {
+        let (session, rx) = opened_session(1);
+        session.start_call("move", Map::new()).unwrap();
+        let full = session.start_call("move", Map::new()).unwrap_err();
+        assert!(full.contains("queue is full"), "{full}");
+        drop(rx);
+        let closed = session.start_call("move", Map::new()).unwrap_err();
+        assert!(closed.contains("closed") && !closed.contains("full"), "{closed}");
+    }
+
+    #[tokio::test]
+    async fn cancel_and_stop_are_sent_even_when_every_pending_slot_is_taken() {
+        let (session, mut rx) = opened_session(MAX_PENDING_CALLS + 4);
+        for _ in 0..MAX_PENDING_CALLS {
+            session.start_call("wait", Map::new()).unwrap();
+        }
+        assert!(session.start_call("wait", Map::new()).is_err());
+        session.cancel("fonline-1").unwrap();
+        session.stop("in doubt").unwrap();
+        let mut sent = Vec::new();
+        while let Ok(line) = rx.try_recv() {
+            sent.push(serde_json::from_slice::<Value>(&line).unwrap());
+        }
+        let last: Vec<(&str, &Value)> = sent.iter().rev().take(2).rev().map(|m| (m["tool"].as_str().unwrap(), &m["input"])).collect();
+        assert_eq!(last, vec![("cancel", &json!({"call_id": "fonline-1"})), ("stop", &json!({"reason": "in doubt"}))]);
+    }
+
+    #[test]
+    fn a_reopened_session_forgets_the_old_error_and_unavailable_tools() {
+        let session = Session::default();
+        session.handle(Incoming::Event { topic: "state_change".into(), tick: None, payload: json!({"entity": "move", "change": "unavailable", "reason": "odometry silent"}) }, &|_| {});
+        session.handle(Incoming::Error { message: "invalid_input: bad".into() }, &|_| {});
+        session.close("gone");
+        assert!(session.view().last_error.is_some());
+        session.handle(Incoming::Opened { session_id: "abcdef0123".into(), usable_actuators: vec!["move".into()], heartbeat_interval: None }, &|_| {});
+        let view = session.view();
+        assert_eq!((view.open, view.last_error, view.unavailable.len()), (true, None, 0));
     }
 }

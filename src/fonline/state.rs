@@ -147,14 +147,17 @@ impl CommandQueue {
 
     /// Accepts a command: `append` queues it behind the others (refused
     /// when full); otherwise it replaces the waiting ones and the running one.
+    /// A `stop` always replaces, whatever `append` says: it must never wait
+    /// behind queued moves (nor be refused for a full queue).
     pub fn enqueue(&mut self, command: Command) -> Result<Accepted, QueueFull> {
-        if command.append && self.waiting.len() >= self.capacity {
+        let replaces = !command.append || command.is_stop();
+        if !replaces && self.waiting.len() >= self.capacity {
             return Err(QueueFull { capacity: self.capacity });
         }
         self.last_seq += 1;
         let seq = self.last_seq;
         let mut accepted = Accepted { seq, dropped: Vec::new(), cancel_call: None };
-        if !command.append {
+        if replaces {
             accepted.dropped = self.waiting.drain(..).collect();
             if let Some(running) = &mut self.running {
                 running.replaced_by = Some(seq);
@@ -223,9 +226,11 @@ pub struct Completion {
 }
 
 impl Completion {
-    pub fn failed(message: impl Into<String>, code: &str) -> Self {
+    /// A failure the dialect itself reports; `retryable`: the same command
+    /// may succeed later unchanged (e.g. the session is reopening).
+    pub fn failed(message: impl Into<String>, code: &str, retryable: bool) -> Self {
         let message = message.into();
-        Self { success: false, error: Some(json!({ "code": code, "message": message, "retryable": false })), message, output: None, tick: None }
+        Self { success: false, error: Some(json!({ "code": code, "message": message, "retryable": retryable })), message, output: None, tick: None }
     }
 }
 
@@ -319,6 +324,26 @@ mod tests {
         Command { command_type: "move".into(), append, action: Action::Tool { tool: "move".into(), input: Map::new() } }
     }
 
+    fn stop(append: bool) -> Command {
+        Command { command_type: "stop".into(), append, action: Action::Tool { tool: "stop".into(), input: Map::new() } }
+    }
+
+    #[test]
+    fn a_stop_replaces_everything_even_when_sent_with_append_on_a_full_queue() {
+        let mut queue = CommandQueue::new(2);
+        queue.enqueue(command(true)).unwrap();
+        let running = queue.start_next().unwrap();
+        queue.set_call(running.seq, "fonline-1".into());
+        queue.enqueue(command(true)).unwrap();
+        queue.enqueue(command(true)).unwrap();
+        assert_eq!(queue.enqueue(command(true)), Err(QueueFull { capacity: 2 }));
+        let accepted = queue.enqueue(stop(true)).expect("a stop is never refused for a full queue");
+        assert_eq!(accepted.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), vec![2, 3], "the queued moves go");
+        assert_eq!(accepted.cancel_call.as_deref(), Some("fonline-1"), "the running move is cancelled");
+        assert_eq!(queue.finish(1), Some(accepted.seq));
+        assert_eq!(queue.start_next().unwrap().seq, accepted.seq, "the stop runs next");
+    }
+
     #[test]
     fn append_queues_in_order_until_full_and_never_overwrites() {
         let mut queue = CommandQueue::new(2);
@@ -395,13 +420,16 @@ mod tests {
         let mut state = DialectState::new(2, 8);
         state.complete(1, "move", Some("move"), Completion { success: true, message: "completed".into(), output: Some(json!({"ok": 1})), error: None, tick: Some(4) });
         assert_eq!(state.last_error, "");
-        state.complete(2, "jump", None, Completion::failed("unknown action 'jump'", "unknown_action"));
+        state.complete(2, "jump", None, Completion::failed("unknown action 'jump'", "unknown_action", false));
+        state.complete(3, "move", Some("move"), Completion::failed("the bridge session is not open", "tool_unavailable", true));
         let events = state.history.after(0, 10, usize::MAX);
         assert_eq!(events["events"][0]["event"], json!({"type": "command_completed", "commandSeq": 1, "commandType": "move", "tool": "move", "success": true, "message": "completed", "tick": 4, "output": {"ok": 1}}));
         let failed = &events["events"][1]["event"];
         assert_eq!((failed["success"].clone(), failed["error"]["code"].clone(), failed["tool"].clone()), (json!(false), json!("unknown_action"), Value::Null));
         assert!(failed.get("output").is_none());
-        assert!(state.last_error.contains("command 2 (jump)"));
+        assert_eq!(failed["error"]["retryable"], false);
+        assert_eq!(events["events"][2]["event"]["error"]["retryable"], true, "a transient failure says so");
+        assert!(state.last_error.contains("command 3 (move)"));
     }
 
     #[test]
