@@ -1,8 +1,8 @@
 //! `act` commands to AICC tool calls, free of I/O. A command's `type` is
 //! an actuator tool id of the manifest; its generic fields (x, y, intArg,
 //! stringArg, ...) map to the tool's input by the table below, in the
-//! units it states. `stringArg` holding a JSON object is the tool's
-//! complete input instead. Every mapped input is checked against the
+//! units it states. `stringArg` that parses as a JSON object is the
+//! tool's complete input instead (other text is mapped as usual). Every mapped input is checked against the
 //! tool's JSON Schema before the command is queued, and a problem names
 //! the command field at fault.
 use serde_json::{json, Map, Value};
@@ -137,7 +137,7 @@ pub fn parse_command(params: &Map<String, Value>, catalog: &Catalog) -> Result<C
     }
     let tool = command_type.clone();
     let given: Vec<&str> = VALUE_FIELDS.iter().copied().filter(|f| params.contains_key(*f)).collect();
-    let (input, source) = match json_input(params, &tool)? {
+    let (input, source) = match json_input(params) {
         Some(input) => {
             if let Some(other) = given.iter().find(|f| **f != "stringArg") {
                 return Err(RpcError::invalid_params(format!("stringArg holds {tool}'s complete input (a JSON object), so {other} must not also be given")));
@@ -186,16 +186,14 @@ fn check_field_types(params: &Map<String, Value>) -> Result<(), RpcError> {
     Ok(())
 }
 
-/// `stringArg` as the tool's complete input, when it holds a JSON object.
-fn json_input(params: &Map<String, Value>, tool: &str) -> Result<Option<Map<String, Value>>, RpcError> {
-    let Some(text) = params.get("stringArg").and_then(Value::as_str) else { return Ok(None) };
-    if !text.trim_start().starts_with('{') {
-        return Ok(None);
-    }
+/// `stringArg` as the tool's complete input, when it parses as a JSON
+/// object; any other text (`say "{hi}"`) is an ordinary value for the
+/// field mapping.
+fn json_input(params: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let text = params.get("stringArg").and_then(Value::as_str)?;
     match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(input)) => Ok(Some(input)),
-        Ok(other) => Err(RpcError::invalid_params(format!("stringArg starts like a JSON object but is {}", kind_of(&other)))),
-        Err(e) => Err(RpcError::invalid_params(format!("stringArg starts like a JSON object (the complete input of {tool}) but does not parse: {e}"))),
+        Ok(Value::Object(input)) => Some(input),
+        _ => None,
     }
 }
 
@@ -206,7 +204,14 @@ fn mapped_input(params: &Map<String, Value>, tool: &str, given: &[&str]) -> Resu
         let Some(mapping) = table.iter().find(|m| m.field == *name) else {
             let fields: Vec<String> = table.iter().map(|m| format!("{} ({}, {})", m.field, m.input, m.unit)).collect();
             let fields = if fields.is_empty() { "none".to_string() } else { fields.join(", ") };
-            return Err(RpcError::invalid_params(format!("{tool} does not use {name}; its fields: {fields}; or stringArg holding a JSON object with its complete input")));
+            let not_json = match params.get("stringArg").and_then(Value::as_str) {
+                Some(text) if *name == "stringArg" && text.trim_start().starts_with('{') => match serde_json::from_str::<Value>(text) {
+                    Err(e) => format!(" (this stringArg is not a JSON object: {e})"),
+                    Ok(_) => String::new(),
+                },
+                _ => String::new(),
+            };
+            return Err(RpcError::invalid_params(format!("{tool} does not use {name}; its fields: {fields}; or stringArg holding a JSON object with its complete input{not_json}")));
         };
         let value = &params[*name];
         let converted = match mapping.convert {
@@ -342,9 +347,17 @@ mod tests {
         let message = refused(json!({"type": "move", "x": 100, "stringArg": "{\"forward\": 0.1}"}));
         assert!(message.contains("stringArg") && message.contains("x must not also be given"), "{message}");
         let message = refused(json!({"type": "move", "stringArg": "{\"forward\": "}));
-        assert!(message.contains("does not parse"), "{message}");
+        assert!(message.contains("move does not use stringArg") && message.contains("not a JSON object"), "{message}");
         let message = refused(json!({"type": "move", "stringArg": "{\"forward\": \"far\"}"}));
         assert!(message.starts_with("stringArg") && message.contains("input.forward"), "{message}");
+    }
+
+    #[test]
+    fn text_that_only_looks_like_json_is_mapped_as_text() {
+        assert_eq!(tool_call(json!({"type": "say", "stringArg": "{hi}"})), ("say".into(), json!({"text": "{hi}"})));
+        assert_eq!(tool_call(json!({"type": "say", "stringArg": " {\"a\": 1"})), ("say".into(), json!({"text": " {\"a\": 1"})));
+        assert_eq!(tool_call(json!({"type": "stop", "stringArg": "[1, 2]"})), ("stop".into(), json!({"reason": "[1, 2]"})), "JSON but not an object");
+        assert_eq!(tool_call(json!({"type": "say", "stringArg": "{\"text\": \"hi\"}"})), ("say".into(), json!({"text": "hi"})), "a JSON object is the complete input");
     }
 
     #[test]
