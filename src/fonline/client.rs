@@ -2,7 +2,8 @@
 //! request at a time, and it fails closed on anything ambiguous (malformed
 //! JSON, an unsupported jsonrpc value, a mismatched id, both or neither of
 //! result and error, an oversized or unterminated line). After such a
-//! failure the connection is not used again.
+//! failure, or an I/O error such as a read timeout, the connection is not
+//! used again.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -31,7 +32,7 @@ pub struct Client {
     writer: TcpStream,
     next_id: u64,
     max_line_bytes: usize,
-    /// Set by a protocol error: the stream's state is unknown from then on.
+    /// Set by a protocol or I/O error: the stream's state is unknown from then on.
     broken: Option<String>,
 }
 
@@ -70,7 +71,7 @@ impl Client {
     /// Sends one request and returns its result, or the remote error.
     pub fn request(&mut self, method: &str, params: Map<String, Value>) -> Result<Value, ClientError> {
         if let Some(reason) = &self.broken {
-            return Err(ClientError::Protocol(format!("connection unusable after an earlier protocol error ({reason})")));
+            return Err(ClientError::Protocol(format!("connection unusable after an earlier error ({reason})")));
         }
         if method.is_empty() {
             return Err(ClientError::Usage("method must be a non-empty string".into()));
@@ -82,10 +83,13 @@ impl Client {
             return Err(ClientError::Usage(format!("request exceeds the {}-byte line limit", self.max_line_bytes)));
         }
         line.push(b'\n');
-        self.writer.write_all(&line)?;
-        let response = self.read_response().and_then(|response| check_response(response, id));
-        if let Err(ClientError::Protocol(reason)) = &response {
-            self.broken = Some(reason.clone());
+        let response = self.writer.write_all(&line).map_err(ClientError::from).and_then(|()| self.read_response()).and_then(|response| check_response(response, id));
+        // After an I/O error (a read timeout...) a late response may still
+        // arrive and would be taken for the next request's: unusable too.
+        match &response {
+            Err(ClientError::Protocol(reason)) => self.broken = Some(reason.clone()),
+            Err(ClientError::Io(error)) => self.broken = Some(format!("I/O error: {error}")),
+            _ => {}
         }
         response
     }
@@ -281,6 +285,27 @@ mod tests {
             Err(ClientError::Protocol(reason)) => assert!(reason.contains("unusable"), "{reason}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_read_timeout_leaves_the_connection_unusable() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let server = thread::spawn(move || {
+            // Reads the request, answers nothing, holds the connection open.
+            let (stream, _) = listener.accept().unwrap();
+            let _ = done_rx.recv();
+            drop(stream);
+        });
+        let mut client = Client::connect("127.0.0.1", port, Duration::from_millis(100)).unwrap();
+        assert!(matches!(client.ping(), Err(ClientError::Io(_))), "no response: the read times out");
+        match client.ping() {
+            Err(ClientError::Protocol(reason)) => assert!(reason.contains("unusable") && reason.contains("I/O error"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        done_tx.send(()).unwrap();
+        server.join().unwrap();
     }
 
     #[test]
