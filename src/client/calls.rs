@@ -4,6 +4,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 /// How many answered call ids are remembered to recognise a repeated answer.
 const ANSWERED_REMEMBERED: usize = 1024;
+/// How many abandoned calls are remembered to recognise a late answer.
+const ABANDONED_REMEMBERED: usize = 64;
 
 /// A call sent and not yet answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +23,9 @@ pub enum Correlation {
     Answers(PendingCall),
     /// A call that was answered before: a repeated answer, not to be taken.
     AlreadyAnswered,
+    /// A call given up on (no answer in time): its late answer, not taken
+    /// and not a violation. A second answer to it is a repeat.
+    Abandoned(PendingCall),
     /// No call of this client has this id.
     Unknown,
 }
@@ -34,6 +39,8 @@ pub struct CallTracker {
     pending: HashMap<String, PendingCall>,
     answered: VecDeque<String>,
     answered_set: HashSet<String>,
+    /// Oldest first; a late answer moves its call to `answered`.
+    abandoned: VecDeque<(String, PendingCall)>,
 }
 
 impl Default for CallTracker {
@@ -45,7 +52,7 @@ impl Default for CallTracker {
 impl CallTracker {
     pub fn new() -> Self {
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-        Self { prefix, next_number: 1, pending: HashMap::new(), answered: VecDeque::new(), answered_set: HashSet::new() }
+        Self { prefix, next_number: 1, pending: HashMap::new(), answered: VecDeque::new(), answered_set: HashSet::new(), abandoned: VecDeque::new() }
     }
 
     /// Registers a new call and returns its id, never used before here.
@@ -61,6 +68,9 @@ impl CallTracker {
         if let Some(call) = self.pending.remove(call_id) {
             self.remember_answered(call_id);
             return Correlation::Answers(call);
+        }
+        if let Some(call) = self.take_abandoned(|id, _| id == call_id) {
+            return Correlation::Abandoned(call);
         }
         if self.answered_set.contains(call_id) {
             Correlation::AlreadyAnswered
@@ -81,12 +91,40 @@ impl CallTracker {
         Some((id, call))
     }
 
-    /// Gives up on a call (no answer in time): a late answer is then a
-    /// repeated one, not taken.
+    /// The abandoned call a top-level `error` is about (its late answer),
+    /// named as in `resolve_error`.
+    pub fn resolve_abandoned_error(&mut self, in_reply_to: Option<&str>, call_id: Option<&str>) -> Option<(String, PendingCall)> {
+        let mut found = None;
+        let call = self.take_abandoned(|id, call| {
+            let named = call_id == Some(id) || in_reply_to == Some(call.message_id.as_str());
+            if named {
+                found = Some(id.to_owned());
+            }
+            named
+        })?;
+        Some((found?, call))
+    }
+
+    /// Gives up on a call (no answer in time, or the connection failed
+    /// while waiting): a late answer is then recognised as such, not taken.
+    /// A call no longer pending is left as it is.
     pub fn abandon(&mut self, call_id: &str) {
-        if self.pending.remove(call_id).is_some() {
-            self.remember_answered(call_id);
+        if let Some(call) = self.pending.remove(call_id) {
+            if self.abandoned.len() >= ABANDONED_REMEMBERED {
+                if let Some((oldest, _)) = self.abandoned.pop_front() {
+                    self.remember_answered(&oldest);
+                }
+            }
+            self.abandoned.push_back((call_id.to_owned(), call));
         }
+    }
+
+    /// Removes the first abandoned call `matches`, remembering it answered.
+    fn take_abandoned(&mut self, mut matches: impl FnMut(&str, &PendingCall) -> bool) -> Option<PendingCall> {
+        let index = self.abandoned.iter().position(|(id, call)| matches(id, call))?;
+        let (id, call) = self.abandoned.remove(index)?;
+        self.remember_answered(&id);
+        Some(call)
     }
 
     pub fn pending_count(&self) -> usize {
@@ -143,11 +181,29 @@ mod tests {
     }
 
     #[test]
-    fn an_abandoned_calls_late_answer_is_not_taken() {
+    fn an_abandoned_calls_late_answer_is_recognised_once_then_a_repeat() {
         let mut calls = CallTracker::new();
         let id = calls.begin("probe", "m1");
         calls.abandon(&id);
+        assert_eq!(calls.pending_count(), 0);
+        assert_eq!(calls.resolve(&id), Correlation::Abandoned(PendingCall { tool: "probe".into(), message_id: "m1".into() }));
         assert_eq!(calls.resolve(&id), Correlation::AlreadyAnswered);
+        let other = calls.begin("probe", "m2");
+        calls.abandon(&other);
+        assert_eq!(calls.resolve_abandoned_error(Some("m2"), None).map(|(id, _)| id), Some(other.clone()));
+        assert_eq!(calls.resolve_abandoned_error(Some("m2"), None), None, "answered once");
+    }
+
+    #[test]
+    fn the_memory_of_abandoned_calls_is_bounded_and_the_oldest_become_repeats() {
+        let mut calls = CallTracker::new();
+        let ids: Vec<String> = (0..=ABANDONED_REMEMBERED).map(|i| calls.begin("probe", &format!("m{i}"))).collect();
+        for id in &ids {
+            calls.abandon(id);
+        }
+        assert_eq!(calls.abandoned.len(), ABANDONED_REMEMBERED);
+        assert_eq!(calls.resolve(&ids[0]), Correlation::AlreadyAnswered);
+        assert!(matches!(calls.resolve(&ids[1]), Correlation::Abandoned(_)));
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub struct CallSuccess {
 enum Answer {
     Call(Result<CallSuccess, RemoteError>),
     Manifest,
+    /// The bridge refused the manifest_request (the session goes on).
+    ManifestRefused(RemoteError),
 }
 
 enum Awaiting<'a> {
@@ -86,7 +88,10 @@ pub struct Session {
     ready_dropped: u64,
     warnings: VecDeque<String>,
     warnings_dropped: u64,
-    /// The connection's end, reported once the events before it are taken.
+    /// The session's end (the connection failed or closed, the bridge broke
+    /// the protocol, or an error about the whole session came): every later
+    /// call or wait returns it; `next_event` once the events before it are
+    /// taken.
     ended: Option<ClientError>,
 }
 
@@ -126,6 +131,20 @@ impl Session {
         self.session_id.as_deref()
     }
 
+    /// Why the session is over, once it is; nothing more can be done on it.
+    pub fn ended(&self) -> Option<&ClientError> {
+        self.ended.as_ref()
+    }
+
+    /// Calls sent and still waiting for their answer.
+    pub fn pending_calls(&self) -> usize {
+        self.calls.pending_count()
+    }
+
+    fn ensure_alive(&self) -> Result<(), ClientError> {
+        self.ended.clone().map_or(Ok(()), Err)
+    }
+
     /// Warnings since the last call (protocol violations that were not
     /// fatal, ignored messages, retries), oldest first.
     pub fn take_warnings(&mut self) -> Vec<String> {
@@ -138,6 +157,7 @@ impl Session {
 
     /// Re-fetches the manifest (and changes the subscribed topics).
     pub async fn refresh_manifest(&mut self, subscribe: Option<Vec<String>>) -> Result<(), ClientError> {
+        self.ensure_alive()?;
         let message_id = wire::new_message_id();
         self.link.send(&wire::manifest_request(&message_id, None, subscribe.as_deref())).await?;
         let deadline = Instant::now() + self.options.timeout;
@@ -145,8 +165,10 @@ impl Session {
             let Some(message) = self.next_message(deadline).await? else {
                 return Err(ClientError::Transport(format!("no answer to manifest_request within {} s", self.options.timeout.as_secs_f64())));
             };
-            if let Some(Answer::Manifest) = self.process(message, Awaiting::Manifest(&message_id)).await? {
-                return Ok(());
+            match self.process(message, Awaiting::Manifest(&message_id)).await? {
+                Some(Answer::Manifest) => return Ok(()),
+                Some(Answer::ManifestRefused(error)) => return Err(ClientError::Remote(error)),
+                _ => {}
             }
         }
     }
@@ -156,6 +178,7 @@ impl Session {
     /// only a sensor with a retryable error is retried, and only as the
     /// retry policy allows.
     pub async fn call(&mut self, tool: &str, input: &Value) -> Result<CallSuccess, ClientError> {
+        self.ensure_alive()?;
         let class = self.manifest.permits(tool).map_err(ClientError::Refused)?.class.clone();
         if !input.is_object() {
             return Err(ClientError::Usage(format!("the input to '{tool}' must be a JSON object, got {input}")));
@@ -179,18 +202,27 @@ impl Session {
     async fn call_once(&mut self, tool: &str, input: &Value) -> Result<Result<CallSuccess, RemoteError>, ClientError> {
         let message_id = wire::new_message_id();
         let call_id = self.calls.begin(tool, &message_id);
-        if let Err(error) = self.link.send(&wire::tool_call(&message_id, &call_id, tool, input)).await {
+        let outcome = self.send_and_await(tool, input, &message_id, &call_id).await;
+        // On every way out but its answer (a timeout, a failed read or
+        // write, a session-wide error) the call is given up on.
+        if outcome.is_err() {
             self.calls.abandon(&call_id);
+        }
+        outcome
+    }
+
+    async fn send_and_await(&mut self, tool: &str, input: &Value, message_id: &str, call_id: &str) -> Result<Result<CallSuccess, RemoteError>, ClientError> {
+        if let Err(error) = self.link.send(&wire::tool_call(message_id, call_id, tool, input)).await {
+            self.end(error.clone());
             return Err(error);
         }
         let deadline = Instant::now() + self.options.timeout;
         loop {
             let Some(message) = self.next_message(deadline).await? else {
-                self.calls.abandon(&call_id);
                 let acting = if self.manifest.tool(tool).is_some_and(|t| t.class != "sensor") { "; the robot may still be acting on it" } else { "" };
                 return Err(ClientError::Transport(format!("no answer to call {call_id} ('{tool}') within {} s{acting}", self.options.timeout.as_secs_f64())));
             };
-            if let Some(Answer::Call(outcome)) = self.process(message, Awaiting::Call(&call_id)).await? {
+            if let Some(Answer::Call(outcome)) = self.process(message, Awaiting::Call(call_id)).await? {
                 return Ok(outcome);
             }
         }
@@ -240,6 +272,7 @@ impl Session {
 
     /// Serves the connection (heartbeats, events) for `duration`.
     pub async fn idle(&mut self, duration: Duration) -> Result<(), ClientError> {
+        self.ensure_alive()?;
         let until = Instant::now() + duration;
         while let Some(message) = self.next_message(until).await? {
             self.process(message, Awaiting::Nothing).await?;
@@ -263,8 +296,16 @@ impl Session {
         }
     }
 
+    /// The next message; a failure to read one ends the session (the link
+    /// is dead after it).
     async fn next_message(&mut self, until: Instant) -> Result<Option<BridgeMessage>, ClientError> {
-        let message = self.link.read_message(until).await?;
+        let message = match self.link.read_message(until).await {
+            Ok(message) => message,
+            Err(error) => {
+                self.end(error.clone());
+                return Err(error);
+            }
+        };
         let tick = match &message {
             Some(BridgeMessage::ToolResult(result)) => result.tick(),
             Some(BridgeMessage::Heartbeat { tick, .. } | BridgeMessage::Error { tick, .. }) => *tick,
@@ -278,8 +319,16 @@ impl Session {
     }
 
     /// Handles any message from the bridge; returns what it answered when it
-    /// answered what is awaited.
+    /// answered what is awaited. An error returned ends the session.
     async fn process(&mut self, message: BridgeMessage, awaiting: Awaiting<'_>) -> Result<Option<Answer>, ClientError> {
+        let outcome = self.process_message(message, awaiting).await;
+        if let Err(error) = &outcome {
+            self.end(error.clone());
+        }
+        outcome
+    }
+
+    async fn process_message(&mut self, message: BridgeMessage, awaiting: Awaiting<'_>) -> Result<Option<Answer>, ClientError> {
         match message {
             BridgeMessage::ToolResult(result) => match self.calls.resolve(&result.call_id) {
                 Correlation::Answers(_) if matches!(awaiting, Awaiting::Call(id) if id == result.call_id) => {
@@ -287,6 +336,9 @@ impl Session {
                     return Ok(Some(Answer::Call(result.outcome.map(|output| CallSuccess { call_id, output, meta: result.meta }))));
                 }
                 Correlation::Answers(call) => self.warn(format!("a result for call {} ('{}') came while it was not awaited; dropped", result.call_id, call.tool)),
+                Correlation::Abandoned(call) => {
+                    self.warn(format!("late answer to abandoned call {} ('{}') ignored: it came after the client stopped waiting", result.call_id, call.tool))
+                }
                 Correlation::AlreadyAnswered => {
                     self.warn(format!("protocol violation: a second tool_result for call_id '{}', which was already answered; ignored", result.call_id))
                 }
@@ -295,7 +347,7 @@ impl Session {
             BridgeMessage::Error { error, in_reply_to, call_id, .. } => {
                 if let Awaiting::Manifest(id) = awaiting {
                     if in_reply_to.as_deref() == Some(id) {
-                        return Err(ClientError::Remote(error));
+                        return Ok(Some(Answer::ManifestRefused(error)));
                     }
                 }
                 match self.calls.resolve_error(in_reply_to.as_deref(), call_id.as_deref()) {
@@ -308,9 +360,12 @@ impl Session {
                         }
                         return Err(ClientError::Remote(error));
                     }
-                    None => self.warn(format!(
-                        "protocol violation: an error for a call or message this client did not send (call_id {call_id:?}, in_reply_to {in_reply_to:?}) ignored: {error}"
-                    )),
+                    None => match self.calls.resolve_abandoned_error(in_reply_to.as_deref(), call_id.as_deref()) {
+                        Some((id, call)) => self.warn(format!("late answer to abandoned call {id} ('{}') ignored: {error}", call.tool)),
+                        None => self.warn(format!(
+                            "protocol violation: an error for a call or message this client did not send (call_id {call_id:?}, in_reply_to {in_reply_to:?}) ignored: {error}"
+                        )),
+                    },
                 }
             }
             BridgeMessage::Event(event) => {
@@ -353,11 +408,12 @@ impl Session {
         }
     }
 
-    /// The connection is over: what was held is released, then the error.
+    /// The session is over: what was held is released, then the error
+    /// (the first one: what came after it is a consequence).
     fn end(&mut self, error: ClientError) {
         let released = self.orderer.flush();
         self.enqueue(released);
-        self.ended = Some(error);
+        self.ended.get_or_insert(error);
     }
 
     fn warn(&mut self, warning: String) {

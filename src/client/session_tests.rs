@@ -314,3 +314,56 @@ async fn events_before_the_connection_ended_are_delivered_then_the_end() {
     assert_eq!((first.tick, second.tick), (1, 2));
     assert!(matches!(session.next_event(None).await, Err(ClientError::Transport(_))));
 }
+
+#[tokio::test]
+async fn a_late_answer_to_an_abandoned_call_is_reported_as_such_not_as_a_violation() {
+    let (mut session, mut peer) = open(false, SessionOptions { timeout: Duration::from_millis(100), ..options() }).await;
+    let error = session.call("proprioception", &json!({})).await.unwrap_err();
+    assert!(matches!(&error, ClientError::Transport(m) if m.contains("no answer")), "{error}");
+    let given_up = call_id(&peer.next_call().await);
+    let bridge = tokio::spawn(async move {
+        let second = peer.next_call().await;
+        peer.send(result(&given_up, json!({ "marker": "LATE" }), 3)).await;
+        peer.send(result(&call_id(&second), json!({ "marker": "SECOND" }), 4)).await;
+        (peer, given_up)
+    });
+    let answer = session.call("vision", &json!({})).await;
+    let (_peer, given_up) = bridge.await.unwrap();
+    assert_eq!(answer.unwrap().output["marker"], "SECOND");
+    let warnings = session.take_warnings();
+    assert!(warnings.iter().any(|w| w.contains(&format!("late answer to abandoned call {given_up}"))), "{warnings:?}");
+    assert!(!warnings.iter().any(|w| w.contains("protocol violation")), "a late answer is not a violation: {warnings:?}");
+}
+
+#[tokio::test]
+async fn a_call_whose_read_fails_is_not_left_pending() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let bridge = tokio::spawn(async move {
+        peer.next_call().await;
+        peer.send_raw(b"this is not json\n").await;
+        peer
+    });
+    assert!(matches!(session.call("proprioception", &json!({})).await, Err(ClientError::Protocol(_))));
+    assert_eq!(session.pending_calls(), 0, "the failed call was abandoned");
+    drop(bridge.await.unwrap());
+}
+
+#[tokio::test]
+async fn an_error_about_the_whole_session_ends_it_for_every_later_call_and_wait() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let bridge = tokio::spawn(async move {
+        peer.next_call().await;
+        peer.send(json!({ "protocol": "aicc/0.1", "type": "error", "code": "session_expired", "message": "lease gone", "retryable": false, "meta": { "tick": 2 } })).await;
+        peer
+    });
+    let first = session.call("proprioception", &json!({})).await.unwrap_err();
+    assert!(matches!(&first, ClientError::Remote(e) if e.code == "session_expired"), "{first}");
+    let mut peer = bridge.await.unwrap();
+    assert_eq!(session.ended(), Some(&first));
+    assert_eq!(session.call("vision", &json!({})).await.unwrap_err(), first, "a later call gets the end");
+    assert_eq!(session.idle(Duration::from_millis(10)).await.unwrap_err(), first);
+    assert_eq!(session.pending_calls(), 0);
+    // Nothing more was sent: the peer sees the end of the stream once the session is gone.
+    drop(session);
+    assert!(peer.lines.next_line().await.unwrap().is_none(), "a call was sent on the ended session");
+}
