@@ -71,10 +71,14 @@ pub fn parse_shell_line(line: &str) -> Result<ShellLine, ClientError> {
             while let Some(word) = words.next() {
                 let mut value = |flag: &str| words.next().ok_or_else(|| usage(format!("{flag} needs a value")));
                 match word {
+                    "--count" if count.is_some() => return Err(usage("events: the count is given twice (events [N] or --count N, once)".into())),
                     "--count" => count = Some(parse_number::<usize>("--count", value("--count")?)?),
                     "--for-s" => for_s = Some(parse_number::<f64>("--for-s", value("--for-s")?)?),
                     "--topic" => topics.push(value("--topic")?.to_string()),
-                    number if count.is_none() && number.parse::<usize>().is_ok() => count = Some(parse_number("count", number)?),
+                    number if number.parse::<usize>().is_ok() && count.is_some() => {
+                        return Err(usage(format!("events: the count is given twice ('{number}'; events [N] or --count N, once)")))
+                    }
+                    number if number.parse::<usize>().is_ok() => count = Some(parse_number("count", number)?),
                     other => return Err(usage(format!("events: unexpected '{other}' (events [N] [--count N] [--for-s S] [--topic T]...)"))),
                 }
             }
@@ -84,7 +88,9 @@ pub fn parse_shell_line(line: &str) -> Result<ShellLine, ClientError> {
             Ok(ShellLine::Run(events_command(count, for_s, topics)?))
         }
         "vision" => {
-            let (out, input) = match rest.strip_prefix("--out") {
+            // `--out` only as a whole word: `--outX.png` is not `--out X.png`.
+            let out_flag = rest.strip_prefix("--out").filter(|after| after.is_empty() || after.starts_with(char::is_whitespace));
+            let (out, input) = match out_flag {
                 Some(after) => {
                     let after = after.trim_start();
                     let (path, input) = after.split_once(char::is_whitespace).map_or((after, ""), |(p, i)| (p, i));
@@ -144,6 +150,29 @@ impl Hinter for ShellCompleter {
 impl Highlighter for ShellCompleter {}
 impl Validator for ShellCompleter {}
 impl Helper for ShellCompleter {}
+
+/// What the shell does after a command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterCommand {
+    /// Prompt again, having printed the command's error if any.
+    GoOn(Option<ClientError>),
+    /// Leave with this error (its exit code is the shell's).
+    End(ClientError),
+}
+
+/// A session that ended (e.g. `session_expired`, the connection closed)
+/// ends the shell with why; so does a broken connection or protocol. A
+/// refusal, a usage error or an AICC error about one call does not.
+pub fn after_command(result: Result<(), ClientError>, session_ended: Option<&ClientError>) -> AfterCommand {
+    if let Some(ended) = session_ended {
+        return AfterCommand::End(ended.clone());
+    }
+    match result {
+        Ok(()) => AfterCommand::GoOn(None),
+        Err(error @ (ClientError::Transport(_) | ClientError::Protocol(_))) => AfterCommand::End(error),
+        Err(error) => AfterCommand::GoOn(Some(error)),
+    }
+}
 
 /// `$AICC_HISTORY`, else `~/.aicc_history`; `None` without either.
 pub fn history_path() -> Option<PathBuf> {
@@ -210,7 +239,7 @@ pub async fn run_shell(mut session: Session) -> Result<(), ClientError> {
                 if let Err(error) = session.idle(Duration::from_millis(100)).await {
                     // The reader sits in readline with the terminal in raw
                     // mode: let it finish so that the terminal is restored.
-                    eprintln!("\n{error}\nthe connection is gone: press Enter to leave");
+                    eprintln!("\n{error}\nthe session is over: press Enter to leave");
                     drop(line_rx);
                     let _ = reader.join();
                     return Err(error);
@@ -238,10 +267,10 @@ pub async fn run_shell(mut session: Session) -> Result<(), ClientError> {
             if let Ok(mut ids) = completer.tool_ids.lock() {
                 *ids = session.manifest().tool_ids();
             }
-            match result {
-                Ok(()) => {}
-                Err(error @ (ClientError::Transport(_) | ClientError::Protocol(_))) => break Err(error),
-                Err(error) => eprintln!("{error}"),
+            match after_command(result, session.ended()) {
+                AfterCommand::GoOn(None) => {}
+                AfterCommand::GoOn(Some(error)) => eprintln!("{error}"),
+                AfterCommand::End(error) => break Err(error),
             }
         }
         if done_tx.send(()).is_err() {
@@ -297,10 +326,29 @@ mod tests {
             ("events 0", "at least 1"),
             ("events soon", "unexpected 'soon'"),
             ("vision --out", "--out needs a file name"),
+            ("vision --out   ", "--out needs a file name"),
+            ("vision --outX.png", "not valid JSON"),
+            ("events 5 --count 3", "count is given twice"),
+            ("events --count 3 5", "count is given twice"),
+            ("events --count 3 --count 4", "count is given twice"),
         ] {
             let error = parse_shell_line(line).unwrap_err();
             assert!(matches!(&error, ClientError::Usage(m) if m.contains(expected)), "{line} -> {error}");
         }
+    }
+
+    #[test]
+    fn a_session_that_ended_ends_the_shell_with_its_exit_code() {
+        let expired = ClientError::Remote(super::super::error::RemoteError { code: "session_expired".into(), message: "lease gone".into(), retryable: false });
+        assert_eq!(after_command(Err(expired.clone()), Some(&expired)), AfterCommand::End(expired.clone()));
+        assert_eq!(after_command(Ok(()), Some(&expired)), AfterCommand::End(expired.clone()));
+        assert_eq!(AfterCommand::End(expired.clone()), after_command(Err(ClientError::Refused("x".into())), Some(&expired)));
+        assert_eq!(expired.exit_code(), 3);
+        let call_failed = ClientError::Remote(super::super::error::RemoteError { code: "execution_failed".into(), message: "m".into(), retryable: false });
+        assert_eq!(after_command(Err(call_failed.clone()), None), AfterCommand::GoOn(Some(call_failed)));
+        assert_eq!(after_command(Ok(()), None), AfterCommand::GoOn(None));
+        let broken = ClientError::Protocol("bad line".into());
+        assert_eq!(after_command(Err(broken.clone()), None), AfterCommand::End(broken));
     }
 
     #[test]
