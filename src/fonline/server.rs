@@ -1,6 +1,7 @@
 //! The AI-control TCP listener: NDJSON lines of at most 1 MiB, answered
 //! in order, one at a time per connection (a client reads each response
 //! before its next request; a slow reader simply stops being read).
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 use super::gate::Gate;
 use super::rpc::{error_line, oversized, ErrorCode, RpcError, MAX_LINE_BYTES};
@@ -18,8 +20,34 @@ use crate::protocol::codec::{Frame, LineFramer};
 pub const MAX_CONNECTIONS: usize = 32;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// How long a connection may stay unauthenticated (tokens configured):
+/// enough for a client to send `auth` at once, short enough that silent
+/// connections cannot hold the slots.
+pub const UNAUTHENTICATED_LIMIT: Duration = Duration::from_secs(10);
+/// How long a connection may send nothing: an agent thinking between
+/// commands stays well within it (a `ping` keeps it open), while a dead
+/// or forgotten client gives its slot back.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(300);
+
+/// When a connection is closed for silence (closed without an answer).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    pub unauthenticated: Duration,
+    pub idle: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self { unauthenticated: UNAUTHENTICATED_LIMIT, idle: IDLE_LIMIT }
+    }
+}
+
 /// Accepts connections until the task is dropped.
 pub async fn serve(dialect: Arc<Dialect>, listener: TcpListener) {
+    serve_with(dialect, listener, ConnectionLimits::default()).await
+}
+
+async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: ConnectionLimits) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let (mut stream, peer) = match listener.accept().await {
@@ -43,7 +71,7 @@ pub async fn serve(dialect: Arc<Dialect>, listener: TcpListener) {
         let dialect = dialect.clone();
         tokio::spawn(async move {
             dialect.connections.fetch_add(1, Ordering::Relaxed);
-            if let Err(error) = handle_connection(&dialect, stream).await {
+            if let Err(error) = handle_connection(&dialect, stream, limits, peer).await {
                 tracing::info!(%peer, %error, "AI-control connection ended with an error");
             }
             dialect.connections.fetch_sub(1, Ordering::Relaxed);
@@ -52,14 +80,25 @@ pub async fn serve(dialect: Arc<Dialect>, listener: TcpListener) {
     }
 }
 
-async fn handle_connection(dialect: &Dialect, stream: TcpStream) -> std::io::Result<()> {
+async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: ConnectionLimits, peer: SocketAddr) -> std::io::Result<()> {
     let settings = &dialect.settings;
     let mut gate = Gate::new(&settings.tokens, settings.unauthenticated_scope, settings.max_auth_failures);
     let (mut reader, mut writer) = stream.into_split();
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let mut buffer = vec![0u8; READ_CHUNK_BYTES];
+    let auth_deadline = Instant::now() + limits.unauthenticated;
     loop {
-        let n = reader.read(&mut buffer).await?;
+        let idle_deadline = Instant::now() + limits.idle;
+        let deadline = match gate.scope() {
+            Some(_) => idle_deadline,
+            None if Instant::now() >= auth_deadline => return close_silent(writer, peer, "it stayed unauthenticated", limits.unauthenticated).await,
+            None => idle_deadline.min(auth_deadline),
+        };
+        let n = match tokio::time::timeout_at(deadline, reader.read(&mut buffer)).await {
+            Ok(read) => read?,
+            Err(_) if gate.scope().is_none() && deadline == auth_deadline => return close_silent(writer, peer, "it stayed unauthenticated", limits.unauthenticated).await,
+            Err(_) => return close_silent(writer, peer, "it sent nothing", limits.idle).await,
+        };
         if n == 0 {
             return Ok(());
         }
@@ -85,6 +124,13 @@ async fn handle_connection(dialect: &Dialect, stream: TcpStream) -> std::io::Res
     }
 }
 
+/// Closes a connection held open without use; nothing is answered (there
+/// is no request to answer).
+async fn close_silent(mut writer: tokio::net::tcp::OwnedWriteHalf, peer: SocketAddr, why: &str, limit: Duration) -> std::io::Result<()> {
+    tracing::info!(%peer, "AI-control: closing a connection: {why} for {:.0} s", limit.as_secs_f64());
+    writer.shutdown().await
+}
+
 /// Reads and drops what the peer still sends (briefly, and boundedly), so
 /// that closing does not reset the connection before the peer has read
 /// the error sent to it.
@@ -102,4 +148,55 @@ async fn discard_until_closed(reader: &mut tokio::net::tcp::OwnedReadHalf) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::fonline::Settings;
+    use crate::protocol::auth::{Scope, Tokens};
+    use crate::tools::Registry;
+
+    /// A served dialect (with a token when `with_token`) under `limits`.
+    async fn served(with_token: bool, limits: ConnectionLimits) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let catalog = Arc::new(Registry::new(&Config::default()).catalog().unwrap());
+        let mut tokens = Tokens::default();
+        if with_token {
+            tokens.add("drive", Scope::Actuate).unwrap();
+        }
+        let settings = Settings { max_queued_commands: 2, max_events: 8, tokens, unauthenticated_scope: Scope::Admin, max_auth_failures: 3, tool_timeout: Duration::from_secs(5) };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        (address, tokio::spawn(serve_with(Dialect::new(catalog, settings), listener, limits)))
+    }
+
+    /// Everything the bridge sends until it closes (a guard against a hang,
+    /// not a measure of speed).
+    async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+        let mut received = Vec::new();
+        tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut received)).await.expect("the bridge closed the connection").unwrap();
+        received
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_never_authenticates_is_closed_without_an_answer() {
+        let limits = ConnectionLimits { unauthenticated: Duration::from_millis(50), idle: Duration::from_secs(3600) };
+        let (address, server) = served(true, limits).await;
+        let mut silent = TcpStream::connect(address).await.unwrap();
+        assert_eq!(read_until_closed(&mut silent).await, b"");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_after_its_answers() {
+        let limits = ConnectionLimits { unauthenticated: Duration::from_secs(3600), idle: Duration::from_millis(50) };
+        let (address, server) = served(false, limits).await;
+        let mut client = TcpStream::connect(address).await.unwrap();
+        client.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").await.unwrap();
+        let received = read_until_closed(&mut client).await;
+        let answer: serde_json::Value = serde_json::from_slice(&received).unwrap();
+        assert_eq!(answer["result"]["ok"], true, "answered, then closed: {answer}");
+        server.abort();
+    }
 }
