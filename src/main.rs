@@ -15,7 +15,7 @@ use aicc_ros2::robot::kinematics::Kinematics;
 use aicc_ros2::robot::{monitor, Diagnostic};
 use aicc_ros2::tools::ToolEvent;
 use aicc_ros2::protocol::core::{Core, CoreConfig};
-use aicc_ros2::robot::base_driver::BaseDriver;
+use aicc_ros2::robot::base_driver::{BaseDriver, GuardSensors};
 use aicc_ros2::robot::RobotPort;
 use aicc_ros2::server::Bridge;
 use aicc_ros2::tools::{Registry, ToolContext};
@@ -124,8 +124,7 @@ async fn main() -> anyhow::Result<()> {
     let governor_robot = robot.clone();
     let driver_task = tokio::spawn(base.clone().run(
         robot.clone(),
-        Duration::from_secs_f64(config.sensors.bumper.max_age_s),
-        Duration::from_secs_f64(config.sensors.depth.max_age_s),
+        GuardSensors::from_config(&config.sensors),
         move |change| report_governor_change(&change, &governor_events, governor_robot.as_ref()),
     ));
     let contacts_task = tokio::spawn(monitor::watch_contacts_and_battery(robot.clone(), config.clone(), events_tx.clone()));

@@ -29,6 +29,12 @@
 //!   always allowed).
 //! - `position_unknown`: a geofence is configured but there is no pose:
 //!   no linear motion (turning in place cannot leave the fence).
+//! - `obstacle_sensing_stale` / `contact_sensing_stale` (added by
+//!   [`safety_envelope_with_sensing`]): the robot has a depth camera (a
+//!   bumper) for obstacle (contact) sensing but no reading of it is within
+//!   its max age while the base is commanded to move: no forward motion
+//!   (reverse and turning allowed). An absent reading never means "clear":
+//!   stop if in doubt. A robot without such a sensor gets no such rule.
 
 use std::f64::consts::PI;
 
@@ -169,6 +175,8 @@ pub enum Rule {
     ObstacleBehind,
     Geofence,
     PositionUnknown,
+    ObstacleSensingStale,
+    ContactSensingStale,
 }
 
 impl Rule {
@@ -182,6 +190,8 @@ impl Rule {
             Rule::ObstacleBehind => "obstacle_behind",
             Rule::Geofence => "geofence",
             Rule::PositionUnknown => "position_unknown",
+            Rule::ObstacleSensingStale => "obstacle_sensing_stale",
+            Rule::ContactSensingStale => "contact_sensing_stale",
         }
     }
 }
@@ -533,6 +543,61 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
     envelope
 }
 
+/// Whether a sensor that forward motion relies on (the depth camera that
+/// sees obstacles ahead, the bumper that feels them) is delivering.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum SensorHealth {
+    /// The robot has no such sensor: no rule depends on it.
+    #[default]
+    NotConfigured,
+    /// A reading is within its max age.
+    Fresh,
+    /// The sensor is configured but its latest reading is older than
+    /// `max_age_s` (`age_s`), or none was ever received (`age_s: None`).
+    Stale { age_s: Option<f64>, max_age_s: f64 },
+}
+
+/// The health of the sensors that guard forward motion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct SensingHealth {
+    /// The depth camera, as obstacle sensing.
+    pub depth: SensorHealth,
+    /// The bumper, as contact sensing.
+    pub bumper: SensorHealth,
+}
+
+impl SensingHealth {
+    /// No sensor configured: the rules of [`safety_envelope`] alone.
+    pub const NOT_CONFIGURED: SensingHealth = SensingHealth { depth: SensorHealth::NotConfigured, bumper: SensorHealth::NotConfigured };
+}
+
+/// [`safety_envelope`] plus the sensing rules: while the base is commanded
+/// to move, a configured depth camera (bumper) without a reading within its
+/// max age holds forward motion at zero (`obstacle_sensing_stale`,
+/// `contact_sensing_stale`); reverse and turning stay allowed.
+pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, state: &SafetyState, inputs: &SafetyInputs, sensing: &SensingHealth) -> Envelope {
+    let mut envelope = safety_envelope(limits, config, state, inputs);
+    if !inputs.commanded_to_move {
+        return envelope;
+    }
+    let full_linear = finite_non_negative(limits.max_linear_mps);
+    let full_angular = finite_non_negative(limits.max_angular_radps);
+    let sensors = [(Rule::ObstacleSensingStale, "depth camera", "obstacle", sensing.depth), (Rule::ContactSensingStale, "bumper", "contact", sensing.bumper)];
+    for (rule, sensor, sensing_what, health) in sensors {
+        let SensorHealth::Stale { age_s, max_age_s } = health else { continue };
+        let age = match age_s {
+            Some(age) if age.is_finite() && age >= 0.0 => format!("its last reading is {age:.2} s old (max {max_age_s:.2} s)"),
+            Some(age) => format!("its reading's age is {age}, not a valid age"),
+            None => format!("no reading received (max age {max_age_s:.2} s)"),
+        };
+        let reason = format!("{sensor} ({sensing_what} sensing): {age}: forward motion stopped (reverse and turning allowed)");
+        let cause = format!("stale {sensing_what} sensing (the {sensor}: {age})");
+        envelope.restrict(rule, Why::new(reason, cause), (-full_linear, 0.0), (-full_angular, full_angular));
+    }
+    envelope
+}
+
 /// The reason a sensor is stale, if it is.
 fn staleness(what: &str, age_s: Option<f64>, max_age_s: f64) -> Option<String> {
     match age_s {
@@ -831,6 +896,55 @@ mod tests {
         assert!(bad_fence.validate().unwrap_err().contains("radius"));
     }
 
+    const STALE_DEPTH: SensingHealth = SensingHealth { depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 }, bumper: SensorHealth::Fresh };
+
+    fn with_sensing(inputs: &SafetyInputs, sensing: &SensingHealth) -> Envelope {
+        safety_envelope_with_sensing(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), inputs, sensing)
+    }
+
+    #[test]
+    fn stale_obstacle_sensing_holds_forward_but_allows_turning_and_reverse() {
+        let e = with_sensing(&fresh(), &STALE_DEPTH);
+        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, 0.0, -1.5, 1.5));
+        assert_eq!(e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(), ["obstacle_sensing_stale"]);
+        let r = &e.restrictions[0];
+        assert!(r.reason.contains("depth camera") && r.reason.contains("0.62 s old") && r.reason.contains("max 0.50 s"), "{}", r.reason);
+        assert_eq!(r.cause, "stale obstacle sensing (the depth camera: its last reading is 0.62 s old (max 0.50 s))");
+        assert!(e.forbids_direction_of(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }));
+        assert!(!e.forbids_direction_of(BaseVelocity { linear_mps: -0.1, angular_radps: 0.5 }));
+        // Never received: named as such.
+        let never = SensingHealth { depth: SensorHealth::Stale { age_s: None, max_age_s: 1.0 }, ..SensingHealth::NOT_CONFIGURED };
+        let e = with_sensing(&fresh(), &never);
+        assert!(e.restrictions[0].reason.contains("no reading received"), "{:?}", e.restrictions);
+        // A stale bumper: its own rule.
+        let bumper = SensingHealth { bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 }, depth: SensorHealth::Fresh };
+        let e = with_sensing(&fresh(), &bumper);
+        assert_eq!(e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(), ["contact_sensing_stale"]);
+        assert!(e.restrictions[0].reason.starts_with("bumper (contact sensing): its last reading is 2.00 s old"), "{}", e.restrictions[0].reason);
+        assert_eq!(e.linear_max_mps, 0.0);
+        // At rest nothing is reported (as for stale odometry); motion is refused once asked for.
+        assert!(with_sensing(&SafetyInputs { commanded_to_move: false, ..fresh() }, &STALE_DEPTH).restrictions.is_empty());
+    }
+
+    #[test]
+    fn fresh_or_unconfigured_sensing_adds_no_rule() {
+        let fresh_sensing = SensingHealth { depth: SensorHealth::Fresh, bumper: SensorHealth::Fresh };
+        for sensing in [fresh_sensing, SensingHealth::NOT_CONFIGURED] {
+            let e = with_sensing(&fresh(), &sensing);
+            assert_eq!(e, Envelope::unrestricted(&LIMITS), "{sensing:?}");
+            let (applied, clamped) = apply_envelope(&e, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 });
+            assert_eq!((applied.linear_mps, clamped), (0.2, false), "a forward command goes through: {sensing:?}");
+        }
+    }
+
+    fn sensor_health() -> impl Strategy<Value = SensorHealth> {
+        prop_oneof![
+            Just(SensorHealth::NotConfigured),
+            Just(SensorHealth::Fresh),
+            (proptest::option::of(prop_oneof![0.0..5.0f64, Just(f64::NAN), Just(-1.0)]), 0.01..2.0f64).prop_map(|(age_s, max_age_s)| SensorHealth::Stale { age_s, max_age_s }),
+        ]
+    }
+
     fn option_age() -> impl Strategy<Value = Option<f64>> {
         prop_oneof![Just(None), (0.0..1.0f64).prop_map(Some), Just(Some(f64::NAN)), Just(Some(-0.5))]
     }
@@ -888,6 +1002,34 @@ mod tests {
             // A direction is blocked exactly when some rule alone blocks it.
             let velocity = BaseVelocity { linear_mps: request.0, angular_radps: request.1 };
             prop_assert_eq!(e.forbids_direction_of(velocity), !e.blocking(velocity).is_empty());
+        }
+
+        /// Stop if in doubt: whatever else holds, stale depth or bumper data
+        /// never lets a forward command through; sensing that is fresh or
+        /// not configured changes nothing; reverse is never narrowed by it.
+        #[test]
+        fn stale_sensing_never_lets_a_forward_command_through(inputs in inputs(), depth in sensor_health(), bumper in sensor_health(),
+                                                               request in (0.001..1.0f64, -3.0..3.0f64)) {
+            let inputs = SafetyInputs { commanded_to_move: true, ..inputs };
+            let sensing = SensingHealth { depth, bumper };
+            let state = SafetyState::new();
+            let e = safety_envelope_with_sensing(&LIMITS, &fenced(), &state, &inputs, &sensing);
+            let without = safety_envelope(&LIMITS, &fenced(), &state, &inputs);
+            let stale = |h: SensorHealth| matches!(h, SensorHealth::Stale { .. });
+            let (applied, _) = apply_envelope(&e, BaseVelocity { linear_mps: request.0, angular_radps: request.1 });
+            if stale(depth) || stale(bumper) {
+                prop_assert_eq!(applied.linear_mps, 0.0);
+                prop_assert!(e.linear_max_mps == 0.0);
+                prop_assert_eq!(e.has(Rule::ObstacleSensingStale), stale(depth));
+                prop_assert_eq!(e.has(Rule::ContactSensingStale), stale(bumper));
+                prop_assert!(!e.blocking(BaseVelocity { linear_mps: request.0, angular_radps: 0.0 }).is_empty(), "forward reported as blocked");
+            } else {
+                // (Compared by rule and range: a NaN distance is never equal to itself.)
+                let rules = |e: &Envelope| e.restrictions.iter().map(|r| r.rule).collect::<Vec<_>>();
+                prop_assert_eq!(rules(&e), rules(&without));
+                prop_assert_eq!((e.linear_range(), e.angular_range()), (without.linear_range(), without.angular_range()));
+            }
+            prop_assert_eq!((e.linear_min_mps, e.angular_min_radps, e.angular_max_radps), (without.linear_min_mps, without.angular_min_radps, without.angular_max_radps));
         }
 
         /// The creep floor: between the stop and the slow-down distance the

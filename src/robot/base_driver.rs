@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::governor::safety::{is_commanded_to_move, Geofence, Pose2D, Rule};
-use crate::governor::{govern_base_with_envelope, safety_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
+use crate::config::SensorConfig;
+use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth};
+use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use crate::robot::RobotPort;
 
 /// Zero commands published on coming to rest, so that a lost message
@@ -23,15 +24,82 @@ struct Setpoint {
     expires: Instant,
 }
 
+/// What the depth camera says about the way ahead. "Nothing seen" and
+/// "nothing known" are different answers: only a fresh measurement clears.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum ObstacleAhead {
+    /// The robot has no depth camera for obstacle sensing.
+    #[default]
+    NotSensed,
+    /// A fresh measurement saw nothing in the corridor ahead.
+    Clear,
+    /// A fresh measurement saw the nearest obstacle this far ahead.
+    At { distance_m: f64 },
+    /// No measurement within `max_age_s` (`age_s: None`: none yet).
+    Unknown { age_s: Option<f64>, max_age_s: f64 },
+}
+
+/// What the bumper says.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum BumperContact {
+    /// The robot has no bumper.
+    #[default]
+    NotSensed,
+    /// A fresh reading with no contact.
+    Clear,
+    /// A fresh reading with contact.
+    Touching,
+    /// No reading within `max_age_s` (`age_s: None`: none yet).
+    Unknown { age_s: Option<f64>, max_age_s: f64 },
+}
+
 /// What the sensors say, as the loop gathered it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SensorSnapshot {
     pub odometry_age_s: Option<f64>,
     pub imu_age_s: Option<f64>,
-    pub in_contact: bool,
-    pub obstacle_ahead_m: Option<f64>,
+    pub bumper: BumperContact,
+    pub obstacle_ahead: ObstacleAhead,
     /// Pose in the odometry frame.
     pub pose: Option<Pose2D>,
+}
+
+impl SensorSnapshot {
+    /// The health of the sensors guarding forward motion, for the sensing rules.
+    pub fn sensing_health(&self) -> SensingHealth {
+        let depth = match self.obstacle_ahead {
+            ObstacleAhead::NotSensed => SensorHealth::NotConfigured,
+            ObstacleAhead::Clear | ObstacleAhead::At { .. } => SensorHealth::Fresh,
+            ObstacleAhead::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
+        };
+        let bumper = match self.bumper {
+            BumperContact::NotSensed => SensorHealth::NotConfigured,
+            BumperContact::Clear | BumperContact::Touching => SensorHealth::Fresh,
+            BumperContact::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
+        };
+        SensingHealth { depth, bumper }
+    }
+}
+
+/// The sensors that guard forward motion and the age past which their
+/// readings are not trusted; `None` when the robot has no such sensor.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GuardSensors {
+    pub depth_max_age: Option<Duration>,
+    pub bumper_max_age: Option<Duration>,
+}
+
+impl GuardSensors {
+    /// As configured: a sensor with an empty topic is not configured.
+    pub fn from_config(sensors: &SensorConfig) -> Self {
+        let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
+        Self { depth_max_age: max_age(&sensors.depth), bumper_max_age: max_age(&sensors.bumper) }
+    }
+}
+
+/// The age of a reading received at `received`, as seen at `now`.
+fn age_s(now: Instant, received: Instant) -> f64 {
+    now.saturating_duration_since(received).as_secs_f64()
 }
 
 #[derive(Debug)]
@@ -176,9 +244,17 @@ impl BaseDriver {
         *self.obstacle_ahead.lock() = Some((distance_m, measured));
     }
 
-    /// The obstacle distance if measured within `max_age`.
-    pub fn obstacle_ahead(&self, now: Instant, max_age: Duration) -> Option<f64> {
-        self.obstacle_ahead.lock().filter(|(_, at)| now.saturating_duration_since(*at) <= max_age).and_then(|(d, _)| d)
+    /// What the depth camera says at `now`: clear or an obstacle if
+    /// measured within `max_age` (`None`: no depth camera), else unknown.
+    pub fn obstacle_ahead(&self, now: Instant, max_age: Option<Duration>) -> ObstacleAhead {
+        let Some(max_age) = max_age else { return ObstacleAhead::NotSensed };
+        match *self.obstacle_ahead.lock() {
+            Some((distance, at)) if now.saturating_duration_since(at) <= max_age => match distance {
+                Some(distance_m) => ObstacleAhead::At { distance_m },
+                None => ObstacleAhead::Clear,
+            },
+            last => ObstacleAhead::Unknown { age_s: last.map(|(_, at)| age_s(now, at)), max_age_s: max_age.as_secs_f64() },
+        }
     }
 
     /// The safety rules that hold the direction of `velocity` at zero at
@@ -218,15 +294,18 @@ impl BaseDriver {
             odometry_age_s: sensors.odometry_age_s,
             imu_age_s: sensors.imu_age_s,
             commanded_to_move: is_commanded_to_move(state.last_command, requested),
-            in_contact: sensors.in_contact,
-            obstacle_ahead_m: sensors.obstacle_ahead_m,
+            in_contact: sensors.bumper == BumperContact::Touching,
+            obstacle_ahead_m: match sensors.obstacle_ahead {
+                ObstacleAhead::At { distance_m } => Some(distance_m),
+                ObstacleAhead::NotSensed | ObstacleAhead::Clear | ObstacleAhead::Unknown { .. } => None,
+            },
             obstacle_behind_m: None,
             pose: sensors.pose,
         };
         let config = SafetyConfig { geofence: state.geofence, ..self.safety };
         let now_s = now.saturating_duration_since(state.started).as_secs_f64();
         state.safety.update(&config, &inputs, now_s);
-        let mut envelope = safety_envelope(&self.limits, &config, &state.safety, &inputs);
+        let mut envelope = safety_envelope_with_sensing(&self.limits, &config, &state.safety, &inputs, &sensors.sensing_health());
         if state.braking {
             // An explicit stop: a zero envelope makes the governor brake at
             // the emergency rate.
@@ -261,21 +340,29 @@ impl BaseDriver {
     }
 
     /// What the sensors say now, for the safety rules.
-    pub fn snapshot(&self, robot: &dyn RobotPort, now: Instant, bumper_max_age: Duration, depth_max_age: Duration) -> SensorSnapshot {
+    pub fn snapshot(&self, robot: &dyn RobotPort, now: Instant, guards: GuardSensors) -> SensorSnapshot {
         let odometry = robot.odometry();
-        let contacts = robot.contacts();
+        let bumper = match guards.bumper_max_age {
+            None => BumperContact::NotSensed,
+            Some(max_age) => match robot.contacts() {
+                Some(c) if now.saturating_duration_since(c.received) <= max_age => {
+                    if c.value.points.is_empty() { BumperContact::Clear } else { BumperContact::Touching }
+                }
+                last => BumperContact::Unknown { age_s: last.map(|c| age_s(now, c.received)), max_age_s: max_age.as_secs_f64() },
+            },
+        };
         SensorSnapshot {
-            odometry_age_s: odometry.as_ref().map(|o| now.saturating_duration_since(o.received).as_secs_f64()),
-            imu_age_s: robot.imu().map(|i| now.saturating_duration_since(i.received).as_secs_f64()),
-            in_contact: contacts.is_some_and(|c| now.saturating_duration_since(c.received) <= bumper_max_age && !c.value.points.is_empty()),
-            obstacle_ahead_m: self.obstacle_ahead(now, depth_max_age),
+            odometry_age_s: odometry.as_ref().map(|o| age_s(now, o.received)),
+            imu_age_s: robot.imu().map(|i| age_s(now, i.received)),
+            bumper,
+            obstacle_ahead: self.obstacle_ahead(now, guards.depth_max_age),
             pose: odometry.map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 }),
         }
     }
 
     /// Runs the control loop until the task is dropped; `on_change` hears
     /// every change in the restrictions in force.
-    pub async fn run(self: Arc<Self>, robot: Arc<dyn RobotPort>, bumper_max_age: Duration, depth_max_age: Duration, on_change: impl Fn(GovernorChange) + Send + 'static) {
+    pub async fn run(self: Arc<Self>, robot: Arc<dyn RobotPort>, guards: GuardSensors, on_change: impl Fn(GovernorChange) + Send + 'static) {
         let mut interval = tokio::time::interval(self.period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -284,7 +371,7 @@ impl BaseDriver {
                 () = self.wake.notified() => {}
             }
             let now = Instant::now();
-            let sensors = self.snapshot(robot.as_ref(), now, bumper_max_age, depth_max_age);
+            let sensors = self.snapshot(robot.as_ref(), now, guards);
             let (command, change) = self.step(now, sensors);
             if let Some(command) = command {
                 robot.publish_base_velocity(command);
@@ -306,7 +393,7 @@ mod tests {
     }
 
     fn fresh() -> SensorSnapshot {
-        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), in_contact: false, obstacle_ahead_m: None, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
+        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), bumper: BumperContact::Clear, obstacle_ahead: ObstacleAhead::Clear, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
     }
 
     #[test]
@@ -390,7 +477,7 @@ mod tests {
             change_seen |= change.is_some_and(|c| c.began.iter().any(|r| r.rule == Rule::OdometryStale));
         }
         assert!(d.last_command().is_zero() && change_seen);
-        let touching = SensorSnapshot { in_contact: true, ..fresh() };
+        let touching = SensorSnapshot { bumper: BumperContact::Touching, ..fresh() };
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -411,7 +498,7 @@ mod tests {
         let step = Duration::from_millis(20);
         let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
         // 1 cm beyond the stop distance: the ramp alone would allow 0.0067 m/s; the floor allows 0.04.
-        let near = SensorSnapshot { obstacle_ahead_m: Some(0.21), ..fresh() };
+        let near = SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.21 }, ..fresh() };
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -420,7 +507,7 @@ mod tests {
         assert_eq!(d.last_command().linear_mps, 0.04, "{:?}", d.last_command());
         assert!(d.blocked_by(forward).is_empty(), "slowed, not blocked");
         // At the stop distance: held at zero, and the rule says why.
-        let at_stop = SensorSnapshot { obstacle_ahead_m: Some(0.2), ..fresh() };
+        let at_stop = SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.2 }, ..fresh() };
         for _ in 0..3 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -431,5 +518,80 @@ mod tests {
         assert_eq!(blocking.len(), 1, "{blocking:?}");
         assert_eq!((blocking[0].rule, blocking[0].distance_m), (Rule::ObstacleAhead, Some(0.2)));
         assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "backing away stays allowed");
+    }
+
+    #[test]
+    fn a_depth_reading_counts_only_while_fresh_and_its_absence_is_unknown_not_clear() {
+        let d = driver();
+        let t0 = Instant::now();
+        let max_age = Some(Duration::from_millis(500));
+        assert_eq!(d.obstacle_ahead(t0, None), ObstacleAhead::NotSensed, "no depth camera configured");
+        assert_eq!(d.obstacle_ahead(t0, max_age), ObstacleAhead::Unknown { age_s: None, max_age_s: 0.5 }, "none received yet");
+        d.note_obstacle_ahead(None, t0);
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(100), max_age), ObstacleAhead::Clear);
+        d.note_obstacle_ahead(Some(0.3), t0);
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(500), max_age), ObstacleAhead::At { distance_m: 0.3 });
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(750), max_age), ObstacleAhead::Unknown { age_s: Some(0.75), max_age_s: 0.5 });
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_secs(9), None), ObstacleAhead::NotSensed);
+    }
+
+    #[test]
+    fn the_configured_sensors_guard_forward_motion_and_unconfigured_ones_do_not() {
+        let mut sensors = crate::config::SensorConfig::default();
+        sensors.depth.topic = "camera/depth/image_raw".into();
+        sensors.depth.max_age_s = 0.4;
+        sensors.bumper.topic = String::new();
+        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None });
+    }
+
+    #[test]
+    fn a_stale_depth_camera_holds_forward_motion_and_the_move_hears_why() {
+        let d = driver();
+        let mut t = Instant::now();
+        let step = Duration::from_millis(20);
+        let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
+        let stale = SensorSnapshot { obstacle_ahead: ObstacleAhead::Unknown { age_s: Some(1.7), max_age_s: 1.0 }, ..fresh() };
+        let mut began = Vec::new();
+        for _ in 0..20 {
+            t += step;
+            d.request(d.begin_motion(), forward, t);
+            let (command, change) = d.step(t, stale);
+            assert!(command.is_none_or(|c| c.linear_mps == 0.0), "forward let through: {command:?}");
+            began.extend(change.into_iter().flat_map(|c| c.began).map(|r| r.rule));
+        }
+        assert_eq!(began, [Rule::ObstacleSensingStale]);
+        let blocking = d.blocked_by(forward);
+        assert_eq!(blocking.iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleSensingStale], "{blocking:?}");
+        assert!(blocking[0].cause.contains("depth camera") && blocking[0].cause.contains("1.70 s old"), "{blocking:?}");
+        assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "reverse stays allowed");
+        assert!(d.blocked_by(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }).is_empty(), "turning stays allowed");
+        // Turning in place is published as asked.
+        let turn = BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 };
+        for _ in 0..20 {
+            t += step;
+            d.request(d.begin_motion(), turn, t);
+            d.step(t, stale);
+        }
+        assert_eq!(d.last_command(), turn);
+        // A stale bumper: its own rule; a fresh, clear depth reading lets forward through.
+        let no_bumper = SensorSnapshot { bumper: BumperContact::Unknown { age_s: None, max_age_s: 0.5 }, ..fresh() };
+        for _ in 0..5 {
+            t += step;
+            d.request(d.begin_motion(), forward, t);
+            d.step(t, no_bumper);
+        }
+        assert_eq!(d.last_command().linear_mps, 0.0);
+        assert_eq!(d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactSensingStale]);
+        for _ in 0..20 {
+            t += step;
+            d.request(d.begin_motion(), forward, t);
+            d.step(t, fresh());
+        }
+        assert_eq!(d.last_command().linear_mps, 0.2, "fresh and clear: full speed");
+        assert!(d.restrictions().is_empty());
+        // Without a depth camera or bumper configured no such rule exists.
+        let unsensed = SensorSnapshot { obstacle_ahead: ObstacleAhead::NotSensed, bumper: BumperContact::NotSensed, ..fresh() };
+        d.step(t + step, unsensed);
+        assert!(d.restrictions().is_empty());
     }
 }
