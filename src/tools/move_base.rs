@@ -500,6 +500,28 @@ mod tests {
     }
 
     #[test]
+    fn a_move_held_by_stale_depth_fails_naming_the_sensing_rule() {
+        use crate::governor::safety::{safety_envelope_with_sensing, SensingHealth, SensorHealth};
+        use crate::governor::{BaseLimits, SafetyConfig, SafetyState};
+        let limits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+        let sensing = SensingHealth { depth: SensorHealth::Stale { age_s: Some(3.0), max_age_s: 1.0 }, bumper: SensorHealth::Fresh };
+        let envelope = safety_envelope_with_sensing(&limits, &SafetyConfig::DEFAULT, &SafetyState::new(), &fresh_inputs(), &sensing);
+        let blocking: Vec<Restriction> = envelope.blocking(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }).into_iter().cloned().collect();
+        let mut watch = BlockedWatch::default();
+        let t0 = Instant::now();
+        assert_eq!(watch.observe(blocking.clone(), t0, BLOCKED_SETTLE), None);
+        let held = watch.observe(blocking.clone(), t0 + BLOCKED_SETTLE, BLOCKED_SETTLE).expect("held for the settle time");
+        let error = governor_stop_error("move", &held, "after 0.00 of 1.00 m");
+        assert_eq!(error.code, ErrorCode::ExecutionFailed);
+        assert_eq!(
+            error.message,
+            "move stopped by stale obstacle sensing (the depth camera: its last reading is 3.00 s old (max 1.00 s)) after 0.00 of 1.00 m (governor rule obstacle_sensing_stale): retry once the robot's data is fresh"
+        );
+        assert_eq!(blocked_fields(&held), json!({ "blocked_by": ["obstacle_sensing_stale"], "obstacle_m": null }));
+        assert!(envelope.blocking(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "backing up is not held");
+    }
+
+    #[test]
     fn distances_in_messages_never_read_minus_zero() {
         assert_eq!(two_decimals(-0.001), "0.00");
         assert_eq!(two_decimals(-0.006), "-0.01");
