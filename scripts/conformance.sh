@@ -5,12 +5,17 @@
 # ROS domain of their own, runs aicc-conformance, stops both.
 #   scripts/conformance.sh [aicc-conformance options, e.g. --area protocol]
 # Reports go to target/conformance/. Exit status: the runner's.
+# AICC_CONFORMANCE_NO_BUILD=1 skips setup and build (scripts/test.sh has
+# already built every target: building two binaries alone would resolve
+# dependency features without the dev-dependencies and rebuild the crate).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-bash scripts/setup.sh
-echo "[conformance] building the bridge and the runner (release)" >&2
-cargo build --release --bin aicc-ros2 --bin aicc-conformance
+if [ "${AICC_CONFORMANCE_NO_BUILD:-}" != 1 ]; then
+  bash scripts/setup.sh
+  echo "[conformance] building the bridge and the runner (release)" >&2
+  cargo build --release --bin aicc-ros2 --bin aicc-conformance
+fi
 
 tmp="${TMPDIR:-/tmp}"
 logs="$(mktemp -d "$tmp/aicc-conformance.XXXXXX")"

@@ -21,4 +21,4 @@ echo "[test] agent conformance: the aicc client against the scripted bridge" >&2
 mkdir -p target/conformance
 target/release/aicc-agent-conformance --client "target/release/aicc --port {port}" --report-dir target/conformance
 echo "[test] bridge conformance: every scenario against the simulated robot" >&2
-bash scripts/conformance.sh
+AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh
