@@ -279,6 +279,7 @@ mod tests {
     use base64::Engine as _;
 
     use super::*;
+    use crate::tools::input::input_map;
     use crate::perception::RawImage;
     use crate::robot::CameraFrame;
     use crate::tools::proprioception::testing::*;
@@ -361,15 +362,11 @@ mod tests {
         robot
     }
 
-    fn map(value: Value) -> Map<String, Value> {
-        value.as_object().unwrap().clone()
-    }
-
     #[tokio::test]
     async fn depth_is_aligned_to_the_colour_frame_and_sized_as_asked() {
         // Depth at half the colour resolution, no camera_info: proportional.
         let robot = robot(depth_frame(16, 12), Some((32, 24)));
-        let out = Depth.call(map(json!({ "max_width": 8 })), context(robot.clone())).await.unwrap().output;
+        let out = Depth.call(input_map(json!({ "max_width": 8 })), context(robot.clone())).await.unwrap().output;
         assert_eq!((out["camera_width"].as_u64(), out["depth_width"].as_u64(), out["alignment"].as_str()), (Some(32), Some(16), Some("proportional")));
         assert_eq!((out["width"].as_u64(), out["height"].as_u64()), (Some(8), Some(6)));
         assert_eq!((out["min_m"].as_f64(), out["max_m"].as_f64(), out["centre_m"].as_f64(), out["median_m"].as_f64()), (Some(1.0), Some(2.0), Some(2.0), Some(1.5)));
@@ -380,12 +377,12 @@ mod tests {
         assert_eq!(picture.dimensions(), (8, 6));
         // Output row 0 samples aligned row 2, below the invalid top rows.
         assert_eq!((picture.get_pixel(0, 0).0[0], picture.get_pixel(1, 3).0[0], picture.get_pixel(6, 3).0[0]), (1000, 1000, 2000));
-        let full = Depth.call(map(json!({ "format": "ignored" })), context(robot.clone())).await.unwrap().output;
+        let full = Depth.call(input_map(json!({ "format": "ignored" })), context(robot.clone())).await.unwrap().output;
         let png = base64::engine::general_purpose::STANDARD.decode(full["png16_mm_b64"].as_str().unwrap()).unwrap();
         let picture = image::load_from_memory(&png).unwrap().into_luma16();
         assert_eq!((picture.dimensions(), picture.get_pixel(5, 1).0[0], picture.get_pixel(5, 2).0[0]), ((32, 24), 0, 1000), "invalid is 0");
 
-        let out = Depth.call(map(json!({ "include_image": false })), context(robot)).await.unwrap().output;
+        let out = Depth.call(input_map(json!({ "include_image": false })), context(robot)).await.unwrap().output;
         assert!(out.get("png16_mm_b64").is_none());
         assert_eq!(out["centre_m"].as_f64(), Some(2.0));
     }

@@ -29,18 +29,20 @@ pub fn reject_unknown_fields(input: &Map<String, Value>, known: &[&str]) -> Resu
     }
 }
 
+/// A tool input from a JSON object literal, for tests.
+#[cfg(test)]
+pub fn input_map(value: Value) -> Map<String, Value> {
+    value.as_object().expect("a tool input is a JSON object").clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn map(value: Value) -> Map<String, Value> {
-        value.as_object().unwrap().clone()
-    }
-
     #[test]
     fn numbers_are_checked_for_type_and_range_with_the_field_named() {
-        let input = map(json!({"forward": 0.5, "bad": "x", "far": 1e300}));
+        let input = input_map(json!({"forward": 0.5, "bad": "x", "far": 1e300}));
         assert_eq!(optional_number(&input, "forward", -5.0, 5.0).unwrap(), Some(0.5));
         assert_eq!(optional_number(&input, "absent", -5.0, 5.0).unwrap(), None);
         assert!(optional_number(&input, "bad", -5.0, 5.0).unwrap_err().message.contains("input.bad must be a number, got string"));

@@ -333,6 +333,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::tools::input::input_map;
     use crate::perception::RawImage;
     use crate::protocol::ErrorCode;
     use crate::robot::{CameraFrame, CameraInfo, JointStates};
@@ -402,14 +403,10 @@ mod tests {
         robot
     }
 
-    fn input(value: Value) -> Map<String, Value> {
-        value.as_object().unwrap().clone()
-    }
-
     #[tokio::test]
     async fn a_pixel_gets_colour_depth_and_points_in_both_frames() {
         // 10.5 px left of the centre at 2 m: x = (21 - 31.5) / 50 * 2 = -0.42 m.
-        let out = Inspect.call(input(json!({ "u": 21, "v": 23, "width": 3, "height": 3 })), context(robot())).await.unwrap().output;
+        let out = Inspect.call(input_map(json!({ "u": 21, "v": 23, "width": 3, "height": 3 })), context(robot())).await.unwrap().output;
         assert_eq!((out["colour_name"].as_str(), out["rgb"]["r"].as_f64(), out["image_width"].as_u64()), (Some("red"), Some(200.0), Some(64)));
         assert_eq!((out["depth_m"].as_f64(), out["depth_valid_pixels"].as_u64()), (Some(2.0), Some(9)));
         let camera = &out["point_camera_m"];
@@ -425,30 +422,30 @@ mod tests {
 
     #[tokio::test]
     async fn no_depth_still_gives_the_colour_and_says_why() {
-        let out = Inspect.call(input(json!({ "u": 50, "v": 10 })), context(robot())).await.unwrap().output;
+        let out = Inspect.call(input_map(json!({ "u": 50, "v": 10 })), context(robot())).await.unwrap().output;
         assert_eq!((out["colour_name"].as_str(), out["depth_m"].is_null(), out["point_base_m"].is_null()), (Some("blue"), true, true));
         assert!(out["notes"][0].as_str().unwrap().starts_with("no depth: none of the 25 pixels around (50, 10)"), "{}", out["notes"]);
 
         let robot = robot();
         robot.samples.lock().joint_states.as_mut().unwrap().value.names[1] = "joint1".into();
-        let out = Inspect.call(input(json!({ "u": 10, "v": 10 })), context(robot.clone())).await.unwrap().output;
+        let out = Inspect.call(input_map(json!({ "u": 10, "v": 10 })), context(robot.clone())).await.unwrap().output;
         assert!(out["point_camera_m"].is_object() && out["point_base_m"].is_null());
         assert_eq!(out["notes"][0], "no base-frame point: joint_states lacks head_tilt_joint (on the chain from base_footprint to camera_optical_frame)");
 
         robot.samples.lock().joint_states.as_mut().unwrap().received -= Duration::from_secs(5);
-        let out = Inspect.call(input(json!({ "u": 10, "v": 10 })), context(robot)).await.unwrap().output;
+        let out = Inspect.call(input_map(json!({ "u": 10, "v": 10 })), context(robot)).await.unwrap().output;
         assert!(out["point_camera_m"].is_object() && out["point_base_m"].is_null());
         assert!(out["notes"][0].as_str().unwrap().starts_with("no base-frame point: data on joint_states is 5"), "{}", out["notes"]);
     }
 
     #[tokio::test]
     async fn pixels_outside_the_image_are_invalid_input_naming_the_size() {
-        let err = Inspect.call(input(json!({ "u": 100000, "v": 0 })), context(robot())).await.unwrap_err();
+        let err = Inspect.call(input_map(json!({ "u": 100000, "v": 0 })), context(robot())).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidInput);
         assert_eq!(err.message, "input.u = 100000 is outside the 64x48 camera image (u must be 0-63)");
-        let err = Inspect.call(input(json!({ "u": 0, "v": 48 })), context(robot())).await.unwrap_err();
+        let err = Inspect.call(input_map(json!({ "u": 0, "v": 48 })), context(robot())).await.unwrap_err();
         assert!(err.message.starts_with("input.v = 48 is outside the 64x48"), "{}", err.message);
-        let err = Inspect.call(input(json!({ "v": 0 })), context(robot())).await.unwrap_err();
+        let err = Inspect.call(input_map(json!({ "v": 0 })), context(robot())).await.unwrap_err();
         assert_eq!(err.message, "input.u is required (pixel)");
     }
 }

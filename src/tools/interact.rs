@@ -306,6 +306,7 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::input::input_map;
     use crate::governor::JointLimits;
     use crate::robot::kinematics::Kinematics;
     use nalgebra::Vector3;
@@ -314,10 +315,6 @@ mod tests {
 
     fn arm() -> Vec<String> {
         Actuators::default().arm_joints
-    }
-
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
     }
 
     #[test]
@@ -349,10 +346,10 @@ mod tests {
 
     #[test]
     fn requests_are_a_pose_joints_or_the_gripper() {
-        assert_eq!(parse_request(&map(json!({"pose": "ready"})), &arm()).unwrap(), Request::Pose("ready", NAMED_POSES[1].1));
-        assert_eq!(parse_request(&map(json!({"joints": {"joint2": 0.5}})), &arm()).unwrap(), Request::Joints(vec![("joint2".into(), 0.5)]));
-        assert_eq!(parse_request(&map(json!({"gripper": "close", "effort_n": 3})), &arm()).unwrap(), Request::Gripper { close: true, effort_n: Some(3.0) });
-        assert_eq!(parse_request(&map(json!({"gripper": "open"})), &arm()).unwrap(), Request::Gripper { close: false, effort_n: None });
+        assert_eq!(parse_request(&input_map(json!({"pose": "ready"})), &arm()).unwrap(), Request::Pose("ready", NAMED_POSES[1].1));
+        assert_eq!(parse_request(&input_map(json!({"joints": {"joint2": 0.5}})), &arm()).unwrap(), Request::Joints(vec![("joint2".into(), 0.5)]));
+        assert_eq!(parse_request(&input_map(json!({"gripper": "close", "effort_n": 3})), &arm()).unwrap(), Request::Gripper { close: true, effort_n: Some(3.0) });
+        assert_eq!(parse_request(&input_map(json!({"gripper": "open"})), &arm()).unwrap(), Request::Gripper { close: false, effort_n: None });
     }
 
     #[test]
@@ -370,7 +367,7 @@ mod tests {
             (json!({"gripper": "close", "effort_n": 0}), vec!["input.effort_n", "greater than 0"]),
         ];
         for (input, needles) in cases {
-            let error = parse_request(&map(input.clone()), &arm()).unwrap_err();
+            let error = parse_request(&input_map(input.clone()), &arm()).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidInput);
             for needle in needles {
                 assert!(error.message.contains(needle), "{input}: {needle} not in {}", error.message);
@@ -393,17 +390,17 @@ mod tests {
         let tool = Interact::new(&Actuators::default());
         let catalog = Catalog::new(vec![tool.descriptor()]).expect("the schema compiles");
         // The schema passes any string; the tool refuses it with every name.
-        let valid = catalog.validate("interact", map(json!({"pose": "dance"}))).unwrap();
+        let valid = catalog.validate("interact", input_map(json!({"pose": "dance"}))).unwrap();
         let error = parse_request(&valid.input, &arm()).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidInput);
         assert!(tool.descriptor().input_schema["properties"]["pose"]["description"].as_str().unwrap().contains("home, ready, look, pick_front, stow"));
         for needle in ["input.pose", "home", "ready", "look", "pick_front", "stow"] {
             assert!(error.message.contains(needle), "{needle}: {}", error.message);
         }
-        let error = catalog.validate("interact", map(json!({"joints": {"elbow": 1.0}}))).unwrap_err();
+        let error = catalog.validate("interact", input_map(json!({"joints": {"elbow": 1.0}}))).unwrap_err();
         assert!(error.message.contains("input.joints") && error.message.contains("elbow"), "{}", error.message);
-        assert!(catalog.validate("interact", map(json!({"joints": {"joint1": 0.5}, "speed_radps": 0.5}))).is_ok());
-        assert!(catalog.validate("interact", map(json!({"gripper": "close", "effort_n": 5}))).is_ok());
+        assert!(catalog.validate("interact", input_map(json!({"joints": {"joint1": 0.5}, "speed_radps": 0.5}))).is_ok());
+        assert!(catalog.validate("interact", input_map(json!({"gripper": "close", "effort_n": 5}))).is_ok());
         assert!(tool.descriptor().description.contains("pick_front: "));
     }
 

@@ -526,6 +526,7 @@ pub fn clamp_to_limits(ctx: &ToolContext, joint: &str, value: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::input::input_map;
     use crate::governor::JointLimits;
 
     const URDF: &str = include_str!("../../urdf/aicc_bot.urdf");
@@ -617,7 +618,7 @@ mod tests {
 
     #[test]
     fn targets_are_one_of_angles_point_or_pixel() {
-        let map = |v: Value| v.as_object().unwrap().clone();
+        let map = input_map;
         assert_eq!(parse_target(&map(json!({"pan_deg": 30}))).unwrap(), Target::Angles { pan: Some(30f64.to_radians()), tilt: None });
         assert!(matches!(parse_target(&map(json!({"point": {"x": 1, "y": 0, "z": 0.2}}))).unwrap(), Target::Point { ref frame, .. } if frame == BASE_FRAME));
         assert!(matches!(parse_target(&map(json!({"pixel": {"u": 10, "v": 20}}))).unwrap(), Target::Pixel { u, v } if u == 10.0 && v == 20.0));

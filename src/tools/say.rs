@@ -81,21 +81,18 @@ impl Tool for Say {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::tools::input::input_map;
 
     #[test]
     fn text_is_bounded_and_cleaned() {
-        assert_eq!(clean_text(&map(json!({"text": "Hello there"}))).unwrap(), ("Hello there".to_string(), false));
-        assert_eq!(clean_text(&map(json!({"text": " two\nlines\u{7} "}))).unwrap(), ("two lines".to_string(), true));
+        assert_eq!(clean_text(&input_map(json!({"text": "Hello there"}))).unwrap(), ("Hello there".to_string(), false));
+        assert_eq!(clean_text(&input_map(json!({"text": " two\nlines\u{7} "}))).unwrap(), ("two lines".to_string(), true));
         let long = "x".repeat(MAX_TEXT_CHARS + 1);
-        let error = clean_text(&map(json!({ "text": long }))).unwrap_err();
+        let error = clean_text(&input_map(json!({ "text": long }))).unwrap_err();
         assert!(error.message.contains("input.text") && error.message.contains("500"), "{}", error.message);
-        assert!(clean_text(&map(json!({"text": "ü".repeat(MAX_TEXT_CHARS)}))).is_ok(), "characters, not bytes");
-        assert!(clean_text(&map(json!({"text": " \u{1b} "}))).unwrap_err().message.contains("nothing to say"));
-        assert!(clean_text(&map(json!({"text": 5}))).unwrap_err().message.contains("must be a string"));
-        assert!(clean_text(&map(json!({}))).unwrap_err().message.contains("required"));
+        assert!(clean_text(&input_map(json!({"text": "ü".repeat(MAX_TEXT_CHARS)}))).is_ok(), "characters, not bytes");
+        assert!(clean_text(&input_map(json!({"text": " \u{1b} "}))).unwrap_err().message.contains("nothing to say"));
+        assert!(clean_text(&input_map(json!({"text": 5}))).unwrap_err().message.contains("must be a string"));
+        assert!(clean_text(&input_map(json!({}))).unwrap_err().message.contains("required"));
     }
 }

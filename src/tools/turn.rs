@@ -293,6 +293,7 @@ pub(crate) async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::input::input_map;
 
     #[test]
     fn yaw_readings_unwrap_across_the_half_turn_and_beyond() {
@@ -348,7 +349,7 @@ mod tests {
     fn the_schema_refuses_absurd_yaws_naming_the_field_and_the_limit() {
         use crate::protocol::catalog::Catalog;
         let catalog = Catalog::new(vec![Turn::new(&BaseConfig::default()).descriptor()]).expect("the schema compiles");
-        let input = |v: Value| v.as_object().unwrap().clone();
+        let input = input_map;
         let error = catalog.validate("turn", input(json!({"yaw": 1e9}))).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidInput);
         assert!(error.message.contains("input.yaw") && error.message.contains("360"), "{}", error.message);

@@ -181,13 +181,10 @@ mod tests {
     use base64::Engine as _;
 
     use super::*;
+    use crate::tools::input::input_map;
     use crate::perception::RawImage;
     use crate::protocol::ErrorCode;
     use crate::tools::proprioception::testing::*;
-
-    fn map(value: Value) -> Map<String, Value> {
-        value.as_object().unwrap().clone()
-    }
 
     /// A `width` x `height` rgb8 frame: red on the left half, blue on the right.
     pub(crate) fn red_blue_frame(width: u32, height: u32) -> RawImage {
@@ -210,28 +207,28 @@ mod tests {
     fn options_default_to_jpeg_within_the_budget_and_name_bad_fields() {
         let options = parse_options(&Map::new()).unwrap();
         assert_eq!(options, EncodeOptions { format: OutputFormat::Jpeg, jpeg_quality: 80, max_width: None, max_height: None, max_bytes: Some(200_000) });
-        let options = parse_options(&map(json!({ "format": "png", "max_width": 100, "max_bytes": 5000 }))).unwrap();
+        let options = parse_options(&input_map(json!({ "format": "png", "max_width": 100, "max_bytes": 5000 }))).unwrap();
         assert_eq!((options.format, options.max_width, options.max_bytes), (OutputFormat::Png, Some(100), Some(5000)));
-        assert!(parse_options(&map(json!({ "format": "gif" }))).unwrap_err().message.starts_with("input.format"));
-        assert!(parse_options(&map(json!({ "quality": 0 }))).unwrap_err().message.starts_with("input.quality = 0 is outside [1, 100]"));
-        assert!(parse_options(&map(json!({ "max_width": 10.5 }))).unwrap_err().message.contains("input.max_width must be an integer"));
-        assert!(parse_options(&map(json!({ "max_bytes": 800_000 }))).unwrap_err().message.starts_with("input.max_bytes"));
+        assert!(parse_options(&input_map(json!({ "format": "gif" }))).unwrap_err().message.starts_with("input.format"));
+        assert!(parse_options(&input_map(json!({ "quality": 0 }))).unwrap_err().message.starts_with("input.quality = 0 is outside [1, 100]"));
+        assert!(parse_options(&input_map(json!({ "max_width": 10.5 }))).unwrap_err().message.contains("input.max_width must be an integer"));
+        assert!(parse_options(&input_map(json!({ "max_bytes": 800_000 }))).unwrap_err().message.starts_with("input.max_bytes"));
     }
 
     #[test]
     fn the_schema_refuses_what_the_parser_refuses() {
         let catalog = crate::protocol::catalog::Catalog::new(vec![Vision.descriptor()]).unwrap();
         for (input, field) in [(json!({ "quality": 0 }), "input.quality"), (json!({ "format": "gif" }), "input.format"), (json!({ "max_bytes": 10 }), "input.max_bytes")] {
-            let err = catalog.validate("vision", map(input)).unwrap_err();
+            let err = catalog.validate("vision", input_map(input)).unwrap_err();
             assert!(err.message.starts_with(field), "{}", err.message);
         }
-        assert!(catalog.validate("vision", map(json!({ "format": "png", "quality": 50, "max_width": 64 }))).is_ok());
+        assert!(catalog.validate("vision", input_map(json!({ "format": "png", "quality": 50, "max_width": 64 }))).is_ok());
     }
 
     #[tokio::test]
     async fn png_round_trips_with_its_metadata() {
         let robot = robot_with(red_blue_frame(64, 48), Duration::from_millis(30));
-        let result = Vision.call(map(json!({ "format": "png" })), context(robot)).await.unwrap();
+        let result = Vision.call(input_map(json!({ "format": "png" })), context(robot)).await.unwrap();
         assert_eq!(result.source, "camera/image_raw");
         let out = result.output;
         assert_eq!((out["format"].as_str(), out["mime_type"].as_str(), out["width"].as_u64(), out["height"].as_u64()), (Some("png"), Some("image/png"), Some(64), Some(48)));
@@ -246,7 +243,7 @@ mod tests {
     #[tokio::test]
     async fn jpeg_is_the_default_and_shrinks_as_asked() {
         let robot = robot_with(red_blue_frame(640, 480), Duration::ZERO);
-        let out = Vision.call(map(json!({ "max_width": 160 })), context(robot)).await.unwrap().output;
+        let out = Vision.call(input_map(json!({ "max_width": 160 })), context(robot)).await.unwrap().output;
         assert_eq!((out["format"].as_str(), out["width"].as_u64(), out["height"].as_u64()), (Some("jpeg"), Some(160), Some(120)));
         assert_eq!((out["source_width"].as_u64(), out["source_height"].as_u64()), (Some(640), Some(480)));
         assert_eq!(out["reduced"], json!(["max_size"]));

@@ -102,22 +102,19 @@ impl Tool for Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(v: Value) -> Map<String, Value> {
-        v.as_object().unwrap().clone()
-    }
+    use crate::tools::input::input_map;
 
     #[test]
     fn ticks_and_seconds_are_bounded_and_exclusive() {
-        assert_eq!(wait_duration(&map(json!({"ticks": 5})), 10.0).unwrap(), 0.5);
-        assert_eq!(wait_duration(&map(json!({"seconds": 1.5})), 10.0).unwrap(), 1.5);
-        assert!(wait_duration(&map(json!({"ticks": 601})), 10.0).unwrap_err().message.contains("[1, 600]"));
-        assert!(wait_duration(&map(json!({"ticks": 0})), 10.0).is_err());
-        assert!(wait_duration(&map(json!({"ticks": 1.5})), 10.0).unwrap_err().message.contains("whole number"));
-        assert!(wait_duration(&map(json!({"seconds": 61})), 10.0).unwrap_err().message.contains("input.seconds"));
-        assert!(wait_duration(&map(json!({"seconds": 0})), 10.0).is_err());
-        assert!(wait_duration(&map(json!({"seconds": 1, "ticks": 1})), 10.0).unwrap_err().message.contains("exactly one"));
-        assert!(wait_duration(&map(json!({})), 10.0).is_err());
+        assert_eq!(wait_duration(&input_map(json!({"ticks": 5})), 10.0).unwrap(), 0.5);
+        assert_eq!(wait_duration(&input_map(json!({"seconds": 1.5})), 10.0).unwrap(), 1.5);
+        assert!(wait_duration(&input_map(json!({"ticks": 601})), 10.0).unwrap_err().message.contains("[1, 600]"));
+        assert!(wait_duration(&input_map(json!({"ticks": 0})), 10.0).is_err());
+        assert!(wait_duration(&input_map(json!({"ticks": 1.5})), 10.0).unwrap_err().message.contains("whole number"));
+        assert!(wait_duration(&input_map(json!({"seconds": 61})), 10.0).unwrap_err().message.contains("input.seconds"));
+        assert!(wait_duration(&input_map(json!({"seconds": 0})), 10.0).is_err());
+        assert!(wait_duration(&input_map(json!({"seconds": 1, "ticks": 1})), 10.0).unwrap_err().message.contains("exactly one"));
+        assert!(wait_duration(&input_map(json!({})), 10.0).is_err());
     }
 
     #[tokio::test]
@@ -125,7 +122,7 @@ mod tests {
         let wait = Wait::new(10.0);
         assert_eq!(wait.max_ticks(), 600);
         let started = Instant::now();
-        let seconds = wait_duration(&map(json!({"ticks": 2})), 10.0).unwrap();
+        let seconds = wait_duration(&input_map(json!({"ticks": 2})), 10.0).unwrap();
         tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
         assert!(started.elapsed() >= Duration::from_millis(200));
     }
