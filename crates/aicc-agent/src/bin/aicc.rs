@@ -1,0 +1,159 @@
+//! `aicc`: a command-line AICC agent for the bridge (see docs/cli.md).
+//! Exit codes: 0 ok; 1 transport or protocol failure; 2 usage or refused
+//! locally; 3 the bridge answered with an AICC error.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use aicc_agent::client::commands::{self, events_command, parse_input, Command};
+use aicc_agent::client::retry::RetryPolicy;
+use aicc_agent::client::transport::{self, TlsOptions};
+use aicc_agent::client::{shell, ClientError, Session, SessionOptions};
+
+#[derive(Parser, Debug)]
+#[command(version, about = "A command-line AICC agent: manifest, tools, calls, events, vision, and an interactive shell")]
+struct Cli {
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 43010)]
+    port: u16,
+    /// Environment variable holding the token (a token is never an argument).
+    #[arg(long, value_name = "VAR")]
+    token_env: Option<String>,
+    /// Speak TLS; the bridge's certificate must chain to --ca-file.
+    #[arg(long)]
+    tls: bool,
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<PathBuf>,
+    /// Name the bridge's certificate must carry (default: --host).
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// Seconds for connecting, the handshake and each call's answer.
+    #[arg(long, default_value_t = 30.0)]
+    timeout_s: f64,
+    /// Retries of a sensor call that failed with a retryable error (actuators never).
+    #[arg(long, default_value_t = 0)]
+    retries: u32,
+    /// How long an event may wait for an older one to arrive, milliseconds.
+    #[arg(long, default_value_t = 200)]
+    reorder_window_ms: u64,
+    #[command(subcommand)]
+    command: Verb,
+}
+
+#[derive(Subcommand, Debug)]
+enum Verb {
+    /// The session manifest, pretty JSON.
+    Manifest,
+    /// The tools: id, class, capability, granted?, strict_input, limits.
+    Tools,
+    /// Call a tool; prints its output as JSON.
+    Call {
+        tool: String,
+        /// The input, a JSON object (default {}).
+        json: Option<String>,
+    },
+    /// Events as JSON lines, in tick order (late ones flagged "late": true).
+    Events {
+        #[arg(long)]
+        count: Option<usize>,
+        #[arg(long)]
+        for_s: Option<f64>,
+        /// Only these topics (subscribed to as well); repeatable.
+        #[arg(long)]
+        topic: Vec<String>,
+    },
+    /// Call vision and write the picture as a PNG file.
+    Vision {
+        #[arg(long, default_value = "frame.png")]
+        out: PathBuf,
+        json: Option<String>,
+    },
+    /// Interactive: history, completion of commands and tool names.
+    Shell,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&ClientError::Transport(format!("cannot start the runtime: {error}"))),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(&error),
+    }
+}
+
+fn fail(error: &ClientError) -> ExitCode {
+    match error {
+        ClientError::Remote(remote) => eprintln!("{remote}"),
+        other => eprintln!("aicc: {other}"),
+    }
+    ExitCode::from(error.exit_code())
+}
+
+async fn run(cli: Cli) -> Result<(), ClientError> {
+    let command = match &cli.command {
+        Verb::Manifest => Some(Command::Manifest),
+        Verb::Tools => Some(Command::Tools),
+        Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
+        Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
+        Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
+        Verb::Shell => None,
+    };
+    let options = session_options(&cli)?;
+    let tls = match (cli.tls, &cli.ca_file) {
+        (true, Some(ca_file)) => Some(TlsOptions { ca_file: ca_file.clone(), server_name: cli.server_name.clone() }),
+        (true, None) => return Err(ClientError::Usage("--tls needs --ca-file PEM (the certificate authority to trust; no system store is used)".into())),
+        (false, _) if cli.ca_file.is_some() || cli.server_name.is_some() => return Err(ClientError::Usage("--ca-file and --server-name need --tls".into())),
+        (false, _) => None,
+    };
+    let stream = transport::connect(&cli.host, cli.port, tls.as_ref(), options.timeout).await?;
+    let mut session = Session::open(stream, options).await?;
+    let Some(command) = command else { return shell::run_shell(session).await };
+    let mut stdout = std::io::stdout();
+    let outcome = commands::run(&mut session, &command, &mut stdout, &mut |warning| eprintln!("aicc: warning: {warning}")).await;
+    // A session that broke the protocol or the connection is not closed politely.
+    if matches!(outcome, Ok(()) | Err(ClientError::Remote(_) | ClientError::Refused(_) | ClientError::Usage(_))) {
+        let _ = session.close().await;
+    }
+    outcome
+}
+
+fn session_options(cli: &Cli) -> Result<SessionOptions, ClientError> {
+    if !(cli.timeout_s.is_finite() && cli.timeout_s > 0.0 && cli.timeout_s <= 86_400.0) {
+        return Err(ClientError::Usage(format!("--timeout-s must be a positive number of seconds (at most a day), got {}", cli.timeout_s)));
+    }
+    if cli.reorder_window_ms > 10_000 {
+        return Err(ClientError::Usage(format!("--reorder-window-ms {} is more than 10000", cli.reorder_window_ms)));
+    }
+    let token_env = cli.token_env.as_deref().unwrap_or("AICC_TOKEN");
+    let token = match std::env::var(token_env) {
+        Ok(token) if !token.is_empty() => Some(token),
+        Ok(_) => {
+            eprintln!("aicc: warning: {token_env} is empty: connecting without a token");
+            None
+        }
+        Err(_) => {
+            if cli.token_env.is_some() {
+                eprintln!("aicc: warning: {token_env} is not set: connecting without a token");
+            }
+            None
+        }
+    };
+    let subscribe = match &cli.command {
+        Verb::Events { topic, .. } if !topic.is_empty() => Some(topic.clone()),
+        _ => None,
+    };
+    Ok(SessionOptions {
+        token,
+        timeout: Duration::from_secs_f64(cli.timeout_s),
+        subscribe,
+        reorder_window: Duration::from_millis(cli.reorder_window_ms),
+        retry: RetryPolicy::new(cli.retries).map_err(ClientError::Usage)?,
+        ..SessionOptions::default()
+    })
+}

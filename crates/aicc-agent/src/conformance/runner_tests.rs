@@ -1,0 +1,463 @@
+//! The runner against a scripted local TCP peer: a well-behaved one passes
+//! a scenario using most step kinds; each protocol violation fails the
+//! scenario naming the scenario, the step and what was wrong.
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::conformance::scenario::parse;
+
+/// What the peer answers to one line, and whether it then hangs up.
+struct Reply {
+    lines: Vec<String>,
+    close: bool,
+}
+
+fn reply(lines: Vec<Value>) -> Reply {
+    Reply { lines: lines.iter().map(Value::to_string).collect(), close: false }
+}
+
+type Script = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+fn session_init(in_reply_to: Option<&str>) -> Value {
+    json!({
+        "protocol": "aicc/0.1", "type": "session_init", "session_id": "s-1", "message_id": "m-0", "in_reply_to": in_reply_to,
+        "tick_rate_hz": 10.0, "tick_mode": "fixed",
+        "tools": [{ "id": "probe", "class": "sensor", "input_schema": { "type": "object", "$schema": "x" }, "limits": { "calls_per_minute": 3 } }],
+        "meta": { "tick": 1 },
+    })
+}
+
+/// Listens on a free loopback port; greets every connection with a
+/// session_init when `greet`, then answers each line by `script`.
+async fn scripted_peer(greet: bool, script: Script) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve(stream, greet, script.clone()));
+        }
+    });
+    port
+}
+
+/// One connection of a scripted peer.
+async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(stream: S, greet: bool, script: Script) {
+    let (read, mut write) = tokio::io::split(stream);
+    if greet && write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.is_err() {
+        return;
+    }
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let message = serde_json::from_str(&line).unwrap_or_else(|_| json!({ "raw": line }));
+        let answer = script(&message);
+        for line in answer.lines {
+            if write.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        if answer.close {
+            return;
+        }
+    }
+}
+
+/// A well-behaved bridge: results echo the input, heartbeats are answered,
+/// a subscription brings two tick events, session_close closes.
+fn good_bridge(message: &Value) -> Reply {
+    let kind = message["type"].as_str().unwrap_or("");
+    let message_id = message["message_id"].clone();
+    match kind {
+        "tool_call" => reply(vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": { "reading": 42, "echo": message["input"] }, "meta": { "tick": 2 } })]),
+        "heartbeat" => reply(vec![json!({ "protocol": "aicc/0.1", "type": "heartbeat", "in_reply_to": message_id })]),
+        "manifest_request" => reply(vec![
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "tick", "payload": { "n": 1 }, "meta": { "tick": 3, "seq": 1 } }),
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "tick", "payload": { "n": 2 }, "meta": { "tick": 4, "seq": 2 } }),
+            session_init(message_id.as_str()),
+        ]),
+        "session_close" => Reply { lines: vec![json!({ "protocol": "aicc/0.1", "type": "session_close", "in_reply_to": message_id }).to_string()], close: true },
+        _ => reply(vec![json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "retryable": false, "message": format!("unknown: {message}") })]),
+    }
+}
+
+fn options(port: u16, token: Option<&str>) -> RunnerOptions {
+    let source = |env: &str, value: Option<&str>| TokenSource { env: env.into(), value: value.map(str::to_string) };
+    RunnerOptions {
+        endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: None },
+        max_line_bytes: 4096,
+        admin: source("AICC_TOKEN", token),
+        actuate: source("AICC_ACTUATE_TOKEN", None),
+        observe: source("AICC_OBSERVE_TOKEN", None),
+        close_wait: DEFAULT_CLOSE_WAIT,
+    }
+}
+
+fn scenario(steps: &str) -> Scenario {
+    let text = format!("name: probe_call\narea: protocol\nchecks: test\ndescription: test\nrobot: none\ntimeout_s: 10\nsteps:\n{steps}");
+    parse(Path::new("test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn run(script: Script, steps: &str) -> ScenarioResult {
+    let port = scripted_peer(true, script).await;
+    run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, None)).await
+}
+
+const CALL_PROBE: &str = "  - name: call the probe\n    call: {tool: probe, input: {}}\n    expect_ok: {reading: 42}\n";
+
+#[tokio::test]
+async fn a_well_behaved_bridge_passes_a_scenario_of_every_step_kind() {
+    let steps = r#"
+  - name: call with a variable
+    call: {tool: probe, input: {n: "${tools.probe.limits.calls_per_minute}"}}
+    expect_ok: {reading: 42, echo: {n: 3}}
+    capture: {first: output.reading}
+  - repeat:
+      times: "${tools.probe.limits.calls_per_minute}"
+      steps:
+        - call: {tool: probe, input: {}}
+          expect: {ok: true, output: {reading: "${first}"}, call_id: "${last_call_id}"}
+  - call: {tool: probe, call_id: later, wait: false}
+  - expect: {type: tool_result, call_id: later}
+  - send: {type: manifest_request, subscribe: [tick]}
+  - expect_event: {topic: tick, payload: {n: 1}}
+    capture: {seq1: meta.seq}
+  - expect: {type: event, meta: {seq: {$gt: "${seq1}"}}}
+  - expect: {type: session_init, in_reply_to: {$type: string}, session_id: "${session_id}", tools: "${manifest.tools}"}
+  - expect_none: {type: event}
+    for_s: 0.2
+  - connect: {name: second}
+  - send: {type: heartbeat, message_id: hb}
+    conn: second
+  - expect: {type: heartbeat, in_reply_to: hb}
+    conn: second
+  - expect_closed: false
+  - send: {type: session_close}
+  - expect: {type: session_close}
+  - expect_closed: true
+  - disconnect: second
+"#;
+    let result = run(Arc::new(good_bridge), steps).await;
+    assert_eq!(result.status, Status::Passed, "{:?}\n{:#?}", result.failure_message(), result.transcript);
+}
+
+async fn failing(script: Script, steps: &str) -> String {
+    let result = run(script, steps).await;
+    assert_eq!(result.status, Status::Failed, "should have failed");
+    assert!(!result.transcript.is_empty(), "a failure keeps the transcript tail");
+    result.failure_message().unwrap()
+}
+
+fn on_call(answer: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static) -> Script {
+    Arc::new(move |message: &Value| if message["type"] == "tool_call" { Reply { lines: answer(message), close: false } } else { good_bridge(message) })
+}
+
+#[tokio::test]
+async fn a_malformed_reply_fails_the_step_naming_scenario_and_step() {
+    let reason = failing(on_call(|_| vec!["{\"protocol\":\"aicc/0.1\",\"type\":".into()]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": the bridge broke the protocol on 'main': line is not valid JSON"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_result_for_a_call_never_made_fails() {
+    let reason = failing(on_call(|_| vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": "someone-else", "ok": true, "output": {} }).to_string()]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("call_id 'someone-else', which was never sent on this connection"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_repeated_result_fails() {
+    let answer = |m: &Value| {
+        let line = json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": { "reading": 42 } }).to_string();
+        vec![line.clone(), line]
+    };
+    let reason = failing(on_call(answer), &format!("{CALL_PROBE}  - name: linger\n    wait_s: 0.3\n")).await;
+    assert!(reason.contains("step 2 \"linger\"") && reason.contains("already answered"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_result_with_both_output_and_error_fails() {
+    let reason = failing(on_call(|m| vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": {}, "error": { "code": "timeout", "retryable": true, "message": "x" } }).to_string()]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("has both output and error"), "{reason}");
+}
+
+#[tokio::test]
+async fn an_oversized_line_fails() {
+    let reason = failing(on_call(|_| vec![format!("{{\"protocol\":\"aicc/0.1\",\"type\":\"heartbeat\",\"pad\":\"{}\"}}", "x".repeat(5000))]), CALL_PROBE).await;
+    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("longer than 4096 bytes"), "{reason}");
+}
+
+#[tokio::test]
+async fn ticks_going_backwards_fail() {
+    let answer = |m: &Value| {
+        vec![
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "command", "payload": {}, "meta": { "tick": 9, "seq": 1 } }).to_string(),
+            json!({ "protocol": "aicc/0.1", "type": "event", "topic": "command", "payload": {}, "meta": { "tick": 8, "seq": 2 } }).to_string(),
+            json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": { "reading": 42 } }).to_string(),
+        ]
+    };
+    let reason = failing(on_call(answer), CALL_PROBE).await;
+    assert!(reason.contains("step 1 \"call the probe\"") && reason.contains("ticks went backwards"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_mismatch_says_where_and_what_came() {
+    let reason = failing(Arc::new(good_bridge), "  - name: call the probe\n    call: {tool: probe}\n    expect_ok: {reading: 41}\n").await;
+    assert!(reason.contains("does not match: at reading: expected 41, got 42"), "{reason}");
+    let reason = failing(Arc::new(good_bridge), "  - call: {tool: probe}\n    expect_error: {code: tool_unknown}\n").await;
+    assert!(reason.contains("step 1: call") && reason.contains("was to fail, but it succeeded"), "{reason}");
+}
+
+#[tokio::test]
+async fn silence_times_out_with_the_nearest_message() {
+    let silent: Script = Arc::new(|message: &Value| if message["type"] == "tool_call" { reply(vec![]) } else { good_bridge(message) });
+    let steps = "  - send: {type: heartbeat, message_id: hb}\n  - name: wait for nothing\n    call: {tool: probe}\n    within_s: 0.3\n";
+    let reason = failing(silent, steps).await;
+    assert!(reason.contains("step 2 \"wait for nothing\"") && reason.contains("within 0.3 s") && reason.contains("nearest: {") && reason.contains("\"in_reply_to\":\"hb\""), "{reason}");
+}
+
+#[tokio::test]
+async fn repeats_name_the_repetition_and_unknown_variables_are_named() {
+    let steps = "  - name: loop\n    repeat:\n      times: 2\n      steps:\n        - name: inner\n          expect: {type: tool_result, x: \"${nowhere}\"}\n";
+    let reason = failing(Arc::new(good_bridge), steps).await;
+    assert!(reason.contains("step 1.1 \"loop › inner\": (repetition 1 of 2) variable '${nowhere}' is not set"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_needed_token_variable_that_is_unset_fails_naming_it() {
+    let reason = failing(Arc::new(good_bridge), "  - connect: {name: watcher, scope: observe}\n").await;
+    assert!(reason.contains("needs the environment variable AICC_OBSERVE_TOKEN, which is not set"), "{reason}");
+}
+
+#[tokio::test]
+async fn with_a_token_the_handshake_authenticates_and_the_token_is_never_shown() {
+    let token = "s3cret-for-the-test";
+    let script: Script = Arc::new(move |message: &Value| {
+        if message["type"] == "manifest_request" && message.get("subscribe").is_none() {
+            if message["auth"]["token"] == token {
+                return reply(vec![session_init(message["message_id"].as_str())]);
+            }
+            return reply(vec![json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "retryable": false, "message": "authentication failed" })]);
+        }
+        good_bridge(message)
+    });
+    let port = scripted_peer(false, script).await;
+    let steps = "  - expect: {type: nothing_like_this}\n    within_s: 0.2\n";
+    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some(token))).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("step 1:"), "the handshake passed, the step failed: {reason}");
+    let transcript = result.transcript.join("\n");
+    assert!(transcript.contains("\"token\":\"<token>\"") && !transcript.contains(token), "{transcript}");
+
+    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some("wrong"))).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("opening connection 'main'") && reason.contains("handshake refused by the bridge: invalid_input authentication failed"), "{reason}");
+}
+
+#[tokio::test]
+async fn the_scenario_timeout_names_the_step_it_cut() {
+    let mut quick = scenario("  - name: sit\n    wait_s: 5\n");
+    quick.timeout_s = 0.3;
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let result = run_scenario(&quick, Path::new("test.yaml"), &options(port, None)).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("step 1 \"sit\": the scenario's timeout_s (0.3 s) ran out"), "{reason}");
+}
+
+#[test]
+fn oversized_lines_have_the_asked_length_and_look_like_json() {
+    let line = oversized_line(1000);
+    assert_eq!(line.len(), 1000);
+    assert!(line.starts_with(b"{\"protocol\":\"aicc/0.1\"") && line.ends_with(b"\"}"));
+    assert!(serde_json::from_slice::<Value>(&line).is_ok());
+}
+
+#[tokio::test]
+async fn a_long_write_keeps_reading_a_bridge_that_writes_before_it_reads() {
+    // A peer that sends megabytes of events before it reads anything: the
+    // runner's write must not wait on it while its own reading is stalled.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (read, mut write) = stream.into_split();
+        write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
+        let padding = "p".repeat(1000);
+        for n in 0..5000 {
+            let event = json!({ "protocol": "aicc/0.1", "type": "event", "topic": "audio", "payload": { "n": n, "padding": padding }, "meta": { "tick": n } });
+            write.write_all(format!("{event}\n").as_bytes()).await.unwrap();
+        }
+        let mut lines = BufReader::new(read).lines();
+        while let Ok(Some(_)) = lines.next_line().await {}
+    });
+    let steps = "  - name: a long line\n    send_oversized: {bytes: 8000000}\n    within_s: 20\n  - expect_event: {topic: audio, payload: {n: 4999}}\n";
+    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, None)).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+}
+
+#[tokio::test]
+async fn tls_endpoints_are_spoken_to_through_rustls_and_their_certificate_is_checked() {
+    let dir = std::env::temp_dir().join(format!("aicc-conformance-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    // A TLS server of the test's own: the runner imports nothing of the bridge.
+    let acceptor = {
+        use tokio_rustls::rustls::{self, pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer}};
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![CertificateDer::from(certified.cert.der().to_vec())], key)
+            .unwrap();
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            if let Ok(tls) = acceptor.accept(stream).await {
+                tokio::spawn(serve(tls, true, Arc::new(good_bridge)));
+            }
+        }
+    });
+    let with_name = |name: &str| RunnerOptions { endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: Some(crate::conformance::connection::tls_client(&cert, name).unwrap()) }, ..options(port, None) };
+    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("localhost")).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("elsewhere.example")).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("opening connection 'main'") && reason.contains("TLS handshake with tls://127.0.0.1"), "{reason}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A bridge that sends a heartbeat of its own (no in_reply_to) when the
+/// tool `beat` is called, and counts the agent's answers to it, which the
+/// tool `answers` reports.
+fn heartbeating_bridge() -> Script {
+    let answers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    Arc::new(move |message: &Value| {
+        let count = || answers.load(std::sync::atomic::Ordering::SeqCst);
+        match (message["type"].as_str(), message["tool"].as_str()) {
+            (Some("tool_call"), Some("beat")) => reply(vec![
+                json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "bridge-heartbeat-1", "interval_s": 10.0, "meta": { "tick": 5 } }),
+                json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": {} }),
+            ]),
+            (Some("tool_call"), Some("answers")) => reply(vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": { "answers": count() } })]),
+            (Some("heartbeat"), _) if message["in_reply_to"] == "bridge-heartbeat-1" => {
+                answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                good_bridge(message)
+            }
+            _ => good_bridge(message),
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_bridges_heartbeats_are_answered_on_every_connection_and_stay_expectable() {
+    let steps = r#"
+  - call: {tool: beat}
+  - name: the bridge's heartbeat is still there for an expect
+    expect: {type: heartbeat, message_id: bridge-heartbeat-1, in_reply_to: {$absent: true}}
+  - name: the runner answered it before its next message
+    call: {tool: answers}
+    expect_ok: {answers: 1}
+  - name: the bridge's echo of the runner's answer is the runner's own business
+    expect_none: {type: heartbeat}
+    for_s: 0
+  - connect: {name: second}
+  - call: {tool: beat}
+    conn: second
+  - call: {tool: answers}
+    conn: second
+    expect_ok: {answers: 2}
+  - name: fail on purpose, to see the transcript
+    expect: {type: nothing_like_this}
+    within_s: 0
+"#;
+    let result = run(heartbeating_bridge(), steps).await;
+    let reason = result.failure_message().unwrap();
+    assert!(reason.contains("step 8 \"fail on purpose"), "every step before passed: {reason}");
+    let transcript = result.transcript.join("\n");
+    for conn in ["main", "second"] {
+        let answer = format!("{conn}> {{\"in_reply_to\":\"bridge-heartbeat-1\",\"message_id\":\"conformance-heartbeat-");
+        assert!(transcript.contains(&answer), "the answer on {conn} is in the transcript:\n{transcript}");
+    }
+}
+
+#[tokio::test]
+async fn a_heartbeat_answer_on_a_connection_the_bridge_closed_is_not_a_failure() {
+    // The bridge sends a heartbeat and hangs up at once.
+    let script: Script = Arc::new(|message: &Value| {
+        if message["type"] == "tool_call" {
+            let heartbeat = json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "last-words", "meta": { "tick": 5 } });
+            return Reply { lines: vec![heartbeat.to_string()], close: true };
+        }
+        good_bridge(message)
+    });
+    let steps = r#"
+  - call: {tool: probe, wait: false}
+  - name: the bridge hangs up after its heartbeat
+    expect_closed: true
+  - connect: {name: second}
+  - send: {type: heartbeat, message_id: hb}
+    conn: second
+  - expect: {type: heartbeat, in_reply_to: hb}
+    conn: second
+"#;
+    let result = run(script, steps).await;
+    assert_eq!(result.status, Status::Passed, "{:?}\n{:#?}", result.failure_message(), result.transcript);
+}
+
+/// A peer that notes when it has seen the runner's end of a connection
+/// close, before it closes its own; or, when `hold` is set, keeps its end
+/// open.
+async fn peer_noting_closes(hold: bool) -> (u16, Arc<std::sync::atomic::AtomicU64>) {
+    let seen_closed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let noted = seen_closed.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let noted = noted.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.unwrap();
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let message: Value = serde_json::from_str(&line).unwrap();
+                    for line in good_bridge(&message).lines {
+                        write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+                    }
+                }
+                noted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if hold {
+                    std::future::pending::<()>().await;
+                }
+            });
+        }
+    });
+    (port, seen_closed)
+}
+
+#[tokio::test]
+async fn a_scenario_ends_once_the_bridge_has_closed_its_connections() {
+    let (port, seen_closed) = peer_noting_closes(false).await;
+    let steps = format!("{CALL_PROBE}  - connect: {{name: second}}\n");
+    let result = run_scenario(&scenario(&steps), Path::new("test.yaml"), &options(port, None)).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 2, "both connections were closed and the peer had seen it when the scenario ended");
+}
+
+#[tokio::test]
+async fn a_bridge_that_never_closes_does_not_hold_the_run() {
+    let (port, seen_closed) = peer_noting_closes(true).await;
+    let patient = RunnerOptions { close_wait: Duration::from_millis(200), ..options(port, None) };
+    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &patient).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 1, "the runner closed its end");
+}

@@ -1,0 +1,645 @@
+//! Typed, strict configuration. Files are ROS 2 parameter files
+//! (`<node>: ros__parameters: {...}` or `/**: ros__parameters: {...}`), so
+//! the same file serves `--params-file` in a launch file and `--config` on
+//! the command line. Unknown keys are rejected with their names.
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:43010";
+/// The AI-control contract's default endpoint.
+pub const DEFAULT_FONLINE_LISTEN: &str = "127.0.0.1:43011";
+pub const DEFAULT_NODE_NAME: &str = "aicc_bridge";
+
+/// The whole bridge configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the AICC listener binds. Loopback unless deliberately changed.
+    pub listen: String,
+    /// AICC tick rate (`tick_rate_hz` in the manifest).
+    pub tick_rate_hz: f64,
+    /// Name of the world in the manifest (metadata only, never state).
+    pub world_name: String,
+    /// Largest accepted inbound line, bytes (AICC and the contract: 1 MiB).
+    pub max_line_bytes: usize,
+    /// Tool calls one session may have executing at once.
+    pub max_calls_in_flight: usize,
+    /// Bound on messages queued to one connection's writer; beyond it events
+    /// are dropped (and counted in the stream) and reading pauses.
+    pub outbound_queue: usize,
+    /// How the tick advances: fixed, event or hybrid (with `tick_now`).
+    pub tick_mode: crate::protocol::core::TickMode,
+    /// Events kept per session for replay on resume.
+    pub event_ring_capacity: usize,
+    /// How long a disconnected session may be resumed.
+    pub resume_window_s: f64,
+    /// Heartbeat interval for agents that declare no model class.
+    pub heartbeat_interval_s: f64,
+    /// A peer silent for this many heartbeat intervals is disconnected.
+    pub dead_peer_intervals: u32,
+    /// The motion lease lapses after this long without actuator calls.
+    pub lease_timeout_s: f64,
+    /// Deadline of any one tool call.
+    pub tool_timeout_s: f64,
+    /// Connections served at once.
+    pub max_connections: usize,
+    pub security: SecurityConfig,
+    /// The robot's URDF ("" = the bundled urdf/aicc_bot.urdf): joint
+    /// names, limits and geometry for the governor and the head/arm tools.
+    pub urdf_file: String,
+    /// Namespace prepended to relative topic names ("" = the node's own),
+    /// for multi-robot setups; `--ros-args -r __ns:=/robot1` works too.
+    pub namespace: String,
+    pub actuators: Actuators,
+    pub base: BaseConfig,
+    pub safety: SafetySettings,
+    pub sensors: SensorConfig,
+    /// The AI-control (FOnline dialect) front end: off unless enabled.
+    pub fonline: FonlineConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN.into(),
+            tick_rate_hz: 10.0,
+            world_name: "aicc_sim_room".into(),
+            max_line_bytes: 1 << 20,
+            max_calls_in_flight: 8,
+            outbound_queue: 256,
+            tick_mode: crate::protocol::core::TickMode::Fixed,
+            event_ring_capacity: 1024,
+            resume_window_s: 120.0,
+            heartbeat_interval_s: 10.0,
+            dead_peer_intervals: 3,
+            lease_timeout_s: 30.0,
+            tool_timeout_s: 120.0,
+            max_connections: 256,
+            security: SecurityConfig::default(),
+            urdf_file: String::new(),
+            namespace: String::new(),
+            actuators: Actuators::default(),
+            safety: SafetySettings::default(),
+            base: BaseConfig::default(),
+            sensors: SensorConfig::default(),
+            fonline: FonlineConfig::default(),
+        }
+    }
+}
+
+/// The AI-control dialect (JSON-RPC 2.0 over NDJSON, the FOnline AiControl
+/// contract) as a second front end over the same core. Disabled by
+/// default: the contract asks for explicit configuration of a listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FonlineConfig {
+    pub enabled: bool,
+    /// HOST:PORT; a non-loopback address needs security.allow_remote and a token.
+    pub listen: String,
+    /// Commands waiting behind the running one; one more is refused (-32002).
+    pub max_queued_commands: usize,
+    /// Events retained for `events` (bridge-wide, oldest dropped first).
+    pub max_events: usize,
+}
+
+impl Default for FonlineConfig {
+    fn default() -> Self {
+        Self { enabled: false, listen: DEFAULT_FONLINE_LISTEN.into(), max_queued_commands: 64, max_events: 512 }
+    }
+}
+
+/// Who may connect, and how.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// Listening on a non-loopback address needs this and a token.
+    pub allow_remote: bool,
+    /// Environment variables holding tokens, and the scope each grants.
+    /// Unset variables are skipped; with none set, no authentication is
+    /// asked (loopback only) and sessions get `unauthenticated_scope`.
+    pub tokens: Vec<TokenSource>,
+    pub unauthenticated_scope: crate::protocol::auth::Scope,
+    /// Failed authentication attempts before a connection is closed.
+    pub max_auth_failures: u32,
+    /// TLS for remote use: PEM certificate chain and private key. Empty: plain TCP.
+    pub tls_cert_file: String,
+    pub tls_key_file: String,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        use crate::protocol::auth::Scope;
+        Self {
+            allow_remote: false,
+            tokens: vec![
+                TokenSource { env: "AICC_TOKEN".into(), scope: Scope::Admin },
+                TokenSource { env: "AICC_ACTUATE_TOKEN".into(), scope: Scope::Actuate },
+                TokenSource { env: "AICC_OBSERVE_TOKEN".into(), scope: Scope::Observe },
+            ],
+            unauthenticated_scope: Scope::Admin,
+            max_auth_failures: 5,
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+        }
+    }
+}
+
+/// One token: the name of the environment variable that holds it (never
+/// the token itself: command lines and config files leak).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSource {
+    pub env: String,
+    pub scope: crate::protocol::auth::Scope,
+}
+
+/// Where commands go: ROS topics and action servers (relative names
+/// resolve in the node's namespace, for multi-robot setups).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Actuators {
+    /// geometry_msgs/Twist (or TwistStamped below).
+    pub cmd_vel: String,
+    /// Publish TwistStamped instead of Twist (Jazzy+ diff drive controllers).
+    pub cmd_vel_stamped: bool,
+    /// control_msgs/FollowJointTrajectory server of the pan-tilt head ("" = none).
+    pub head_action: String,
+    /// Joint names of the head, pan first, tilt second.
+    pub head_joints: Vec<String>,
+    /// control_msgs/FollowJointTrajectory server of the arm ("" = none).
+    pub arm_action: String,
+    pub arm_joints: Vec<String>,
+    /// control_msgs/GripperCommand server ("" = none).
+    pub gripper_action: String,
+    /// The joint whose position the gripper command sets.
+    pub gripper_joint: String,
+    /// std_msgs/String topic for `say` ("" = none).
+    pub say_topic: String,
+    /// diagnostic_msgs/DiagnosticArray topic for clamps, stops and rejections.
+    pub diagnostics_topic: String,
+}
+
+impl Default for Actuators {
+    fn default() -> Self {
+        Self {
+            cmd_vel: "cmd_vel".into(),
+            cmd_vel_stamped: false,
+            head_action: "head_controller/follow_joint_trajectory".into(),
+            head_joints: vec!["head_pan_joint".into(), "head_tilt_joint".into()],
+            arm_action: "arm_controller/follow_joint_trajectory".into(),
+            arm_joints: vec!["joint1".into(), "joint2".into(), "joint3".into(), "joint4".into()],
+            gripper_action: "gripper_controller/gripper_cmd".into(),
+            gripper_joint: "gripper_left_joint".into(),
+            say_topic: "say".into(),
+            diagnostics_topic: "/diagnostics".into(),
+        }
+    }
+}
+
+/// Delivery guarantee of a subscription. Best effort matches both kinds
+/// of publisher; reliable receives nothing from a best-effort publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reliability {
+    Reliable,
+    BestEffort,
+}
+
+/// One sensor topic.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SensorTopic {
+    /// The topic; "" when the robot has no such sensor (the tools that need
+    /// it are then left out of the manifest).
+    pub topic: String,
+    #[serde(default = "default_reliability")]
+    pub reliability: Reliability,
+    /// History depth of the subscription.
+    #[serde(default = "default_depth")]
+    pub depth: usize,
+    /// Data older than this is an error, never served silently.
+    pub max_age_s: f64,
+}
+
+fn default_reliability() -> Reliability {
+    Reliability::BestEffort
+}
+
+fn default_depth() -> usize {
+    5
+}
+
+impl SensorTopic {
+    fn new(topic: &str, max_age_s: f64) -> Self {
+        Self { topic: topic.into(), reliability: Reliability::BestEffort, depth: 5, max_age_s }
+    }
+
+    pub fn is_configured(&self) -> bool {
+        !self.topic.is_empty()
+    }
+}
+
+/// The camera: raw sensor_msgs/Image or sensor_msgs/CompressedImage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageTransport {
+    Raw,
+    Compressed,
+}
+
+/// Sensor topics, their QoS and freshness.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SensorConfig {
+    /// nav_msgs/Odometry.
+    pub odom: SensorTopic,
+    /// sensor_msgs/Imu.
+    pub imu: SensorTopic,
+    /// The colour camera.
+    pub camera: SensorTopic,
+    pub camera_transport: ImageTransport,
+    /// sensor_msgs/CameraInfo of the colour camera.
+    pub camera_info: SensorTopic,
+    /// sensor_msgs/Image, 32FC1 (metres) or 16UC1 (millimetres).
+    pub depth: SensorTopic,
+    /// sensor_msgs/CameraInfo of the depth image.
+    pub depth_info: SensorTopic,
+    /// sensor_msgs/JointState.
+    pub joint_states: SensorTopic,
+    /// ros_gz_interfaces/Contacts from the bumper.
+    pub bumper: SensorTopic,
+    /// sensor_msgs/BatteryState ("" when not configured).
+    pub battery: SensorTopic,
+    /// Below this charge (0..1) a battery-low state_change event is raised.
+    pub battery_low_fraction: f64,
+    /// A sensor silent this long is taken out of the manifest (and put back
+    /// when data flows again).
+    pub unavailable_after_s: f64,
+}
+
+impl Default for SensorConfig {
+    fn default() -> Self {
+        Self {
+            odom: SensorTopic::new("odom", 0.5),
+            imu: SensorTopic::new("imu", 0.5),
+            camera: SensorTopic { depth: 2, ..SensorTopic::new("camera/image_raw", 1.0) },
+            camera_transport: ImageTransport::Raw,
+            camera_info: SensorTopic::new("camera/camera_info", 5.0),
+            depth: SensorTopic { depth: 2, ..SensorTopic::new("camera/depth/image_raw", 1.0) },
+            depth_info: SensorTopic::new("camera/depth/camera_info", 5.0),
+            joint_states: SensorTopic::new("joint_states", 0.5),
+            bumper: SensorTopic::new("bumper", 0.5),
+            battery: SensorTopic::new("", 10.0),
+            battery_low_fraction: 0.2,
+            unavailable_after_s: 2.0,
+        }
+    }
+}
+
+/// The governor's safety rules for the base (see src/governor/safety.rs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SafetySettings {
+    /// Odometry or IMU older than this while moving stops the base.
+    pub max_sensor_age_s: f64,
+    /// Obstacles (depth camera) nearer than this slow the base down...
+    pub slow_down_distance_m: f64,
+    /// ...to a stop at this distance, measured from base_footprint.
+    pub stop_distance_m: f64,
+    /// Between the two, never slower than this towards the obstacle, so
+    /// that the robot reaches the stop distance (0 = no floor; must be
+    /// below base.max_linear_mps).
+    pub min_creep_speed_mps: f64,
+    /// Stay within this radius of the start pose; 0 = no geofence.
+    pub geofence_radius_m: f64,
+    /// After a bumper contact, forward motion stays refused until the
+    /// bumper has read clear this long...
+    pub contact_clear_time_s: f64,
+    /// ...and the robot has backed off this far or turned this much.
+    pub contact_release_backoff_m: f64,
+    pub contact_release_turn_rad: f64,
+    /// Deceleration of an emergency stop (agent gone, stop, stale sensors).
+    pub emergency_decel_mps2: f64,
+    pub emergency_decel_radps2: f64,
+}
+
+impl Default for SafetySettings {
+    fn default() -> Self {
+        let rules = crate::governor::SafetyConfig::DEFAULT;
+        let emergency = crate::governor::EmergencyLimits::DEFAULT;
+        Self {
+            max_sensor_age_s: rules.max_sensor_age_s,
+            slow_down_distance_m: rules.slow_down_distance_m,
+            stop_distance_m: rules.stop_distance_m,
+            min_creep_speed_mps: rules.min_creep_speed_mps,
+            geofence_radius_m: 0.0,
+            contact_clear_time_s: rules.contact_clear_time_s,
+            contact_release_backoff_m: rules.contact_release_backoff_m,
+            contact_release_turn_rad: rules.contact_release_turn_rad,
+            emergency_decel_mps2: emergency.max_emergency_decel_mps2,
+            emergency_decel_radps2: emergency.max_emergency_decel_radps2,
+        }
+    }
+}
+
+impl SafetySettings {
+    pub fn rules(&self) -> crate::governor::SafetyConfig {
+        crate::governor::SafetyConfig {
+            max_sensor_age_s: self.max_sensor_age_s,
+            slow_down_distance_m: self.slow_down_distance_m,
+            stop_distance_m: self.stop_distance_m,
+            min_creep_speed_mps: self.min_creep_speed_mps,
+            geofence: None,
+            contact_clear_time_s: self.contact_clear_time_s,
+            contact_release_backoff_m: self.contact_release_backoff_m,
+            contact_release_turn_rad: self.contact_release_turn_rad,
+        }
+    }
+
+    pub fn emergency(&self) -> crate::governor::EmergencyLimits {
+        crate::governor::EmergencyLimits { max_emergency_decel_mps2: self.emergency_decel_mps2, max_emergency_decel_radps2: self.emergency_decel_radps2 }
+    }
+
+    pub fn geofence_radius(&self) -> Option<f64> {
+        (self.geofence_radius_m > 0.0).then_some(self.geofence_radius_m)
+    }
+}
+
+/// Limits and behaviour of the mobile base.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BaseConfig {
+    pub max_linear_mps: f64,
+    pub max_angular_radps: f64,
+    pub max_linear_accel_mps2: f64,
+    pub max_angular_accel_radps2: f64,
+    /// Rate of the governed cmd_vel loop.
+    pub control_rate_hz: f64,
+    /// A setpoint not refreshed within this time is dropped (deadman).
+    pub setpoint_timeout_s: f64,
+    /// `move` ends when the remaining distance is below this.
+    pub move_tolerance_m: f64,
+    /// Longest single `move`.
+    pub max_move_distance_m: f64,
+}
+
+impl Default for BaseConfig {
+    fn default() -> Self {
+        Self {
+            max_linear_mps: 0.22,
+            max_angular_radps: 1.5,
+            max_linear_accel_mps2: 1.0,
+            max_angular_accel_radps2: 3.0,
+            control_rate_hz: 50.0,
+            setpoint_timeout_s: 0.2,
+            move_tolerance_m: 0.005,
+            max_move_distance_m: 5.0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Config {
+    /// Loads a ROS 2 parameter file, taking the section of `node_name` (or `/**`).
+    pub fn load(path: &Path, node_name: &str) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Self::from_params_yaml(&text, node_name).map_err(|message| ConfigError::Invalid { path: path.display().to_string(), message })
+    }
+
+    /// Parses the text of a ROS 2 parameter file.
+    pub fn from_params_yaml(text: &str, node_name: &str) -> Result<Self, String> {
+        let document: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+        let serde_yaml::Value::Mapping(top) = document else {
+            return Err("expected a mapping '<node name>: {ros__parameters: {...}}' at the top".into());
+        };
+        let wanted = [node_name.to_string(), format!("/{node_name}"), "/**".to_string()];
+        let section = wanted.iter().find_map(|key| top.get(key.as_str())).ok_or_else(|| {
+            let found: Vec<String> = top.keys().filter_map(|k| k.as_str().map(str::to_owned)).collect();
+            format!("no section for node '{node_name}' (or '/**'); found: {found:?}")
+        })?;
+        let params = section.get("ros__parameters").ok_or("the node's section has no 'ros__parameters'")?;
+        let config: Config = serde_yaml::from_value(params.clone()).map_err(|e| e.to_string())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks values serde cannot: ranges, finiteness, parseable addresses.
+    pub fn validate(&self) -> Result<(), String> {
+        self.listen.parse::<SocketAddr>().map_err(|e| format!("listen '{}' is not HOST:PORT: {e}", self.listen))?;
+        self.fonline.listen.parse::<SocketAddr>().map_err(|e| format!("fonline.listen '{}' is not HOST:PORT: {e}", self.fonline.listen))?;
+        let positive = [
+            ("tick_rate_hz", self.tick_rate_hz),
+            ("base.max_linear_mps", self.base.max_linear_mps),
+            ("base.max_angular_radps", self.base.max_angular_radps),
+            ("base.max_linear_accel_mps2", self.base.max_linear_accel_mps2),
+            ("base.max_angular_accel_radps2", self.base.max_angular_accel_radps2),
+            ("base.control_rate_hz", self.base.control_rate_hz),
+            ("base.setpoint_timeout_s", self.base.setpoint_timeout_s),
+            ("base.move_tolerance_m", self.base.move_tolerance_m),
+            ("base.max_move_distance_m", self.base.max_move_distance_m),
+            ("sensors.unavailable_after_s", self.sensors.unavailable_after_s),
+            ("resume_window_s", self.resume_window_s),
+            ("heartbeat_interval_s", self.heartbeat_interval_s),
+            ("lease_timeout_s", self.lease_timeout_s),
+            ("tool_timeout_s", self.tool_timeout_s),
+        ];
+        for (name, value) in positive {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("{name} must be a positive number, got {value}"));
+            }
+        }
+        let sensors = &self.sensors;
+        for (name, sensor) in [
+            ("odom", &sensors.odom),
+            ("imu", &sensors.imu),
+            ("camera", &sensors.camera),
+            ("camera_info", &sensors.camera_info),
+            ("depth", &sensors.depth),
+            ("depth_info", &sensors.depth_info),
+            ("joint_states", &sensors.joint_states),
+            ("bumper", &sensors.bumper),
+            ("battery", &sensors.battery),
+        ] {
+            if !(sensor.max_age_s.is_finite() && sensor.max_age_s > 0.0) {
+                return Err(format!("sensors.{name}.max_age_s must be a positive number, got {}", sensor.max_age_s));
+            }
+            if sensor.depth == 0 {
+                return Err(format!("sensors.{name}.depth must be at least 1"));
+            }
+        }
+        if !sensors.odom.is_configured() {
+            return Err("sensors.odom.topic is required: the base cannot move safely without odometry".into());
+        }
+        if !(0.0..=1.0).contains(&sensors.battery_low_fraction) {
+            return Err(format!("sensors.battery_low_fraction must be within 0..1, got {}", sensors.battery_low_fraction));
+        }
+        if self.actuators.head_joints.len() != 2 && !self.actuators.head_action.is_empty() {
+            return Err(format!("actuators.head_joints must name the pan and the tilt joint, got {:?}", self.actuators.head_joints));
+        }
+        self.safety.rules().validate().map_err(|e| format!("safety: {e}"))?;
+        // A floor at or above the limit would make the slow-down zone no slow-down at all.
+        if self.safety.min_creep_speed_mps >= self.base.max_linear_mps {
+            return Err(format!(
+                "safety.min_creep_speed_mps = {} must be below base.max_linear_mps = {}",
+                self.safety.min_creep_speed_mps, self.base.max_linear_mps
+            ));
+        }
+        if !(self.safety.geofence_radius_m.is_finite() && self.safety.geofence_radius_m >= 0.0) {
+            return Err(format!("safety.geofence_radius_m must be 0 (none) or positive, got {}", self.safety.geofence_radius_m));
+        }
+        for (name, value) in [("safety.emergency_decel_mps2", self.safety.emergency_decel_mps2), ("safety.emergency_decel_radps2", self.safety.emergency_decel_radps2)] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(format!("{name} must be a positive number, got {value}"));
+            }
+        }
+        if self.dead_peer_intervals == 0 {
+            return Err("dead_peer_intervals must be at least 1".into());
+        }
+        if self.security.tls_cert_file.is_empty() != self.security.tls_key_file.is_empty() {
+            return Err("security.tls_cert_file and security.tls_key_file go together: set both or neither".into());
+        }
+        for (name, value) in [
+            ("max_line_bytes", self.max_line_bytes),
+            ("max_calls_in_flight", self.max_calls_in_flight),
+            ("outbound_queue", self.outbound_queue),
+            ("event_ring_capacity", self.event_ring_capacity),
+            ("max_connections", self.max_connections),
+            ("fonline.max_queued_commands", self.fonline.max_queued_commands),
+            ("fonline.max_events", self.fonline.max_events),
+        ] {
+            if value == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bundled robot description (the simulated robot's).
+pub const BUNDLED_URDF: &str = include_str!("../../../urdf/aicc_bot.urdf");
+
+impl Config {
+    /// The URDF text: the configured file, or the bundled one.
+    pub fn urdf_text(&self) -> Result<String, ConfigError> {
+        if self.urdf_file.is_empty() {
+            return Ok(BUNDLED_URDF.to_string());
+        }
+        std::fs::read_to_string(&self.urdf_file).map_err(|source| ConfigError::Read { path: self.urdf_file.clone(), source })
+    }
+}
+
+impl SecurityConfig {
+    /// Reads the tokens from their environment variables. An empty variable
+    /// is an error rather than silently no token.
+    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, String> {
+        let mut tokens = crate::protocol::auth::Tokens::default();
+        for source in &self.tokens {
+            if let Some(token) = env(&source.env) {
+                tokens.add(&token, source.scope).map_err(|e| format!("environment variable {}: {e}", source.env))?;
+            }
+        }
+        Ok(tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_default_file_parses_and_matches_the_built_in_defaults() {
+        let text = include_str!("../../../config/default.yaml");
+        let config = Config::from_params_yaml(text, DEFAULT_NODE_NAME).unwrap();
+        let built_in = Config::default();
+        assert_eq!(config.listen, built_in.listen);
+        assert_eq!(config.base.max_linear_mps, built_in.base.max_linear_mps);
+        assert_eq!(config.sensors.odom.topic, built_in.sensors.odom.topic);
+        assert_eq!(config.sensors.camera.depth, built_in.sensors.camera.depth);
+        assert_eq!(config.actuators.arm_joints, built_in.actuators.arm_joints);
+        assert_eq!(config.event_ring_capacity, built_in.event_ring_capacity);
+        assert_eq!(config.security.tokens.len(), built_in.security.tokens.len());
+        assert_eq!(config.security.unauthenticated_scope, built_in.security.unauthenticated_scope);
+        assert_eq!(config.tick_mode, built_in.tick_mode);
+        assert_eq!((config.fonline.enabled, config.fonline.listen.as_str()), (false, DEFAULT_FONLINE_LISTEN));
+        assert_eq!((config.fonline.max_queued_commands, config.fonline.max_events), (built_in.fonline.max_queued_commands, built_in.fonline.max_events));
+    }
+
+    #[test]
+    fn the_fonline_section_is_strict_and_checked() {
+        let typo = "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_queue: 3\n";
+        assert!(Config::from_params_yaml(typo, "x").unwrap_err().contains("max_queue"));
+        let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
+        assert!(Config::from_params_yaml(zero, "x").unwrap_err().contains("fonline.max_events"));
+        let bad_listen = "/**:\n  ros__parameters:\n    fonline:\n      listen: \"localhost\"\n";
+        assert!(Config::from_params_yaml(bad_listen, "x").unwrap_err().contains("fonline.listen"));
+        let sim = Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert!(sim.fonline.enabled, "the simulation profile serves the AI-control dialect");
+    }
+
+    #[test]
+    fn tokens_come_from_the_environment_and_an_empty_one_is_an_error() {
+        let security = SecurityConfig::default();
+        let tokens = security.load_tokens(|name| (name == "AICC_OBSERVE_TOKEN").then(|| "t0k".to_string())).unwrap();
+        assert_eq!(tokens.check("t0k"), Some(crate::protocol::auth::Scope::Observe));
+        assert!(security.load_tokens(|_| None).unwrap().is_empty());
+        let err = security.load_tokens(|name| (name == "AICC_TOKEN").then(String::new)).unwrap_err();
+        assert!(err.contains("AICC_TOKEN"), "{err}");
+    }
+
+    #[test]
+    fn every_shipped_profile_parses() {
+        for (name, text) in [
+            ("sim.yaml", include_str!("../../../config/sim.yaml")),
+            ("turtlebot3.yaml", include_str!("../../../config/turtlebot3.yaml")),
+            ("turtlebot4.yaml", include_str!("../../../config/turtlebot4.yaml")),
+        ] {
+            let config = Config::from_params_yaml(text, DEFAULT_NODE_NAME).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(config.sensors.odom.is_configured(), "{name}");
+        }
+        let tb4 = Config::from_params_yaml(include_str!("../../../config/turtlebot4.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert_eq!((tb4.sensors.depth.topic.as_str(), tb4.actuators.arm_action.as_str()), ("oakd/stereo/image_raw", ""));
+    }
+
+    #[test]
+    fn the_creep_speed_is_checked_against_the_base_limit() {
+        let sim = Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert_eq!(sim.safety.rules().min_creep_speed_mps, 0.04);
+        let default = Config::from_params_yaml(include_str!("../../../config/default.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert_eq!(default.safety.min_creep_speed_mps, Config::default().safety.min_creep_speed_mps);
+        let too_fast = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.2\n    safety:\n      min_creep_speed_mps: 0.2\n";
+        let err = Config::from_params_yaml(too_fast, "x").unwrap_err();
+        assert!(err.contains("safety.min_creep_speed_mps") && err.contains("base.max_linear_mps"), "{err}");
+        let negative = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: -0.01\n";
+        assert!(Config::from_params_yaml(negative, "x").unwrap_err().contains("min_creep_speed_mps"));
+        let off = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: 0.0\n";
+        assert_eq!(Config::from_params_yaml(off, "x").unwrap().safety.min_creep_speed_mps, 0.0);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_by_name() {
+        let text = "aicc_bridge:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.3\n      max_lineer_accel: 2.0\n";
+        let err = Config::from_params_yaml(text, "aicc_bridge").unwrap_err();
+        assert!(err.contains("max_lineer_accel"), "{err}");
+    }
+
+    #[test]
+    fn wildcard_section_and_bad_values_are_handled() {
+        let ok = "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n";
+        assert_eq!(Config::from_params_yaml(ok, "other").unwrap().tick_rate_hz, 20.0);
+        let no_age = "/**:\n  ros__parameters:\n    sensors:\n      imu: { topic: imu }\n";
+        assert!(Config::from_params_yaml(no_age, "x").unwrap_err().contains("max_age_s"));
+        let bad = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: -1.0\n";
+        assert!(Config::from_params_yaml(bad, "x").unwrap_err().contains("base.max_linear_mps"));
+        let missing = "robot:\n  ros__parameters: {}\n";
+        assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().contains("no section"));
+    }
+}

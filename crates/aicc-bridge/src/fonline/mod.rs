@@ -1,0 +1,140 @@
+//! The AI-control dialect (the FOnline AiControl contract: JSON-RPC 2.0
+//! envelopes over NDJSON/TCP; methods auth, ping, status, observe, events,
+//! act) as a second front end of the bridge. It owns ONE in-process AICC
+//! session on the bridge's core, so that validation, the governor, the
+//! motion lease, rate limits and command events apply unchanged; `act`
+//! commands are queued and run one at a time by a drain task, never on a
+//! socket task. See docs/fonline.md.
+pub mod actions;
+mod drain;
+pub mod gate;
+mod methods;
+pub mod observation;
+pub mod rpc;
+pub mod server;
+pub mod session;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::protocol::auth::{Scope, Tokens};
+use crate::protocol::catalog::Catalog;
+use crate::protocol::manifest::ToolClass;
+use crate::server::Bridge;
+use session::Session;
+use state::DialectState;
+
+/// The scope of the dialect's session on the core: it may act, never
+/// administer the bridge.
+pub const SESSION_SCOPE: Scope = Scope::Actuate;
+
+/// What the dialect is configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub max_queued_commands: usize,
+    pub max_events: usize,
+    /// The bridge's own tokens (security.tokens); none: connections start
+    /// authorized with `unauthenticated_scope` (loopback only).
+    pub tokens: Tokens,
+    pub unauthenticated_scope: Scope,
+    pub max_auth_failures: u32,
+    /// The bridge's tool timeout: a command's result is awaited this long
+    /// (and a little more).
+    pub tool_timeout: Duration,
+}
+
+/// The dialect's shared state and its parts.
+pub struct Dialect {
+    state: Mutex<DialectState>,
+    session: Session,
+    catalog: Arc<Catalog>,
+    /// Every actuator of the catalog.
+    actuators: Vec<String>,
+    /// The actions and their field mappings, for the observation.
+    actions: Value,
+    settings: Settings,
+    /// Wakes the drain task (a command was queued).
+    drain_wake: Notify,
+    /// One observation refresh at a time.
+    observe_gate: tokio::sync::Mutex<()>,
+    listening: Mutex<Option<SocketAddr>>,
+    connections: AtomicUsize,
+}
+
+impl Dialect {
+    pub fn new(catalog: Arc<Catalog>, settings: Settings) -> Arc<Self> {
+        let actuators = catalog.descriptors().filter(|d| d.class == ToolClass::Actuator).map(|d| d.id.to_string()).collect();
+        Arc::new(Self {
+            state: Mutex::new(DialectState::new(settings.max_queued_commands, settings.max_events)),
+            session: Session::default(),
+            actions: actions::describe(&catalog),
+            catalog,
+            actuators,
+            settings,
+            drain_wake: Notify::new(),
+            observe_gate: tokio::sync::Mutex::new(()),
+            listening: Mutex::new(None),
+            connections: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// Loopback first: another address needs the operator's explicit
+/// `security.allow_remote` and a token (the transport has no TLS).
+pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens: bool) -> Result<(), String> {
+    if address.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allow_remote {
+        return Err(format!("refusing the AI-control listener on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients"));
+    }
+    if !has_tokens {
+        return Err(format!("refusing the AI-control listener on {address} without a token: set one of the environment variables in security.tokens"));
+    }
+    Ok(())
+}
+
+/// Starts the dialect on a bound listener: its session on `bridge`'s
+/// core, its drain task and its listener. Abort the tasks to stop it.
+pub fn start(bridge: Arc<Bridge>, catalog: Arc<Catalog>, listener: TcpListener, settings: Settings) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
+    let bound = listener.local_addr()?;
+    let dialect = Dialect::new(catalog, settings);
+    *dialect.listening.lock() = Some(bound);
+    let session_task = {
+        let dialect = dialect.clone();
+        tokio::spawn(async move {
+            let events = dialect.clone();
+            dialect.session.run(move || bridge.connect_in_process(SESSION_SCOPE), move |event| {
+                events.state.lock().history.push(event);
+            }).await;
+        })
+    };
+    let drain_task = tokio::spawn(drain::run(dialect.clone()));
+    let server_task = tokio::spawn(server::serve(dialect, listener));
+    Ok((bound, vec![session_task, drain_task, server_task]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_loopback_listener_needs_allow_remote_and_a_token() {
+        let remote: SocketAddr = "0.0.0.0:43011".parse().unwrap();
+        let loopback: SocketAddr = "127.0.0.1:43011".parse().unwrap();
+        assert!(check_listen_address(loopback, false, false).is_ok());
+        assert!(check_listen_address("[::1]:0".parse().unwrap(), false, false).is_ok());
+        assert!(check_listen_address(remote, false, true).unwrap_err().contains("security.allow_remote"));
+        assert!(check_listen_address(remote, true, false).unwrap_err().contains("without a token"));
+        assert!(check_listen_address(remote, true, true).is_ok());
+    }
+}

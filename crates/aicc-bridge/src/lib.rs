@@ -1,0 +1,12 @@
+//! The AICC bridge without ROS. Data flows one way: socket -> codec ->
+//! session -> tool -> governor -> robot port, and back the same path. The
+//! ROS node (crate `aicc_ros2`) implements the robot port; tests and the
+//! replay robot implement it too.
+pub mod config;
+pub mod fonline;
+pub mod governor;
+pub mod perception;
+pub mod protocol;
+pub mod robot;
+pub mod server;
+pub mod tools;

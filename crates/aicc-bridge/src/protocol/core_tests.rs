@@ -1,0 +1,670 @@
+//! The protocol core, driven with JSON lines on virtual time.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::protocol::auth::{Scope, Tokens};
+use crate::protocol::catalog::Catalog;
+use crate::protocol::manifest::{ToolClass, ToolDescriptor};
+use crate::protocol::AiccError;
+use crate::protocol::ErrorCode;
+
+fn tool(id: &'static str, class: ToolClass, capability: &'static str, strict: bool, calls_per_minute: Option<u32>) -> ToolDescriptor {
+    ToolDescriptor {
+        id,
+        class,
+        description: "test tool",
+        capability,
+        strict_input: strict,
+        calls_per_minute,
+        input_schema: json!({ "type": "object", "properties": { "forward": { "type": "number", "minimum": -5, "maximum": 5 } } }),
+        output_schema: json!({ "type": "object" }),
+    }
+}
+
+fn config() -> CoreConfig {
+    CoreConfig {
+        tick_rate_hz: 10.0,
+        tick_mode: TickMode::Fixed,
+        world_name: "test_room".into(),
+        max_calls_in_flight: 2,
+        event_ring_capacity: 4,
+        resume_window: Duration::from_secs(60),
+        heartbeat_interval: Duration::from_secs(10),
+        dead_peer_intervals: 3,
+        lease_timeout: Duration::from_secs(30),
+        tokens: Tokens::default(),
+        unauthenticated_scope: Scope::Admin,
+        max_auth_failures: 3,
+        limits: json!({ "base": { "max_linear_mps": 0.22 } }),
+    }
+}
+
+fn core_with(config: CoreConfig, t0: Instant) -> Core {
+    let mut tools = vec![
+        tool("probe", ToolClass::Sensor, "can_observe_world", false, None),
+        tool("drive", ToolClass::Actuator, "can_move_self", true, None),
+        tool("speak", ToolClass::Actuator, "can_communicate", false, Some(2)),
+    ];
+    tools.extend(core_tool_descriptors());
+    Core::new(config, Arc::new(Catalog::new(tools).unwrap()), t0)
+}
+
+/// Messages sent to `conn`.
+fn sent(outputs: &[Output], conn: ConnId) -> Vec<Value> {
+    outputs.iter().filter_map(|o| match o { Output::Send { conn: c, message, .. } if *c == conn => Some(message.clone()), _ => None }).collect()
+}
+
+fn only(outputs: &[Output], conn: ConnId) -> Value {
+    let messages = sent(outputs, conn);
+    assert_eq!(messages.len(), 1, "expected one message to {conn}: {outputs:?}");
+    messages.into_iter().next().unwrap()
+}
+
+/// The one tool_result sent to `conn` (events beside it are ignored).
+fn result_of(outputs: &[Output], conn: ConnId) -> Value {
+    let results: Vec<Value> = sent(outputs, conn).into_iter().filter(|m| m["type"] == "tool_result").collect();
+    assert_eq!(results.len(), 1, "expected one tool_result: {outputs:?}");
+    results.into_iter().next().unwrap()
+}
+
+fn call(call_id: &str, tool: &str, input: Value) -> Vec<u8> {
+    json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m-{call_id}"), "call_id": call_id, "tool": tool, "input": input }).to_string().into_bytes()
+}
+
+fn line(value: Value) -> Vec<u8> {
+    value.to_string().into_bytes()
+}
+
+fn executes(outputs: &[Output]) -> bool {
+    outputs.iter().any(|o| matches!(o, Output::Execute { .. }))
+}
+
+fn session_id(init: &Value) -> String {
+    init["session_id"].as_str().unwrap().to_string()
+}
+
+fn error_code(message: &Value) -> (String, bool) {
+    let error = if message["type"] == "error" { message.clone() } else { message["error"].clone() };
+    (error["code"].as_str().unwrap().to_string(), error["retryable"].as_bool().unwrap())
+}
+
+#[test]
+fn connect_sends_session_init_with_the_manifest_and_no_world_state() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let init = only(&core.on_connect(1, t0), 1);
+    assert_eq!((init["type"].as_str(), init["protocol"].as_str()), (Some("session_init"), Some("aicc/0.1")));
+    assert_eq!(uuid::Uuid::parse_str(init["session_id"].as_str().unwrap()).unwrap().get_version_num(), 4);
+    assert_eq!(init["tick_rate_hz"], 10.0);
+    assert_eq!(init["tick_mode"], "fixed");
+    assert_eq!(init["world"], json!({ "name": "test_room", "kind": "3d" }));
+    assert_eq!(init["capabilities"]["sensors"], json!(["probe", "cancel", "memory_query", "bridge_status"]));
+    assert_eq!(init["capabilities"]["actuators"], json!(["drive", "speak"]));
+    let speak = init["tools"].as_array().unwrap().iter().find(|t| t["id"] == "speak").unwrap();
+    assert_eq!(speak["limits"]["calls_per_minute"], 2);
+    assert!(init["tools"].as_array().unwrap().iter().all(|t| t["input_schema"].is_object() && t["output_schema"].is_object()));
+    assert!(!init["tools"].as_array().unwrap().iter().any(|t| t["id"] == "tick_now"), "tick_now only in hybrid mode");
+    assert_eq!(init["limits"]["base"]["max_linear_mps"], 0.22, "the limits in force are stated");
+    for world_state in ["position", "rotation", "pose", "bounds", "inventory"] {
+        assert!(!init.to_string().contains(&format!("\"{world_state}\"")), "manifest carries {world_state}");
+    }
+}
+
+#[test]
+fn a_call_runs_and_its_result_carries_tick_latency_source_and_ignored_fields() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let out = core.on_line(1, &call("c1", "probe", json!({ "forward": 1, "colour": "red" })), t0);
+    let Some(Output::Execute { call_id, tool, input, session, .. }) = out.into_iter().next() else { panic!("no execute") };
+    assert_eq!((call_id.as_str(), tool.as_str(), session.as_str()), ("c1", "probe", sid.as_str()));
+    assert_eq!(Value::Object(input), json!({ "forward": 1 }), "unknown fields are dropped for a lenient tool");
+    let done = t0 + Duration::from_millis(350);
+    let result = only(&core.on_tool_finished(&sid, "c1", Ok(ToolSuccess { output: json!({ "x": 1 }), source: "/odom".into() }), done), 1);
+    assert_eq!((result["type"].as_str(), result["call_id"].as_str(), result["ok"].as_bool()), (Some("tool_result"), Some("c1"), Some(true)));
+    assert_eq!(result["meta"]["tick"], 3);
+    assert_eq!(result["meta"]["latency_ms"], 350.0);
+    assert_eq!(result["meta"]["source"], "/odom");
+    assert_eq!(result["meta"]["ignored_fields"], json!(["colour"]));
+}
+
+#[test]
+fn every_error_code_with_its_retryable_flag() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let expect = |core: &mut Core, bytes: Vec<u8>, code: &str, retryable: bool| {
+        let message = only(&core.on_line(1, &bytes, t0), 1);
+        assert_eq!(error_code(&message), (code.to_string(), retryable), "{message}");
+        message
+    };
+    expect(&mut core, line(json!({ "protocol": "aicc/1.0", "type": "heartbeat" })), "protocol_mismatch", false);
+    expect(&mut core, call("a", "fly", json!({})), "tool_unknown", false);
+    let bad = expect(&mut core, call("b", "drive", json!({ "forward": 9 })), "invalid_input", false);
+    assert!(bad["error"]["message"].as_str().unwrap().starts_with("input.forward"), "{bad}");
+    expect(&mut core, call("c", "drive", json!({ "forward": 1, "turbo": true })), "invalid_input", false);
+    expect(&mut core, line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": "nope" })), "session_expired", false);
+    core.set_tool_availability("probe", Some("no messages on /odom for 2.0 s".into()), t0);
+    let unavailable = expect(&mut core, call("d", "probe", json!({})), "tool_unavailable", true);
+    assert!(unavailable["error"]["message"].as_str().unwrap().contains("/odom"));
+    // The three that come from running a tool pass through unchanged.
+    for (code, retryable) in [(ErrorCode::ExecutionFailed, true), (ErrorCode::Timeout, true), (ErrorCode::InternalError, false)] {
+        let id = format!("run-{}", code.as_str());
+        assert!(executes(&core.on_line(1, &call(&id, "speak", json!({})), t0)) || code != ErrorCode::ExecutionFailed);
+        let out = core.on_line(1, &call(&format!("{id}-2"), "drive", json!({ "forward": 0.1 })), t0);
+        assert!(executes(&out));
+        let result = result_of(&core.on_tool_finished(&sid, &format!("{id}-2"), Err(AiccError::new(code, retryable, "x")), t0), 1);
+        assert_eq!(error_code(&result), (code.as_str().to_string(), retryable));
+        core.on_tool_finished(&sid, &id, Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
+    }
+}
+
+#[test]
+fn duplicate_call_ids_the_in_flight_bound_and_rate_limits_are_refused() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    assert!(executes(&core.on_line(1, &call("c1", "probe", json!({})), t0)));
+    assert_eq!(error_code(&only(&core.on_line(1, &call("c1", "probe", json!({})), t0), 1)).0, "invalid_input");
+    assert!(executes(&core.on_line(1, &call("c2", "probe", json!({})), t0)));
+    let full = only(&core.on_line(1, &call("c3", "probe", json!({})), t0), 1);
+    assert_eq!(error_code(&full), ("tool_unavailable".into(), true));
+    assert_eq!(full["call_id"], "c3");
+
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    for i in 0..2 {
+        let id = format!("s{i}");
+        assert!(executes(&core.on_line(1, &call(&id, "speak", json!({})), t0)));
+        core.on_tool_finished(&sid, &id, Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
+    }
+    let limited = only(&core.on_line(1, &call("s3", "speak", json!({})), t0 + Duration::from_secs(1)), 1);
+    assert_eq!(error_code(&limited), ("tool_unavailable".into(), true));
+    assert!(limited["error"]["message"].as_str().unwrap().contains("2 calls per minute"), "{limited}");
+    assert!(executes(&core.on_line(1, &call("s4", "speak", json!({})), t0 + Duration::from_secs(61))));
+}
+
+#[test]
+fn malformed_lines_are_answered_and_the_session_lives_on() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    let cases: Vec<(&[u8], &str)> = vec![
+        (b"{nope", "not valid JSON"),
+        (b"42", "JSON object"),
+        (b"\"text\"", "JSON object"),
+        (b"\xc3\x28", "UTF-8"),
+        (br#"{"protocol":"aicc/0.1","type":"tool_call","call_id":"x","tool":"probe","input":{"forward":1e400}}"#, "not valid JSON"),
+        (br#"{"protocol":"aicc/0.1","type":"tool_call","call_id":"x","tool":"probe","input":{"forward":NaN}}"#, "not valid JSON"),
+        (br#"{"protocol":"aicc/0.1","type":"tool_call","call_id":"x","tool":"probe","input":{"forward":Infinity}}"#, "not valid JSON"),
+        (br#"{"protocol":"aicc/0.1","type":"tool_call","tool":"probe"}"#, "'call_id' is missing"),
+        (br#"{"protocol":"aicc/0.1","type":"tool_call","call_id":7,"tool":"probe"}"#, "'call_id' must be a string"),
+        (br#"{"protocol":"aicc/0.1","type":"warp_drive"}"#, "unknown message type"),
+        (br#"{"protocol":"aicc/0.1","type":"session_resume","session_id":"s","cursor":-1}"#, "cursor"),
+        (br#"{"protocol":"aicc/0.1","type":"manifest_request","subscribe":["gossip"]}"#, "unknown event topic 'gossip'"),
+        (br#"{"protocol":"aicc/0.1","type":"manifest_request","agent_model":{"class":"huge"}}"#, "agent_model.class"),
+    ];
+    for (bytes, expected) in cases {
+        let message = only(&core.on_line(1, bytes, t0), 1);
+        assert_eq!(message["type"], "error", "{}", String::from_utf8_lossy(bytes));
+        assert!(message["message"].as_str().unwrap().contains(expected), "{} -> {message}", String::from_utf8_lossy(bytes));
+    }
+    let beat = only(&core.on_line(1, &line(json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "h1" })), t0), 1);
+    assert_eq!((beat["type"].as_str(), beat["in_reply_to"].as_str()), (Some("heartbeat"), Some("h1")));
+    // A newer MINOR with unknown optional fields is accepted.
+    let beat = only(&core.on_line(1, &line(json!({ "protocol": "aicc/0.9", "type": "heartbeat", "payload": { "new": true } })), t0), 1);
+    assert_eq!(beat["type"], "heartbeat");
+}
+
+#[test]
+fn with_tokens_nothing_happens_before_authentication_and_a_wrong_token_may_be_retried() {
+    let t0 = Instant::now();
+    let mut tokens = Tokens::default();
+    tokens.add("observer-secret", Scope::Observe).unwrap();
+    tokens.add("driver-secret", Scope::Actuate).unwrap();
+    let mut core = core_with(CoreConfig { tokens, ..config() }, t0);
+    assert!(core.on_connect(1, t0).is_empty(), "nothing is sent before authentication");
+    let early = only(&core.on_line(1, &call("c0", "probe", json!({})), t0), 1);
+    assert!(early["message"].as_str().unwrap().contains("authentication required"), "{early}");
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    let wrong = only(&core.on_line(1, &open("guess"), t0), 1);
+    assert_eq!(wrong["type"], "error");
+    assert!(!wrong.to_string().contains("observer-secret"));
+    let init = only(&core.on_line(1, &open("observer-secret"), t0), 1);
+    assert_eq!(init["type"], "session_init");
+    assert_eq!(init["capabilities"]["actuators"], json!([]));
+    assert_eq!(init["capabilities"]["scope"], "observe");
+    assert!(executes(&core.on_line(1, &call("c1", "probe", json!({})), t0)));
+    assert_eq!(error_code(&only(&core.on_line(1, &call("c2", "drive", json!({ "forward": 1 })), t0), 1)), ("tool_unavailable".into(), false));
+    // A second connection inherits nothing from the first.
+    core.on_connect(2, t0);
+    let second = only(&core.on_line(2, &call("c3", "probe", json!({})), t0), 2);
+    assert!(second["message"].as_str().unwrap().contains("authentication required"));
+    // Repeated failures close the connection.
+    core.on_connect(3, t0);
+    for attempt in 1..=3 {
+        let out = core.on_line(3, &open("nope"), t0);
+        assert_eq!(out.iter().any(|o| matches!(o, Output::Close { conn: 3 })), attempt == 3);
+    }
+}
+
+#[test]
+fn a_session_resumes_with_the_events_it_missed_and_says_how_many_were_dropped() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let first = only(&core.publish("collision", json!({ "n": 1 }), None, t0), 1);
+    assert_eq!(first["meta"]["seq"], 1);
+    core.on_disconnect(1, t0);
+    for n in 2..=7 {
+        assert!(sent(&core.publish("collision", json!({ "n": n }), None, t0), 1).is_empty(), "nothing is sent to a detached session");
+    }
+    core.on_connect(2, t0 + Duration::from_secs(5));
+    let resume = line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r1", "session_id": sid, "cursor": 1 }));
+    let messages = sent(&core.on_line(2, &resume, t0 + Duration::from_secs(5)), 2);
+    let reply = messages.last().unwrap();
+    assert_eq!((reply["type"].as_str(), reply["session_id"].as_str()), (Some("session_resume"), Some(sid.as_str())));
+    // The ring holds 4: seqs 4..=7 survive, 2 and 3 were dropped.
+    assert_eq!((reply["replayed"].as_u64(), reply["dropped"].as_u64(), reply["next_cursor"].as_u64()), (Some(4), Some(2), Some(7)));
+    let replayed: Vec<u64> = messages[..messages.len() - 1].iter().map(|m| m["payload"]["n"].as_u64().unwrap()).collect();
+    assert!(messages[..messages.len() - 1].iter().all(|m| m["meta"]["replayed"] == true));
+    assert_eq!(replayed, vec![4, 5, 6, 7]);
+    // Events flow to the new connection; a stale session cannot be resumed.
+    assert_eq!(only(&core.publish("collision", json!({ "n": 8 }), None, t0), 2)["meta"]["seq"], 8);
+    core.on_disconnect(2, t0 + Duration::from_secs(10));
+    core.on_timer(t0 + Duration::from_secs(71));
+    core.on_connect(3, t0 + Duration::from_secs(71));
+    let expired = only(&core.on_line(3, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid })), t0 + Duration::from_secs(71)), 3);
+    assert_eq!(error_code(&expired), ("session_expired".into(), false));
+}
+
+#[test]
+fn calls_cut_off_by_a_disconnect_are_recorded_for_the_resumed_agent() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    assert!(executes(&core.on_line(1, &call("c1", "drive", json!({ "forward": 1 })), t0)));
+    let out = core.on_disconnect(1, t0);
+    assert!(out.iter().any(|o| matches!(o, Output::LeaseReleased { .. })), "a vanished agent loses the lease: the robot stops");
+    core.on_connect(2, t0);
+    let messages = sent(&core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid, "cursor": 0 })), t0), 2);
+    let aborted = messages.iter().find(|m| m["topic"] == "call_aborted").expect("call_aborted event replayed");
+    assert!(messages.iter().any(|m| m["topic"] == "command" && m["payload"]["state"] == "completed" && m["payload"]["ok"] == false));
+    assert_eq!(aborted["payload"]["call_id"], "c1");
+}
+
+#[test]
+fn a_message_naming_another_session_is_refused() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let mut wrong = json!({ "protocol": "aicc/0.1", "type": "tool_call", "session_id": "7d0f0c1e-0000-4000-8000-000000000000", "call_id": "c", "tool": "probe", "input": {} });
+    let refused = only(&core.on_line(1, &line(wrong.clone()), t0), 1);
+    assert_eq!((refused["type"].as_str(), refused["code"].as_str(), refused["call_id"].as_str()), (Some("error"), Some("session_expired"), Some("c")));
+    wrong["session_id"] = json!(sid);
+    assert!(executes(&core.on_line(1, &line(wrong), t0)), "its own session id is fine");
+}
+
+#[test]
+fn every_accepted_command_ends_in_exactly_one_completion_event() {
+    let t0 = Instant::now();
+    let mut core = core_with(CoreConfig { event_ring_capacity: 64, ..config() }, t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let out = core.on_line(1, &call("d1", "drive", json!({ "forward": 1 })), t0);
+    let accepted: Vec<Value> = sent(&out, 1).into_iter().filter(|m| m["topic"] == "command").collect();
+    assert_eq!((accepted.len(), accepted[0]["payload"]["state"].as_str()), (1, Some("accepted")));
+    let out = core.on_tool_finished(&sid, "d1", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
+    let completed: Vec<Value> = sent(&out, 1).into_iter().filter(|m| m["topic"] == "command").collect();
+    assert_eq!(completed.len(), 1);
+    assert_eq!((completed[0]["payload"]["state"].as_str(), completed[0]["payload"]["ok"].as_bool()), (Some("completed"), Some(true)));
+    assert!(core.on_tool_finished(&sid, "d1", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0).is_empty(), "a second outcome is ignored");
+    // Sensors are not commands.
+    let out = core.on_line(1, &call("p1", "probe", json!({})), t0);
+    assert!(sent(&out, 1).iter().all(|m| m["topic"] != "command"));
+    // A command cut off by a disconnect completes as a failure.
+    core.on_line(1, &call("d2", "drive", json!({ "forward": 1 })), t0);
+    core.on_disconnect(1, t0);
+    core.on_connect(2, t0);
+    let replay = sent(&core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid, "cursor": 0 })), t0), 2);
+    let d2: Vec<&Value> = replay.iter().filter(|m| m["topic"] == "command" && m["payload"]["call_id"] == "d2").collect();
+    assert_eq!(d2.iter().map(|m| m["payload"]["state"].as_str().unwrap()).collect::<Vec<_>>(), vec!["accepted", "completed"]);
+    assert_eq!(d2[1]["payload"]["ok"], false);
+}
+
+#[test]
+fn cancel_aborts_a_call_in_flight_with_a_result_and_a_completion() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_line(1, &call("long", "drive", json!({ "forward": 4 })), t0);
+    let out = core.on_line(1, &call("c", "cancel", json!({ "call_id": "long" })), t0);
+    assert!(out.iter().any(|o| matches!(o, Output::Abort { conn: 1, call_id } if call_id == "long")));
+    let messages = sent(&out, 1);
+    let cancelled = messages.iter().find(|m| m["type"] == "tool_result" && m["call_id"] == "long").expect("the cancelled call's result");
+    assert_eq!(error_code(cancelled), ("execution_failed".into(), false));
+    assert!(messages.iter().any(|m| m["topic"] == "command" && m["payload"]["call_id"] == "long" && m["payload"]["state"] == "completed"));
+    let own = messages.iter().find(|m| m["type"] == "tool_result" && m["call_id"] == "c").unwrap();
+    assert_eq!(own["output"]["cancelled"], "long");
+    assert!(core.on_tool_finished(&sid, "long", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0).is_empty(), "the aborted task's outcome is ignored");
+    let unknown = result_of(&core.on_line(1, &call("c2", "cancel", json!({ "call_id": "nope" })), t0), 1);
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("no call 'nope'"));
+}
+
+#[test]
+fn an_idempotency_key_never_runs_a_command_twice() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let keyed = |id: &str| line(json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": id, "tool": "drive", "input": { "forward": 1 }, "idempotency_key": "step-7", "deadline_ms": 5000 }));
+    let out = core.on_line(1, &keyed("a"), t0);
+    assert!(out.iter().any(|o| matches!(o, Output::Execute { deadline: Some(d), .. } if *d == Duration::from_secs(5))));
+    let running = result_of(&core.on_line(1, &keyed("b"), t0), 1);
+    assert_eq!(error_code(&running), ("tool_unavailable".into(), true));
+    core.on_tool_finished(&sid, "a", Ok(ToolSuccess { output: json!({ "moved_m": 1.0 }), source: "t".into() }), t0);
+    let out = core.on_line(1, &keyed("c"), t0);
+    assert!(!executes(&out), "a retry with the same key does not move the robot again");
+    let replay = result_of(&out, 1);
+    assert_eq!((replay["call_id"].as_str(), replay["output"]["moved_m"].as_f64(), replay["meta"]["idempotent_replay"].as_bool()), (Some("c"), Some(1.0), Some(true)));
+}
+
+#[test]
+fn memory_query_finds_events_and_results_by_topic_text_and_tick() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    core.publish("collision", json!({ "other": "wall_north" }), None, t0 + Duration::from_millis(100));
+    core.on_line(1, &call("v", "probe", json!({})), t0);
+    core.on_tool_finished(&sid, "v", Ok(ToolSuccess { output: json!({ "png_b64": "A".repeat(10_000), "width": 320 }), source: "t".into() }), t0 + Duration::from_millis(500));
+    let query = |core: &mut Core, input: Value| result_of(&core.on_line(1, &call("q", "memory_query", input), t0 + Duration::from_secs(1)), 1)["output"].clone();
+    let walls = query(&mut core, json!({ "text": "WALL" }));
+    assert_eq!((walls["matched"].as_u64(), walls["entries"][0]["name"].as_str()), (Some(1), Some("collision")));
+    let results = query(&mut core, json!({ "kind": "tool_result", "tool": "probe" }));
+    assert_eq!(results["matched"], 1);
+    let kept = results["entries"][0]["summary"]["output"]["png_b64"].as_str().unwrap();
+    assert!(kept.contains("10000 characters omitted"), "images are summarised: {kept}");
+    assert_eq!(query(&mut core, json!({ "since_tick": 3 }))["matched"], 1, "only the result at tick 5 (and not the collision at tick 1)");
+    let bad = result_of(&core.on_line(1, &call("q2", "memory_query", json!({ "limit": 1000 })), t0), 1);
+    assert!(bad["error"]["message"].as_str().unwrap().starts_with("input.limit"), "{bad}");
+}
+
+#[test]
+fn session_close_answers_closes_and_forgets_the_session() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    let out = core.on_line(1, &line(json!({ "protocol": "aicc/0.1", "type": "session_close", "message_id": "bye" })), t0);
+    assert_eq!(only(&out, 1)["type"], "session_close");
+    assert!(matches!(out.last(), Some(Output::Close { conn: 1 })));
+    core.on_disconnect(1, t0);
+    core.on_connect(2, t0);
+    let gone = only(&core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid })), t0), 2);
+    assert_eq!(error_code(&gone).0, "session_expired");
+}
+
+#[test]
+fn one_session_holds_the_motion_lease_and_everyone_sees_who() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let a = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_connect(2, t0);
+    let out = core.on_line(1, &call("a1", "drive", json!({ "forward": 1 })), t0);
+    assert!(executes(&out));
+    let to_a = sent(&out, 1);
+    let to_b = sent(&out, 2);
+    assert_eq!((to_a[0]["topic"].as_str(), to_a[0]["payload"]["yours"].as_bool()), (Some("lease"), Some(true)));
+    assert_eq!((to_b[0]["payload"]["holder"].as_str(), to_b[0]["payload"]["yours"].as_bool()), (Some(&a[..8]), Some(false)));
+    let refused = only(&core.on_line(2, &call("b1", "drive", json!({ "forward": 1 })), t0), 2);
+    assert_eq!(error_code(&refused), ("tool_unavailable".into(), true));
+    assert!(refused["error"]["message"].as_str().unwrap().contains(&a[..8]));
+    assert!(executes(&core.on_line(2, &call("b2", "probe", json!({})), t0)), "observing needs no lease");
+    let released = core.on_disconnect(1, t0);
+    assert!(released.iter().any(|o| matches!(o, Output::LeaseReleased { session } if *session == a)));
+    assert_eq!(only(&released, 2)["payload"]["holder"], Value::Null);
+    assert!(executes(&core.on_line(2, &call("b3", "drive", json!({ "forward": 1 })), t0)));
+}
+
+#[test]
+fn an_idle_lease_lapses() {
+    let t0 = Instant::now();
+    // Heartbeats far apart, so that the peer is not dropped as silent first.
+    let mut core = core_with(CoreConfig { heartbeat_interval: Duration::from_secs(100), ..config() }, t0);
+    let a = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_line(1, &call("a1", "drive", json!({ "forward": 1 })), t0);
+    core.on_tool_finished(&a, "a1", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0 + Duration::from_secs(2));
+    assert!(!core.on_timer(t0 + Duration::from_secs(31)).iter().any(|o| matches!(o, Output::LeaseReleased { .. })));
+    assert!(core.on_timer(t0 + Duration::from_secs(33)).iter().any(|o| matches!(o, Output::LeaseReleased { .. })));
+    assert_eq!(core.lease_holder(), None);
+}
+
+#[test]
+fn ticks_never_go_back_and_follow_the_tick_mode() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    let mut last = 0;
+    for ms in [0u64, 120, 120, 470, 1000] {
+        let now = t0 + Duration::from_millis(ms);
+        for message in sent(&core.publish("state_change", json!({}), None, now), 1).into_iter().chain(sent(&core.on_line(1, br#"{"protocol":"aicc/0.1","type":"heartbeat"}"#, now), 1)) {
+            let tick = message["meta"]["tick"].as_u64().unwrap();
+            assert!(tick >= last);
+            last = tick;
+        }
+    }
+    assert_eq!(last, 10);
+
+    let mut event_mode = core_with(CoreConfig { tick_mode: TickMode::Event, ..config() }, t0);
+    event_mode.on_connect(1, t0);
+    let later = t0 + Duration::from_secs(100);
+    assert_eq!(only(&event_mode.publish("state_change", json!({}), None, later), 1)["meta"]["tick"], 1, "event mode ignores wall time");
+    event_mode.on_line(1, &call("c", "probe", json!({})), later);
+    assert_eq!(only(&event_mode.publish("state_change", json!({}), None, later), 1)["meta"]["tick"], 3);
+
+    let mut hybrid = core_with(CoreConfig { tick_mode: TickMode::Hybrid, ..config() }, t0);
+    let init = only(&hybrid.on_connect(1, t0), 1);
+    assert!(init["tools"].as_array().unwrap().iter().any(|t| t["id"] == "tick_now"));
+    let now = t0 + Duration::from_millis(250);
+    let result = only(&hybrid.on_line(1, &call("t", "tick_now", json!({})), now), 1);
+    assert_eq!(result["output"]["tick"], 3, "2 from the clock + 1 from tick_now");
+}
+
+#[test]
+fn heartbeats_follow_the_agent_model_and_silent_peers_are_dropped() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    assert!(sent(&core.on_timer(t0 + Duration::from_secs(9)), 1).is_empty());
+    let beat = only(&core.on_timer(t0 + Duration::from_secs(10)), 1);
+    assert_eq!((beat["type"].as_str(), beat["interval_s"].as_f64()), (Some("heartbeat"), Some(10.0)));
+    let out = core.on_timer(t0 + Duration::from_secs(31));
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })), "silent for 3 intervals");
+
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    let init = only(&core.on_line(1, &line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "agent_model": { "class": "cloud_large" }, "subscribe": ["collision", "tick"] })), t0), 1);
+    assert_eq!(init["agent_model"]["event_batch_ms"], 500);
+    assert_eq!(init["heartbeat_interval_s"], 30.0);
+    assert_eq!(init["events"]["subscribed"], json!(["collision", "tick"]));
+    assert!(sent(&core.publish("collision", json!({ "n": 1 }), None, t0), 1).is_empty(), "batched");
+    assert!(sent(&core.publish("state_change", json!({}), None, t0), 1).is_empty());
+    let flushed = sent(&core.on_timer(t0 + Duration::from_millis(500)), 1);
+    let topics: Vec<&str> = flushed.iter().map(|m| m["topic"].as_str().unwrap()).collect();
+    assert_eq!(topics, vec!["collision", "tick"], "state_change is not subscribed; tick is");
+    assert!(sent(&core.on_timer(t0 + Duration::from_secs(15)), 1).iter().all(|m| m["type"] != "heartbeat"));
+}
+
+#[test]
+fn a_lost_capability_is_pushed_in_a_heartbeat_and_restored() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    let out = core.set_tool_availability("probe", Some("no data on /odom".into()), t0);
+    let messages = sent(&out, 1);
+    let update = messages.iter().find(|m| m["type"] == "heartbeat").unwrap().clone();
+    let change = messages.iter().find(|m| m["topic"] == "state_change").expect("a state_change event");
+    assert_eq!((change["payload"]["entity"].as_str(), change["payload"]["change"].as_str()), (Some("probe"), Some("unavailable")));
+    assert_eq!(update["manifest_update"]["capabilities"]["sensors"], json!(["cancel", "memory_query", "bridge_status"]));
+    assert!(core.set_tool_availability("probe", Some("again".into()), t0).is_empty(), "no repeat for no change");
+    let back = sent(&core.set_tool_availability("probe", None, t0), 1).into_iter().find(|m| m["type"] == "heartbeat").unwrap();
+    assert_eq!(back["manifest_update"]["capabilities"]["sensors"], json!(["probe", "cancel", "memory_query", "bridge_status"]));
+}
+
+#[test]
+fn resuming_elsewhere_closes_the_old_connection() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_connect(2, t0);
+    let out = core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid })), t0);
+    assert_eq!(only(&out, 1)["type"], "session_close");
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })));
+    assert_eq!(sent(&out, 2).last().unwrap()["type"], "session_resume");
+    assert_eq!(core.session_of(2), Some(sid.as_str()));
+}
+
+#[test]
+fn status_shows_sessions_lease_and_limits_with_ids_shortened_for_non_admins() {
+    let t0 = Instant::now();
+    let mut core = core_with(CoreConfig { unauthenticated_scope: Scope::Actuate, ..config() }, t0);
+    let a = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_line(1, &call("d", "drive", json!({ "forward": 1 })), t0);
+    let status = only(&core.on_line(1, &call("s", "bridge_status", json!({})), t0), 1)["output"].clone();
+    assert_eq!(status["lease_holder"], a[..8]);
+    assert_eq!(status["sessions"][0]["calls_in_flight"], 1);
+    assert_eq!(status["calls_in_flight_max"], 2);
+    assert_eq!(status["events_retained_max"], 4);
+    assert!(!status.to_string().contains(&a), "a full session id is a resume credential");
+}
+
+proptest! {
+    /// Whatever bytes arrive, the core answers without panicking and the
+    /// connection keeps working.
+    #[test]
+    fn arbitrary_lines_never_break_the_core(lines in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..20)) {
+        let t0 = Instant::now();
+        let mut core = core_with(config(), t0);
+        core.on_connect(1, t0);
+        for bytes in &lines {
+            core.on_line(1, bytes, t0);
+        }
+        let beat = only(&core.on_line(1, br#"{"protocol":"aicc/0.1","type":"heartbeat"}"#, t0), 1);
+        prop_assert_eq!(beat["type"].as_str(), Some("heartbeat"));
+    }
+
+    #[test]
+    fn arbitrary_json_messages_get_exactly_one_answer_or_an_execution(
+        kind in prop_oneof![Just("tool_call"), Just("manifest_request"), Just("heartbeat"), Just("session_resume"), Just("bogus")],
+        tool in prop_oneof![Just("probe"), Just("drive"), Just("nope")],
+        input in prop_oneof![Just(json!({})), Just(json!({"forward": 1})), Just(json!({"forward": "x"})), Just(json!([1])), Just(json!(null))],
+        call_id in prop_oneof![Just(json!("c")), Just(json!(5)), Just(json!(null))],
+    ) {
+        let t0 = Instant::now();
+        let mut core = core_with(config(), t0);
+        core.on_connect(1, t0);
+        let message = json!({ "protocol": "aicc/0.1", "type": kind, "call_id": call_id, "tool": tool, "input": input, "session_id": "x" });
+        let out = core.on_line(1, message.to_string().as_bytes(), t0);
+        // Replies (not events such as the lease notice) plus executions.
+        let replies = out.iter().filter(|o| matches!(o, Output::Send { droppable: false, .. })).count();
+        let answers = replies + usize::from(executes(&out));
+        prop_assert_eq!(answers, 1, "{:?}", out);
+    }
+}
+
+/// Replaces ids that change every run, so that a transcript can be compared.
+fn normalised(message: &Value, session: &str) -> Value {
+    let text = message.to_string().replace(session, "SESSION-ID");
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    if value.get("message_id").is_some_and(|id| id.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())) {
+        value["message_id"] = json!("MESSAGE-ID");
+    }
+    value
+}
+
+struct Transcript {
+    lines: Vec<String>,
+    session: String,
+}
+
+impl Transcript {
+    fn agent(&mut self, text: &str) {
+        let value: Value = serde_json::from_str(text).unwrap();
+        self.lines.push(format!("agent> {}", if self.session.is_empty() { value } else { normalised(&value, &self.session) }));
+    }
+
+    fn bridge(&mut self, outputs: &[Output], conn: ConnId) {
+        for message in sent(outputs, conn) {
+            if self.session.is_empty() {
+                if let Some(id) = message["session_id"].as_str().filter(|s| !s.is_empty()) {
+                    self.session = id.to_string();
+                }
+            }
+            self.lines.push(format!("bridge> {}", normalised(&message, &self.session)));
+        }
+    }
+}
+
+/// The transcript docs/protocol.md takes its examples from: every message
+/// type, both directions. Regenerate with UPDATE_GOLDEN=1.
+#[test]
+fn protocol_examples_transcript_matches_the_golden_file() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut tokens = Tokens::default();
+    tokens.add("agent-token", Scope::Actuate).unwrap();
+    let mut core = core_with(CoreConfig { tokens, ..config() }, t0);
+    let mut t = Transcript { lines: Vec::new(), session: String::new() };
+    let say = |core: &mut Core, t: &mut Transcript, conn: ConnId, text: String, ms: u64| {
+        t.agent(&text);
+        let out = core.on_line(conn, text.as_bytes(), at(ms));
+        t.bridge(&out, conn);
+        out
+    };
+    core.on_connect(1, at(0));
+    say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "m-1", "auth": { "token": "agent-token" }, "agent_model": { "class": "edge_small" }, "subscribe": ["collision", "lease", "state_change"] }).to_string(), 10);
+    let out = say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": "m-2", "call_id": "c-1", "tool": "probe", "input": { "forward": 1.5 } }).to_string(), 120);
+    assert!(executes(&out));
+    let session = t.session.clone();
+    let out = core.on_tool_finished(&session, "c-1", Ok(ToolSuccess { output: json!({ "reading": 42 }), source: "/probe".into() }), at(135));
+    t.bridge(&out, 1);
+    say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": "m-3", "call_id": "c-2", "tool": "drive", "input": { "forward": "far" } }).to_string(), 200);
+    let out = core.publish("collision", json!({ "other": "wall_north", "normal": { "x": -1.0, "y": 0.0, "z": 0.0 }, "impulse": 4.2 }), None, at(300));
+    t.bridge(&out, 1);
+    say(&mut core, &mut t, 1, "{\"protocol\":\"aicc/0.1\",\"type\":\"teleport\",\"message_id\":\"m-4\"}".to_string(), 310);
+    say(&mut core, &mut t, 1, json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "m-5" }).to_string(), 400);
+    let out = core.on_timer(at(5400));
+    t.bridge(&out, 1);
+    core.on_disconnect(1, at(5500));
+    core.publish("state_change", json!({ "entity": "bumper", "change": "contact_ended" }), None, at(5600));
+    core.on_connect(2, at(6000));
+    say(&mut core, &mut t, 2, json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "m-6", "session_id": session, "cursor": 1, "auth": { "token": "agent-token" } }).to_string(), 6010);
+    say(&mut core, &mut t, 2, json!({ "protocol": "aicc/0.1", "type": "session_close", "message_id": "m-7" }).to_string(), 6100);
+
+    let text = t.lines.join("\n") + "\n";
+    let golden_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join("docs/protocol-transcript.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &text).unwrap();
+    }
+    let golden = std::fs::read_to_string(&golden_path).expect("docs/protocol-transcript.txt (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(text, golden, "the protocol changed: review, then UPDATE_GOLDEN=1 cargo test");
+    let kinds: std::collections::BTreeSet<String> = text.lines().filter_map(|l| l.split_once("> ")).map(|(_, m)| serde_json::from_str::<Value>(m).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    for kind in ["error", "event", "heartbeat", "manifest_request", "session_close", "session_init", "session_resume", "tool_call", "tool_result"] {
+        assert!(kinds.contains(kind), "the transcript lacks a {kind} message");
+    }
+    let ticks: Vec<u64> = text.lines().filter_map(|l| l.strip_prefix("bridge> ")).map(|m| serde_json::from_str::<Value>(m).unwrap()["meta"]["tick"].as_u64().unwrap()).collect();
+    assert!(ticks.windows(2).all(|w| w[0] <= w[1]), "ticks go backwards on the wire: {ticks:?}");
+}
+
+#[test]
+fn every_example_in_the_protocol_doc_is_a_line_of_the_transcript() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/protocol.md")).unwrap();
+    let transcript = std::fs::read_to_string(root.join("docs/protocol-transcript.txt")).unwrap();
+    let examples: Vec<&str> = doc.lines().filter(|l| l.starts_with("agent> ") || l.starts_with("bridge> ")).collect();
+    assert!(examples.len() >= 17, "the doc shows {} examples", examples.len());
+    for example in examples {
+        assert!(transcript.lines().any(|l| l == example), "docs/protocol.md shows a line the protocol does not produce: {example}");
+    }
+}

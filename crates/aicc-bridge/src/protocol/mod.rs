@@ -1,0 +1,16 @@
+//! AICC 0.1 without I/O: framing, messages, manifest, tick clock, session,
+//! validation, events, rate limits and authorisation.
+pub mod auth;
+pub mod catalog;
+pub mod clock;
+pub mod error;
+pub mod events;
+pub mod manifest;
+pub mod message;
+pub mod ratelimit;
+pub mod core;
+
+/// The NDJSON framing (shared with clients).
+pub use aicc_wire::codec;
+
+pub use error::{AiccError, ErrorCode};

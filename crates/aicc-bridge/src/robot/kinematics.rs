@@ -1,0 +1,115 @@
+//! Forward kinematics from the URDF (the single source of truth for the
+//! robot's geometry): where the camera is, given the head's joint angles.
+use std::collections::HashMap;
+
+use nalgebra::{Isometry3, Translation3, Unit, UnitQuaternion, Vector3};
+
+#[derive(Debug, Clone)]
+struct Joint {
+    name: String,
+    kind: String,
+    parent: String,
+    origin: Isometry3<f64>,
+    axis: Unit<Vector3<f64>>,
+}
+
+/// The robot's kinematic tree.
+#[derive(Debug, Clone)]
+pub struct Kinematics {
+    /// Joint that has each link as its child.
+    joint_of_child: HashMap<String, Joint>,
+}
+
+fn triple(text: Option<&str>, default: [f64; 3]) -> Result<[f64; 3], String> {
+    let Some(text) = text else { return Ok(default) };
+    let values: Vec<f64> = text.split_whitespace().map(|v| v.parse::<f64>().map_err(|e| format!("'{text}': {e}"))).collect::<Result<_, _>>()?;
+    values.try_into().map_err(|_| format!("'{text}' is not three numbers"))
+}
+
+impl Kinematics {
+    pub fn from_urdf(text: &str) -> Result<Self, String> {
+        let document = roxmltree::Document::parse(text).map_err(|e| format!("URDF is not valid XML: {e}"))?;
+        let mut joint_of_child = HashMap::new();
+        for node in document.root_element().children().filter(|n| n.has_tag_name("joint")) {
+            let name = node.attribute("name").ok_or("a <joint> has no name")?.to_string();
+            let child_of = |tag: &str| node.children().find(|n| n.has_tag_name(tag));
+            let joint_name = name.clone();
+            let link = |tag: &str| child_of(tag).and_then(|n| n.attribute("link")).map(str::to_owned).ok_or_else(|| format!("joint {joint_name}: no <{tag} link=...>"));
+            let origin = child_of("origin");
+            let xyz = triple(origin.and_then(|o| o.attribute("xyz")), [0.0; 3]).map_err(|e| format!("joint {name} origin xyz {e}"))?;
+            let rpy = triple(origin.and_then(|o| o.attribute("rpy")), [0.0; 3]).map_err(|e| format!("joint {name} origin rpy {e}"))?;
+            let axis = triple(child_of("axis").and_then(|a| a.attribute("xyz")), [1.0, 0.0, 0.0]).map_err(|e| format!("joint {name} axis {e}"))?;
+            let joint = Joint {
+                kind: node.attribute("type").unwrap_or("fixed").to_string(),
+                parent: link("parent")?,
+                origin: Isometry3::from_parts(Translation3::new(xyz[0], xyz[1], xyz[2]), UnitQuaternion::from_euler_angles(rpy[0], rpy[1], rpy[2])),
+                axis: Unit::try_new(Vector3::new(axis[0], axis[1], axis[2]), 1e-9).ok_or_else(|| format!("joint {name}: zero axis"))?,
+                name,
+            };
+            joint_of_child.insert(link("child")?, joint);
+        }
+        Ok(Self { joint_of_child })
+    }
+
+    /// The pose of `link` in the tree's root frame, with joint positions
+    /// from `position` (radians or metres; missing joints count as 0).
+    fn pose_in_root(&self, link: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, String> {
+        let mut pose = Isometry3::identity();
+        let mut current = link.to_string();
+        let mut steps = 0;
+        while let Some(joint) = self.joint_of_child.get(&current) {
+            let q = position(&joint.name).unwrap_or(0.0);
+            let motion = match joint.kind.as_str() {
+                "revolute" | "continuous" => Isometry3::from_parts(Translation3::identity(), UnitQuaternion::from_axis_angle(&joint.axis, q)),
+                "prismatic" => Isometry3::from_parts(Translation3::from(joint.axis.into_inner() * q), UnitQuaternion::identity()),
+                _ => Isometry3::identity(),
+            };
+            pose = joint.origin * motion * pose;
+            current = joint.parent.clone();
+            steps += 1;
+            if steps > 1000 {
+                return Err("the URDF's joints form a loop".into());
+            }
+        }
+        if steps == 0 && !self.joint_of_child.values().any(|j| j.parent == link) {
+            return Err(format!("link '{link}' is not in the URDF"));
+        }
+        Ok(pose)
+    }
+
+    /// The pose of `child` expressed in `frame` (e.g. the camera's optical
+    /// frame in base_footprint).
+    pub fn transform(&self, frame: &str, child: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, String> {
+        Ok(self.pose_in_root(frame, position)?.inverse() * self.pose_in_root(child, position)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URDF: &str = include_str!("../../../../urdf/aicc_bot.urdf");
+
+    #[test]
+    fn the_camera_sits_on_the_head_and_looks_forward_when_the_head_is_centred() {
+        let k = Kinematics::from_urdf(URDF).unwrap();
+        let centred = k.transform("base_footprint", "camera_optical_frame", &|_| Some(0.0)).unwrap();
+        // Optical z (viewing direction) is the base's +x; optical x (right) is -y.
+        let view = centred.rotation * Vector3::z();
+        let right = centred.rotation * Vector3::x();
+        assert!((view - Vector3::x()).norm() < 1e-6, "{view}");
+        assert!((right + Vector3::y()).norm() < 1e-6, "{right}");
+        // Height from the URDF: 0.033 + 0.300 + 0.045 = 0.378 m.
+        assert!((centred.translation.vector.z - 0.378).abs() < 1e-6, "{}", centred.translation.vector);
+    }
+
+    #[test]
+    fn panning_left_turns_the_view_left_and_tilting_down_looks_down() {
+        let k = Kinematics::from_urdf(URDF).unwrap();
+        let panned = k.transform("base_footprint", "camera_optical_frame", &|j| (j == "head_pan_joint").then_some(std::f64::consts::FRAC_PI_2)).unwrap();
+        assert!((panned.rotation * Vector3::z() - Vector3::y()).norm() < 1e-6);
+        let tilted = k.transform("base_footprint", "camera_optical_frame", &|j| (j == "head_tilt_joint").then_some(0.5)).unwrap();
+        assert!((tilted.rotation * Vector3::z()).z < -0.4, "positive tilt about +y looks down");
+        assert!(k.transform("base_footprint", "no_such_link", &|_| None).is_err());
+    }
+}

@@ -1,0 +1,530 @@
+//! Test support for integration tests that run the real bridge beside the
+//! simulated robot over real ROS 2 topics. Each test process uses its own
+//! ROS_DOMAIN_ID with localhost-only discovery, so parallel runs never see
+//! each other.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root")
+}
+
+/// A binary of the workspace, from the profile directory this test was
+/// built in (target/<profile>/). Binaries of other crates are not built
+/// for this crate's tests: `cargo build --workspace --bins` (what
+/// scripts/test.sh does first) builds them.
+pub fn binary(name: &str) -> PathBuf {
+    let test_exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>-<hash>
+    let profile_dir = test_exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+    let path = profile_dir.join(name);
+    assert!(path.exists(), "{} is missing: build the workspace's binaries first (cargo build --release --workspace --bins)", path.display());
+    path
+}
+
+/// A domain id for this test process, within the range Fast DDS handles
+/// on Linux (0..=101), claimed with a lock file so that test processes
+/// running at once never share one (a stale lock of a dead process is
+/// taken over).
+pub fn domain_id() -> u32 {
+    static DOMAIN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *DOMAIN.get_or_init(|| {
+        let me = std::process::id();
+        let start = me % 90;
+        for offset in 0..90 {
+            let domain = 10 + (start + offset) % 90;
+            let lock = std::env::temp_dir().join(format!("aicc-ros2-test-domain-{domain}.lock"));
+            let holder = std::fs::read_to_string(&lock).ok().and_then(|t| t.trim().parse::<u32>().ok());
+            let free = match holder {
+                None => true,
+                Some(pid) => pid == me || !Path::new(&format!("/proc/{pid}")).exists(),
+            };
+            if !free {
+                continue;
+            }
+            if holder.is_some() {
+                let _ = std::fs::remove_file(&lock);
+            }
+            let created = std::fs::OpenOptions::new().write(true).create_new(true).open(&lock);
+            if let Ok(mut file) = created {
+                let _ = write!(file, "{me}");
+                return domain;
+            }
+        }
+        panic!("no free ROS domain id in 10..100 for this test process")
+    })
+}
+
+/// Sets the ROS environment of this process (and so of its children) once.
+pub fn ros_environment() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var("ROS_DOMAIN_ID", domain_id().to_string());
+        std::env::set_var("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST");
+        std::env::set_var("RCUTILS_LOGGING_BUFFERED_STREAM", "1");
+    });
+}
+
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct ChildGuard {
+    pub name: &'static str,
+    pub child: Child,
+}
+
+impl ChildGuard {
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Reads `stdout` until a line starting with `marker`; returns that line.
+/// The rest of the output keeps being drained so the child never blocks.
+fn wait_for_marker(name: &str, stdout: ChildStdout, marker: &'static str, timeout: Duration) -> String {
+    wait_for_markers(name, stdout, &[marker], timeout).remove(0)
+}
+
+/// Reads `stdout` until a line starting with each marker, in order;
+/// returns those lines.
+fn wait_for_markers(name: &str, stdout: ChildStdout, markers: &[&'static str], timeout: Duration) -> Vec<String> {
+    let (tx, rx) = mpsc::channel();
+    let wanted = markers.to_vec();
+    thread::spawn(move || {
+        let mut next = 0;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if next < wanted.len() && line.starts_with(wanted[next]) {
+                let _ = tx.send(line);
+                next += 1;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    markers.iter().map(|marker| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))).collect()
+}
+
+/// Starts the MuJoCo simulated robot and waits until it publishes.
+pub fn start_sim(extra_args: &[&str]) -> ChildGuard {
+    ros_environment();
+    let root = repo_root();
+    let ros_env = root.join("scripts/ros-env");
+    assert!(root.join(".deps/ros2/bin/python3").exists() || std::env::var("ROS_DISTRO").is_ok(), "run scripts/setup.sh first: the ROS 2 prefix .deps/ros2 is missing");
+    let mut child = Command::new(ros_env)
+        .arg("python3")
+        .arg(root.join("sim/aicc_sim.py"))
+        .args(["--urdf", root.join("urdf/aicc_bot.urdf").to_str().unwrap()])
+        .args(extra_args)
+        .current_dir(&root)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting the simulator");
+    let stdout = child.stdout.take().unwrap();
+    let guard = ChildGuard { name: "simulator", child };
+    wait_for_marker("the simulator", stdout, "AICC_SIM_READY", Duration::from_secs(120));
+    guard
+}
+
+/// Starts the bridge on a free port; returns it and the port.
+pub fn start_bridge(extra_args: &[&str]) -> (ChildGuard, u16) {
+    let (guard, port, _) = start_bridge_with(extra_args, &[]);
+    (guard, port)
+}
+
+/// Starts the bridge with extra environment variables; also returns what
+/// it writes on stderr (its log), collected as it runs.
+pub fn start_bridge_with(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, Arc<Mutex<String>>) {
+    let (guard, ports, log) = spawn_bridge(&["--listen", "127.0.0.1:0"], extra_args, envs, &["AICC_READY "]);
+    (guard, ports[0], log)
+}
+
+/// Starts the bridge with the AI-control dialect on a free port as well
+/// (`--fonline-listen 127.0.0.1:0`); returns it, the AICC port, the
+/// AI-control port (from its `AI_CONTROL_READY` line) and its log.
+pub fn start_bridge_with_ai_control(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
+    let listen = ["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0"];
+    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY "]);
+    (guard, ports[0], ports[1], log)
+}
+
+/// Spawns the bridge and waits for its ready lines (`MARKER {"host","port"}`
+/// on stdout, in order); returns the port of each.
+fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], markers: &[&'static str]) -> (ChildGuard, Vec<u16>, Arc<Mutex<String>>) {
+    ros_environment();
+    let mut child = Command::new(binary("aicc-ros2"))
+        // Relative paths in tests (e.g. --config config/sim.yaml) are the repository's.
+        .current_dir(repo_root())
+        .args(listen)
+        .args(extra_args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("starting the bridge");
+    let stdout = child.stdout.take().unwrap();
+    let log = collect(child.stderr.take().unwrap());
+    let guard = ChildGuard { name: "bridge", child };
+    let lines = wait_for_markers("the bridge", stdout, markers, Duration::from_secs(30));
+    let ports = lines
+        .iter()
+        .zip(markers)
+        .map(|(line, marker)| {
+            let info: Value = serde_json::from_str(line.trim_start_matches(marker)).unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
+            assert_eq!(info["host"], "127.0.0.1", "{line}");
+            info["port"].as_u64().expect("port") as u16
+        })
+        .collect();
+    (guard, ports, log)
+}
+
+/// Collects a pipe's text in the background (echoing it for --nocapture).
+pub fn collect(pipe: impl std::io::Read + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = text.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            eprintln!("{line}");
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    text
+}
+
+/// A blocking AICC client for tests.
+pub struct AiccClient {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    /// Messages read while waiting for another one (events, other results).
+    pub other: Vec<Value>,
+}
+
+impl AiccClient {
+    /// Connects and reads the greeting (a bridge without tokens).
+    pub fn connect(port: u16) -> (Self, Value) {
+        let mut client = Self::connect_raw(port);
+        let init = client.read_message();
+        assert_eq!(init["type"], "session_init", "first message: {init}");
+        (client, init)
+    }
+
+    /// Connects without reading anything.
+    pub fn connect_raw(port: u16) -> Self {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the bridge");
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        AiccClient { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, other: Vec::new() }
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Reads until a message of `kind` arrives (others are kept in `other`).
+    pub fn read_until(&mut self, kind: &str) -> Value {
+        loop {
+            let message = self.read_message();
+            if message["type"] == kind {
+                return message;
+            }
+            self.other.push(message);
+        }
+    }
+
+    /// True when the bridge has closed the connection (EOF).
+    pub fn is_closed_by_peer(&mut self) -> bool {
+        let mut line = String::new();
+        matches!(self.reader.read_line(&mut line), Ok(0))
+    }
+
+    pub fn send_line(&mut self, line: &str) {
+        // One write: a line split in two writes meets Nagle and delayed ACK.
+        self.writer.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+
+    pub fn read_message(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).expect("reading from the bridge");
+        assert!(n > 0, "the bridge closed the connection");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bridge sent invalid JSON ({e}): {line}"))
+    }
+
+    /// Calls a tool and waits for its result.
+    pub fn call(&mut self, call_id: &str, tool: &str, input: Value) -> Value {
+        let request = json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m-{call_id}"), "call_id": call_id, "tool": tool, "input": input });
+        self.send_line(&request.to_string());
+        loop {
+            let message = self.read_message();
+            if message["type"] == "tool_result" && message["call_id"] == call_id {
+                return message;
+            }
+            self.other.push(message);
+        }
+    }
+}
+
+/// Subscribes to `topic` on a node of the test's own that spins on its own
+/// thread; `on_message` runs for every message. Returns once subscribed.
+pub fn subscribe_in_thread<T>(node_name: &'static str, topic: &'static str, qos: r2r::QosProfile, mut on_message: impl FnMut(T) + Send + 'static) -> thread::JoinHandle<()>
+where
+    T: r2r::WrappedTypesupport + 'static,
+{
+    use futures::{FutureExt, StreamExt};
+    ros_environment();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let spin = thread::spawn(move || {
+        let context = r2r::Context::create().expect("ROS context");
+        let mut node = r2r::Node::create(context, node_name, "").expect("node");
+        let mut stream = node.subscribe::<T>(topic, qos).unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
+        ready_tx.send(()).unwrap();
+        loop {
+            node.spin_once(Duration::from_millis(1));
+            while let Some(Some(msg)) = stream.next().now_or_never() {
+                on_message(msg);
+            }
+        }
+    });
+    ready_rx.recv().unwrap();
+    spin
+}
+
+/// The simulator's ground truth, read from its ROS topic by a node of the test's own.
+pub struct GroundTruth {
+    latest: Arc<Mutex<Option<(f64, f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl GroundTruth {
+    pub fn subscribe() -> Self {
+        ros_environment();
+        let latest = Arc::new(Mutex::new(None));
+        let sink = latest.clone();
+        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>("ground_truth_reader", "/ground_truth/odom", r2r::QosProfile::sensor_data(), move |msg| {
+                let p = msg.pose.pose.position;
+                let q = msg.pose.pose.orientation;
+                let yaw = (2.0 * (q.w * q.z + q.x * q.y)).atan2(1.0 - 2.0 * (q.y * q.y + q.z * q.z));
+                *sink.lock().unwrap() = Some((p.x, p.y, yaw));
+        });
+        GroundTruth { latest, _spin: spin }
+    }
+
+    /// The latest true (x, y, yaw) of base_footprint in the world frame.
+    pub fn pose(&self) -> (f64, f64, f64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(pose) = *self.latest.lock().unwrap() {
+                return pose;
+            }
+            assert!(Instant::now() < deadline, "no ground truth on /ground_truth/odom within 30 s");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The pose once the robot has been still (moved < 1 mm) for 300 ms.
+    pub fn settled_pose(&self) -> (f64, f64, f64) {
+        let mut last = self.pose();
+        let mut still_since = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+            let now = self.pose();
+            if (now.0 - last.0).hypot(now.1 - last.1) > 0.001 {
+                still_since = Instant::now();
+            }
+            last = now;
+            if still_since.elapsed() > Duration::from_millis(300) {
+                break;
+            }
+        }
+        last
+    }
+}
+
+/// Records every /cmd_vel the bridge publishes, with its arrival time.
+pub struct CmdVelRecorder {
+    pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl CmdVelRecorder {
+    pub fn subscribe() -> Self {
+        ros_environment();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::Twist>("cmd_vel_recorder", "/cmd_vel", r2r::QosProfile::default().best_effort(), move |msg| {
+                sink.lock().unwrap().push((Instant::now(), msg.linear.x, msg.angular.z));
+        });
+        CmdVelRecorder { samples, _spin: spin }
+    }
+
+    /// The first all-zero command received after `since`.
+    pub fn first_zero_after(&self, since: Instant) -> Option<Instant> {
+        self.samples.lock().unwrap().iter().find(|(t, v, w)| *t >= since && *v == 0.0 && *w == 0.0).map(|(t, _, _)| *t)
+    }
+
+    /// The largest forward speed commanded after `since`.
+    pub fn max_linear_after(&self, since: Instant) -> f64 {
+        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).fold(f64::NEG_INFINITY, f64::max)
+    }
+}
+
+/// The simulator's world ground truth (/ground_truth/world, JSON at 5 Hz:
+/// `sim_time`, `base`, `objects`, `bumper_in_contact`,
+/// `camera_center_distance_m`, `joints`, ...), read by a node of the test's own.
+pub struct WorldTruth {
+    latest: Arc<Mutex<Option<(Instant, Value)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl WorldTruth {
+    pub fn subscribe() -> Self {
+        ros_environment();
+        let latest = Arc::new(Mutex::new(None));
+        let sink = latest.clone();
+        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>("world_truth_reader", "/ground_truth/world", r2r::QosProfile::default().keep_last(2), move |msg| {
+                if let Ok(value) = serde_json::from_str::<Value>(&msg.data) {
+                    *sink.lock().unwrap() = Some((Instant::now(), value));
+                }
+        });
+        WorldTruth { latest, _spin: spin }
+    }
+
+    /// The first ground truth received after `instant` (waits up to 30 s).
+    pub fn after(&self, instant: Instant) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some((received, value)) = self.latest.lock().unwrap().as_ref() {
+                if *received > instant {
+                    return value.clone();
+                }
+            }
+            assert!(Instant::now() < deadline, "no ground truth on /ground_truth/world within 30 s");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A ground truth at least as new as this call.
+    pub fn now(&self) -> Value {
+        self.after(Instant::now())
+    }
+}
+
+impl AiccClient {
+    /// Calls a tool until it succeeds or fails for good: retryable errors
+    /// (sensor data not flowing yet) and tools not yet available are
+    /// retried every 200 ms for up to `patience`.
+    pub fn call_when_ready(&mut self, call_id: &str, tool: &str, input: Value, patience: Duration) -> Value {
+        let deadline = Instant::now() + patience;
+        let mut attempt = 0;
+        loop {
+            let result = self.call(&format!("{call_id}-{attempt}"), tool, input.clone());
+            let waiting = result["ok"] == false && (result["error"]["retryable"] == true || result["error"]["code"] == "tool_unavailable");
+            if !waiting || Instant::now() > deadline {
+                return result;
+            }
+            attempt += 1;
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// Records every message of a std_msgs/String topic (e.g. /say), with its
+/// arrival time.
+pub struct StringRecorder {
+    pub messages: Arc<Mutex<Vec<(Instant, String)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl StringRecorder {
+    pub fn subscribe(topic: &'static str) -> Self {
+        ros_environment();
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let sink = messages.clone();
+        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>("string_recorder", topic, r2r::QosProfile::default(), move |msg| {
+            sink.lock().unwrap().push((Instant::now(), msg.data));
+        });
+        StringRecorder { messages, _spin: spin }
+    }
+
+    /// Waits up to `timeout` for a message equal to `text`.
+    pub fn wait_for(&self, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.messages.lock().unwrap().iter().any(|(_, m)| m == text) {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+/// Records the simulator's true speed (/ground_truth/odom twist, in
+/// base_footprint): (arrival time, linear m/s, angular rad/s).
+pub struct TruthSpeed {
+    pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl TruthSpeed {
+    pub fn subscribe() -> Self {
+        ros_environment();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>("truth_speed_reader", "/ground_truth/odom", r2r::QosProfile::sensor_data(), move |msg| {
+                let v = msg.twist.twist.linear;
+                sink.lock().unwrap().push((Instant::now(), v.x.hypot(v.y), msg.twist.twist.angular.z));
+        });
+        TruthSpeed { samples, _spin: spin }
+    }
+
+    /// The latest (linear m/s, angular rad/s).
+    pub fn latest(&self) -> Option<(f64, f64)> {
+        self.samples.lock().unwrap().last().map(|(_, v, w)| (*v, *w))
+    }
+
+    /// The first time after `since` from which every sample (until now)
+    /// has |linear| < `linear_mps` and |angular| < `angular_radps`.
+    pub fn still_from(&self, since: Instant, linear_mps: f64, angular_radps: f64) -> Option<Instant> {
+        let samples = self.samples.lock().unwrap();
+        let mut still_since = None;
+        for (t, v, w) in samples.iter().filter(|(t, _, _)| *t >= since) {
+            if v.abs() < linear_mps && w.abs() < angular_radps {
+                still_since.get_or_insert(*t);
+            } else {
+                still_since = None;
+            }
+        }
+        still_since
+    }
+}

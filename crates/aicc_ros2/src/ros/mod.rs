@@ -1,0 +1,516 @@
+//! The r2r adapter: the only module that names ROS types. Subscriptions
+//! keep the latest sample per sensor (images stay undecoded until an agent
+//! asks); publishers and action clients take governed commands. The node
+//! spins on a dedicated thread, never on a tokio worker.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use nalgebra::{Quaternion, UnitQuaternion, Vector3};
+use parking_lot::Mutex;
+use r2r::control_msgs::action::{FollowJointTrajectory, GripperCommand};
+use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, trajectory_msgs, QosProfile};
+
+use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
+use aicc_bridge::governor::BaseVelocity;
+use aicc_bridge::perception::{CompressedFrame, RawImage};
+use aicc_bridge::robot::{
+    Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, OdometrySample, RobotPort, Stamped, TrajectoryGoal,
+    TrajectoryOutcome,
+};
+
+/// How long one spin_once may block; bounds shutdown latency.
+const SPIN_TIMEOUT: Duration = Duration::from_millis(5);
+/// How long to wait for an action server before giving up on a goal.
+const ACTION_SERVER_WAIT: Duration = Duration::from_secs(3);
+
+enum CmdVelPublisher {
+    Plain(r2r::Publisher<geometry_msgs::msg::Twist>),
+    Stamped(r2r::Publisher<geometry_msgs::msg::TwistStamped>, Arc<std::sync::Mutex<r2r::Clock>>),
+}
+
+/// The latest sample of each sensor.
+#[derive(Default)]
+struct Latest {
+    odom: Option<OdometrySample>,
+    imu: Option<ImuSample>,
+    camera: Option<Stamped<CameraFrame>>,
+    camera_info: Option<Stamped<CameraInfo>>,
+    depth: Option<Stamped<RawImage>>,
+    depth_info: Option<Stamped<CameraInfo>>,
+    joint_states: Option<Stamped<JointStates>>,
+    contacts: Option<Stamped<Contacts>>,
+    battery: Option<Stamped<Battery>>,
+}
+
+/// The robot as seen through ROS topics and actions.
+pub struct RosRobot {
+    latest: Mutex<Latest>,
+    /// Publishers are Send but not Sync; mutexes make the port shareable.
+    cmd_vel: Mutex<CmdVelPublisher>,
+    say: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
+    diagnostics: Mutex<r2r::Publisher<diagnostic_msgs::msg::DiagnosticArray>>,
+    head: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
+    arm: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
+    gripper: Option<r2r::ActionClient<GripperCommand::Action>>,
+    clock: Arc<std::sync::Mutex<r2r::Clock>>,
+    config: Arc<Config>,
+}
+
+/// Owns the spin thread; dropping it stops spinning.
+pub struct RosAdapter {
+    pub robot: Arc<RosRobot>,
+    running: Arc<AtomicBool>,
+    spin_thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for RosAdapter {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(thread) = self.spin_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn qos(sensor: &SensorTopic) -> QosProfile {
+    let profile = QosProfile::default().keep_last(sensor.depth);
+    match sensor.reliability {
+        Reliability::Reliable => profile.reliable(),
+        Reliability::BestEffort => profile.best_effort(),
+    }
+}
+
+/// Prefixes a relative name with the configured namespace.
+fn resolve(config: &Config, name: &str) -> String {
+    if name.starts_with('/') || config.namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{}/{name}", config.namespace.trim_end_matches('/'))
+    }
+}
+
+/// Subscribes to a configured sensor topic and keeps the latest message,
+/// converted by `store`. Unconfigured sensors ("" topic) are skipped.
+fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, sensor: &SensorTopic, robot_slot: Arc<Mutex<Option<Arc<RosRobot>>>>, store: F) -> anyhow::Result<()>
+where
+    T: r2r::WrappedTypesupport + Send + 'static,
+    F: Fn(&mut Latest, T, Instant) + Send + 'static,
+{
+    if !sensor.is_configured() {
+        return Ok(());
+    }
+    let topic = resolve(config, &sensor.topic);
+    let stream = node.subscribe::<T>(&topic, qos(sensor)).with_context(|| format!("subscribing to {topic}"))?;
+    spawn_consumer(stream, robot_slot, store);
+    Ok(())
+}
+
+/// Consumes a subscription promptly (r2r drops messages when its small
+/// channel is full), storing each message as the latest sample.
+fn spawn_consumer<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, robot_slot: Arc<Mutex<Option<Arc<RosRobot>>>>, store: F)
+where
+    F: Fn(&mut Latest, T, Instant) + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Some(msg) = stream.next().await {
+            let robot = robot_slot.lock().clone();
+            if let Some(robot) = robot {
+                store(&mut robot.latest.lock(), msg, Instant::now());
+            }
+        }
+    });
+}
+
+/// Creates the node, its subscriptions, publishers and action clients, and
+/// starts spinning. Must be called inside a tokio runtime.
+pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter> {
+    let context = r2r::Context::create().context("initialising ROS 2 (rcl_init)")?;
+    let mut node = r2r::Node::create(context, node_name, "").context("creating the ROS 2 node")?;
+    let sensors = &config.sensors;
+    // Consumers start before the robot exists; they find it through this slot.
+    let slot: Arc<Mutex<Option<Arc<RosRobot>>>> = Arc::new(Mutex::new(None));
+    subscribe_latest::<nav_msgs::msg::Odometry, _>(&mut node, &config, &sensors.odom, slot.clone(), |l, m, t| l.odom = Some(odometry_sample(m, t)))?;
+    subscribe_latest::<sensor_msgs::msg::Imu, _>(&mut node, &config, &sensors.imu, slot.clone(), |l, m, t| l.imu = Some(imu_sample(m, t)))?;
+    match sensors.camera_transport {
+        ImageTransport::Raw => subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, &sensors.camera, slot.clone(), |l, m, t| {
+            let (header, image) = raw_image(m);
+            l.camera = Some(stamped(CameraFrame::Raw(image), header, t));
+        })?,
+        ImageTransport::Compressed => subscribe_latest::<sensor_msgs::msg::CompressedImage, _>(&mut node, &config, &sensors.camera, slot.clone(), |l, m, t| {
+            let frame = CompressedFrame { format: m.format, data: m.data };
+            l.camera = Some(stamped(CameraFrame::Compressed(frame), m.header, t));
+        })?,
+    }
+    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, &sensors.camera_info, slot.clone(), |l, m, t| l.camera_info = Some(camera_info(m, t)))?;
+    subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, &sensors.depth, slot.clone(), |l, m, t| {
+        let (header, image) = raw_image(m);
+        l.depth = Some(stamped(image, header, t));
+    })?;
+    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, &sensors.depth_info, slot.clone(), |l, m, t| l.depth_info = Some(camera_info(m, t)))?;
+    subscribe_latest::<sensor_msgs::msg::JointState, _>(&mut node, &config, &sensors.joint_states, slot.clone(), |l, m, t| {
+        let value = JointStates { names: m.name, positions: m.position, velocities: m.velocity, efforts: m.effort };
+        l.joint_states = Some(stamped(value, m.header, t));
+    })?;
+    subscribe_latest::<ros_gz_interfaces::msg::Contacts, _>(&mut node, &config, &sensors.bumper, slot.clone(), |l, m, t| {
+        let value = contacts(&m);
+        l.contacts = Some(stamped(value, m.header, t));
+    })?;
+    subscribe_latest::<sensor_msgs::msg::BatteryState, _>(&mut node, &config, &sensors.battery, slot.clone(), |l, m, t| {
+        // POWER_SUPPLY_STATUS_CHARGING = 1
+        let value = Battery { fraction: f64::from(m.percentage), voltage_v: f64::from(m.voltage), charging: m.power_supply_status == 1 };
+        l.battery = Some(stamped(value, m.header, t));
+    })?;
+
+    let actuators = &config.actuators;
+    let publisher_qos = QosProfile::default().keep_last(10);
+    let cmd_vel_topic = resolve(&config, &actuators.cmd_vel);
+    let clock = node.get_ros_clock();
+    let cmd_vel = if actuators.cmd_vel_stamped {
+        CmdVelPublisher::Stamped(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?, clock.clone())
+    } else {
+        CmdVelPublisher::Plain(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?)
+    };
+    let say = match actuators.say_topic.as_str() {
+        "" => None,
+        topic => Some(Mutex::new(node.create_publisher(&resolve(&config, topic), publisher_qos.clone())?)),
+    };
+    let diagnostics = Mutex::new(node.create_publisher(&resolve(&config, &actuators.diagnostics_topic), publisher_qos)?);
+    let action = |node: &mut r2r::Node, name: &str| -> anyhow::Result<Option<r2r::ActionClient<FollowJointTrajectory::Action>>> {
+        if name.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(node.create_action_client::<FollowJointTrajectory::Action>(&resolve(&config, name)).with_context(|| format!("action client {name}"))?))
+    };
+    let head = action(&mut node, &actuators.head_action)?;
+    let arm = action(&mut node, &actuators.arm_action)?;
+    let gripper = match actuators.gripper_action.as_str() {
+        "" => None,
+        name => Some(node.create_action_client::<GripperCommand::Action>(&resolve(&config, name)).with_context(|| format!("action client {name}"))?),
+    };
+    let robot = Arc::new(RosRobot {
+        latest: Mutex::new(Latest::default()),
+        cmd_vel: Mutex::new(cmd_vel),
+        say,
+        diagnostics,
+        head,
+        arm,
+        gripper,
+        clock,
+        config: config.clone(),
+    });
+    *slot.lock() = Some(robot.clone());
+
+    let running = Arc::new(AtomicBool::new(true));
+    let spin_running = running.clone();
+    let spin_thread = std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
+        while spin_running.load(Ordering::Relaxed) {
+            node.spin_once(SPIN_TIMEOUT);
+        }
+    })?;
+    Ok(RosAdapter { robot, running, spin_thread: Some(spin_thread) })
+}
+
+fn stamp_seconds(stamp: &r2r::builtin_interfaces::msg::Time) -> f64 {
+    f64::from(stamp.sec) + f64::from(stamp.nanosec) * 1e-9
+}
+
+fn stamped<T>(value: T, header: std_msgs::msg::Header, received: Instant) -> Stamped<T> {
+    Stamped { value, stamp_s: stamp_seconds(&header.stamp), frame_id: header.frame_id, received }
+}
+
+fn vector(v: &geometry_msgs::msg::Vector3) -> Vector3<f64> {
+    Vector3::new(v.x, v.y, v.z)
+}
+
+fn quaternion(q: &geometry_msgs::msg::Quaternion) -> UnitQuaternion<f64> {
+    UnitQuaternion::from_quaternion(Quaternion::new(q.w, q.x, q.y, q.z))
+}
+
+fn raw_image(msg: sensor_msgs::msg::Image) -> (std_msgs::msg::Header, RawImage) {
+    let image = RawImage { width: msg.width, height: msg.height, encoding: msg.encoding, is_bigendian: msg.is_bigendian != 0, step: msg.step, data: msg.data };
+    (msg.header, image)
+}
+
+fn camera_info(msg: sensor_msgs::msg::CameraInfo, received: Instant) -> Stamped<CameraInfo> {
+    let mut k = [0.0; 9];
+    for (slot, value) in k.iter_mut().zip(msg.k.iter()) {
+        *slot = *value;
+    }
+    stamped(CameraInfo { width: msg.width, height: msg.height, k }, msg.header, received)
+}
+
+fn contacts(msg: &ros_gz_interfaces::msg::Contacts) -> Contacts {
+    let mut points = Vec::new();
+    for contact in &msg.contacts {
+        for (index, position) in contact.positions.iter().enumerate() {
+            let force_n = contact.wrenches.get(index).map(|w| vector(&w.body_1_wrench.force).norm());
+            points.push(ContactPoint {
+                part: contact.collision1.name.clone(),
+                other: contact.collision2.name.clone(),
+                position_m: vector(position),
+                normal: contact.normals.get(index).map(vector).unwrap_or_else(Vector3::zeros),
+                depth_m: contact.depths.get(index).copied().unwrap_or(0.0),
+                force_n,
+            });
+        }
+    }
+    Contacts { points }
+}
+
+fn odometry_sample(msg: nav_msgs::msg::Odometry, received: Instant) -> OdometrySample {
+    let p = &msg.pose.pose.position;
+    OdometrySample {
+        position_m: Vector3::new(p.x, p.y, p.z),
+        orientation: quaternion(&msg.pose.pose.orientation),
+        linear_velocity_mps: vector(&msg.twist.twist.linear),
+        angular_velocity_radps: vector(&msg.twist.twist.angular),
+        stamp_s: stamp_seconds(&msg.header.stamp),
+        frame_id: msg.header.frame_id,
+        child_frame_id: msg.child_frame_id,
+        received,
+    }
+}
+
+fn imu_sample(msg: sensor_msgs::msg::Imu, received: Instant) -> ImuSample {
+    // REP-145: orientation_covariance[0] == -1 means "no orientation".
+    let has_orientation = msg.orientation_covariance.first().is_none_or(|c| *c != -1.0);
+    ImuSample {
+        orientation: has_orientation.then(|| quaternion(&msg.orientation)),
+        angular_velocity_radps: vector(&msg.angular_velocity),
+        linear_acceleration_mps2: vector(&msg.linear_acceleration),
+        stamp_s: stamp_seconds(&msg.header.stamp),
+        frame_id: msg.header.frame_id,
+        received,
+    }
+}
+
+fn duration_msg(seconds: f64) -> r2r::builtin_interfaces::msg::Duration {
+    let whole = seconds.floor();
+    r2r::builtin_interfaces::msg::Duration { sec: whole as i32, nanosec: ((seconds - whole) * 1e9) as u32 }
+}
+
+/// Waits (bounded) for an action server to be discoverable.
+async fn wait_for_server(available: impl std::future::Future<Output = r2r::Result<()>>, name: &str) -> Result<(), String> {
+    match tokio::time::timeout(ACTION_SERVER_WAIT, available).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(format!("action server {name}: {error}")),
+        Err(_) => Err(format!("action server {name} is not available (waited {:.0} s)", ACTION_SERVER_WAIT.as_secs_f64())),
+    }
+}
+
+/// Waits for an action's result while draining its feedback (r2r's small
+/// feedback channel otherwise fills and logs an error for every message;
+/// the feedback stream never ends by itself).
+async fn until_result<R, F: Unpin>(result: impl std::future::Future<Output = R>, mut feedback: impl Stream<Item = F> + Unpin) -> R {
+    tokio::pin!(result);
+    loop {
+        tokio::select! {
+            outcome = &mut result => return outcome,
+            item = feedback.next() => {
+                if item.is_none() {
+                    return result.await;
+                }
+            }
+        }
+    }
+}
+
+/// Cancels a goal unless disarmed: dropping a call's future (the agent
+/// went away, or the call was cancelled) stops the controller too.
+struct CancelOnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for CancelOnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            cancel();
+        }
+    }
+}
+
+impl RobotPort for RosRobot {
+    fn odometry(&self) -> Option<OdometrySample> {
+        self.latest.lock().odom.clone()
+    }
+
+    fn imu(&self) -> Option<ImuSample> {
+        self.latest.lock().imu.clone()
+    }
+
+    fn camera(&self) -> Option<Stamped<CameraFrame>> {
+        self.latest.lock().camera.clone()
+    }
+
+    fn camera_info(&self) -> Option<Stamped<CameraInfo>> {
+        self.latest.lock().camera_info.clone()
+    }
+
+    fn depth(&self) -> Option<Stamped<RawImage>> {
+        self.latest.lock().depth.clone()
+    }
+
+    fn depth_info(&self) -> Option<Stamped<CameraInfo>> {
+        self.latest.lock().depth_info.clone()
+    }
+
+    fn joint_states(&self) -> Option<Stamped<JointStates>> {
+        self.latest.lock().joint_states.clone()
+    }
+
+    fn contacts(&self) -> Option<Stamped<Contacts>> {
+        self.latest.lock().contacts.clone()
+    }
+
+    fn battery(&self) -> Option<Stamped<Battery>> {
+        self.latest.lock().battery.clone()
+    }
+
+    fn received(&self, what: &str) -> Option<Instant> {
+        let latest = self.latest.lock();
+        match what {
+            "odom" => latest.odom.as_ref().map(|s| s.received),
+            "imu" => latest.imu.as_ref().map(|s| s.received),
+            "camera" => latest.camera.as_ref().map(|s| s.received),
+            "camera_info" => latest.camera_info.as_ref().map(|s| s.received),
+            "depth" => latest.depth.as_ref().map(|s| s.received),
+            "depth_info" => latest.depth_info.as_ref().map(|s| s.received),
+            "joint_states" => latest.joint_states.as_ref().map(|s| s.received),
+            "bumper" => latest.contacts.as_ref().map(|s| s.received),
+            "battery" => latest.battery.as_ref().map(|s| s.received),
+            _ => None,
+        }
+    }
+
+    fn source(&self, what: &str) -> String {
+        let (sensors, actuators) = (&self.config.sensors, &self.config.actuators);
+        let name = match what {
+            "odom" => &sensors.odom.topic,
+            "imu" => &sensors.imu.topic,
+            "camera" => &sensors.camera.topic,
+            "camera_info" => &sensors.camera_info.topic,
+            "depth" => &sensors.depth.topic,
+            "depth_info" => &sensors.depth_info.topic,
+            "joint_states" => &sensors.joint_states.topic,
+            "bumper" => &sensors.bumper.topic,
+            "battery" => &sensors.battery.topic,
+            "cmd_vel" => &actuators.cmd_vel,
+            "head" => &actuators.head_action,
+            "arm" => &actuators.arm_action,
+            "gripper" => &actuators.gripper_action,
+            "say" => &actuators.say_topic,
+            other => return other.to_string(),
+        };
+        resolve(&self.config, name)
+    }
+
+    fn publish_base_velocity(&self, velocity: BaseVelocity) {
+        let twist = geometry_msgs::msg::Twist {
+            linear: geometry_msgs::msg::Vector3 { x: velocity.linear_mps, y: 0.0, z: 0.0 },
+            angular: geometry_msgs::msg::Vector3 { x: 0.0, y: 0.0, z: velocity.angular_radps },
+        };
+        let result = match &*self.cmd_vel.lock() {
+            CmdVelPublisher::Plain(publisher) => publisher.publish(&twist),
+            CmdVelPublisher::Stamped(publisher, clock) => {
+                let stamp = clock.lock().ok().and_then(|mut clock| clock.get_now().ok()).map(|t| r2r::Clock::to_builtin_time(&t)).unwrap_or_default();
+                let header = std_msgs::msg::Header { stamp, frame_id: "base_link".into() };
+                publisher.publish(&geometry_msgs::msg::TwistStamped { header, twist })
+            }
+        };
+        if let Err(error) = result {
+            tracing::error!(%error, "publishing cmd_vel failed");
+        }
+    }
+
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, String>> {
+        let (client, name) = match controller {
+            Controller::Head => (self.head.clone(), self.source("head")),
+            Controller::Arm => (self.arm.clone(), self.source("arm")),
+        };
+        async move {
+            let client = client.ok_or_else(|| format!("no {controller:?} controller is configured"))?;
+            wait_for_server(r2r::Node::is_available(&client).map_err(|e| e.to_string())?, &name).await?;
+            let points = goal
+                .points
+                .iter()
+                .map(|(positions, time_s)| trajectory_msgs::msg::JointTrajectoryPoint { positions: positions.clone(), time_from_start: duration_msg(*time_s), ..Default::default() })
+                .collect();
+            let trajectory = trajectory_msgs::msg::JointTrajectory { joint_names: goal.joint_names.clone(), points, ..Default::default() };
+            let request = FollowJointTrajectory::Goal { trajectory, ..Default::default() };
+            let (handle, result, feedback) = client
+                .send_goal_request(request)
+                .map_err(|e| format!("sending the goal to {name}: {e}"))?
+                .await
+                .map_err(|e| format!("{name} rejected the goal ({e}); the controller refuses unknown joints and positions outside its limits"))?;
+            let cancel_handle = handle.clone();
+            let mut guard = CancelOnDrop(Some(move || {
+                if let Ok(cancel) = cancel_handle.cancel() {
+                    tokio::spawn(async move {
+                        let _ = cancel.await;
+                    });
+                }
+            }));
+            let (status, result) = until_result(result, feedback).await.map_err(|e| format!("waiting for {name}: {e}"))?;
+            guard.0 = None;
+            let mut error_string = result.error_string;
+            if status != r2r::GoalStatus::Succeeded && error_string.is_empty() {
+                error_string = format!("goal ended {status:?}");
+            }
+            Ok(TrajectoryOutcome { error_code: result.error_code, error_string })
+        }
+        .boxed()
+    }
+
+    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, String>> {
+        let client = self.gripper.clone();
+        let name = self.source("gripper");
+        async move {
+            let client = client.ok_or_else(|| "no gripper controller is configured".to_string())?;
+            wait_for_server(r2r::Node::is_available(&client).map_err(|e| e.to_string())?, &name).await?;
+            let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: position_m, max_effort: max_effort_n } };
+            let (handle, result, feedback) = client
+                .send_goal_request(request)
+                .map_err(|e| format!("sending the goal to {name}: {e}"))?
+                .await
+                .map_err(|e| format!("{name} rejected the goal: {e}"))?;
+            let cancel_handle = handle.clone();
+            let mut guard = CancelOnDrop(Some(move || {
+                if let Ok(cancel) = cancel_handle.cancel() {
+                    tokio::spawn(async move {
+                        let _ = cancel.await;
+                    });
+                }
+            }));
+            let (_status, result) = until_result(result, feedback).await.map_err(|e| format!("waiting for {name}: {e}"))?;
+            guard.0 = None;
+            Ok(GripperOutcome { position_m: result.position, effort_n: result.effort, stalled: result.stalled, reached_goal: result.reached_goal })
+        }
+        .boxed()
+    }
+
+    fn say(&self, text: &str) -> Result<(), String> {
+        let publisher = self.say.as_ref().ok_or("no say topic is configured")?;
+        publisher.lock().publish(&std_msgs::msg::String { data: text.to_string() }).map_err(|e| e.to_string())
+    }
+
+    fn publish_diagnostics(&self, diagnostics: &[Diagnostic]) {
+        let stamp = self.clock.lock().ok().and_then(|mut clock| clock.get_now().ok()).map(|t| r2r::Clock::to_builtin_time(&t)).unwrap_or_default();
+        let status = diagnostics
+            .iter()
+            .map(|d| diagnostic_msgs::msg::DiagnosticStatus {
+                level: d.level,
+                name: d.name.clone(),
+                message: d.message.clone(),
+                hardware_id: "aicc_bridge".into(),
+                values: d.values.iter().map(|(key, value)| diagnostic_msgs::msg::KeyValue { key: key.clone(), value: value.clone() }).collect(),
+            })
+            .collect();
+        let array = diagnostic_msgs::msg::DiagnosticArray { header: std_msgs::msg::Header { stamp, frame_id: String::new() }, status };
+        if let Err(error) = self.diagnostics.lock().publish(&array) {
+            tracing::warn!(%error, "publishing diagnostics failed");
+        }
+    }
+}
