@@ -2,6 +2,7 @@
 //! session -> tool -> governor -> robot port, and back the same path. The
 //! ROS node (crate `aicc_ros2`) implements the robot port; tests and the
 //! replay robot implement it too.
+pub mod bridge;
 pub mod config;
 pub mod fonline;
 pub mod governor;

@@ -152,6 +152,15 @@ pub enum JointError {
     /// A requested velocity that is zero or negative where a speed is needed.
     #[error("joint {joint}: {field} {value} {unit} must be positive")]
     NotPositive { joint: String, field: &'static str, value: f64, unit: &'static str },
+    /// A trajectory segment that would move the joint faster than its limit.
+    #[error("joint {joint}: waypoint {waypoint} needs {velocity:.3} {unit}, above the limit of {max_velocity} {unit}")]
+    TooFast { joint: String, waypoint: usize, velocity: f64, max_velocity: f64, unit: &'static str },
+    /// A force or torque above the joint's effort limit.
+    #[error("joint {joint}: effort {effort} {unit} exceeds the limit of {max_effort} {unit}")]
+    EffortTooHigh { joint: String, effort: f64, max_effort: f64, unit: &'static str },
+    /// A trajectory that is not a list of timed waypoints, one position per joint.
+    #[error("trajectory: {0}")]
+    MalformedTrajectory(String),
 }
 
 /// The limits of every movable joint of a robot, in URDF order.
@@ -323,6 +332,67 @@ impl JointLimits {
     }
 }
 
+impl JointLimits {
+    /// Accepts a trajectory for `joints` if every waypoint is within the
+    /// limits (as [`JointLimits::check_position`]), times strictly increase,
+    /// and no segment is faster than a joint's velocity limit; the first
+    /// segment starts at `start` (the measured positions) when given, and
+    /// is not checked for speed otherwise (a hold of where the joints are).
+    /// `points`: positions (one per joint) and time from start, seconds.
+    pub fn check_trajectory(&self, joints: &[String], points: &[(Vec<f64>, f64)], start: Option<&[f64]>) -> Result<(), JointError> {
+        if points.is_empty() {
+            return Err(JointError::MalformedTrajectory("no waypoints".into()));
+        }
+        if let Some(start) = start {
+            if start.len() != joints.len() {
+                return Err(JointError::MalformedTrajectory(format!("{} start positions for {} joints", start.len(), joints.len())));
+            }
+        }
+        let mut previous: Option<(&[f64], f64)> = start.map(|s| (s, 0.0));
+        for (index, (positions, time_s)) in points.iter().enumerate() {
+            if positions.len() != joints.len() {
+                return Err(JointError::MalformedTrajectory(format!("waypoint {index} has {} positions for {} joints", positions.len(), joints.len())));
+            }
+            if !(time_s.is_finite() && *time_s > previous.map_or(0.0, |(_, t)| t)) {
+                return Err(JointError::MalformedTrajectory(format!("waypoint {index} at {time_s} s does not come after the one before")));
+            }
+            for (name, value) in joints.iter().zip(positions) {
+                self.check_position(name, *value)?;
+            }
+            if let Some((from, from_s)) = previous {
+                let dt = time_s - from_s;
+                for ((name, to), from) in joints.iter().zip(positions).zip(from) {
+                    let joint = self.joint(name)?;
+                    if !from.is_finite() {
+                        return Err(JointError::NotFinite { joint: name.clone(), field: "start position", value: *from });
+                    }
+                    let velocity = (to - from).abs() / dt;
+                    if velocity > joint.max_velocity {
+                        return Err(JointError::TooFast { joint: name.clone(), waypoint: index, velocity, max_velocity: joint.max_velocity, unit: joint.kind.velocity_unit() });
+                    }
+                }
+            }
+            previous = Some((positions, *time_s));
+        }
+        Ok(())
+    }
+
+    /// Accepts `effort` as a force or torque limit for `name`.
+    pub fn check_effort(&self, name: &str, effort: f64) -> Result<(), JointError> {
+        let joint = self.joint(name)?;
+        if !effort.is_finite() {
+            return Err(JointError::NotFinite { joint: name.into(), field: "effort", value: effort });
+        }
+        if effort <= 0.0 {
+            return Err(JointError::NotPositive { joint: name.into(), field: "effort", value: effort, unit: joint.kind.effort_unit() });
+        }
+        if effort > joint.max_effort {
+            return Err(JointError::EffortTooHigh { joint: name.into(), effort, max_effort: joint.max_effort, unit: joint.kind.effort_unit() });
+        }
+        Ok(())
+    }
+}
+
 /// A finite number from `attribute` of `element`, `default` when it is absent.
 fn attribute_number(element: roxmltree::Node<'_, '_>, joint: &str, field: &'static str, attribute: &str, default: Option<f64>) -> Result<f64, UrdfError> {
     match element.attribute(attribute) {
@@ -360,6 +430,38 @@ mod tests {
 
     fn robot() -> JointLimits {
         JointLimits::from_urdf(URDF).expect("the robot's URDF parses")
+    }
+
+    #[test]
+    fn trajectories_are_checked_for_limits_order_and_speed() {
+        let l = robot();
+        let head = vec!["head_pan_joint".to_string(), "head_tilt_joint".to_string()];
+        let max = l.get("head_pan_joint").unwrap().max_velocity;
+        assert_eq!(l.check_trajectory(&head, &[(vec![0.5, 0.1], 1.0)], Some(&[0.0, 0.0])), Ok(()));
+        let too_fast = l.check_trajectory(&head, &[(vec![max * 0.2, 0.0], 0.1)], Some(&[0.0, 0.0])).unwrap_err();
+        assert!(matches!(too_fast, JointError::TooFast { ref joint, waypoint: 0, .. } if joint == "head_pan_joint"), "{too_fast}");
+        assert!(too_fast.to_string().contains("above the limit"), "{too_fast}");
+        // A hold (no start given) is checked for limits, not for speed from an unknown start.
+        assert_eq!(l.check_trajectory(&head, &[(vec![0.5, 0.1], 0.1)], None), Ok(()));
+        // The second segment is checked against the first waypoint.
+        let second = l.check_trajectory(&head, &[(vec![0.1, 0.0], 1.0), (vec![0.1 + max * 0.5, 0.0], 1.1)], None).unwrap_err();
+        assert!(matches!(second, JointError::TooFast { waypoint: 1, .. }), "{second}");
+        assert!(matches!(l.check_trajectory(&head, &[(vec![9.0, 0.0], 30.0)], None), Err(JointError::OutOfRange { .. })));
+        assert!(matches!(l.check_trajectory(&head, &[], None), Err(JointError::MalformedTrajectory(_))));
+        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1], 1.0)], None), Err(JointError::MalformedTrajectory(_))));
+        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1, 0.0], 1.0), (vec![0.1, 0.0], 1.0)], None), Err(JointError::MalformedTrajectory(_))));
+        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1, 0.0], f64::NAN)], None), Err(JointError::MalformedTrajectory(_))));
+        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1, 0.0], 1.0)], Some(&[f64::NAN, 0.0])), Err(JointError::NotFinite { .. })));
+    }
+
+    #[test]
+    fn efforts_above_the_urdf_limit_are_refused() {
+        let l = robot();
+        let max = l.get("gripper_left_joint").unwrap().max_effort;
+        assert_eq!(l.check_effort("gripper_left_joint", max), Ok(()));
+        assert!(matches!(l.check_effort("gripper_left_joint", max + 0.1), Err(JointError::EffortTooHigh { .. })));
+        assert!(matches!(l.check_effort("gripper_left_joint", 0.0), Err(JointError::NotPositive { .. })));
+        assert!(matches!(l.check_effort("gripper_left_joint", f64::INFINITY), Err(JointError::NotFinite { .. })));
     }
 
     fn assert_limit(limits: &JointLimits, name: &str, kind: JointKind, range: Option<(f64, f64)>, velocity: f64, effort: f64) {

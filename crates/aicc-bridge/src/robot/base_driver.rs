@@ -11,7 +11,8 @@ use parking_lot::Mutex;
 use crate::config::SensorConfig;
 use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth};
 use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
-use crate::robot::RobotPort;
+use super::halt::Halts;
+use super::port::{ActuatorPort, Endpoint, SensorPort};
 
 /// Zero commands published on coming to rest, so that a lost message
 /// cannot leave the robot moving; then the driver goes quiet so that other
@@ -126,8 +127,10 @@ pub struct GovernorChange {
     pub ended: Vec<Rule>,
 }
 
-/// Owns the base's velocity command.
+/// Owns the base's velocity command: the only holder of the actuator port's
+/// velocity publisher.
 pub struct BaseDriver {
+    actuators: Arc<dyn ActuatorPort>,
     limits: BaseLimits,
     emergency: EmergencyLimits,
     safety: SafetyConfig,
@@ -140,15 +143,51 @@ pub struct BaseDriver {
     /// Wakes the loop when motion starts or stops, so that the first
     /// governed command goes out at once rather than at the next period.
     wake: tokio::sync::Notify,
-    /// Incremented by every `halt`: a motion begun before it may no longer
-    /// set the base moving (a `stop` cannot be overridden by a tool that is
-    /// still running).
-    halts: std::sync::atomic::AtomicU64,
+    /// Raised by every `halt`: a motion begun before it may no longer set
+    /// the base (or the joints) moving; shared with the joint driver.
+    halts: Arc<Halts>,
 }
 
-impl BaseDriver {
-    pub fn new(limits: BaseLimits, emergency: EmergencyLimits, safety: SafetyConfig, geofence_radius_m: Option<f64>, setpoint_timeout: Duration, control_rate_hz: f64) -> Self {
+/// How the base driver is set up (from `base` and `safety` in the config).
+#[derive(Debug, Clone, Copy)]
+pub struct BaseSettings {
+    pub limits: BaseLimits,
+    pub emergency: EmergencyLimits,
+    pub safety: SafetyConfig,
+    pub geofence_radius_m: Option<f64>,
+    pub setpoint_timeout: Duration,
+    pub control_rate_hz: f64,
+}
+
+impl BaseSettings {
+    /// From `base` and `safety` in the configuration.
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        let base = &config.base;
         Self {
+            limits: BaseLimits {
+                max_linear_mps: base.max_linear_mps,
+                max_angular_radps: base.max_angular_radps,
+                max_linear_accel_mps2: base.max_linear_accel_mps2,
+                max_angular_accel_radps2: base.max_angular_accel_radps2,
+            },
+            emergency: config.safety.emergency(),
+            safety: config.safety.rules(),
+            geofence_radius_m: config.safety.geofence_radius(),
+            setpoint_timeout: Duration::from_secs_f64(base.setpoint_timeout_s),
+            control_rate_hz: base.control_rate_hz,
+        }
+    }
+}
+
+/// Zero commands published at exit, a few milliseconds apart: one message
+/// may be lost before the publisher's peers drain it.
+const EXIT_ZEROS: u32 = 3;
+
+impl BaseDriver {
+    pub fn new(settings: BaseSettings, actuators: Arc<dyn ActuatorPort>, halts: Arc<Halts>) -> Self {
+        let BaseSettings { limits, emergency, safety, geofence_radius_m, setpoint_timeout, control_rate_hz } = settings;
+        Self {
+            actuators,
             limits,
             emergency,
             safety,
@@ -169,7 +208,21 @@ impl BaseDriver {
             }),
             obstacle_ahead: Mutex::new(None),
             wake: tokio::sync::Notify::new(),
-            halts: std::sync::atomic::AtomicU64::new(0),
+            halts,
+        }
+    }
+
+    /// The topic the governed commands go to, for messages.
+    pub fn endpoint(&self) -> String {
+        self.actuators.endpoint(Endpoint::CmdVel)
+    }
+
+    /// At exit: stops, and publishes zero whatever the loop was doing.
+    pub async fn shutdown(&self) {
+        self.stop();
+        for _ in 0..EXIT_ZEROS {
+            self.actuators.publish_base_velocity(BaseVelocity::ZERO);
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -184,7 +237,7 @@ impl BaseDriver {
     /// The motion generation to pass to [`BaseDriver::request`]: taken when
     /// a motion begins, it goes stale at the next [`BaseDriver::halt`].
     pub fn begin_motion(&self) -> u64 {
-        self.halts.load(std::sync::atomic::Ordering::SeqCst)
+        self.halts.current()
     }
 
     /// Whether a halt came after the motion `generation` began.
@@ -195,7 +248,7 @@ impl BaseDriver {
     /// Stops now (as [`BaseDriver::stop`]) and refuses every setpoint of
     /// motions begun before: what the `stop` tool does.
     pub fn halt(&self) {
-        self.halts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.halts.raise();
         self.stop();
     }
 
@@ -340,7 +393,7 @@ impl BaseDriver {
     }
 
     /// What the sensors say now, for the safety rules.
-    pub fn snapshot(&self, robot: &dyn RobotPort, now: Instant, guards: GuardSensors) -> SensorSnapshot {
+    pub fn snapshot(&self, robot: &dyn SensorPort, now: Instant, guards: GuardSensors) -> SensorSnapshot {
         let odometry = robot.odometry();
         let bumper = match guards.bumper_max_age {
             None => BumperContact::NotSensed,
@@ -362,7 +415,7 @@ impl BaseDriver {
 
     /// Runs the control loop until the task is dropped; `on_change` hears
     /// every change in the restrictions in force.
-    pub async fn run(self: Arc<Self>, robot: Arc<dyn RobotPort>, guards: GuardSensors, on_change: impl Fn(GovernorChange) + Send + 'static) {
+    pub async fn run(self: Arc<Self>, sensors: Arc<dyn SensorPort>, guards: GuardSensors, on_change: impl Fn(GovernorChange) + Send + 'static) {
         let mut interval = tokio::time::interval(self.period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -371,10 +424,10 @@ impl BaseDriver {
                 () = self.wake.notified() => {}
             }
             let now = Instant::now();
-            let sensors = self.snapshot(robot.as_ref(), now, guards);
-            let (command, change) = self.step(now, sensors);
+            let snapshot = self.snapshot(sensors.as_ref(), now, guards);
+            let (command, change) = self.step(now, snapshot);
             if let Some(command) = command {
-                robot.publish_base_velocity(command);
+                self.actuators.publish_base_velocity(command);
             }
             if let Some(change) = change {
                 on_change(change);
@@ -389,7 +442,8 @@ mod tests {
 
     fn driver() -> BaseDriver {
         let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 2.0, max_angular_accel_radps2: 2.0 };
-        BaseDriver::new(limits, EmergencyLimits::DEFAULT, SafetyConfig::DEFAULT, None, Duration::from_millis(200), 50.0)
+        let settings = BaseSettings { limits, emergency: EmergencyLimits::DEFAULT, safety: SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0 };
+        BaseDriver::new(settings, Arc::new(crate::robot::testing::RecordingActuators::default()), Arc::new(Halts::default()))
     }
 
     fn fresh() -> SensorSnapshot {

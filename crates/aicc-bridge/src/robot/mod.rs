@@ -1,15 +1,24 @@
-//! The port between tools and the robot. Tools and the governor see only
-//! these plain types; the ROS adapter (src/ros) fills and drains them.
+//! The port between the bridge and the robot: the plain sample and command
+//! types, the port traits ([`port`]), the latest samples ([`samples`]), and
+//! the governed drivers that alone may move the robot ([`base_driver`],
+//! [`joint_driver`]). The ROS adapter (crate `aicc_ros2`) fills and drains
+//! them; nothing here names ROS.
 pub mod base_driver;
+pub mod halt;
+pub mod joint_driver;
 pub mod kinematics;
 pub mod monitor;
+pub mod names;
+pub mod port;
+pub mod samples;
+pub mod testing;
+
+pub use port::{ActuatorPort, Endpoint, PortError, Robot, SensorPort, Sensor, SignalPort};
 
 use std::time::Instant;
 
-use futures::future::BoxFuture;
 use nalgebra::{UnitQuaternion, Vector3};
 
-use crate::governor::BaseVelocity;
 use crate::perception::{CompressedFrame, RawImage};
 
 /// A sample as received: what it is, where from, and when.
@@ -160,43 +169,4 @@ pub struct Diagnostic {
     pub name: String,
     pub message: String,
     pub values: Vec<(String, String)>,
-}
-
-/// What the bridge needs from a robot. Implemented by the ROS adapter.
-pub trait RobotPort: Send + Sync + 'static {
-    fn odometry(&self) -> Option<OdometrySample>;
-    fn imu(&self) -> Option<ImuSample>;
-    fn camera(&self) -> Option<Stamped<CameraFrame>>;
-    fn camera_info(&self) -> Option<Stamped<CameraInfo>>;
-    fn depth(&self) -> Option<Stamped<RawImage>>;
-    fn depth_info(&self) -> Option<Stamped<CameraInfo>>;
-    fn joint_states(&self) -> Option<Stamped<JointStates>>;
-    fn contacts(&self) -> Option<Stamped<Contacts>>;
-    fn battery(&self) -> Option<Stamped<Battery>>;
-
-    /// When the latest sample of a sensor ("camera", "depth", "odom", ...
-    /// as for [`RobotPort::source`]) arrived, without copying it: the
-    /// availability watch asks often, and frames are large.
-    fn received(&self, what: &str) -> Option<Instant>;
-
-    /// The ROS topic (or action) name behind a source, for `meta.source`
-    /// and error messages: "odom", "imu", "camera", "depth", ...
-    fn source(&self, what: &str) -> String;
-
-    /// Publishes one base velocity command. Only the base driver calls this,
-    /// with governed values.
-    fn publish_base_velocity(&self, velocity: BaseVelocity);
-
-    /// Sends a trajectory to a controller; resolves when it finishes.
-    /// Dropping the future cancels the goal.
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, String>>;
-
-    /// Sends a gripper goal; resolves when it finishes.
-    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, String>>;
-
-    /// Publishes a line of speech.
-    fn say(&self, text: &str) -> Result<(), String>;
-
-    /// Publishes diagnostics.
-    fn publish_diagnostics(&self, diagnostics: &[Diagnostic]);
 }

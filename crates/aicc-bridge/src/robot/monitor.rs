@@ -11,7 +11,7 @@ use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as Sca
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::kinematics::Kinematics;
-use crate::robot::{Contacts, RobotPort};
+use crate::robot::{Contacts, SensorPort};
 use crate::tools::ToolEvent;
 
 /// The corridor ahead that must be clear. Points closer than the front of
@@ -62,7 +62,7 @@ pub fn contact_and_battery_events(before: &Watched, contacts: Option<&Contacts>,
 }
 
 /// Polls contacts and battery at the bumper's rate, raising events.
-pub async fn watch_contacts_and_battery(robot: Arc<dyn RobotPort>, config: Arc<Config>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
+pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<Config>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
     let mut watched = Watched::default();
     let bumper_max_age = Duration::from_secs_f64(config.sensors.bumper.max_age_s);
     let mut interval = tokio::time::interval(Duration::from_millis(20));
@@ -83,7 +83,7 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn RobotPort>, config: Arc<C
 
 /// Measures the nearest obstacle ahead in each new depth frame and hands
 /// it to the base driver's safety rules.
-pub async fn watch_obstacles(robot: Arc<dyn RobotPort>, base: Arc<BaseDriver>, kinematics: Arc<Kinematics>, config: Arc<Config>) {
+pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, kinematics: Arc<Kinematics>, config: Arc<Config>) {
     if !config.sensors.depth.is_configured() {
         return;
     }

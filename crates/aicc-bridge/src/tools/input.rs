@@ -29,6 +29,24 @@ pub fn reject_unknown_fields(input: &Map<String, Value>, known: &[&str]) -> Resu
     }
 }
 
+/// An integer within `[min, max]`, or None when absent; errors name the field.
+pub(crate) fn optional_u32(input: &Map<String, Value>, field: &str, min: u32, max: u32) -> Result<Option<u32>, AiccError> {
+    let Some(number) = optional_number(input, field, f64::from(min), f64::from(max))? else { return Ok(None) };
+    if number.fract() != 0.0 {
+        return Err(AiccError::invalid_input(format!("input.{field} must be an integer, got {number}")));
+    }
+    Ok(Some(number as u32))
+}
+
+/// A boolean, or `default` when absent.
+pub(crate) fn optional_bool(input: &Map<String, Value>, field: &str, default: bool) -> Result<bool, AiccError> {
+    match input.get(field) {
+        None => Ok(default),
+        Some(Value::Bool(value)) => Ok(*value),
+        Some(other) => Err(AiccError::invalid_input(format!("input.{field} must be a boolean, got {other}"))),
+    }
+}
+
 /// A tool input from a JSON object literal, for tests.
 #[cfg(test)]
 pub fn input_map(value: Value) -> Map<String, Value> {

@@ -8,14 +8,16 @@ use futures::FutureExt;
 use nalgebra::{Point3, Vector3};
 use serde_json::{json, Map, Value};
 
-use super::depth::{colour_to_depth, intrinsics_for};
-use super::proprioception::{fresh_sample, max_age, millis, sensor_missing};
-use super::vision::{decode_frame, optional_u32, run_blocking};
+use super::input::optional_u32;
+use super::shared::alignment::{colour_to_depth, intrinsics_for};
+use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing};
+use super::shared::images::{decode_frame, run_blocking};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::perception::{decode_depth, region_mean_rgb};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
+use crate::robot::Sensor;
 
 /// The frame 3-D points are also given in (REP-105).
 pub const BASE_FRAME: &str = "base_footprint";
@@ -198,7 +200,7 @@ impl Tool for Inspect {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        sensor_missing(ctx, "camera frame", "camera", &ctx.config.sensors.camera, now)
+        sensor_missing(ctx, "camera frame", Sensor::Camera, now)
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
@@ -206,19 +208,19 @@ impl Tool for Inspect {
             let request = parse(&input)?;
             let now = Instant::now();
             let sensors = &ctx.config.sensors;
-            let camera_topic = ctx.robot.source("camera");
-            let depth_topic = ctx.robot.source("depth");
-            let (frame, _) = fresh_sample(ctx.robot.camera(), "camera frame", &camera_topic, max_age(&sensors.camera), now)?;
+            let camera_topic = ctx.sensors.topic(Sensor::Camera);
+            let depth_topic = ctx.sensors.topic(Sensor::Depth);
+            let (frame, _) = fresh_sample(ctx.sensors.camera(), "camera frame", &camera_topic, max_age(&sensors.camera), now)?;
             let mut notes: Vec<String> = Vec::new();
             let depth = if sensors.depth.is_configured() {
-                fresh_sample(ctx.robot.depth(), "depth frame", &depth_topic, max_age(&sensors.depth), now).map_err(|e| notes.push(format!("no depth: {}", e.message))).ok()
+                fresh_sample(ctx.sensors.depth(), "depth frame", &depth_topic, max_age(&sensors.depth), now).map_err(|e| notes.push(format!("no depth: {}", e.message))).ok()
             } else {
                 notes.push("no depth: no depth topic is configured".into());
                 None
             };
             let fresh_info = |sample: Option<crate::robot::Stamped<crate::robot::CameraInfo>>, max| sample.filter(|s| now.saturating_duration_since(s.received) <= max).map(|s| s.value);
-            let colour_info = fresh_info(ctx.robot.camera_info(), max_age(&sensors.camera_info));
-            let depth_info = fresh_info(ctx.robot.depth_info(), max_age(&sensors.depth_info));
+            let colour_info = fresh_info(ctx.sensors.camera_info(), max_age(&sensors.camera_info));
+            let depth_info = fresh_info(ctx.sensors.depth_info(), max_age(&sensors.depth_info));
             let (frame_id, stamp_s, received) = (frame.frame_id.clone(), frame.stamp_s, frame.received);
             let depth_stamp_s = depth.as_ref().map(|(d, _)| d.stamp_s);
             let info_for_blocking = colour_info.clone();
@@ -260,12 +262,12 @@ impl Tool for Inspect {
             if let Some(depth_m) = seen.depth_m {
                 match colour_info.as_ref().and_then(|info| intrinsics_for(info, (seen.image_width, seen.image_height))) {
                     Some(intrinsics) => point_camera = Some(intrinsics.deproject(f64::from(request.u), f64::from(request.v), f64::from(depth_m))),
-                    None => notes.push(format!("no 3-D point: no valid, fresh camera_info on {}", ctx.robot.source("camera_info"))),
+                    None => notes.push(format!("no 3-D point: no valid, fresh camera_info on {}", ctx.sensors.topic(Sensor::CameraInfo))),
                 }
             }
             let mut point_base = None;
             if let Some(point) = point_camera {
-                let states = fresh_sample(ctx.robot.joint_states(), "joint states", &ctx.robot.source("joint_states"), max_age(&sensors.joint_states), Instant::now());
+                let states = fresh_sample(ctx.sensors.joint_states(), "joint states", &ctx.sensors.topic(Sensor::JointStates), max_age(&sensors.joint_states), Instant::now());
                 match states {
                     Err(error) => notes.push(format!("no base-frame point: {}", error.message)),
                     Ok((states, _)) => {
@@ -275,7 +277,7 @@ impl Tool for Inspect {
                         let missing = std::cell::RefCell::new(Vec::<String>::new());
                         let position = |joint: &str| {
                             let value = states.value.position(joint);
-                            if value.is_none() && ctx.joints.get(joint).is_some() && !missing.borrow().iter().any(|m| m == joint) {
+                            if value.is_none() && ctx.joints.limits().get(joint).is_some() && !missing.borrow().iter().any(|m| m == joint) {
                                 missing.borrow_mut().push(joint.to_string());
                             }
                             value
@@ -283,7 +285,7 @@ impl Tool for Inspect {
                         match ctx.kinematics.transform(BASE_FRAME, &frame_id, &position) {
                             Ok(_) if !missing.borrow().is_empty() => notes.push(format!(
                                 "no base-frame point: {} lacks {} (on the chain from {BASE_FRAME} to {frame_id})",
-                                ctx.robot.source("joint_states"),
+                                ctx.sensors.topic(Sensor::JointStates),
                                 missing.borrow().join(", ")
                             )),
                             Ok(pose) => point_base = Some((pose * Point3::from(point)).coords),
@@ -337,7 +339,7 @@ mod tests {
     use crate::perception::RawImage;
     use crate::protocol::ErrorCode;
     use crate::robot::{CameraFrame, CameraInfo, JointStates};
-    use crate::tools::proprioception::testing::*;
+    use crate::tools::testing::*;
 
     #[test]
     fn colours_are_named_by_hue_with_shading_tolerated() {

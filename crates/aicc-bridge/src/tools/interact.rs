@@ -11,13 +11,15 @@ use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::input::{optional_number, reject_unknown_fields};
-use super::look_at::{fresh_joint_states, joint_error, joint_speed, joint_tool_unavailable, measured, outcome_json, plan_motion, run_trajectory, settle, clamp_to_limits};
+use super::shared::fresh::{fresh_joint_states, measured};
+use super::shared::joints::{joint_error, joint_speed, joint_tool_unavailable, outcome_json, plan_motion, run_trajectory, settle};
+use super::shared::motion::stopped_error;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::Actuators;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::{AiccError, ErrorCode};
-use crate::robot::{Controller, GripperOutcome, TrajectoryGoal};
+use crate::robot::{Controller, Endpoint, GripperOutcome, Sensor, TrajectoryGoal};
 
 /// Named arm poses: joint1..joint4 in radians (the order of
 /// `actuators.arm_joints`), each within the URDF limits (a unit test checks
@@ -200,21 +202,21 @@ async fn move_arm(ctx: &ToolContext, arm_joints: &[String], goal: Vec<(String, f
     }
     // Every goal is checked first: nothing moves if any is refused.
     for (name, position) in &goal {
-        ctx.joints.check_position(name, *position).map_err(joint_error)?;
+        ctx.joints.limits().check_position(name, *position).map_err(joint_error)?;
     }
-    let halts = ctx.base.begin_motion();
+    let halts = ctx.joints.begin_motion();
     let started = Instant::now();
     let states = fresh_joint_states(ctx)?;
     let from = arm_joints.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
     let target: Vec<f64> = arm_joints
         .iter()
         .zip(&from)
-        .map(|(name, now)| goal.iter().find(|(n, _)| n == name).map_or_else(|| clamp_to_limits(ctx, name, *now), |(_, p)| *p))
+        .map(|(name, now)| goal.iter().find(|(n, _)| n == name).map_or_else(|| ctx.joints.clamp_to_limits(name, *now), |(_, p)| *p))
         .collect();
     let (speed_radps, speed_clamped) = joint_speed(ctx, arm_joints, speed, DEFAULT_ARM_SPEED_RADPS)?;
     let duration_s = plan_motion(ctx, arm_joints, &from, &target, speed_radps, MIN_ARM_DURATION_S)?;
     let trajectory = TrajectoryGoal { joint_names: arm_joints.to_vec(), points: vec![(target.clone(), duration_s)] };
-    let outcome = run_trajectory(ctx, Controller::Arm, trajectory, duration_s, "arm", halts).await?;
+    let outcome = run_trajectory(ctx, Controller::Arm, trajectory, &from, duration_s, "arm", halts).await?;
     let (actual, settled) = settle(ctx, arm_joints, &target).await?;
     let by_name = |values: &[f64]| -> Map<String, Value> { arm_joints.iter().cloned().zip(values.iter().map(|v| json!(v))).collect() };
     let errors: Vec<f64> = actual.iter().zip(&target).map(|(a, t)| a - t).collect();
@@ -228,7 +230,7 @@ async fn move_arm(ctx: &ToolContext, arm_joints: &[String], goal: Vec<(String, f
             "settled": settled,
             "duration_s": started.elapsed().as_secs_f64(),
         }),
-        source: format!("{} {}", ctx.robot.source("arm"), ctx.robot.source("joint_states")),
+        source: format!("{} {}", ctx.joints.endpoint(Endpoint::Arm), ctx.sensors.topic(Sensor::JointStates)),
     })
 }
 
@@ -243,7 +245,7 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
     if ctx.config.actuators.gripper_action.is_empty() || joint_name.is_empty() {
         return Err(AiccError::execution_failed(false, "no gripper is configured (actuators.gripper_action and gripper_joint)"));
     }
-    let joint = ctx.joints.joint(&joint_name).map_err(|e| AiccError::execution_failed(false, format!("actuators.gripper_joint: {e}")))?.clone();
+    let joint = ctx.joints.limits().joint(&joint_name).map_err(|e| AiccError::execution_failed(false, format!("actuators.gripper_joint: {e}")))?.clone();
     let (closed_m, open_m) = (joint.lower.unwrap_or(0.0), joint.upper.unwrap_or(0.0));
     let effort = effort_n.unwrap_or(DEFAULT_GRIPPER_EFFORT_N.min(joint.max_effort));
     if effort > joint.max_effort {
@@ -254,20 +256,21 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
         )));
     }
     let goal_m = if close { closed_m } else { open_m };
-    ctx.joints.check_position(&joint_name, goal_m).map_err(joint_error)?;
-    let halts = ctx.base.begin_motion();
+    ctx.joints.limits().check_position(&joint_name, goal_m).map_err(joint_error)?;
+    let halts = ctx.joints.begin_motion();
     let started = Instant::now();
     let from = fresh_joint_states(ctx).ok().and_then(|s| s.position(&joint_name)).unwrap_or(if close { open_m } else { closed_m });
-    let travel_s = ctx.joints.plan_duration(&joint_name, from, goal_m, joint.max_velocity).map_err(joint_error)?;
+    let travel_s = ctx.joints.limits().plan_duration(&joint_name, from, goal_m, joint.max_velocity).map_err(joint_error)?;
     let deadline = Duration::from_secs_f64(travel_s + GRIPPER_SLACK_S);
-    let outcome = match tokio::time::timeout(deadline, ctx.robot.gripper_command(goal_m, effort)).await {
+    let sent = ctx.joints.gripper(goal_m, effort).map_err(joint_error)?;
+    let outcome = match tokio::time::timeout(deadline, sent).await {
         Err(_) => return Err(AiccError::new(ErrorCode::Timeout, true, format!("the gripper did not finish within {:.1} s; the goal was cancelled", deadline.as_secs_f64()))),
-        Ok(Err(message)) => return Err(AiccError::execution_failed(!message.contains("rejected"), format!("the gripper controller: {message}"))),
+        Ok(Err(error)) => return Err(AiccError::execution_failed(error.retryable(), format!("the gripper controller: {error}"))),
         Ok(Ok(outcome)) => outcome,
     };
     if !outcome.reached_goal && !outcome.stalled {
-        if ctx.base.halted_since(halts) {
-            return Err(super::stop::stopped_error("the gripper motion"));
+        if ctx.joints.halted_since(halts) {
+            return Err(stopped_error("the gripper motion"));
         }
         return Err(AiccError::execution_failed(
             false,
@@ -299,7 +302,7 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
             "actual": { joint_name.clone(): actual },
             "duration_s": started.elapsed().as_secs_f64(),
         }),
-        source: format!("{} {}", ctx.robot.source("gripper"), ctx.robot.source("joint_states")),
+        source: format!("{} {}", ctx.joints.endpoint(Endpoint::Gripper), ctx.sensors.topic(Sensor::JointStates)),
     })
 }
 

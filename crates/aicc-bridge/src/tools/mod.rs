@@ -1,6 +1,11 @@
 //! Tools: one file each. A tool turns validated JSON input into a typed
-//! request, runs it against the robot port, and returns JSON output.
+//! request, reads the sensors and asks the governed drivers to move, and
+//! returns JSON output. Tool files import from `shared` and the layers
+//! below (governor, robot, perception, protocol), never from each other.
 pub mod input;
+pub mod shared;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod move_base;
 pub mod proprioception;
 // Sensor tools (vision, depth, inspect, touch): module lines here.
@@ -27,23 +32,27 @@ use crate::protocol::catalog::Catalog;
 use crate::protocol::manifest::ToolDescriptor;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::AiccError;
-use crate::governor::JointLimits;
 use crate::robot::base_driver::BaseDriver;
+use crate::robot::joint_driver::JointDriver;
 use crate::robot::kinematics::Kinematics;
-use crate::robot::RobotPort;
+use crate::robot::{SensorPort, SignalPort};
 
 /// An event a tool raises (topic, payload, and the session it is for, or
 /// None for every session).
 pub type ToolEvent = (String, Value, Option<String>);
 
-/// What a tool may use while it runs.
+/// What a tool may use while it runs: sensors to read, and the governed
+/// drivers as the only way to move (no tool holds the actuator port).
 #[derive(Clone)]
 pub struct ToolContext {
-    pub robot: Arc<dyn RobotPort>,
+    pub sensors: Arc<dyn SensorPort>,
+    /// The base: velocity setpoints, limited by the governor.
     pub base: Arc<BaseDriver>,
+    /// Head, arm and gripper goals, checked against the URDF joint limits.
+    pub joints: Arc<JointDriver>,
+    /// Speech and diagnostics.
+    pub signals: Arc<dyn SignalPort>,
     pub config: Arc<Config>,
-    /// Joint limits from the URDF (the governor's source for head and arm).
-    pub joints: Arc<JointLimits>,
     /// Forward kinematics from the URDF (camera pose for inspect/look_at).
     pub kinematics: Arc<Kinematics>,
     /// Events to agents (e.g. progress of a long action). Bounded; a full
@@ -88,12 +97,6 @@ pub trait Tool: Send + Sync {
     fn unavailable_reason(&self, _ctx: &ToolContext, _now: Instant) -> Option<String> {
         None
     }
-}
-
-/// Why odometry-based tools cannot serve now ([`proprioception::sensor_missing`]
-/// for the odometry topic: no copy of the sample is taken).
-pub fn odometry_missing(ctx: &ToolContext, now: Instant) -> Option<String> {
-    proprioception::sensor_missing(ctx, "odometry", "odom", &ctx.config.sensors.odom, now)
 }
 
 /// The tools this bridge offers.

@@ -10,7 +10,8 @@ use nalgebra::Vector2;
 use serde_json::{json, Map, Value};
 
 use super::input::optional_number;
-use super::proprioception::check_fresh;
+use super::shared::fresh::{fresh_odometry, odometry_missing, yaw_of};
+use super::shared::motion::stopped_error;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
 use crate::governor::{BaseVelocity, Restriction, Rule};
@@ -18,7 +19,7 @@ use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::{AiccError, ErrorCode};
 use crate::robot::base_driver::BaseDriver;
-use crate::robot::OdometrySample;
+use crate::robot::{OdometrySample, Sensor};
 
 /// Slowest commanded speed while far from the goal: below it, wheel
 /// friction may keep the robot from creeping the last millimetres.
@@ -85,10 +86,6 @@ fn merge(target: &mut Value, extra: Value) {
     if let (Some(target), Value::Object(extra)) = (target.as_object_mut(), extra) {
         target.extend(extra);
     }
-}
-
-fn yaw_of(sample: &OdometrySample) -> f64 {
-    sample.orientation.euler_angles().2
 }
 
 /// A free step shorter than this does not restart the count of
@@ -203,7 +200,7 @@ impl Tool for Move {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        super::odometry_missing(ctx, now)
+        odometry_missing(ctx, now)
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
@@ -236,13 +233,6 @@ impl Tool for Move {
         }
         .boxed()
     }
-}
-
-fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
-    let source = ctx.robot.source("odom");
-    let odom = ctx.robot.odometry().ok_or_else(|| AiccError::execution_failed(true, format!("no odometry received yet on {source}")))?;
-    check_fresh(&source, Instant::now().saturating_duration_since(odom.received), ctx.odom_max_age())?;
-    Ok(odom)
 }
 
 async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed: Option<f64>, motion: u64) -> Result<ToolSuccess, AiccError> {
@@ -302,7 +292,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
             return Err(governor_stop_error("move", &blocking, &format!("after {} of {} m", two_decimals(travelled_m), two_decimals(forward_m))));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
-            return Err(super::stop::stopped_error("the move"));
+            return Err(stopped_error("the move"));
         }
     }
     ctx.base.finish();
@@ -319,7 +309,7 @@ async fn drive(ctx: ToolContext, forward_m: f64, speed_mps: f64, requested_speed
             "duration_s": started.elapsed().as_secs_f64(),
             "applied": { "max_speed_mps": speed_mps, "max_accel_mps2": limits.max_linear_accel_mps2 },
         }),
-        source: ctx.robot.source("odom"),
+        source: ctx.sensors.topic(Sensor::Odometry),
     })
 }
 
@@ -363,7 +353,7 @@ async fn drive_to_offset(ctx: ToolContext, forward_m: f64, left_m: f64, speed_mp
             "duration_s": started.elapsed().as_secs_f64(),
             "applied": { "max_speed_mps": speed_mps, "max_accel_mps2": ctx.base.limits().max_linear_accel_mps2, "path": "turn, straight, turn back (differential drive)" },
         }),
-        source: ctx.robot.source("odom"),
+        source: ctx.sensors.topic(Sensor::Odometry),
     })
 }
 
@@ -384,7 +374,7 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion:
             return Err(timed_move_blocked(&ctx, &start, heading_rad, started, duration_s, &blocking));
         }
         if !ctx.base.request(motion, command, Instant::now()) {
-            return Err(super::stop::stopped_error("the move"));
+            return Err(stopped_error("the move"));
         }
     }
     // Held at zero when the time ran out (a move shorter than the settle
@@ -405,7 +395,7 @@ async fn drive_for(ctx: ToolContext, velocity_mps: f64, duration_s: f64, motion:
             "duration_s": started.elapsed().as_secs_f64(),
             "applied": { "max_speed_mps": velocity_mps.abs().min(ctx.base.limits().max_linear_mps), "max_accel_mps2": ctx.base.limits().max_linear_accel_mps2 },
         }),
-        source: ctx.robot.source("odom"),
+        source: ctx.sensors.topic(Sensor::Odometry),
     })
 }
 

@@ -71,8 +71,8 @@ impl Tool for Say {
         async move {
             reject_unknown_fields(&input, &["text"])?;
             let (text, cleaned) = clean_text(&input)?;
-            ctx.robot.say(&text).map_err(|e| AiccError::execution_failed(true, format!("publishing on {}: {e}", ctx.robot.source("say"))))?;
-            Ok(ToolSuccess { output: json!({ "said": text, "chars": text.chars().count(), "cleaned": cleaned }), source: ctx.robot.source("say") })
+            ctx.signals.say(&text).map_err(|e| AiccError::execution_failed(true, format!("publishing on {}: {e}", ctx.signals.say_topic())))?;
+            Ok(ToolSuccess { output: json!({ "said": text, "chars": text.chars().count(), "cleaned": cleaned }), source: ctx.signals.say_topic() })
         }
         .boxed()
     }

@@ -14,17 +14,12 @@ use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::input::reject_unknown_fields;
-use super::look_at::{clamp_to_limits, fresh_joint_states};
+use super::shared::fresh::fresh_joint_states;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::{Controller, Diagnostic, JointStates, TrajectoryGoal};
-
-/// The error a motion tool ends with when a `stop` interrupts it.
-pub fn stopped_error(what: &str) -> AiccError {
-    AiccError::execution_failed(false, format!("{what} was interrupted by a `stop` call; the robot was halted"))
-}
+use crate::robot::{Controller, Diagnostic, Endpoint, JointStates, TrajectoryGoal};
 
 /// The time the hold trajectory takes: short, so that the joints stop
 /// almost where they are.
@@ -48,8 +43,8 @@ fn hold_goal(ctx: &ToolContext, joints: &[String], states: &JointStates) -> Resu
     let mut positions = Vec::with_capacity(joints.len());
     for name in joints {
         let measured = states.position(name).ok_or_else(|| format!("{name} is not in the joint states"))?;
-        ctx.joints.joint(name).map_err(|e| e.to_string())?;
-        positions.push(clamp_to_limits(ctx, name, measured));
+        ctx.joints.limits().joint(name).map_err(|e| e.to_string())?;
+        positions.push(ctx.joints.clamp_to_limits(name, measured));
     }
     Ok(TrajectoryGoal { joint_names: joints.to_vec(), points: vec![(positions, HOLD_TIME_S)] })
 }
@@ -67,7 +62,11 @@ async fn hold(ctx: &ToolContext, controller: Controller, action: &str, joints: &
         Ok(goal) => goal,
         Err(error) => return json!(format!("not held: {error}")),
     };
-    match tokio::time::timeout(HOLD_WAIT, ctx.robot.follow_trajectory(controller, goal)).await {
+    let sent = match ctx.joints.follow(controller, goal, None) {
+        Ok(sent) => sent,
+        Err(error) => return json!(format!("not held: {error}")),
+    };
+    match tokio::time::timeout(HOLD_WAIT, sent).await {
         Ok(Ok(outcome)) if outcome.error_code == 0 => json!("held at its current position"),
         Ok(Ok(outcome)) => json!(format!("hold ended with error_code {}: {}", outcome.error_code, outcome.error_string)),
         Ok(Err(error)) => json!(format!("hold not accepted: {error}")),
@@ -138,7 +137,7 @@ impl Tool for Stop {
                 "gripper": "left as it is",
             });
             ctx.event_for_all("governor", json!({ "kind": "stop", "by": by, "call_id": ctx.call_id, "reason": reason, "stopped": stopped }));
-            ctx.robot.publish_diagnostics(&[Diagnostic {
+            ctx.signals.publish_diagnostics(&[Diagnostic {
                 level: 1,
                 name: "aicc_bridge: stop".into(),
                 message: format!("stop called by session {by}"),
@@ -146,7 +145,7 @@ impl Tool for Stop {
             }]);
             Ok(ToolSuccess {
                 output: json!({ "stopped": stopped, "by": by, "reason": reason, "duration_s": started.elapsed().as_secs_f64() }),
-                source: format!("{} {} {}", ctx.robot.source("cmd_vel"), ctx.robot.source("head"), ctx.robot.source("arm")),
+                source: format!("{} {} {}", ctx.base.endpoint(), ctx.joints.endpoint(Endpoint::Head), ctx.joints.endpoint(Endpoint::Arm)),
             })
         }
         .boxed()
@@ -164,8 +163,4 @@ mod tests {
         assert_eq!(short_id(""), "");
     }
 
-    #[test]
-    fn the_stopped_error_says_a_stop_interrupted_the_motion() {
-        assert!(stopped_error("turn").message.contains("interrupted by a `stop` call"));
-    }
 }

@@ -6,12 +6,12 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 
-use super::proprioception::{fresh_sample, max_age, millis, sensor_missing, vector_json};
+use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing, vector_json};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::Contacts;
+use crate::robot::{Contacts, Sensor};
 
 /// Contact points listed in one reply at most (a wall contact may have many).
 pub const MAX_LISTED_CONTACTS: usize = 20;
@@ -133,19 +133,19 @@ impl Tool for Touch {
 
     /// Also keeps `since_s` accurate between calls: this runs every 250 ms.
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        let sample = ctx.robot.contacts();
+        let sample = ctx.sensors.contacts();
         if let Some(sample) = &sample {
             if now.saturating_duration_since(sample.received) <= max_age(&ctx.config.sensors.bumper) {
                 Self::observe(&self.tracker, &sample.value, sample.received);
             }
         }
-        sensor_missing(ctx, "bumper contacts", "bumper", &ctx.config.sensors.bumper, now)
+        sensor_missing(ctx, "bumper contacts", Sensor::Bumper, now)
     }
 
     fn call(&self, _input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
-        let topic = ctx.robot.source("bumper");
+        let topic = ctx.sensors.topic(Sensor::Bumper);
         let now = Instant::now();
-        let sample = fresh_sample(ctx.robot.contacts(), "bumper contacts", &topic, max_age(&ctx.config.sensors.bumper), now);
+        let sample = fresh_sample(ctx.sensors.contacts(), "bumper contacts", &topic, max_age(&ctx.config.sensors.bumper), now);
         let result = sample.map(|(sample, age)| {
             let tracker = Self::observe(&self.tracker, &sample.value, sample.received);
             (sample, age, tracker)
@@ -194,7 +194,7 @@ mod tests {
 
     use super::*;
     use crate::robot::ContactPoint;
-    use crate::tools::proprioception::testing::*;
+    use crate::tools::testing::*;
 
     #[test]
     fn the_tracker_times_the_current_state() {

@@ -10,8 +10,10 @@ use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::input::{optional_number, reject_unknown_fields};
-use super::look_at::{deg, fresh_joint_states, plan_head, run_head};
-use super::proprioception::check_fresh;
+use super::shared::fresh::{fresh_joint_states, fresh_odometry, odometry_missing, yaw_of};
+use super::shared::head::{plan_head, run_head};
+use super::shared::joints::deg;
+use super::shared::motion::stopped_error;
 use super::move_base::{governor_stop_error, BlockedWatch, StopOnDrop, BLOCKED_SETTLE, PLANNING_ACCEL_SHARE, PROGRESS_PERIOD};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
@@ -19,7 +21,7 @@ use crate::governor::BaseVelocity;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::{AiccError, ErrorCode};
-use crate::robot::OdometrySample;
+use crate::robot::{OdometrySample, Sensor};
 
 /// Largest turn in one call, degrees (either way).
 pub const MAX_TURN_DEG: f64 = 360.0;
@@ -100,18 +102,6 @@ pub fn budget(yaw_rad: f64, rate_radps: f64, accel_radps2: f64) -> Duration {
     Duration::from_secs_f64(3.0 * (yaw_rad.abs() / rate_radps + 2.0 * rate_radps / accel_radps2) + 5.0)
 }
 
-pub fn yaw_of(sample: &OdometrySample) -> f64 {
-    sample.orientation.euler_angles().2
-}
-
-/// The latest odometry, if fresh enough.
-pub fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
-    let source = ctx.robot.source("odom");
-    let odom = ctx.robot.odometry().ok_or_else(|| AiccError::execution_failed(true, format!("no odometry received yet on {source}")))?;
-    check_fresh(&source, Instant::now().saturating_duration_since(odom.received), ctx.odom_max_age())?;
-    Ok(odom)
-}
-
 /// What a turn achieved.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Turned {
@@ -155,7 +145,7 @@ impl Tool for Turn {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        super::odometry_missing(ctx, now)
+        odometry_missing(ctx, now)
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
@@ -211,7 +201,7 @@ impl Tool for Turn {
                     },
                     "head": head,
                 }),
-                source: ctx.robot.source("odom"),
+                source: ctx.sensors.topic(Sensor::Odometry),
             })
         }
         .boxed()
@@ -238,7 +228,7 @@ pub(crate) async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f
         ticker.tick().await;
         if ctx.base.halted_since(halts) {
             ctx.base.stop();
-            return Err(super::stop::stopped_error(&format!("the turn (after {:.1}° of {:.1}°)", deg(unwrapper.total()), deg(goal_rad))));
+            return Err(stopped_error(&format!("the turn (after {:.1}° of {:.1}°)", deg(unwrapper.total()), deg(goal_rad))));
         }
         let sample = match fresh_odometry(ctx) {
             Ok(sample) => sample,
@@ -274,7 +264,7 @@ pub(crate) async fn rotate(ctx: &ToolContext, start: OdometrySample, goal_rad: f
             return Err(governor_stop_error("turn", &blocking, &format!("after {:.1}° of {:.1}°", deg(turned), deg(goal_rad))));
         }
         if !ctx.base.request(halts, command, Instant::now()) {
-            return Err(super::stop::stopped_error("the turn"));
+            return Err(stopped_error("the turn"));
         }
     }
     ctx.base.finish();

@@ -4,18 +4,18 @@
 use std::time::Instant;
 
 use futures::FutureExt;
-use image::RgbImage;
 use serde_json::{json, Map, Value};
 
-use super::input::optional_number;
-use super::proprioception::{fresh_sample, max_age, millis, sensor_missing};
+use super::input::optional_u32;
+use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing};
+use super::shared::images::{decode_frame, run_blocking};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::perception::encode::DEFAULT_JPEG_QUALITY;
-use crate::perception::{decode_compressed_rgb, decode_rgb, encode, to_base64, EncodeOptions, OutputFormat};
+use crate::perception::{encode, to_base64, EncodeOptions, OutputFormat};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::CameraFrame;
+use crate::robot::Sensor;
 
 /// Default byte budget of the encoded picture: a 640x480 JPEG at quality
 /// 80 is ~40-60 kB, so this rarely bites; the agent's context is the real budget.
@@ -27,24 +27,6 @@ pub const MAX_MAX_BYTES: u32 = 700_000;
 pub const MIN_MAX_BYTES: u32 = 1_000;
 
 pub struct Vision;
-
-/// An integer within `[min, max]`, or None when absent; errors name the field.
-pub(crate) fn optional_u32(input: &Map<String, Value>, field: &str, min: u32, max: u32) -> Result<Option<u32>, AiccError> {
-    let Some(number) = optional_number(input, field, f64::from(min), f64::from(max))? else { return Ok(None) };
-    if number.fract() != 0.0 {
-        return Err(AiccError::invalid_input(format!("input.{field} must be an integer, got {number}")));
-    }
-    Ok(Some(number as u32))
-}
-
-/// A boolean, or `default` when absent.
-pub(crate) fn optional_bool(input: &Map<String, Value>, field: &str, default: bool) -> Result<bool, AiccError> {
-    match input.get(field) {
-        None => Ok(default),
-        Some(Value::Bool(value)) => Ok(*value),
-        Some(other) => Err(AiccError::invalid_input(format!("input.{field} must be a boolean, got {other}"))),
-    }
-}
 
 /// The encode options an input asks for.
 pub fn parse_options(input: &Map<String, Value>) -> Result<EncodeOptions, AiccError> {
@@ -62,30 +44,6 @@ pub fn parse_options(input: &Map<String, Value>) -> Result<EncodeOptions, AiccEr
         max_height: optional_u32(input, "max_height", 1, 65_535)?,
         max_bytes: Some(optional_u32(input, "max_bytes", MIN_MAX_BYTES, MAX_MAX_BYTES)?.unwrap_or(DEFAULT_MAX_BYTES) as usize),
     })
-}
-
-/// Decodes a camera frame to RGB; errors name the topic and are retryable
-/// (the next frame may be fine).
-pub(crate) fn decode_frame(frame: &CameraFrame, topic: &str) -> Result<RgbImage, AiccError> {
-    match frame {
-        CameraFrame::Raw(raw) => decode_rgb(raw),
-        CameraFrame::Compressed(compressed) => decode_compressed_rgb(compressed),
-    }
-    .map_err(|error| AiccError::execution_failed(true, format!("{topic}: {error}")))
-}
-
-/// The frame's size without decoding its pixels (a compressed frame's
-/// header is read); None when the header cannot be read.
-pub(crate) fn frame_size(frame: &CameraFrame) -> Option<(u32, u32)> {
-    match frame {
-        CameraFrame::Raw(raw) => Some((raw.width, raw.height)),
-        CameraFrame::Compressed(compressed) => image::ImageReader::new(std::io::Cursor::new(&compressed.data)).with_guessed_format().ok()?.into_dimensions().ok(),
-    }
-}
-
-/// Runs CPU-heavy work (decoding, encoding) off the async workers.
-pub(crate) async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, AiccError> + Send + 'static) -> Result<T, AiccError> {
-    tokio::task::spawn_blocking(work).await.map_err(|error| AiccError::execution_failed(false, format!("image processing failed: {error}")))?
 }
 
 impl Tool for Vision {
@@ -131,14 +89,14 @@ impl Tool for Vision {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        sensor_missing(ctx, "camera frame", "camera", &ctx.config.sensors.camera, now)
+        sensor_missing(ctx, "camera frame", Sensor::Camera, now)
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         async move {
             let options = parse_options(&input)?;
-            let topic = ctx.robot.source("camera");
-            let (frame, _) = fresh_sample(ctx.robot.camera(), "camera frame", &topic, max_age(&ctx.config.sensors.camera), Instant::now())?;
+            let topic = ctx.sensors.topic(Sensor::Camera);
+            let (frame, _) = fresh_sample(ctx.sensors.camera(), "camera frame", &topic, max_age(&ctx.config.sensors.camera), Instant::now())?;
             let (frame_id, stamp_s, received) = (frame.frame_id, frame.stamp_s, frame.received);
             let image_topic = topic.clone();
             let (encoded, b64) = run_blocking(move || {
@@ -184,7 +142,9 @@ mod tests {
     use crate::tools::input::input_map;
     use crate::perception::RawImage;
     use crate::protocol::ErrorCode;
-    use crate::tools::proprioception::testing::*;
+    use crate::tools::testing::*;
+    use crate::robot::CameraFrame;
+    use image::RgbImage;
 
     /// A `width` x `height` rgb8 frame: red on the left half, blue on the right.
     pub(crate) fn red_blue_frame(width: u32, height: u32) -> RawImage {

@@ -18,9 +18,11 @@ use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_ms
 use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
+use aicc_bridge::robot::names::{resolve, Names};
+use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::{
-    Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, OdometrySample, RobotPort, Stamped, TrajectoryGoal,
-    TrajectoryOutcome,
+    ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
+    Stamped, TrajectoryGoal, TrajectoryOutcome,
 };
 
 /// How long one spin_once may block; bounds shutdown latency.
@@ -33,23 +35,9 @@ enum CmdVelPublisher {
     Stamped(r2r::Publisher<geometry_msgs::msg::TwistStamped>, Arc<std::sync::Mutex<r2r::Clock>>),
 }
 
-/// The latest sample of each sensor.
-#[derive(Default)]
-struct Latest {
-    odom: Option<OdometrySample>,
-    imu: Option<ImuSample>,
-    camera: Option<Stamped<CameraFrame>>,
-    camera_info: Option<Stamped<CameraInfo>>,
-    depth: Option<Stamped<RawImage>>,
-    depth_info: Option<Stamped<CameraInfo>>,
-    joint_states: Option<Stamped<JointStates>>,
-    contacts: Option<Stamped<Contacts>>,
-    battery: Option<Stamped<Battery>>,
-}
-
-/// The robot as seen through ROS topics and actions.
+/// The robot's commands through ROS topics and actions (its sensors are
+/// the adapter's [`SampleStore`]).
 pub struct RosRobot {
-    latest: Mutex<Latest>,
     /// Publishers are Send but not Sync; mutexes make the port shareable.
     cmd_vel: Mutex<CmdVelPublisher>,
     say: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
@@ -58,14 +46,23 @@ pub struct RosRobot {
     arm: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
     gripper: Option<r2r::ActionClient<GripperCommand::Action>>,
     clock: Arc<std::sync::Mutex<r2r::Clock>>,
-    config: Arc<Config>,
+    names: Names,
 }
 
 /// Owns the spin thread; dropping it stops spinning.
 pub struct RosAdapter {
+    pub samples: Arc<SampleStore>,
     pub robot: Arc<RosRobot>,
     running: Arc<AtomicBool>,
     spin_thread: Option<JoinHandle<()>>,
+}
+
+impl RosAdapter {
+    /// The robot port: sensors from the subscriptions, commands through
+    /// the publishers and action clients.
+    pub fn robot(&self) -> Robot {
+        Robot { sensors: self.samples.clone(), actuators: self.robot.clone(), signals: self.robot.clone() }
+    }
 }
 
 impl Drop for RosAdapter {
@@ -85,18 +82,9 @@ fn qos(sensor: &SensorTopic) -> QosProfile {
     }
 }
 
-/// Prefixes a relative name with the configured namespace.
-fn resolve(config: &Config, name: &str) -> String {
-    if name.starts_with('/') || config.namespace.is_empty() {
-        name.to_string()
-    } else {
-        format!("{}/{name}", config.namespace.trim_end_matches('/'))
-    }
-}
-
 /// Subscribes to a configured sensor topic and keeps the latest message,
 /// converted by `store`. Unconfigured sensors ("" topic) are skipped.
-fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, sensor: &SensorTopic, robot_slot: Arc<Mutex<Option<Arc<RosRobot>>>>, store: F) -> anyhow::Result<()>
+fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, sensor: &SensorTopic, samples: Arc<SampleStore>, store: F) -> anyhow::Result<()>
 where
     T: r2r::WrappedTypesupport + Send + 'static,
     F: Fn(&mut Latest, T, Instant) + Send + 'static,
@@ -104,24 +92,21 @@ where
     if !sensor.is_configured() {
         return Ok(());
     }
-    let topic = resolve(config, &sensor.topic);
+    let topic = resolve(&config.namespace, &sensor.topic);
     let stream = node.subscribe::<T>(&topic, qos(sensor)).with_context(|| format!("subscribing to {topic}"))?;
-    spawn_consumer(stream, robot_slot, store);
+    spawn_consumer(stream, samples, store);
     Ok(())
 }
 
 /// Consumes a subscription promptly (r2r drops messages when its small
 /// channel is full), storing each message as the latest sample.
-fn spawn_consumer<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, robot_slot: Arc<Mutex<Option<Arc<RosRobot>>>>, store: F)
+fn spawn_consumer<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, samples: Arc<SampleStore>, store: F)
 where
     F: Fn(&mut Latest, T, Instant) + Send + 'static,
 {
     tokio::spawn(async move {
         while let Some(msg) = stream.next().await {
-            let robot = robot_slot.lock().clone();
-            if let Some(robot) = robot {
-                store(&mut robot.latest.lock(), msg, Instant::now());
-            }
+            store(&mut samples.lock(), msg, Instant::now());
         }
     });
 }
@@ -132,8 +117,8 @@ pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter>
     let context = r2r::Context::create().context("initialising ROS 2 (rcl_init)")?;
     let mut node = r2r::Node::create(context, node_name, "").context("creating the ROS 2 node")?;
     let sensors = &config.sensors;
-    // Consumers start before the robot exists; they find it through this slot.
-    let slot: Arc<Mutex<Option<Arc<RosRobot>>>> = Arc::new(Mutex::new(None));
+    let names = Names::from_config(&config);
+    let slot = Arc::new(SampleStore::new(names.clone()));
     subscribe_latest::<nav_msgs::msg::Odometry, _>(&mut node, &config, &sensors.odom, slot.clone(), |l, m, t| l.odom = Some(odometry_sample(m, t)))?;
     subscribe_latest::<sensor_msgs::msg::Imu, _>(&mut node, &config, &sensors.imu, slot.clone(), |l, m, t| l.imu = Some(imu_sample(m, t)))?;
     match sensors.camera_transport {
@@ -168,7 +153,7 @@ pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter>
 
     let actuators = &config.actuators;
     let publisher_qos = QosProfile::default().keep_last(10);
-    let cmd_vel_topic = resolve(&config, &actuators.cmd_vel);
+    let cmd_vel_topic = resolve(&config.namespace, &actuators.cmd_vel);
     let clock = node.get_ros_clock();
     let cmd_vel = if actuators.cmd_vel_stamped {
         CmdVelPublisher::Stamped(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?, clock.clone())
@@ -177,23 +162,22 @@ pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter>
     };
     let say = match actuators.say_topic.as_str() {
         "" => None,
-        topic => Some(Mutex::new(node.create_publisher(&resolve(&config, topic), publisher_qos.clone())?)),
+        topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?)),
     };
-    let diagnostics = Mutex::new(node.create_publisher(&resolve(&config, &actuators.diagnostics_topic), publisher_qos)?);
+    let diagnostics = Mutex::new(node.create_publisher(&resolve(&config.namespace, &actuators.diagnostics_topic), publisher_qos)?);
     let action = |node: &mut r2r::Node, name: &str| -> anyhow::Result<Option<r2r::ActionClient<FollowJointTrajectory::Action>>> {
         if name.is_empty() {
             return Ok(None);
         }
-        Ok(Some(node.create_action_client::<FollowJointTrajectory::Action>(&resolve(&config, name)).with_context(|| format!("action client {name}"))?))
+        Ok(Some(node.create_action_client::<FollowJointTrajectory::Action>(&resolve(&config.namespace, name)).with_context(|| format!("action client {name}"))?))
     };
     let head = action(&mut node, &actuators.head_action)?;
     let arm = action(&mut node, &actuators.arm_action)?;
     let gripper = match actuators.gripper_action.as_str() {
         "" => None,
-        name => Some(node.create_action_client::<GripperCommand::Action>(&resolve(&config, name)).with_context(|| format!("action client {name}"))?),
+        name => Some(node.create_action_client::<GripperCommand::Action>(&resolve(&config.namespace, name)).with_context(|| format!("action client {name}"))?),
     };
     let robot = Arc::new(RosRobot {
-        latest: Mutex::new(Latest::default()),
         cmd_vel: Mutex::new(cmd_vel),
         say,
         diagnostics,
@@ -201,9 +185,8 @@ pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter>
         arm,
         gripper,
         clock,
-        config: config.clone(),
+        names,
     });
-    *slot.lock() = Some(robot.clone());
 
     let running = Arc::new(AtomicBool::new(true));
     let spin_running = running.clone();
@@ -212,7 +195,7 @@ pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter>
             node.spin_once(SPIN_TIMEOUT);
         }
     })?;
-    Ok(RosAdapter { robot, running, spin_thread: Some(spin_thread) })
+    Ok(RosAdapter { samples: slot, robot, running, spin_thread: Some(spin_thread) })
 }
 
 fn stamp_seconds(stamp: &r2r::builtin_interfaces::msg::Time) -> f64 {
@@ -295,12 +278,16 @@ fn duration_msg(seconds: f64) -> r2r::builtin_interfaces::msg::Duration {
 }
 
 /// Waits (bounded) for an action server to be discoverable.
-async fn wait_for_server(available: impl std::future::Future<Output = r2r::Result<()>>, name: &str) -> Result<(), String> {
+async fn wait_for_server(available: impl std::future::Future<Output = r2r::Result<()>>, name: &str) -> Result<(), PortError> {
     match tokio::time::timeout(ACTION_SERVER_WAIT, available).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(error)) => Err(format!("action server {name}: {error}")),
-        Err(_) => Err(format!("action server {name} is not available (waited {:.0} s)", ACTION_SERVER_WAIT.as_secs_f64())),
+        Ok(Err(error)) => Err(failed(name, format!("action server: {error}"))),
+        Err(_) => Err(PortError::ServerUnavailable { name: name.to_string(), waited_s: ACTION_SERVER_WAIT.as_secs_f64() }),
     }
+}
+
+fn failed(name: &str, reason: impl std::fmt::Display) -> PortError {
+    PortError::Failed { name: name.to_string(), reason: reason.to_string() }
 }
 
 /// Waits for an action's result while draining its feedback (r2r's small
@@ -332,81 +319,7 @@ impl<F: FnOnce()> Drop for CancelOnDrop<F> {
     }
 }
 
-impl RobotPort for RosRobot {
-    fn odometry(&self) -> Option<OdometrySample> {
-        self.latest.lock().odom.clone()
-    }
-
-    fn imu(&self) -> Option<ImuSample> {
-        self.latest.lock().imu.clone()
-    }
-
-    fn camera(&self) -> Option<Stamped<CameraFrame>> {
-        self.latest.lock().camera.clone()
-    }
-
-    fn camera_info(&self) -> Option<Stamped<CameraInfo>> {
-        self.latest.lock().camera_info.clone()
-    }
-
-    fn depth(&self) -> Option<Stamped<RawImage>> {
-        self.latest.lock().depth.clone()
-    }
-
-    fn depth_info(&self) -> Option<Stamped<CameraInfo>> {
-        self.latest.lock().depth_info.clone()
-    }
-
-    fn joint_states(&self) -> Option<Stamped<JointStates>> {
-        self.latest.lock().joint_states.clone()
-    }
-
-    fn contacts(&self) -> Option<Stamped<Contacts>> {
-        self.latest.lock().contacts.clone()
-    }
-
-    fn battery(&self) -> Option<Stamped<Battery>> {
-        self.latest.lock().battery.clone()
-    }
-
-    fn received(&self, what: &str) -> Option<Instant> {
-        let latest = self.latest.lock();
-        match what {
-            "odom" => latest.odom.as_ref().map(|s| s.received),
-            "imu" => latest.imu.as_ref().map(|s| s.received),
-            "camera" => latest.camera.as_ref().map(|s| s.received),
-            "camera_info" => latest.camera_info.as_ref().map(|s| s.received),
-            "depth" => latest.depth.as_ref().map(|s| s.received),
-            "depth_info" => latest.depth_info.as_ref().map(|s| s.received),
-            "joint_states" => latest.joint_states.as_ref().map(|s| s.received),
-            "bumper" => latest.contacts.as_ref().map(|s| s.received),
-            "battery" => latest.battery.as_ref().map(|s| s.received),
-            _ => None,
-        }
-    }
-
-    fn source(&self, what: &str) -> String {
-        let (sensors, actuators) = (&self.config.sensors, &self.config.actuators);
-        let name = match what {
-            "odom" => &sensors.odom.topic,
-            "imu" => &sensors.imu.topic,
-            "camera" => &sensors.camera.topic,
-            "camera_info" => &sensors.camera_info.topic,
-            "depth" => &sensors.depth.topic,
-            "depth_info" => &sensors.depth_info.topic,
-            "joint_states" => &sensors.joint_states.topic,
-            "bumper" => &sensors.bumper.topic,
-            "battery" => &sensors.battery.topic,
-            "cmd_vel" => &actuators.cmd_vel,
-            "head" => &actuators.head_action,
-            "arm" => &actuators.arm_action,
-            "gripper" => &actuators.gripper_action,
-            "say" => &actuators.say_topic,
-            other => return other.to_string(),
-        };
-        resolve(&self.config, name)
-    }
-
+impl ActuatorPort for RosRobot {
     fn publish_base_velocity(&self, velocity: BaseVelocity) {
         let twist = geometry_msgs::msg::Twist {
             linear: geometry_msgs::msg::Vector3 { x: velocity.linear_mps, y: 0.0, z: 0.0 },
@@ -425,14 +338,15 @@ impl RobotPort for RosRobot {
         }
     }
 
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, String>> {
-        let (client, name) = match controller {
-            Controller::Head => (self.head.clone(), self.source("head")),
-            Controller::Arm => (self.arm.clone(), self.source("arm")),
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
+        let client = match controller {
+            Controller::Head => self.head.clone(),
+            Controller::Arm => self.arm.clone(),
         };
+        let name = self.endpoint(controller.into());
         async move {
-            let client = client.ok_or_else(|| format!("no {controller:?} controller is configured"))?;
-            wait_for_server(r2r::Node::is_available(&client).map_err(|e| e.to_string())?, &name).await?;
+            let client = client.ok_or_else(|| PortError::NotConfigured { what: format!("{controller:?} controller") })?;
+            wait_for_server(r2r::Node::is_available(&client).map_err(|e| failed(&name, e))?, &name).await?;
             let points = goal
                 .points
                 .iter()
@@ -442,9 +356,9 @@ impl RobotPort for RosRobot {
             let request = FollowJointTrajectory::Goal { trajectory, ..Default::default() };
             let (handle, result, feedback) = client
                 .send_goal_request(request)
-                .map_err(|e| format!("sending the goal to {name}: {e}"))?
+                .map_err(|e| failed(&name, format!("sending the goal: {e}")))?
                 .await
-                .map_err(|e| format!("{name} rejected the goal ({e}); the controller refuses unknown joints and positions outside its limits"))?;
+                .map_err(|e| PortError::Rejected { name: name.clone(), reason: e.to_string() })?;
             let cancel_handle = handle.clone();
             let mut guard = CancelOnDrop(Some(move || {
                 if let Ok(cancel) = cancel_handle.cancel() {
@@ -453,7 +367,7 @@ impl RobotPort for RosRobot {
                     });
                 }
             }));
-            let (status, result) = until_result(result, feedback).await.map_err(|e| format!("waiting for {name}: {e}"))?;
+            let (status, result) = until_result(result, feedback).await.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
             let mut error_string = result.error_string;
             if status != r2r::GoalStatus::Succeeded && error_string.is_empty() {
@@ -464,18 +378,18 @@ impl RobotPort for RosRobot {
         .boxed()
     }
 
-    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, String>> {
+    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
         let client = self.gripper.clone();
-        let name = self.source("gripper");
+        let name = self.endpoint(Endpoint::Gripper);
         async move {
-            let client = client.ok_or_else(|| "no gripper controller is configured".to_string())?;
-            wait_for_server(r2r::Node::is_available(&client).map_err(|e| e.to_string())?, &name).await?;
+            let client = client.ok_or_else(|| PortError::NotConfigured { what: "gripper controller".into() })?;
+            wait_for_server(r2r::Node::is_available(&client).map_err(|e| failed(&name, e))?, &name).await?;
             let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: position_m, max_effort: max_effort_n } };
             let (handle, result, feedback) = client
                 .send_goal_request(request)
-                .map_err(|e| format!("sending the goal to {name}: {e}"))?
+                .map_err(|e| failed(&name, format!("sending the goal: {e}")))?
                 .await
-                .map_err(|e| format!("{name} rejected the goal: {e}"))?;
+                .map_err(|e| PortError::Rejected { name: name.clone(), reason: e.to_string() })?;
             let cancel_handle = handle.clone();
             let mut guard = CancelOnDrop(Some(move || {
                 if let Ok(cancel) = cancel_handle.cancel() {
@@ -484,16 +398,26 @@ impl RobotPort for RosRobot {
                     });
                 }
             }));
-            let (_status, result) = until_result(result, feedback).await.map_err(|e| format!("waiting for {name}: {e}"))?;
+            let (_status, result) = until_result(result, feedback).await.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
             Ok(GripperOutcome { position_m: result.position, effort_n: result.effort, stalled: result.stalled, reached_goal: result.reached_goal })
         }
         .boxed()
     }
 
-    fn say(&self, text: &str) -> Result<(), String> {
-        let publisher = self.say.as_ref().ok_or("no say topic is configured")?;
-        publisher.lock().publish(&std_msgs::msg::String { data: text.to_string() }).map_err(|e| e.to_string())
+    fn endpoint(&self, endpoint: Endpoint) -> String {
+        self.names.endpoint(endpoint).to_string()
+    }
+}
+
+impl SignalPort for RosRobot {
+    fn say(&self, text: &str) -> Result<(), PortError> {
+        let publisher = self.say.as_ref().ok_or_else(|| PortError::NotConfigured { what: "say topic".into() })?;
+        publisher.lock().publish(&std_msgs::msg::String { data: text.to_string() }).map_err(|e| failed(self.names.say(), e))
+    }
+
+    fn say_topic(&self) -> String {
+        self.names.say().to_string()
     }
 
     fn publish_diagnostics(&self, diagnostics: &[Diagnostic]) {

@@ -1,11 +1,11 @@
-//! The protocol over real TCP against the real bridge binary (its ROS node
-//! up, no robot needed): transport limits, authentication, resume, lease.
+//! The protocol over real TCP against the whole bridge, in-process on a
+//! robot without ROS: transport limits, authentication, resume, lease.
 mod support;
 
 use std::time::Duration;
 
 use serde_json::json;
-use support::{start_bridge, start_bridge_with, AiccClient};
+use support::{config, start, AiccClient};
 
 fn line(value: serde_json::Value) -> String {
     value.to_string()
@@ -13,7 +13,8 @@ fn line(value: serde_json::Value) -> String {
 
 #[test]
 fn an_oversized_line_is_answered_then_the_connection_closes() {
-    let (_bridge, port) = start_bridge(&[]);
+    let bridge = start(config(""), &[]);
+    let port = bridge.port;
     let (mut client, _) = AiccClient::connect(port);
     let huge = vec![b'x'; (1 << 20) + 10];
     client.send_bytes(&huge);
@@ -25,7 +26,8 @@ fn an_oversized_line_is_answered_then_the_connection_closes() {
 
 #[test]
 fn invalid_utf8_and_garbage_get_errors_and_the_connection_lives() {
-    let (_bridge, port) = start_bridge(&[]);
+    let bridge = start(config(""), &[]);
+    let port = bridge.port;
     let (mut client, _) = AiccClient::connect(port);
     client.send_bytes(b"\xff\xfe{}\n");
     let error = client.read_until("error");
@@ -49,7 +51,8 @@ fn invalid_utf8_and_garbage_get_errors_and_the_connection_lives() {
 #[test]
 fn tokens_come_from_the_environment_are_checked_per_connection_and_never_logged() {
     let token = "s3cret-token-for-the-test";
-    let (_bridge, port, log) = start_bridge_with(&[], &[("AICC_TOKEN", token), ("AICC_OBSERVE_TOKEN", "look-only")]);
+    let bridge = start(config(""), &[("AICC_TOKEN", token), ("AICC_OBSERVE_TOKEN", "look-only")]);
+    let port = bridge.port;
     let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": token } }));
 
     let mut client = AiccClient::connect_raw(port);
@@ -74,12 +77,13 @@ fn tokens_come_from_the_environment_are_checked_per_connection_and_never_logged(
     fresh.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "heartbeat" })));
     assert!(fresh.read_message()["message"].as_str().unwrap().contains("authentication required"), "no connection inherits another's authentication");
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!log.lock().unwrap().contains(token), "the token appeared in the bridge's log");
+    assert!(!support::logs().contains(token), "the token appeared in the bridge's log");
 }
 
 #[test]
 fn without_odometry_the_sensors_that_need_it_are_unavailable_and_say_why() {
-    let (_bridge, port) = start_bridge(&[]);
+    let bridge = start(config(""), &[]);
+    let port = bridge.port;
     std::thread::sleep(Duration::from_millis(600));
     let (mut client, init) = AiccClient::connect(port);
     assert!(!init["capabilities"]["sensors"].as_array().unwrap().contains(&json!("proprioception")), "{}", init["capabilities"]);
@@ -90,23 +94,21 @@ fn without_odometry_the_sensors_that_need_it_are_unavailable_and_say_why() {
 
 #[test]
 fn a_non_loopback_listener_is_refused_without_opt_in_and_token() {
-    let output = std::process::Command::new(support::binary("aicc-ros2"))
-        .args(["--listen", "0.0.0.0:0"])
-        .env("ROS_DOMAIN_ID", support::domain_id().to_string())
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("not a loopback address") && stderr.contains("allow_remote"), "{stderr}");
+    let mut remote = config("");
+    remote.listen = "0.0.0.0:0".into();
+    let refusal = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None).err().expect("refused").to_string();
+    assert!(refusal.contains("not a loopback address") && refusal.contains("allow_remote"), "{refusal}");
+    remote.security.allow_remote = true;
+    let refusal = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None).err().expect("refused").to_string();
+    assert!(refusal.contains("without a token"), "{refusal}");
+    let accepted = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote), |name| (name == "AICC_TOKEN").then(|| "t".to_string()));
+    assert!(accepted.is_ok(), "opted in, with a token");
 }
 
 #[test]
 fn connections_beyond_the_cap_are_told_and_closed() {
-    let dir = std::env::temp_dir().join(format!("aicc-cap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("cap.yaml");
-    std::fs::write(&config, "aicc_bridge:\n  ros__parameters:\n    max_connections: 2\n").unwrap();
-    let (_bridge, port) = start_bridge(&["--config", config.to_str().unwrap()]);
+    let bridge = start(config("    max_connections: 2\n"), &[]);
+    let port = bridge.port;
     let (_a, _) = AiccClient::connect(port);
     let (_b, _) = AiccClient::connect(port);
     let mut third = AiccClient::connect_raw(port);

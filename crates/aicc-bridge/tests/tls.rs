@@ -1,5 +1,5 @@
-//! Optional TLS for remote agents (AICC section 12), against the real
-//! bridge binary with a certificate made for the test.
+//! Optional TLS for remote agents (AICC section 12), against the whole
+//! bridge in-process with a certificate made for the test.
 mod support;
 
 use std::sync::Arc;
@@ -13,11 +13,12 @@ async fn a_tls_listener_serves_aicc_to_a_client_that_trusts_its_certificate() {
     let dir = std::env::temp_dir().join(format!("aicc-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let (cert_path, key_path, config_path) = (dir.join("cert.pem"), dir.join("key.pem"), dir.join("tls.yaml"));
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert_path, certified.cert.pem()).unwrap();
     std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
-    std::fs::write(&config_path, format!("aicc_bridge:\n  ros__parameters:\n    security:\n      tls_cert_file: \"{}\"\n      tls_key_file: \"{}\"\n", cert_path.display(), key_path.display())).unwrap();
-    let (_bridge, port) = support::start_bridge(&["--config", config_path.to_str().unwrap()]);
+    let security = format!("    security:\n      tls_cert_file: \"{}\"\n      tls_key_file: \"{}\"\n", cert_path.display(), key_path.display());
+    let bridge = support::start(support::config(&security), &[]);
+    let port = bridge.port;
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(certified.cert.der().clone()).unwrap();

@@ -1,0 +1,213 @@
+//! The bridge assembled: from a configuration and a [`Robot`] to running
+//! listeners, the governed drivers, the sensor monitors and the protocol
+//! core, until a shutdown future resolves. The ROS node's main calls
+//! [`run`] with the ROS robot; tests call it in-process with a test robot.
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::governor::JointLimits;
+use crate::protocol::auth::Tokens;
+use crate::protocol::core::{Core, CoreConfig};
+use crate::robot::base_driver::{BaseDriver, BaseSettings, GovernorChange, GuardSensors};
+use crate::robot::halt::Halts;
+use crate::robot::joint_driver::JointDriver;
+use crate::robot::kinematics::Kinematics;
+use crate::robot::{monitor, Diagnostic, Robot, SignalPort};
+use crate::server::Bridge;
+use crate::tools::{Registry, ToolContext, ToolEvent};
+
+/// Events from tools, the governor and the monitors waiting for the core.
+const TOOL_EVENT_QUEUE: usize = 1024;
+/// How often every tool's data source is checked (manifest updates).
+const AVAILABILITY_PERIOD: Duration = Duration::from_millis(250);
+
+/// What the bridge needs besides the robot, checked before anything starts.
+pub struct Startup {
+    pub config: Arc<Config>,
+    pub tokens: Tokens,
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Startup {
+    /// Reads the tokens from `env` and the TLS files, and refuses a
+    /// non-loopback listener without `security.allow_remote` and a token.
+    pub fn from_config(config: Arc<Config>, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let tokens = config.security.load_tokens(env).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let listen: SocketAddr = config.listen.parse().context("parsing listen address")?;
+        if !listen.ip().is_loopback() {
+            anyhow::ensure!(config.security.allow_remote, "refusing to listen on {listen}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote agents");
+            anyhow::ensure!(!tokens.is_empty(), "refusing to listen on {listen} without a token: set one of the environment variables in security.tokens");
+            if config.security.tls_cert_file.is_empty() {
+                tracing::warn!(%listen, "remote listener without TLS: tokens and data cross the network in plain text");
+            }
+        }
+        if config.fonline.enabled {
+            let address: SocketAddr = config.fonline.listen.parse().context("parsing fonline.listen")?;
+            crate::fonline::check_listen_address(address, config.security.allow_remote, !tokens.is_empty()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if !address.ip().is_loopback() {
+                tracing::warn!(%address, "remote AI-control listener: it has no TLS, tokens and data cross the network in plain text");
+            }
+        }
+        let tls = match config.security.tls_cert_file.as_str() {
+            "" => None,
+            cert => Some(crate::server::tls::acceptor(cert, &config.security.tls_key_file)?),
+        };
+        Ok(Self { config, tokens, tls })
+    }
+}
+
+/// The bound listeners: AICC, and the AI-control dialect when enabled.
+pub struct Listeners {
+    pub aicc: TcpListener,
+    pub ai_control: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds `listen` (and `fonline.listen` when the dialect is enabled).
+    pub async fn bind(config: &Config) -> anyhow::Result<Self> {
+        let aicc = TcpListener::bind(&config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+        let ai_control = match config.fonline.enabled {
+            true => Some(TcpListener::bind(&config.fonline.listen).await.with_context(|| format!("binding the AI-control listener (fonline.listen) {}", config.fonline.listen))?),
+            false => None,
+        };
+        Ok(Self { aicc, ai_control })
+    }
+}
+
+/// Runs the bridge for `robot` until `shutdown` resolves, then stops the
+/// base (zero published) and returns.
+pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let Startup { config, tokens, tls } = startup;
+    let urdf = config.urdf_text()?;
+    let joint_limits = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    // The governed drivers: the only holders of the actuator port.
+    let halts = Arc::new(Halts::default());
+    let base = Arc::new(BaseDriver::new(BaseSettings::from_config(&config), robot.actuators.clone(), halts.clone()));
+    let joints = Arc::new(JointDriver::new(robot.actuators.clone(), joint_limits.clone(), halts, config.actuators.gripper_joint.clone()));
+
+    let (events_tx, events_rx) = tokio::sync::mpsc::channel(TOOL_EVENT_QUEUE);
+    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    let governor_events = events_tx.clone();
+    let signals = robot.signals.clone();
+    tasks.push(tokio::spawn(base.clone().run(robot.sensors.clone(), GuardSensors::from_config(&config.sensors), move |change| {
+        report_governor_change(&change, &governor_events, signals.as_ref())
+    })));
+    tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), events_tx.clone())));
+    tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), kinematics.clone(), config.clone())));
+
+    let registry = Registry::new(&config);
+    let catalog = Arc::new(registry.catalog().map_err(|e| anyhow::anyhow!("{e}"))?);
+    let core = Core::new(core_config(&config, &tokens, &joint_limits), catalog.clone(), Instant::now());
+    let tools = ToolContext {
+        sensors: robot.sensors.clone(),
+        base: base.clone(),
+        joints,
+        signals: robot.signals.clone(),
+        config: config.clone(),
+        kinematics,
+        events: events_tx,
+        session: String::new(),
+        call_id: String::new(),
+    };
+    let bridge = Bridge::new(core, registry, tools);
+    tasks.push(tokio::spawn(bridge.clone().run_tool_events(events_rx)));
+    if let Some(listener) = listeners.ai_control {
+        let settings = crate::fonline::Settings {
+            max_queued_commands: config.fonline.max_queued_commands,
+            max_events: config.fonline.max_events,
+            tokens,
+            unauthenticated_scope: config.security.unauthenticated_scope,
+            max_auth_failures: config.security.max_auth_failures,
+            tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
+        };
+        let (bound, dialect_tasks) = crate::fonline::start(bridge.clone(), catalog, listener, settings)?;
+        tracing::info!(%bound, "AI-control listener ready");
+        tasks.extend(dialect_tasks);
+    }
+    let bound = listeners.aicc.local_addr()?;
+    tracing::info!(%bound, auth_required = bridge.core.lock().auth_required(), "AICC listener ready");
+    let timer_period = Duration::from_secs_f64((1.0 / config.tick_rate_hz).min(0.05));
+    tasks.push(tokio::spawn(bridge.clone().run_timers(timer_period)));
+    tasks.push(tokio::spawn(bridge.clone().serve(listeners.aicc, tls, config.max_connections)));
+    tasks.push(tokio::spawn(bridge.clone().run_availability_watch(AVAILABILITY_PERIOD)));
+
+    shutdown.await;
+    tracing::info!("shutting down: stopping the base");
+    for task in &tasks {
+        task.abort();
+    }
+    base.shutdown().await;
+    Ok(())
+}
+
+fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreConfig {
+    CoreConfig {
+        tick_rate_hz: config.tick_rate_hz,
+        tick_mode: config.tick_mode,
+        world_name: config.world_name.clone(),
+        max_calls_in_flight: config.max_calls_in_flight,
+        event_ring_capacity: config.event_ring_capacity,
+        resume_window: Duration::from_secs_f64(config.resume_window_s),
+        heartbeat_interval: Duration::from_secs_f64(config.heartbeat_interval_s),
+        dead_peer_intervals: config.dead_peer_intervals,
+        lease_timeout: Duration::from_secs_f64(config.lease_timeout_s),
+        tokens: tokens.clone(),
+        unauthenticated_scope: config.security.unauthenticated_scope,
+        max_auth_failures: config.security.max_auth_failures,
+        limits: limits_in_force(config, joints),
+    }
+}
+
+/// The limits the governor enforces, for the manifest.
+pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
+    let base = &config.base;
+    let safety = &config.safety;
+    let joint_limits: serde_json::Map<String, Value> = joints
+        .iter()
+        .map(|j| (j.name.clone(), json!({ "lower": j.lower, "upper": j.upper, "max_velocity": j.max_velocity, "unit": j.kind.position_unit() })))
+        .collect();
+    json!({
+        "base": {
+            "max_linear_mps": base.max_linear_mps,
+            "max_angular_radps": base.max_angular_radps,
+            "max_linear_accel_mps2": base.max_linear_accel_mps2,
+            "max_angular_accel_radps2": base.max_angular_accel_radps2,
+            "max_move_distance_m": base.max_move_distance_m,
+        },
+        "safety": {
+            "stop_distance_m": safety.stop_distance_m,
+            "slow_down_distance_m": safety.slow_down_distance_m,
+            "geofence_radius_m": safety.geofence_radius(),
+            "max_sensor_age_s": safety.max_sensor_age_s,
+            "emergency_decel_mps2": safety.emergency_decel_mps2,
+            "min_creep_speed_mps": safety.min_creep_speed_mps,
+        },
+        "joints": joint_limits,
+    })
+}
+
+/// Every restriction the governor starts or stops enforcing is an event
+/// agents see and a diagnostic operators see on /diagnostics.
+fn report_governor_change(change: &GovernorChange, events: &tokio::sync::mpsc::Sender<ToolEvent>, signals: &dyn SignalPort) {
+    let mut diagnostics = Vec::new();
+    for restriction in &change.began {
+        let payload = json!({ "kind": "restriction_began", "rule": restriction.rule, "reason": restriction.reason });
+        let _ = events.try_send(("governor".into(), payload, None));
+        tracing::warn!(rule = ?restriction.rule, reason = %restriction.reason, "governor restriction");
+        diagnostics.push(Diagnostic { level: 1, name: "aicc_bridge: governor".into(), message: restriction.reason.clone(), values: vec![("rule".into(), format!("{:?}", restriction.rule))] });
+    }
+    for rule in &change.ended {
+        let _ = events.try_send(("governor".into(), json!({ "kind": "restriction_ended", "rule": rule }), None));
+        diagnostics.push(Diagnostic { level: 0, name: "aicc_bridge: governor".into(), message: format!("{rule:?} no longer restricts motion"), values: vec![("rule".into(), format!("{rule:?}"))] });
+    }
+    signals.publish_diagnostics(&diagnostics);
+}

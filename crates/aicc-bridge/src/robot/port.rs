@@ -1,0 +1,149 @@
+//! The robot port, in three parts with different rights:
+//! - [`SensorPort`]: read-only latest samples; every tool may hold it.
+//! - [`ActuatorPort`]: base velocity, joint trajectories, the gripper.
+//!   Only the governed drivers hold it ([`super::base_driver::BaseDriver`],
+//!   [`super::joint_driver::JointDriver`]), so no tool can publish a
+//!   velocity or a joint goal around the governor.
+//! - [`SignalPort`]: what the bridge publishes that moves nothing (speech,
+//!   diagnostics).
+//!
+//! The ROS adapter (crate `aicc_ros2`) implements them; so do the test and
+//! replay robots. Nothing here names ROS.
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+
+use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
+use crate::governor::BaseVelocity;
+use crate::perception::RawImage;
+
+/// A sensor of the robot, as the configuration names it (`sensors.<key>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Sensor {
+    Odometry,
+    Imu,
+    Camera,
+    CameraInfo,
+    Depth,
+    DepthInfo,
+    JointStates,
+    Bumper,
+    Battery,
+}
+
+impl Sensor {
+    pub const ALL: [Sensor; 9] = [Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery];
+
+    /// The key under `sensors:` in the configuration.
+    pub fn key(self) -> &'static str {
+        match self {
+            Sensor::Odometry => "odom",
+            Sensor::Imu => "imu",
+            Sensor::Camera => "camera",
+            Sensor::CameraInfo => "camera_info",
+            Sensor::Depth => "depth",
+            Sensor::DepthInfo => "depth_info",
+            Sensor::JointStates => "joint_states",
+            Sensor::Bumper => "bumper",
+            Sensor::Battery => "battery",
+        }
+    }
+}
+
+/// Where commands go, for messages and `meta.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    CmdVel,
+    Head,
+    Arm,
+    Gripper,
+}
+
+impl From<Controller> for Endpoint {
+    fn from(controller: Controller) -> Self {
+        match controller {
+            Controller::Head => Endpoint::Head,
+            Controller::Arm => Endpoint::Arm,
+        }
+    }
+}
+
+/// Why the robot side could not carry out a command.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PortError {
+    /// The profile has no such controller or topic.
+    #[error("no {what} is configured")]
+    NotConfigured { what: String },
+    /// The action server did not appear in time (it may come up: retryable).
+    #[error("action server {name} is not available (waited {waited_s:.0} s)")]
+    ServerUnavailable { name: String, waited_s: f64 },
+    /// The controller refused the goal (unknown joints, limits): not retryable.
+    #[error("{name} rejected the goal ({reason}); the controller refuses unknown joints and positions outside its limits")]
+    Rejected { name: String, reason: String },
+    /// Talking to the controller or topic failed.
+    #[error("{name}: {reason}")]
+    Failed { name: String, reason: String },
+}
+
+impl PortError {
+    /// Whether trying again may succeed.
+    pub fn retryable(&self) -> bool {
+        !matches!(self, PortError::NotConfigured { .. } | PortError::Rejected { .. })
+    }
+}
+
+/// The latest sample of every sensor, and where it comes from.
+pub trait SensorPort: Send + Sync + 'static {
+    fn odometry(&self) -> Option<OdometrySample>;
+    fn imu(&self) -> Option<ImuSample>;
+    fn camera(&self) -> Option<Stamped<CameraFrame>>;
+    fn camera_info(&self) -> Option<Stamped<CameraInfo>>;
+    fn depth(&self) -> Option<Stamped<RawImage>>;
+    fn depth_info(&self) -> Option<Stamped<CameraInfo>>;
+    fn joint_states(&self) -> Option<Stamped<JointStates>>;
+    fn contacts(&self) -> Option<Stamped<Contacts>>;
+    fn battery(&self) -> Option<Stamped<Battery>>;
+
+    /// When the latest sample of `sensor` arrived, without copying it: the
+    /// availability watch asks often, and frames are large.
+    fn received(&self, sensor: Sensor) -> Option<Instant>;
+
+    /// The topic behind `sensor` ("" when not configured), for
+    /// `meta.source` and error messages.
+    fn topic(&self, sensor: Sensor) -> String;
+}
+
+/// Commands that move the robot. Held only by the governed drivers.
+pub trait ActuatorPort: Send + Sync + 'static {
+    /// Publishes one base velocity command (already governed).
+    fn publish_base_velocity(&self, velocity: BaseVelocity);
+
+    /// Sends a trajectory to a controller; resolves when it finishes.
+    /// Dropping the future cancels the goal.
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>>;
+
+    /// Sends a gripper goal; resolves when it finishes.
+    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, PortError>>;
+
+    /// The topic or action behind `endpoint`, for messages.
+    fn endpoint(&self, endpoint: Endpoint) -> String;
+}
+
+/// What the bridge publishes that moves nothing.
+pub trait SignalPort: Send + Sync + 'static {
+    /// Publishes a line of speech.
+    fn say(&self, text: &str) -> Result<(), PortError>;
+    /// The speech topic ("" when not configured).
+    fn say_topic(&self) -> String;
+    /// Publishes operator diagnostics.
+    fn publish_diagnostics(&self, diagnostics: &[Diagnostic]);
+}
+
+/// A robot, as the bridge is given it.
+#[derive(Clone)]
+pub struct Robot {
+    pub sensors: Arc<dyn SensorPort>,
+    pub actuators: Arc<dyn ActuatorPort>,
+    pub signals: Arc<dyn SignalPort>,
+}
