@@ -1184,5 +1184,4 @@ fn apply_opening_to(session: &mut SessionState, opening: &Opening) {
 }
 
 #[cfg(test)]
-#[path = "core_tests.rs"]
 mod tests;
