@@ -14,7 +14,7 @@
 //!   with the number lost to the bound;
 //! - heartbeats at a cadence fitted to the declared agent model, dead peers
 //!   detached, detached sessions expiring after the resume window.
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -185,7 +185,9 @@ struct SessionState {
     agent_model: Option<AgentModel>,
     events: EventRing,
     limiter: RateLimiter,
-    in_flight: HashMap<String, InFlight>,
+    /// Ordered by call_id, so that aborting them all is done in a
+    /// reproducible order.
+    in_flight: BTreeMap<String, InFlight>,
     /// Events waiting for the batch window to close.
     batch: Vec<Value>,
     batch_started: Option<Instant>,
@@ -226,11 +228,13 @@ pub struct Core {
     extra_ticks: u64,
     /// Last tick handed out: ticks never go backwards on the wire.
     last_tick: u64,
-    sessions: HashMap<String, SessionState>,
-    connections: HashMap<ConnId, ConnState>,
+    // Ordered maps: what is sent to several sessions or connections goes
+    // out in an order that follows from the input alone.
+    sessions: BTreeMap<String, SessionState>,
+    connections: BTreeMap<ConnId, ConnState>,
     lease: Option<Lease>,
     /// Tools whose data source is missing now (e.g. a dead sensor topic).
-    unavailable: HashMap<String, String>,
+    unavailable: BTreeMap<String, String>,
     last_error: Option<String>,
     counters: Counters,
     /// Transport facts the shell reports, for operators' status.
@@ -252,10 +256,10 @@ impl Core {
             catalog,
             extra_ticks: 0,
             last_tick: 0,
-            sessions: HashMap::new(),
-            connections: HashMap::new(),
+            sessions: BTreeMap::new(),
+            connections: BTreeMap::new(),
             lease: None,
-            unavailable: HashMap::new(),
+            unavailable: BTreeMap::new(),
             last_error: None,
             counters: Counters::default(),
             listener: None,
@@ -331,7 +335,7 @@ impl Core {
                 session.detached_at = Some(now);
                 session.batch.clear();
                 session.batch_started = None;
-                session.in_flight.drain().collect()
+                std::mem::take(&mut session.in_flight).into_iter().collect()
             }
             None => return,
         };
@@ -468,7 +472,7 @@ impl Core {
             agent_model: None,
             events: EventRing::new(self.config.event_ring_capacity),
             limiter: RateLimiter::default(),
-            in_flight: HashMap::new(),
+            in_flight: BTreeMap::new(),
             batch: Vec::new(),
             batch_started: None,
             last_tick_event: 0,
