@@ -203,13 +203,15 @@ fn optional_string(object: &Map<String, Value>, field: &str) -> Result<Option<St
     }
 }
 
-/// Builds a bridge message with the common envelope.
-pub fn envelope(kind: &str, session_id: &str, body: Value) -> Value {
+/// Builds a bridge message with the common envelope. The caller draws
+/// `message_id` from its [`IdSource`](super::ids::IdSource), so that
+/// building a message stays a pure function.
+pub fn envelope(kind: &str, session_id: &str, message_id: String, body: Value) -> Value {
     let mut message = json!({
         "protocol": PROTOCOL,
         "type": kind,
         "session_id": session_id,
-        "message_id": uuid::Uuid::new_v4().to_string(),
+        "message_id": message_id,
     });
     if let (Value::Object(target), Value::Object(fields)) = (&mut message, body) {
         target.extend(fields);
@@ -231,6 +233,12 @@ mod tests {
         let Inbound::ToolCall(ToolCall { call_id, tool, input, message_id, .. }) = inbound else { panic!("not a tool call") };
         assert_eq!((call_id.as_str(), tool.as_str(), message_id.as_deref()), ("c1", "move", Some("m1")));
         assert_eq!(input["forward"], json!(0.5));
+    }
+
+    #[test]
+    fn an_envelope_carries_the_given_ids_and_the_body_fields() {
+        let message = envelope("heartbeat", "s-1", "m-1".into(), json!({ "meta": { "tick": 3 } }));
+        assert_eq!(message, json!({ "protocol": PROTOCOL, "type": "heartbeat", "session_id": "s-1", "message_id": "m-1", "meta": { "tick": 3 } }));
     }
 
     #[test]

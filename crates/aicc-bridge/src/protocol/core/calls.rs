@@ -48,7 +48,7 @@ impl Core {
                 Some(Idempotent::Done { result }) => {
                     let mut replay = result.clone();
                     replay["call_id"] = json!(call_id);
-                    replay["message_id"] = json!(uuid::Uuid::new_v4().to_string());
+                    replay["message_id"] = json!(self.ids.next_id());
                     replay["meta"]["idempotent_replay"] = json!(true);
                     return vec![self.reply(conn, replay)];
                 }

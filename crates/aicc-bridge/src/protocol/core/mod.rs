@@ -32,6 +32,7 @@ use super::auth::{Scope, Tokens};
 use super::catalog::Catalog;
 use super::clock::TickClock;
 use super::error::{AiccError, ErrorCode};
+use super::ids::{IdSource, RandomIds};
 use super::message::{decode, envelope, Correlation, Inbound};
 
 mod builtin;
@@ -150,6 +151,8 @@ pub struct Core {
     last_error: Option<String>,
     counters: Counters,
     shell: ShellFacts,
+    /// Every message id and session id the core hands out.
+    ids: Box<dyn IdSource>,
 }
 
 /// The first characters of a session id: enough to tell sessions apart,
@@ -159,7 +162,15 @@ fn short_id(session: &str) -> &str {
 }
 
 impl Core {
+    /// A core with random (UUID v4) ids, as a served bridge needs.
     pub fn new(config: CoreConfig, catalog: Arc<Catalog>, start: Instant) -> Self {
+        Self::with_ids(config, catalog, start, RandomIds)
+    }
+
+    /// A core drawing its ids from `ids`: with
+    /// [`SequentialIds`](super::ids::SequentialIds) its output is the same
+    /// on every run with the same input.
+    pub fn with_ids(config: CoreConfig, catalog: Arc<Catalog>, start: Instant, ids: impl IdSource + 'static) -> Self {
         Self {
             clock: TickClock::new(start, config.tick_rate_hz),
             config,
@@ -173,6 +184,7 @@ impl Core {
             last_error: None,
             counters: Counters::default(),
             shell: ShellFacts::default(),
+            ids: Box::new(ids),
         }
     }
 
@@ -330,7 +342,7 @@ impl Core {
 
     /// A bridge message addressed to `session_id`, in the common envelope.
     fn message(&mut self, kind: &str, session_id: &str, body: Value) -> Value {
-        envelope(kind, session_id, body)
+        envelope(kind, session_id, self.ids.next_id(), body)
     }
 
     fn reply(&self, conn: ConnId, message: Value) -> Output {

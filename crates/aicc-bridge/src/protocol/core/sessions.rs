@@ -121,16 +121,12 @@ pub(super) fn check_opening(opening: &Opening) -> Result<(), AiccError> {
 
 impl Core {
     pub(super) fn new_session(&mut self, conn: ConnId, scope: Scope, opening: &Opening) -> String {
-        let id = self.new_session_id();
+        let id = self.ids.next_id();
         self.sessions.insert(id.clone(), Session::new(scope, conn, self.config.event_ring_capacity, opening));
         if let Some(state) = self.connections.get_mut(&conn) {
             state.session = Some(id.clone());
         }
         id
-    }
-
-    fn new_session_id(&mut self) -> String {
-        uuid::Uuid::new_v4().to_string()
     }
 
     /// `manifest_request`: opens a session on a connection without one, or
