@@ -11,7 +11,7 @@ const PROTOCOL_MAJOR: u64 = 0;
 /// A message from the agent, decoded and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inbound {
-    ToolCall { message_id: Option<String>, call_id: String, tool: String, input: Map<String, Value>, options: CallOptions },
+    ToolCall(ToolCall),
     /// Re-fetch the manifest; as the first line of a connection it opens a
     /// session (and authenticates, when tokens are configured).
     ManifestRequest { message_id: Option<String>, opening: Opening },
@@ -19,6 +19,16 @@ pub enum Inbound {
     SessionResume { message_id: Option<String>, session_id: String, cursor: u64, opening: Opening },
     Heartbeat { message_id: Option<String> },
     SessionClose { message_id: Option<String> },
+}
+
+/// A `tool_call`: which tool to run with what, and how the agent names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub message_id: Option<String>,
+    pub call_id: String,
+    pub tool: String,
+    pub input: Map<String, Value>,
+    pub options: CallOptions,
 }
 
 /// Optional fields of a tool_call (extensions, documented in docs/protocol.md).
@@ -108,7 +118,7 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
             if idempotency_key.as_ref().is_some_and(|k| k.is_empty() || k.len() > 128) {
                 return Err(AiccError::invalid_input("field 'idempotency_key' must be 1 to 128 characters"));
             }
-            Ok(Inbound::ToolCall { message_id, call_id, tool, input, options: CallOptions { deadline_ms, idempotency_key } })
+            Ok(Inbound::ToolCall(ToolCall { message_id, call_id, tool, input, options: CallOptions { deadline_ms, idempotency_key } }))
         }
         "manifest_request" => Ok(Inbound::ManifestRequest { message_id, opening: opening(object)? }),
         "session_resume" => {
@@ -193,13 +203,15 @@ fn optional_string(object: &Map<String, Value>, field: &str) -> Result<Option<St
     }
 }
 
-/// Builds a bridge message with the common envelope.
-pub fn envelope(kind: &str, session_id: &str, body: Value) -> Value {
+/// Builds a bridge message with the common envelope. The caller draws
+/// `message_id` from its [`IdSource`](super::ids::IdSource), so that
+/// building a message stays a pure function.
+pub fn envelope(kind: &str, session_id: &str, message_id: String, body: Value) -> Value {
     let mut message = json!({
         "protocol": PROTOCOL,
         "type": kind,
         "session_id": session_id,
-        "message_id": uuid::Uuid::new_v4().to_string(),
+        "message_id": message_id,
     });
     if let (Value::Object(target), Value::Object(fields)) = (&mut message, body) {
         target.extend(fields);
@@ -218,9 +230,15 @@ mod tests {
     #[test]
     fn decodes_a_tool_call() {
         let inbound = decode_str(r#"{"protocol":"aicc/0.1","type":"tool_call","message_id":"m1","call_id":"c1","tool":"move","input":{"forward":0.5}}"#).unwrap();
-        let Inbound::ToolCall { call_id, tool, input, message_id, .. } = inbound else { panic!("not a tool call") };
+        let Inbound::ToolCall(ToolCall { call_id, tool, input, message_id, .. }) = inbound else { panic!("not a tool call") };
         assert_eq!((call_id.as_str(), tool.as_str(), message_id.as_deref()), ("c1", "move", Some("m1")));
         assert_eq!(input["forward"], json!(0.5));
+    }
+
+    #[test]
+    fn an_envelope_carries_the_given_ids_and_the_body_fields() {
+        let message = envelope("heartbeat", "s-1", "m-1".into(), json!({ "meta": { "tick": 3 } }));
+        assert_eq!(message, json!({ "protocol": PROTOCOL, "type": "heartbeat", "session_id": "s-1", "message_id": "m-1", "meta": { "tick": 3 } }));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod clock;
 pub mod error;
 pub mod events;
+pub mod ids;
 pub mod manifest;
 pub mod message;
 pub mod ratelimit;

@@ -21,6 +21,7 @@ use tokio::task::JoinSet;
 use crate::protocol::codec::{Frame, LineFramer};
 use crate::protocol::auth::Scope;
 use crate::protocol::core::{ConnId, Core, Output, ToolSuccess};
+use crate::protocol::ids::{IdSource, RandomIds};
 use crate::protocol::message::envelope;
 use crate::protocol::{AiccError, ErrorCode};
 use crate::tools::{Registry, ToolContext};
@@ -150,7 +151,7 @@ impl Bridge {
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, "connection refused: {max_connections} connections already open");
                 let error = AiccError::new(ErrorCode::ToolUnavailable, true, format!("the bridge serves at most {max_connections} connections; retry later"));
-                let mut line = serde_json::to_vec(&envelope("error", "", error.to_json())).expect("serializable");
+                let mut line = serde_json::to_vec(&envelope("error", "", RandomIds.next_id(), error.to_json())).expect("serializable");
                 line.push(b'\n');
                 tokio::spawn(async move {
                     let _ = stream.write_all(&line).await;

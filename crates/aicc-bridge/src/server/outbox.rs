@@ -13,13 +13,16 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 
+use crate::protocol::ids::{IdSource, RandomIds};
 use crate::protocol::message::PROTOCOL;
 
-#[derive(Default)]
 struct Queue {
     messages: VecDeque<Value>,
     dropped_events: u64,
     closed: bool,
+    /// Ids of the `events_dropped` notices. The outbox has its own: it is
+    /// pushed to while the core's lock is held, so it cannot ask the core.
+    ids: Box<dyn IdSource>,
 }
 
 pub struct Outbox {
@@ -33,7 +36,12 @@ pub struct Outbox {
 
 impl Outbox {
     pub fn new(capacity: usize) -> Self {
-        Self { queue: Mutex::new(Queue::default()), capacity: capacity.max(1), wake_writer: Notify::new(), wake_reader: Notify::new() }
+        Self::with_ids(capacity, RandomIds)
+    }
+
+    pub fn with_ids(capacity: usize, ids: impl IdSource + 'static) -> Self {
+        let queue = Queue { messages: VecDeque::new(), dropped_events: 0, closed: false, ids: Box::new(ids) };
+        Self { queue: Mutex::new(queue), capacity: capacity.max(1), wake_writer: Notify::new(), wake_reader: Notify::new() }
     }
 
     /// Queues a message; a droppable one (an event) is dropped and counted
@@ -56,7 +64,7 @@ impl Outbox {
                 "protocol": PROTOCOL,
                 "type": "event",
                 "topic": "events_dropped",
-                "message_id": uuid::Uuid::new_v4().to_string(),
+                "message_id": queue.ids.next_id(),
                 "payload": { "count": count, "reason": "the agent read too slowly; session_resume with the last seq seen replays them" },
             });
             if let Some(tick) = message.pointer("/meta/tick") {
@@ -154,7 +162,7 @@ mod tests {
 
     #[test]
     fn events_are_dropped_and_counted_replies_never() {
-        let outbox = Outbox::new(2);
+        let outbox = Outbox::with_ids(2, crate::protocol::ids::SequentialIds::new("notice"));
         outbox.push(json!({"n": 1}), true);
         outbox.push(json!({"n": 2}), true);
         outbox.push(json!({"n": 3}), true); // dropped
@@ -167,6 +175,7 @@ mod tests {
         assert_eq!(messages[2]["payload"]["count"], 2);
         assert_eq!(messages[2]["meta"]["tick"], 7, "the notice takes the tick of the message it precedes");
         assert_eq!(messages[2]["session_id"], "s-1");
+        assert_eq!(messages[2]["message_id"], "notice-1", "from the outbox's own ids");
         assert_eq!(messages[3]["reply"], 1);
     }
 

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::protocol::auth::{Scope, Tokens};
 use crate::protocol::catalog::Catalog;
+use crate::protocol::ids::SequentialIds;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
 use crate::protocol::ErrorCode;
@@ -43,14 +44,19 @@ fn config() -> CoreConfig {
     }
 }
 
-fn core_with(config: CoreConfig, t0: Instant) -> Core {
+fn catalog() -> Arc<Catalog> {
     let mut tools = vec![
         tool("probe", ToolClass::Sensor, "can_observe_world", false, None),
         tool("drive", ToolClass::Actuator, "can_move_self", true, None),
         tool("speak", ToolClass::Actuator, "can_communicate", false, Some(2)),
     ];
     tools.extend(core_tool_descriptors());
-    Core::new(config, Arc::new(Catalog::new(tools).unwrap()), t0)
+    Arc::new(Catalog::new(tools).unwrap())
+}
+
+/// A core as served: random ids.
+fn core_with(config: CoreConfig, t0: Instant) -> Core {
+    Core::new(config, catalog(), t0)
 }
 
 /// Messages sent to `conn`.
@@ -571,6 +577,65 @@ proptest! {
         let answers = replies + usize::from(executes(&out));
         prop_assert_eq!(answers, 1, "{:?}", out);
     }
+}
+
+/// A busy scenario (two agents, the lease, batching, an idempotent
+/// replay, a cancel, heartbeats, a disconnect with calls in flight, a
+/// resume, status and close), with sequential ids.
+fn scripted_run(t0: Instant) -> Vec<Output> {
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut core = Core::with_ids(CoreConfig { event_ring_capacity: 64, max_calls_in_flight: 4, ..config() }, catalog(), t0, SequentialIds::new("id"));
+    let mut out = Vec::new();
+    out.extend(core.on_connect(1, at(0)));
+    out.extend(core.on_connect(2, at(5)));
+    out.extend(core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "agent_model": { "class": "edge_medium" }, "subscribe": ["lease", "collision", "tick"] })), at(10)));
+    let a = core.session_of(1).unwrap().to_string();
+    out.extend(core.on_line(1, &call("d1", "drive", json!({ "forward": 1 })), at(100)));
+    out.extend(core.on_line(1, &call("p1", "probe", json!({ "forward": 2, "extra": true })), at(110)));
+    out.extend(core.publish("collision", json!({ "other": "wall" }), None, at(120)));
+    out.extend(core.on_line(2, &call("b1", "drive", json!({ "forward": 1 })), at(130)));
+    out.extend(core.on_tool_finished(&a, "p1", Ok(ToolSuccess { output: json!({ "reading": 1 }), source: "/probe".into() }), at(150)));
+    let keyed = |id: &str| line(json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": id, "tool": "speak", "input": {}, "idempotency_key": "k" }));
+    out.extend(core.on_line(1, &keyed("s1"), at(160)));
+    out.extend(core.on_tool_finished(&a, "s1", Ok(ToolSuccess { output: json!({ "said": true }), source: "t".into() }), at(170)));
+    out.extend(core.on_line(1, &keyed("s2"), at(180)));
+    out.extend(core.on_line(1, &call("d2", "drive", json!({ "forward": 2 })), at(190)));
+    out.extend(core.on_line(1, &call("x", "cancel", json!({ "call_id": "d2" })), at(200)));
+    out.extend(core.on_line(1, &call("p2", "probe", json!({})), at(210)));
+    out.extend(core.on_timer(at(300)));
+    out.extend(core.set_tool_availability("probe", Some("no data".into()), at(400)));
+    out.extend(core.on_timer(at(10_000)));
+    out.extend(core.on_disconnect(1, at(10_100)));
+    out.extend(core.on_connect(3, at(10_200)));
+    out.extend(core.on_line(3, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": a, "cursor": 2 })), at(10_300)));
+    out.extend(core.on_line(3, &call("st", "bridge_status", json!({})), at(10_400)));
+    out.extend(core.on_line(3, &line(json!({ "protocol": "aicc/0.1", "type": "session_close" })), at(10_500)));
+    out
+}
+
+fn rendered(outputs: &[Output]) -> String {
+    outputs.iter().map(|o| format!("{o:?}\n")).collect()
+}
+
+#[test]
+fn with_sequential_ids_the_core_is_deterministic_and_every_id_comes_from_its_source() {
+    let t0 = Instant::now();
+    let outputs = scripted_run(t0);
+    let first = rendered(&outputs);
+    assert_eq!(first, rendered(&scripted_run(t0)), "the same input gave different output");
+    assert!(first.contains("call_aborted") && first.contains("idempotent_replay") && first.contains("manifest_update") && first.contains("\"replayed\": Bool(true)"), "the scenario covers what it says");
+    for conn in 1..=3 {
+        for message in sent(&outputs, conn) {
+            assert!(message["message_id"].as_str().unwrap().starts_with("id-"), "{message}");
+            assert!(message["session_id"].as_str().unwrap().starts_with("id-"), "{message}");
+        }
+    }
+    let t0 = Instant::now();
+    let mut core = Core::with_ids(config(), catalog(), t0, SequentialIds::new("id"));
+    let init = only(&core.on_connect(1, t0), 1);
+    assert_eq!((init["session_id"].as_str(), init["message_id"].as_str()), (Some("id-1"), Some("id-2")));
+    let beat = only(&core.on_line(1, br#"{"protocol":"aicc/0.1","type":"heartbeat"}"#, t0), 1);
+    assert_eq!(beat["message_id"], "id-3");
 }
 
 /// Replaces ids that change every run, so that a transcript can be compared.
