@@ -449,13 +449,17 @@ impl SafetyState {
     }
 }
 
-/// Wraps an angle to [-pi, pi].
+/// An angle wrapped to (-pi, pi]: the one wrap of the project (the
+/// governor's latch release and the motion controller's headings). A
+/// non-finite angle is returned as it is, so that NaN stays visible.
 pub fn wrap_angle(angle: f64) -> f64 {
     let wrapped = (angle + PI).rem_euclid(2.0 * PI) - PI;
-    if wrapped.is_finite() {
-        wrapped
-    } else {
+    if !wrapped.is_finite() {
         angle
+    } else if wrapped == -PI {
+        PI
+    } else {
+        wrapped
     }
 }
 
@@ -656,6 +660,17 @@ mod tests {
 
     fn envelope(inputs: &SafetyInputs) -> Envelope {
         safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), inputs)
+    }
+
+    #[test]
+    fn angles_wrap_into_the_half_open_interval() {
+        assert!((wrap_angle(3.0 * PI / 2.0) + PI / 2.0).abs() < 1e-12);
+        assert_eq!(wrap_angle(-PI), PI);
+        assert_eq!(wrap_angle(PI), PI);
+        assert!((wrap_angle(0.1) - 0.1).abs() < 1e-12);
+        assert!((wrap_angle(-7.0 * PI) - PI).abs() < 1e-9);
+        assert!(wrap_angle(f64::NAN).is_nan(), "NaN stays visible");
+        assert_eq!(wrap_angle(f64::INFINITY), f64::INFINITY);
     }
 
     #[test]

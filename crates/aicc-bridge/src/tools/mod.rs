@@ -141,3 +141,56 @@ impl Registry {
         Catalog::new(descriptors)
     }
 }
+
+#[cfg(test)]
+mod layering {
+    /// Every tool file, by module name, with its source.
+    const TOOL_FILES: &[(&str, &str)] = &[
+        ("depth", include_str!("depth.rs")),
+        ("inspect", include_str!("inspect.rs")),
+        ("interact", include_str!("interact.rs")),
+        ("look_at", include_str!("look_at.rs")),
+        ("move_base", include_str!("move_base.rs")),
+        ("proprioception", include_str!("proprioception.rs")),
+        ("say", include_str!("say.rs")),
+        ("stop", include_str!("stop.rs")),
+        ("touch", include_str!("touch.rs")),
+        ("turn", include_str!("turn.rs")),
+        ("vision", include_str!("vision.rs")),
+        ("wait", include_str!("wait.rs")),
+    ];
+    /// The helpers below the tools (each listed file must not name a tool).
+    const SHARED_FILES: &[(&str, &str)] = &[
+        ("shared/alignment", include_str!("shared/alignment.rs")),
+        ("shared/fresh", include_str!("shared/fresh.rs")),
+        ("shared/head", include_str!("shared/head.rs")),
+        ("shared/images", include_str!("shared/images.rs")),
+        ("shared/joints", include_str!("shared/joints.rs")),
+        ("shared/motion", include_str!("shared/motion.rs")),
+        ("input", include_str!("input.rs")),
+    ];
+
+    /// The tool modules `source` refers to, as `super::name` or `tools::name`.
+    fn tools_named_in(source: &str) -> Vec<&'static str> {
+        TOOL_FILES
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| [format!("super::{name}"), format!("tools::{name}")].iter().any(|path| source.match_indices(path.as_str()).any(|(at, _)| !source[at + path.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))))
+            .collect()
+    }
+
+    #[test]
+    fn tools_import_only_downward_never_from_each_other() {
+        for (tool, source) in TOOL_FILES {
+            assert_eq!(tools_named_in(source), Vec::<&str>::new(), "{tool}.rs imports from another tool file: move what they share to tools/shared");
+        }
+        for (helper, source) in SHARED_FILES {
+            assert_eq!(tools_named_in(source), Vec::<&str>::new(), "{helper}.rs imports from a tool file: helpers sit below the tools");
+        }
+        // Every registered tool has its file listed here (one file per tool).
+        assert_eq!(super::Registry::new(&crate::config::Config::default()).tools().len(), TOOL_FILES.len(), "a tool file is missing from TOOL_FILES");
+        // The check itself can fail.
+        assert_eq!(tools_named_in("use super::look_at::plan_head;\nuse crate::tools::turn::X;"), ["look_at", "turn"]);
+        assert!(tools_named_in("use super::shared::head::plan_head; // super::stopwatch").is_empty());
+    }
+}
