@@ -5,6 +5,7 @@
 pub mod config;
 pub mod fonline;
 pub mod governor;
+pub mod history;
 pub mod perception;
 pub mod protocol;
 pub mod robot;
