@@ -400,6 +400,13 @@ impl Default for BaseConfig {
     }
 }
 
+/// How parameter files are read: only `true` and `false` are booleans
+/// (`yes` and `on` stay text, as YAML 1.2 has it), and an error is one line
+/// naming its line and column rather than a drawn snippet.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true, with_snippet: false }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -417,17 +424,19 @@ impl Config {
 
     /// Parses the text of a ROS 2 parameter file.
     pub fn from_params_yaml(text: &str, node_name: &str) -> Result<Self, String> {
-        let document: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
-        let serde_yaml::Value::Mapping(top) = document else {
+        // The node's section is found in the generic document first: other
+        // nodes' sections in the same file are not the bridge's to check.
+        let document: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| format!("not valid YAML: {e}"))?;
+        let serde_json::Value::Object(top) = document else {
             return Err("expected a mapping '<node name>: {ros__parameters: {...}}' at the top".into());
         };
         let wanted = [node_name.to_string(), format!("/{node_name}"), "/**".to_string()];
         let section = wanted.iter().find_map(|key| top.get(key.as_str())).ok_or_else(|| {
-            let found: Vec<String> = top.keys().filter_map(|k| k.as_str().map(str::to_owned)).collect();
+            let found: Vec<&String> = top.keys().collect();
             format!("no section for node '{node_name}' (or '/**'); found: {found:?}")
         })?;
         let params = section.get("ros__parameters").ok_or("the node's section has no 'ros__parameters'")?;
-        let config: Config = serde_yaml::from_value(params.clone()).map_err(|e| e.to_string())?;
+        let config = Config::deserialize(params).map_err(|e| e.to_string())?;
         config.validate()?;
         Ok(config)
     }

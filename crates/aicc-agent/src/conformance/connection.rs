@@ -8,6 +8,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 
 /// Where scenarios run: host, port and, for TLS, how to check the server.
 #[derive(Clone)]
@@ -38,7 +40,7 @@ pub fn tls_client(ca_file: &Path, server_name: &str) -> Result<TlsClient, String
     let shown = ca_file.display();
     let file = std::fs::File::open(ca_file).map_err(|e| format!("opening CA file {shown}: {e}"))?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut std::io::BufReader::new(file)) {
+    for cert in CertificateDer::pem_reader_iter(file) {
         let cert = cert.map_err(|e| format!("reading CA file {shown}: {e}"))?;
         roots.add(cert).map_err(|e| format!("CA file {shown}: {e}"))?;
     }

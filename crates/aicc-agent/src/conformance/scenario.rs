@@ -246,10 +246,17 @@ impl Loaded {
     }
 }
 
+/// How scenarios are read: only `true` and `false` are booleans (`yes`
+/// and `on` stay text, as YAML 1.2 has it), and an error is one line naming
+/// its line and column rather than a drawn snippet.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true, with_snippet: false }
+}
+
 /// Parses and checks one scenario file's text; errors name the file.
 pub fn parse(file: &Path, text: &str) -> Result<Scenario, String> {
     let shown = file.display();
-    let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| format!("{shown}: {e}"))?;
+    let scenario: Scenario = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| format!("{shown}: {e}"))?;
     check(&scenario).map_err(|e| format!("{shown}: {e}"))?;
     Ok(scenario)
 }
@@ -537,6 +544,16 @@ steps:
         let wait = parse_str(&GOOD.replace("call: {tool: teleport, input: {}}\n    expect_error: {code: tool_unknown, retryable: false}", "wait_s: 1e30")).unwrap_err();
         assert!(wait.contains("wait_s") && wait.contains("up to 86400"), "{wait}");
         parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 86400")).expect("a day is allowed");
+    }
+
+    #[test]
+    fn every_shipped_scenario_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/scenarios");
+        let loaded = load_all(&root).unwrap();
+        assert!(loaded.len() > 10, "the shipped scenarios are found under {}", root.display());
+        for scenario in &loaded {
+            assert!(matches!(scenario, Loaded::Ok { .. }), "{scenario:?}");
+        }
     }
 
     #[test]
