@@ -400,42 +400,121 @@ impl Default for BaseConfig {
     }
 }
 
+/// How parameter files are read: only `true` and `false` are booleans
+/// (`yes` and `on` stay text, as YAML 1.2 has it), and an error is one line
+/// naming its line and column rather than a drawn snippet.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true, with_snippet: false }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file (or the URDF it names) cannot be read.
     #[error("cannot read config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("config file {path}: {message}")]
-    Invalid { path: String, message: String },
+    /// The file was read but does not hold a valid configuration.
+    #[error("config file {path}: {source}")]
+    Invalid { path: String, source: ParamsError },
+}
+
+/// Why the text of a parameter file is not a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ParamsError {
+    /// The text is not YAML at all.
+    #[error("not valid YAML: {0}")]
+    Yaml(#[source] Box<serde_saphyr::Error>),
+    /// The top is not a mapping of node names.
+    #[error("expected a mapping '<node name>: {{ros__parameters: {{...}}}}' at the top")]
+    NotNodeSections,
+    /// Neither the node's section nor the `/**` wildcard is there.
+    #[error("no section for node '{node}' (or '/**'); found: {found:?}")]
+    NoSection { node: String, found: Vec<String> },
+    /// The node's section lacks `ros__parameters`.
+    #[error("the node's section has no 'ros__parameters'")]
+    NoRosParameters,
+    /// A parameter is unknown, missing or of the wrong type (the text names it).
+    #[error("{0}")]
+    Parameters(#[source] serde_json::Error),
+    /// The parameters parse but their values do not hold together.
+    #[error(transparent)]
+    Invalid(#[from] InvalidConfig),
+}
+
+/// A configuration value the bridge cannot run with; each names the key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidConfig {
+    /// A listen address that is not `HOST:PORT`.
+    #[error("{name} '{value}' is not HOST:PORT: {source}")]
+    NotAnAddress { name: &'static str, value: String, source: std::net::AddrParseError },
+    /// A rate, limit or duration that must be finite and above zero.
+    #[error("{name} must be a positive number, got {value}")]
+    NotPositive { name: String, value: f64 },
+    /// A count or size that must be at least one.
+    #[error("{name} must be at least 1")]
+    Zero { name: String },
+    /// No odometry topic: the base cannot move safely.
+    #[error("sensors.odom.topic is required: the base cannot move safely without odometry")]
+    NoOdometry,
+    /// `sensors.battery_low_fraction` outside 0..1.
+    #[error("sensors.battery_low_fraction must be within 0..1, got {0}")]
+    BatteryLowFraction(f64),
+    /// A head action without exactly its pan and tilt joints.
+    #[error("actuators.head_joints must name the pan and the tilt joint, got {0:?}")]
+    HeadJoints(Vec<String>),
+    /// The governor's own check of its safety rules failed.
+    #[error("safety: {0}")]
+    Safety(String),
+    /// A creep floor at or above the speed limit (no slow-down left).
+    #[error("safety.min_creep_speed_mps = {creep_mps} must be below base.max_linear_mps = {max_linear_mps}")]
+    CreepNotBelowLimit { creep_mps: f64, max_linear_mps: f64 },
+    /// A negative or non-finite geofence radius.
+    #[error("safety.geofence_radius_m must be 0 (none) or positive, got {0}")]
+    GeofenceRadius(f64),
+    /// A TLS certificate without its key, or the other way round.
+    #[error("security.tls_cert_file and security.tls_key_file go together: set both or neither")]
+    HalfTls,
+}
+
+/// A token variable that is set but cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("environment variable {variable}: {error}")]
+pub struct TokenEnvError {
+    pub variable: String,
+    #[source]
+    pub error: crate::protocol::auth::TokenError,
 }
 
 impl Config {
     /// Loads a ROS 2 parameter file, taking the section of `node_name` (or `/**`).
     pub fn load(path: &Path, node_name: &str) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        Self::from_params_yaml(&text, node_name).map_err(|message| ConfigError::Invalid { path: path.display().to_string(), message })
+        Self::from_params_yaml(&text, node_name).map_err(|source| ConfigError::Invalid { path: path.display().to_string(), source })
     }
 
     /// Parses the text of a ROS 2 parameter file.
-    pub fn from_params_yaml(text: &str, node_name: &str) -> Result<Self, String> {
-        let document: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
-        let serde_yaml::Value::Mapping(top) = document else {
-            return Err("expected a mapping '<node name>: {ros__parameters: {...}}' at the top".into());
+    pub fn from_params_yaml(text: &str, node_name: &str) -> Result<Self, ParamsError> {
+        // The node's section is found in the generic document first: other
+        // nodes' sections in the same file are not the bridge's to check.
+        let document: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| ParamsError::Yaml(Box::new(e)))?;
+        let serde_json::Value::Object(top) = document else {
+            return Err(ParamsError::NotNodeSections);
         };
         let wanted = [node_name.to_string(), format!("/{node_name}"), "/**".to_string()];
-        let section = wanted.iter().find_map(|key| top.get(key.as_str())).ok_or_else(|| {
-            let found: Vec<String> = top.keys().filter_map(|k| k.as_str().map(str::to_owned)).collect();
-            format!("no section for node '{node_name}' (or '/**'); found: {found:?}")
-        })?;
-        let params = section.get("ros__parameters").ok_or("the node's section has no 'ros__parameters'")?;
-        let config: Config = serde_yaml::from_value(params.clone()).map_err(|e| e.to_string())?;
+        let section = wanted
+            .iter()
+            .find_map(|key| top.get(key.as_str()))
+            .ok_or_else(|| ParamsError::NoSection { node: node_name.to_string(), found: top.keys().cloned().collect() })?;
+        let params = section.get("ros__parameters").ok_or(ParamsError::NoRosParameters)?;
+        let config = Config::deserialize(params).map_err(ParamsError::Parameters)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Checks values serde cannot: ranges, finiteness, parseable addresses.
-    pub fn validate(&self) -> Result<(), String> {
-        self.listen.parse::<SocketAddr>().map_err(|e| format!("listen '{}' is not HOST:PORT: {e}", self.listen))?;
-        self.fonline.listen.parse::<SocketAddr>().map_err(|e| format!("fonline.listen '{}' is not HOST:PORT: {e}", self.fonline.listen))?;
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        for (name, value) in [("listen", &self.listen), ("fonline.listen", &self.fonline.listen)] {
+            value.parse::<SocketAddr>().map_err(|source| InvalidConfig::NotAnAddress { name, value: value.clone(), source })?;
+        }
         let positive = [
             ("tick_rate_hz", self.tick_rate_hz),
             ("base.max_linear_mps", self.base.max_linear_mps),
@@ -454,7 +533,7 @@ impl Config {
         ];
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!("{name} must be a positive number, got {value}"));
+                return Err(InvalidConfig::NotPositive { name: name.into(), value });
             }
         }
         let sensors = &self.sensors;
@@ -470,42 +549,39 @@ impl Config {
             ("battery", &sensors.battery),
         ] {
             if !(sensor.max_age_s.is_finite() && sensor.max_age_s > 0.0) {
-                return Err(format!("sensors.{name}.max_age_s must be a positive number, got {}", sensor.max_age_s));
+                return Err(InvalidConfig::NotPositive { name: format!("sensors.{name}.max_age_s"), value: sensor.max_age_s });
             }
             if sensor.depth == 0 {
-                return Err(format!("sensors.{name}.depth must be at least 1"));
+                return Err(InvalidConfig::Zero { name: format!("sensors.{name}.depth") });
             }
         }
         if !sensors.odom.is_configured() {
-            return Err("sensors.odom.topic is required: the base cannot move safely without odometry".into());
+            return Err(InvalidConfig::NoOdometry);
         }
         if !(0.0..=1.0).contains(&sensors.battery_low_fraction) {
-            return Err(format!("sensors.battery_low_fraction must be within 0..1, got {}", sensors.battery_low_fraction));
+            return Err(InvalidConfig::BatteryLowFraction(sensors.battery_low_fraction));
         }
         if self.actuators.head_joints.len() != 2 && !self.actuators.head_action.is_empty() {
-            return Err(format!("actuators.head_joints must name the pan and the tilt joint, got {:?}", self.actuators.head_joints));
+            return Err(InvalidConfig::HeadJoints(self.actuators.head_joints.clone()));
         }
-        self.safety.rules().validate().map_err(|e| format!("safety: {e}"))?;
+        self.safety.rules().validate().map_err(InvalidConfig::Safety)?;
         // A floor at or above the limit would make the slow-down zone no slow-down at all.
         if self.safety.min_creep_speed_mps >= self.base.max_linear_mps {
-            return Err(format!(
-                "safety.min_creep_speed_mps = {} must be below base.max_linear_mps = {}",
-                self.safety.min_creep_speed_mps, self.base.max_linear_mps
-            ));
+            return Err(InvalidConfig::CreepNotBelowLimit { creep_mps: self.safety.min_creep_speed_mps, max_linear_mps: self.base.max_linear_mps });
         }
         if !(self.safety.geofence_radius_m.is_finite() && self.safety.geofence_radius_m >= 0.0) {
-            return Err(format!("safety.geofence_radius_m must be 0 (none) or positive, got {}", self.safety.geofence_radius_m));
+            return Err(InvalidConfig::GeofenceRadius(self.safety.geofence_radius_m));
         }
         for (name, value) in [("safety.emergency_decel_mps2", self.safety.emergency_decel_mps2), ("safety.emergency_decel_radps2", self.safety.emergency_decel_radps2)] {
             if !(value.is_finite() && value > 0.0) {
-                return Err(format!("{name} must be a positive number, got {value}"));
+                return Err(InvalidConfig::NotPositive { name: name.into(), value });
             }
         }
         if self.dead_peer_intervals == 0 {
-            return Err("dead_peer_intervals must be at least 1".into());
+            return Err(InvalidConfig::Zero { name: "dead_peer_intervals".into() });
         }
         if self.security.tls_cert_file.is_empty() != self.security.tls_key_file.is_empty() {
-            return Err("security.tls_cert_file and security.tls_key_file go together: set both or neither".into());
+            return Err(InvalidConfig::HalfTls);
         }
         for (name, value) in [
             ("max_line_bytes", self.max_line_bytes),
@@ -517,7 +593,7 @@ impl Config {
             ("fonline.max_events", self.fonline.max_events),
         ] {
             if value == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(InvalidConfig::Zero { name: name.into() });
             }
         }
         Ok(())
@@ -540,11 +616,11 @@ impl Config {
 impl SecurityConfig {
     /// Reads the tokens from their environment variables. An empty variable
     /// is an error rather than silently no token.
-    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, String> {
+    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, TokenEnvError> {
         let mut tokens = crate::protocol::auth::Tokens::default();
         for source in &self.tokens {
             if let Some(token) = env(&source.env) {
-                tokens.add(&token, source.scope).map_err(|e| format!("environment variable {}: {e}", source.env))?;
+                tokens.add(&token, source.scope).map_err(|error| TokenEnvError { variable: source.env.clone(), error })?;
             }
         }
         Ok(tokens)
@@ -576,11 +652,11 @@ mod tests {
     #[test]
     fn the_fonline_section_is_strict_and_checked() {
         let typo = "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_queue: 3\n";
-        assert!(Config::from_params_yaml(typo, "x").unwrap_err().contains("max_queue"));
+        assert!(Config::from_params_yaml(typo, "x").unwrap_err().to_string().contains("max_queue"));
         let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
-        assert!(Config::from_params_yaml(zero, "x").unwrap_err().contains("fonline.max_events"));
+        assert!(Config::from_params_yaml(zero, "x").unwrap_err().to_string().contains("fonline.max_events"));
         let bad_listen = "/**:\n  ros__parameters:\n    fonline:\n      listen: \"localhost\"\n";
-        assert!(Config::from_params_yaml(bad_listen, "x").unwrap_err().contains("fonline.listen"));
+        assert!(Config::from_params_yaml(bad_listen, "x").unwrap_err().to_string().contains("fonline.listen"));
         let sim = Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
         assert!(sim.fonline.enabled, "the simulation profile serves the AI-control dialect");
     }
@@ -592,6 +668,8 @@ mod tests {
         assert_eq!(tokens.check("t0k"), Some(crate::protocol::auth::Scope::Observe));
         assert!(security.load_tokens(|_| None).unwrap().is_empty());
         let err = security.load_tokens(|name| (name == "AICC_TOKEN").then(String::new)).unwrap_err();
+        assert_eq!(err.error, crate::protocol::auth::TokenError::Empty);
+        let err = err.to_string();
         assert!(err.contains("AICC_TOKEN"), "{err}");
     }
 
@@ -616,10 +694,10 @@ mod tests {
         let default = Config::from_params_yaml(include_str!("../../../config/default.yaml"), DEFAULT_NODE_NAME).unwrap();
         assert_eq!(default.safety.min_creep_speed_mps, Config::default().safety.min_creep_speed_mps);
         let too_fast = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.2\n    safety:\n      min_creep_speed_mps: 0.2\n";
-        let err = Config::from_params_yaml(too_fast, "x").unwrap_err();
+        let err = Config::from_params_yaml(too_fast, "x").unwrap_err().to_string();
         assert!(err.contains("safety.min_creep_speed_mps") && err.contains("base.max_linear_mps"), "{err}");
         let negative = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: -0.01\n";
-        assert!(Config::from_params_yaml(negative, "x").unwrap_err().contains("min_creep_speed_mps"));
+        assert!(Config::from_params_yaml(negative, "x").unwrap_err().to_string().contains("min_creep_speed_mps"));
         let off = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: 0.0\n";
         assert_eq!(Config::from_params_yaml(off, "x").unwrap().safety.min_creep_speed_mps, 0.0);
     }
@@ -627,8 +705,33 @@ mod tests {
     #[test]
     fn unknown_keys_are_rejected_by_name() {
         let text = "aicc_bridge:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.3\n      max_lineer_accel: 2.0\n";
-        let err = Config::from_params_yaml(text, "aicc_bridge").unwrap_err();
+        let err = Config::from_params_yaml(text, "aicc_bridge").unwrap_err().to_string();
         assert!(err.contains("max_lineer_accel"), "{err}");
+    }
+
+    #[test]
+    fn config_errors_can_travel_as_anyhow_errors() {
+        // The node (crate aicc_ros2) passes them on with `?` and anyhow::Error::msg.
+        fn portable<E: std::error::Error + Send + Sync + 'static>() {}
+        portable::<ConfigError>();
+        portable::<InvalidConfig>();
+        portable::<TokenEnvError>();
+        portable::<crate::fonline::ListenRefused>();
+    }
+
+    #[test]
+    fn errors_say_which_rule_was_broken_and_a_file_error_names_the_file() {
+        let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
+        assert!(matches!(Config::from_params_yaml(zero, "x"), Err(ParamsError::Invalid(InvalidConfig::Zero { name })) if name == "fonline.max_events"));
+        assert!(matches!(Config::from_params_yaml("[1, 2]", "x"), Err(ParamsError::NotNodeSections)));
+        assert!(matches!(Config::from_params_yaml("a: [unclosed", "x"), Err(ParamsError::Yaml(_))));
+        let typo = "/**:\n  ros__parameters:\n    tick_rate: 5\n";
+        assert!(matches!(Config::from_params_yaml(typo, "x"), Err(ParamsError::Parameters(_))));
+        let file = std::env::temp_dir().join(format!("aicc-config-typo-{}.yaml", std::process::id()));
+        std::fs::write(&file, typo).unwrap();
+        let err = Config::load(&file, "x").unwrap_err().to_string();
+        assert!(err.starts_with(&format!("config file {}: ", file.display())) && err.contains("tick_rate"), "{err}");
+        let _ = std::fs::remove_file(file);
     }
 
     #[test]
@@ -636,10 +739,10 @@ mod tests {
         let ok = "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n";
         assert_eq!(Config::from_params_yaml(ok, "other").unwrap().tick_rate_hz, 20.0);
         let no_age = "/**:\n  ros__parameters:\n    sensors:\n      imu: { topic: imu }\n";
-        assert!(Config::from_params_yaml(no_age, "x").unwrap_err().contains("max_age_s"));
+        assert!(Config::from_params_yaml(no_age, "x").unwrap_err().to_string().contains("max_age_s"));
         let bad = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: -1.0\n";
-        assert!(Config::from_params_yaml(bad, "x").unwrap_err().contains("base.max_linear_mps"));
+        assert!(Config::from_params_yaml(bad, "x").unwrap_err().to_string().contains("base.max_linear_mps"));
         let missing = "robot:\n  ros__parameters: {}\n";
-        assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().contains("no section"));
+        assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().to_string().contains("no section"));
     }
 }

@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod config;
 pub mod fonline;
 pub mod governor;
+pub mod history;
 pub mod motion;
 pub mod perception;
 pub mod protocol;

@@ -20,8 +20,23 @@ pub struct CheckOutcome {
     pub evidence: Vec<Value>,
 }
 
-/// A verdict: pass or fail, and why.
+/// A verdict: pass or fail, and why (text for the person reading the
+/// report, as are the judges' intermediate reasons).
 pub type Verdict = Result<String, String>;
+
+/// Why a check could not be run at all (not a verdict on the client).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// No loopback port for the fake bridge.
+    #[error("cannot bind the fake bridge: {0}")]
+    Bind(#[source] std::io::Error),
+    /// The client command could not be started.
+    #[error("cannot start the client: {0}")]
+    StartClient(#[source] std::io::Error),
+    /// The fake bridge could not start serving.
+    #[error("cannot serve the fake bridge: {0}")]
+    Serve(#[source] std::io::Error),
+}
 
 /// Marker values the fake bridge puts in outputs, to see which was printed.
 const REAL_MARKER: &str = "REAL-7f3a";
@@ -31,17 +46,17 @@ const SENSOR_MARKER: &str = "SENSED-5d0e";
 const OVERSIZED_LINE_BYTES: usize = (1 << 20) + 4096;
 
 /// Runs the client against a fake bridge with `script`.
-pub fn run_scenario(client: &ClientCommand, script: Script, args: &[&str], timeout: Duration) -> Result<(ClientRun, Recording), String> {
-    let bridge = FakeBridge::bind().map_err(|e| format!("cannot bind the fake bridge: {e}"))?;
+pub fn run_scenario(client: &ClientCommand, script: Script, args: &[&str], timeout: Duration) -> Result<(ClientRun, Recording), SetupError> {
+    let bridge = FakeBridge::bind().map_err(SetupError::Bind)?;
     let port = bridge.port;
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let running = RunningClient::start(client, port, &args).map_err(|e| format!("cannot start the client: {e}"))?;
+    let running = RunningClient::start(client, port, &args).map_err(SetupError::StartClient)?;
     let output: Arc<OutputWatch> = running.stdout();
     let serving = match bridge.serve(script, output) {
         Ok(serving) => serving,
         Err(error) => {
             running.finish(Duration::ZERO);
-            return Err(format!("cannot serve the fake bridge: {error}"));
+            return Err(SetupError::Serve(error));
         }
     };
     let run = running.finish(timeout);

@@ -16,10 +16,17 @@ pub struct ClientCommand {
     template: String,
 }
 
+/// A client command without `{port}`: it could not reach the fake bridge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the client command must contain {{port}} where the port goes, got '{template}'")]
+pub struct NoPortPlaceholder {
+    pub template: String,
+}
+
 impl ClientCommand {
-    pub fn new(template: &str) -> Result<Self, String> {
+    pub fn new(template: &str) -> Result<Self, NoPortPlaceholder> {
         if !template.contains("{port}") {
-            return Err(format!("the client command must contain {{port}} where the port goes, got '{template}'"));
+            return Err(NoPortPlaceholder { template: template.to_string() });
         }
         Ok(Self { template: template.to_string() })
     }
@@ -228,7 +235,7 @@ mod tests {
 
     #[test]
     fn the_template_needs_a_port_placeholder() {
-        assert!(ClientCommand::new("aicc --port 1").unwrap_err().contains("{port}"));
+        assert!(ClientCommand::new("aicc --port 1").unwrap_err().to_string().contains("{port}"));
     }
 
     #[test]

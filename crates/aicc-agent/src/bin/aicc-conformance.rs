@@ -119,7 +119,7 @@ fn endpoint(args: &Args) -> Result<Endpoint, String> {
     }
     let tls = if args.tls {
         let ca_file = args.ca_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE));
-        Some(tls_client(&ca_file, args.server_name.as_deref().unwrap_or(&args.host))?)
+        Some(tls_client(&ca_file, args.server_name.as_deref().unwrap_or(&args.host)).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -128,7 +128,7 @@ fn endpoint(args: &Args) -> Result<Endpoint, String> {
 
 /// `--wait-ready-s`: None for 0 (no wait).
 fn wait_ready(seconds: f64) -> Result<Option<Duration>, String> {
-    if !(seconds >= 0.0 && seconds <= MAX_SECONDS) {
+    if !(0.0..=MAX_SECONDS).contains(&seconds) {
         return Err(format!("--wait-ready-s {seconds}: must be a non-negative number of seconds up to {MAX_SECONDS}"));
     }
     Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
@@ -171,7 +171,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         return Err("--max-line-bytes must be positive".into());
     }
     let wait_ready = wait_ready(args.wait_ready_s)?;
-    let loaded = load_all(&args.scenarios)?;
+    let loaded = load_all(&args.scenarios).map_err(|e| e.to_string())?;
     if args.list {
         return Ok(list(&loaded));
     }
@@ -204,7 +204,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let mut results = Vec::with_capacity(loaded.len());
     for entry in &loaded {
         match entry {
-            Loaded::Malformed { file, area, error } => results.push(malformed_result(file, area, error)),
+            Loaded::Malformed { file, area, error } => results.push(malformed_result(file, area, &error.to_string())),
             Loaded::Ok { file, scenario } if selection.selects(scenario) => {
                 let label = format!("{}/{}", scenario.area, scenario.name);
                 progress.start(&label);

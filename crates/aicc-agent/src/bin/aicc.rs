@@ -153,7 +153,7 @@ fn session_options(cli: &Cli) -> Result<SessionOptions, ClientError> {
         timeout: Duration::from_secs_f64(cli.timeout_s),
         subscribe,
         reorder_window: Duration::from_millis(cli.reorder_window_ms),
-        retry: RetryPolicy::new(cli.retries).map_err(ClientError::Usage)?,
+        retry: RetryPolicy::new(cli.retries).map_err(|too_many| ClientError::Usage(too_many.to_string()))?,
         ..SessionOptions::default()
     })
 }

@@ -32,7 +32,7 @@ impl Link {
     pub async fn read_message(&mut self, until: Instant) -> Result<Option<BridgeMessage>, ClientError> {
         loop {
             match self.framer.next_frame() {
-                Some(Frame::Line(line)) => return decode_line(&line).map(Some).map_err(ClientError::Protocol),
+                Some(Frame::Line(line)) => return decode_line(&line).map(Some).map_err(|violation| ClientError::Protocol(violation.to_string())),
                 Some(Frame::Oversized { limit_bytes }) => {
                     return Err(ClientError::Protocol(format!("a line from the bridge is longer than {limit_bytes} bytes")))
                 }

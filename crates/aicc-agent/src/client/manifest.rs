@@ -14,6 +14,43 @@ pub struct ToolInfo {
     pub limits: Option<Value>,
 }
 
+/// How a manifest breaks the protocol (the client fails closed).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ManifestError {
+    /// No `tools` array.
+    #[error("the manifest has no 'tools' array")]
+    NoTools,
+    /// A tool without a non-empty string `id`.
+    #[error("a manifest tool has no string 'id': {tool}")]
+    ToolWithoutId { tool: Value },
+    /// A tool without a string `class`.
+    #[error("manifest tool '{id}' has no string 'class'")]
+    ToolWithoutClass { id: String },
+    /// No `capabilities` object.
+    #[error("the manifest has no 'capabilities' object")]
+    NoCapabilities,
+    /// `capabilities.sensors` (or actuators, generators) that is not a list of ids.
+    #[error("capabilities.{class} must be a list of tool ids")]
+    ClassNotAList { class: &'static str },
+    /// `capabilities.granted` that is not a list of names.
+    #[error("capabilities.granted must be a list of capability names")]
+    GrantedNotAList,
+}
+
+/// Why this session may not call a tool (refused locally, nothing sent).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotPermitted {
+    /// The manifest has no such tool.
+    #[error("tool '{tool}' is not in the manifest")]
+    NotInManifest { tool: String },
+    /// The tool's capability is not among those granted.
+    #[error("tool '{tool}' needs capability '{capability}', which this session is not granted (granted: {})", if granted.is_empty() { "none".to_string() } else { granted.join(", ") })]
+    NotGranted { tool: String, capability: String, granted: Vec<String> },
+    /// The tool is not listed under its class in `capabilities`.
+    #[error("tool '{tool}' is not among this session's {class}s in capabilities (capability '{}'): not granted, or its data source is unavailable", capability.as_deref().unwrap_or("(none named)"))]
+    NotUsable { tool: String, class: String, capability: Option<String> },
+}
+
 /// The parts of a manifest that decide what the agent may do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
@@ -27,18 +64,18 @@ pub struct Manifest {
 impl Manifest {
     /// Reads a `session_init` (or a heartbeat's `manifest_update`); `Err`
     /// names what is missing, a protocol violation.
-    pub fn from_message(message: &Map<String, Value>) -> Result<Self, String> {
-        let tools = message.get("tools").and_then(Value::as_array).ok_or("the manifest has no 'tools' array")?;
+    pub fn from_message(message: &Map<String, Value>) -> Result<Self, ManifestError> {
+        let tools = message.get("tools").and_then(Value::as_array).ok_or(ManifestError::NoTools)?;
         let tools = tools.iter().map(tool_info).collect::<Result<Vec<_>, _>>()?;
-        let capabilities = message.get("capabilities").and_then(Value::as_object).ok_or("the manifest has no 'capabilities' object")?;
+        let capabilities = message.get("capabilities").and_then(Value::as_object).ok_or(ManifestError::NoCapabilities)?;
         for class in ["sensors", "actuators", "generators"] {
             if let Some(list) = capabilities.get(class) {
-                string_list(list).ok_or_else(|| format!("capabilities.{class} must be a list of tool ids"))?;
+                string_list(list).ok_or(ManifestError::ClassNotAList { class })?;
             }
         }
         let granted = match capabilities.get("granted") {
             None => None,
-            Some(list) => Some(string_list(list).ok_or("capabilities.granted must be a list of capability names")?),
+            Some(list) => Some(string_list(list).ok_or(ManifestError::GrantedNotAList)?),
         };
         Ok(Self { raw: message.clone(), tools, granted })
     }
@@ -76,20 +113,15 @@ impl Manifest {
     /// tool and the missing capability, or "not in the manifest"). A tool
     /// must be listed under its class in `capabilities`, and its capability,
     /// when it names one and the bridge lists grants, must be granted.
-    pub fn permits(&self, id: &str) -> Result<&ToolInfo, String> {
-        let tool = self.tool(id).ok_or_else(|| format!("tool '{id}' is not in the manifest"))?;
+    pub fn permits(&self, id: &str) -> Result<&ToolInfo, NotPermitted> {
+        let tool = self.tool(id).ok_or_else(|| NotPermitted::NotInManifest { tool: id.to_string() })?;
         if let (Some(capability), Some(granted)) = (&tool.capability, &self.granted) {
             if !granted.contains(capability) {
-                let listed = if granted.is_empty() { "none".to_string() } else { granted.join(", ") };
-                return Err(format!("tool '{id}' needs capability '{capability}', which this session is not granted (granted: {listed})"));
+                return Err(NotPermitted::NotGranted { tool: id.to_string(), capability: capability.clone(), granted: granted.clone() });
             }
         }
         if !self.usable(&tool.class).contains(&tool.id) {
-            let capability = tool.capability.as_deref().unwrap_or("(none named)");
-            return Err(format!(
-                "tool '{id}' is not among this session's {}s in capabilities (capability '{capability}'): not granted, or its data source is unavailable",
-                tool.class
-            ));
+            return Err(NotPermitted::NotUsable { tool: id.to_string(), class: tool.class.clone(), capability: tool.capability.clone() });
         }
         Ok(tool)
     }
@@ -104,9 +136,9 @@ fn string_list(value: &Value) -> Option<Vec<String>> {
     value.as_array()?.iter().map(|v| v.as_str().map(str::to_owned)).collect()
 }
 
-fn tool_info(value: &Value) -> Result<ToolInfo, String> {
-    let id = value.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()).ok_or_else(|| format!("a manifest tool has no string 'id': {value}"))?;
-    let class = value.get("class").and_then(Value::as_str).ok_or_else(|| format!("manifest tool '{id}' has no string 'class'"))?;
+fn tool_info(value: &Value) -> Result<ToolInfo, ManifestError> {
+    let id = value.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()).ok_or_else(|| ManifestError::ToolWithoutId { tool: value.clone() })?;
+    let class = value.get("class").and_then(Value::as_str).ok_or_else(|| ManifestError::ToolWithoutClass { id: id.to_string() })?;
     Ok(ToolInfo {
         id: id.into(),
         class: class.into(),
@@ -144,15 +176,27 @@ pub(crate) mod tests {
     #[test]
     fn an_ungranted_tool_is_refused_naming_the_missing_capability() {
         let manifest = Manifest::from_message(&sensors_only()).unwrap();
-        let why = manifest.permits("move").unwrap_err();
+        let why = manifest.permits("move").unwrap_err().to_string();
         assert!(why.contains("'move'") && why.contains("can_move_self"), "{why}");
         assert!(!manifest.is_granted("move"));
     }
 
     #[test]
+    fn a_refusal_names_the_tool_and_what_is_missing_as_fields() {
+        let manifest = Manifest::from_message(&sensors_only()).unwrap();
+        assert_eq!(
+            manifest.permits("move").unwrap_err(),
+            NotPermitted::NotGranted { tool: "move".into(), capability: "can_move_self".into(), granted: vec!["can_observe_world".into()] }
+        );
+        let mut message = sensors_only();
+        message["capabilities"]["granted"] = json!("all");
+        assert_eq!(Manifest::from_message(&message).unwrap_err(), ManifestError::GrantedNotAList);
+    }
+
+    #[test]
     fn a_tool_outside_the_manifest_is_refused_as_such() {
         let manifest = Manifest::from_message(&sensors_only()).unwrap();
-        assert_eq!(manifest.permits("teleport").unwrap_err(), "tool 'teleport' is not in the manifest");
+        assert_eq!(manifest.permits("teleport").unwrap_err().to_string(), "tool 'teleport' is not in the manifest");
     }
 
     #[test]
@@ -160,7 +204,7 @@ pub(crate) mod tests {
         let mut message = sensors_only();
         message["capabilities"]["sensors"] = json!(["proprioception"]);
         let manifest = Manifest::from_message(&message).unwrap();
-        let why = manifest.permits("vision").unwrap_err();
+        let why = manifest.permits("vision").unwrap_err().to_string();
         assert!(why.contains("not among this session's sensors"), "{why}");
     }
 
@@ -168,7 +212,7 @@ pub(crate) mod tests {
     fn an_empty_grant_list_grants_nothing_and_a_missing_one_leaves_the_class_lists_to_decide() {
         let mut message = sensors_only();
         message["capabilities"]["granted"] = json!([]);
-        let why = Manifest::from_message(&message).unwrap().permits("vision").unwrap_err();
+        let why = Manifest::from_message(&message).unwrap().permits("vision").unwrap_err().to_string();
         assert!(why.contains("needs capability 'can_observe_world'") && why.ends_with("(granted: none)"), "{why}");
         message["capabilities"].as_object_mut().unwrap().remove("granted");
         assert!(Manifest::from_message(&message).unwrap().permits("vision").is_ok());
@@ -178,9 +222,9 @@ pub(crate) mod tests {
     fn a_manifest_without_tools_or_capabilities_is_a_violation() {
         let mut message = sensors_only();
         message.remove("tools");
-        assert!(Manifest::from_message(&message).unwrap_err().contains("'tools'"));
+        assert!(Manifest::from_message(&message).unwrap_err().to_string().contains("'tools'"));
         let mut message = sensors_only();
         message["capabilities"]["actuators"] = json!("move");
-        assert!(Manifest::from_message(&message).unwrap_err().contains("capabilities.actuators"));
+        assert!(Manifest::from_message(&message).unwrap_err().to_string().contains("capabilities.actuators"));
     }
 }

@@ -15,23 +15,46 @@ pub struct Picture {
     pub sent_as: &'static str,
 }
 
+/// What is wrong with the picture of a vision output.
+#[derive(Debug, thiserror::Error)]
+pub enum PictureError {
+    /// Neither picture field is there.
+    #[error("the vision output has neither 'png_b64' nor 'jpeg_b64'")]
+    NoPicture,
+    /// The picture field is not text.
+    #[error("'{field}' is not a string")]
+    NotAString { field: &'static str },
+    /// The picture field is not standard base64.
+    #[error("'{field}' is not standard base64: {source}")]
+    NotBase64 { field: &'static str, source: base64::DecodeError },
+    /// The bytes are not a picture of the format the field names.
+    #[error("'{field}' does not hold a {format} picture: {source}")]
+    NotAPicture { field: &'static str, format: &'static str, source: image::ImageError },
+    /// The output states a width or height the picture does not have.
+    #[error("the output says {dimension} {claimed}, the picture is {actual}")]
+    SizeMismatch { dimension: &'static str, claimed: u64, actual: u32 },
+    /// A JPEG could not be written again as PNG.
+    #[error("re-encoding as PNG: {0}")]
+    Reencoding(#[source] image::ImageError),
+}
+
 /// Decodes the picture of a vision output; `Err` says what is wrong with it.
-pub fn picture_from_output(output: &Value) -> Result<Picture, String> {
+pub fn picture_from_output(output: &Value) -> Result<Picture, PictureError> {
     let (field, format, sent_as) = if output.get("png_b64").is_some() {
         ("png_b64", image::ImageFormat::Png, "png")
     } else if output.get("jpeg_b64").is_some() {
         ("jpeg_b64", image::ImageFormat::Jpeg, "jpeg")
     } else {
-        return Err("the vision output has neither 'png_b64' nor 'jpeg_b64'".into());
+        return Err(PictureError::NoPicture);
     };
-    let text = output[field].as_str().ok_or_else(|| format!("'{field}' is not a string"))?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| format!("'{field}' is not standard base64: {e}"))?;
-    let decoded = image::load_from_memory_with_format(&bytes, format).map_err(|e| format!("'{field}' does not hold a {sent_as} picture: {e}"))?;
+    let text = output[field].as_str().ok_or(PictureError::NotAString { field })?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|source| PictureError::NotBase64 { field, source })?;
+    let decoded = image::load_from_memory_with_format(&bytes, format).map_err(|source| PictureError::NotAPicture { field, format: sent_as, source })?;
     let (width, height) = (decoded.width(), decoded.height());
-    for (name, stated) in [("width", width), ("height", height)] {
-        if let Some(claimed) = output.get(name).and_then(Value::as_u64) {
-            if claimed != u64::from(stated) {
-                return Err(format!("the output says {name} {claimed}, the picture is {stated}"));
+    for (dimension, actual) in [("width", width), ("height", height)] {
+        if let Some(claimed) = output.get(dimension).and_then(Value::as_u64) {
+            if claimed != u64::from(actual) {
+                return Err(PictureError::SizeMismatch { dimension, claimed, actual });
             }
         }
     }
@@ -39,7 +62,7 @@ pub fn picture_from_output(output: &Value) -> Result<Picture, String> {
         bytes
     } else {
         let mut png = Vec::new();
-        decoded.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(|e| format!("re-encoding as PNG: {e}"))?;
+        decoded.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(PictureError::Reencoding)?;
         png
     };
     Ok(Picture { png, width, height, sent_as })
@@ -83,10 +106,11 @@ mod tests {
 
     #[test]
     fn a_broken_picture_is_named() {
-        assert!(picture_from_output(&json!({ "width": 8 })).unwrap_err().contains("neither"));
-        assert!(picture_from_output(&json!({ "png_b64": "@@@" })).unwrap_err().contains("not standard base64"));
-        assert!(picture_from_output(&json!({ "png_b64": encoded(image::ImageFormat::Jpeg) })).unwrap_err().contains("does not hold a png"));
-        assert!(picture_from_output(&json!({ "png_b64": encoded(image::ImageFormat::Png), "width": 9 })).unwrap_err().contains("width 9"));
+        let why = |output: Value| picture_from_output(&output).unwrap_err().to_string();
+        assert!(why(json!({ "width": 8 })).contains("neither"));
+        assert!(why(json!({ "png_b64": "@@@" })).contains("not standard base64"));
+        assert!(why(json!({ "png_b64": encoded(image::ImageFormat::Jpeg) })).contains("does not hold a png"));
+        assert!(why(json!({ "png_b64": encoded(image::ImageFormat::Png), "width": 9 })).contains("width 9"));
     }
 
     #[test]

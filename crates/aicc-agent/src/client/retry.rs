@@ -9,6 +9,13 @@ use super::error::RemoteError;
 /// The most automatic retries a user may ask for.
 pub const MAX_SENSOR_RETRIES: u32 = 5;
 
+/// More automatic retries asked for than [`MAX_SENSOR_RETRIES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("--retries {asked} is more than {MAX_SENSOR_RETRIES}")]
+pub struct TooManyRetries {
+    pub asked: u32,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RetryPolicy {
     /// Extra attempts for a sensor call failing with a retryable error.
@@ -16,9 +23,9 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
-    pub fn new(sensor_retries: u32) -> Result<Self, String> {
+    pub fn new(sensor_retries: u32) -> Result<Self, TooManyRetries> {
         if sensor_retries > MAX_SENSOR_RETRIES {
-            return Err(format!("--retries {sensor_retries} is more than {MAX_SENSOR_RETRIES}"));
+            return Err(TooManyRetries { asked: sensor_retries });
         }
         Ok(Self { sensor_retries })
     }
@@ -58,6 +65,6 @@ mod tests {
     #[test]
     fn the_number_of_retries_is_bounded() {
         assert!(RetryPolicy::new(MAX_SENSOR_RETRIES).is_ok());
-        assert!(RetryPolicy::new(MAX_SENSOR_RETRIES + 1).unwrap_err().contains("--retries"));
+        assert!(RetryPolicy::new(MAX_SENSOR_RETRIES + 1).unwrap_err().to_string().contains("--retries"));
     }
 }

@@ -103,7 +103,7 @@ impl Session {
         let mut link = Link::new(stream, options.max_line_bytes, options.timeout);
         let mut warnings = VecDeque::new();
         let (init, answered_request) = handshake(&mut link, &options, &mut warnings).await?;
-        let manifest = Manifest::from_message(&init).map_err(ClientError::Protocol)?;
+        let manifest = Manifest::from_message(&init).map_err(|violation| ClientError::Protocol(violation.to_string()))?;
         let mut session = Self {
             link,
             session_id: init.get("session_id").and_then(Value::as_str).map(str::to_owned),
@@ -179,7 +179,7 @@ impl Session {
     /// retry policy allows.
     pub async fn call(&mut self, tool: &str, input: &Value) -> Result<CallSuccess, ClientError> {
         self.ensure_alive()?;
-        let class = self.manifest.permits(tool).map_err(ClientError::Refused)?.class.clone();
+        let class = self.manifest.permits(tool).map_err(|why| ClientError::Refused(why.to_string()))?.class.clone();
         if !input.is_object() {
             return Err(ClientError::Usage(format!("the input to '{tool}' must be a JSON object, got {input}")));
         }
@@ -192,7 +192,7 @@ impl Session {
                     self.warn(format!("'{tool}' failed ({error}); retry {retries_done} of {}", self.options.retry.sensor_retries));
                     self.idle(self.options.retry.backoff(retries_done)).await?;
                     // The manifest may have changed meanwhile.
-                    self.manifest.permits(tool).map_err(ClientError::Refused)?;
+                    self.manifest.permits(tool).map_err(|why| ClientError::Refused(why.to_string()))?;
                 }
                 Err(error) => return Err(ClientError::Remote(error)),
             }
@@ -383,7 +383,7 @@ impl Session {
                 }
             }
             BridgeMessage::SessionInit { in_reply_to, message } => {
-                self.manifest = Manifest::from_message(&message).map_err(ClientError::Protocol)?;
+                self.manifest = Manifest::from_message(&message).map_err(|violation| ClientError::Protocol(violation.to_string()))?;
                 if let Awaiting::Manifest(id) = awaiting {
                     if in_reply_to.as_deref() == Some(id) {
                         return Ok(Some(Answer::Manifest));

@@ -6,6 +6,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 
 use super::error::ClientError;
 
@@ -42,7 +44,7 @@ pub async fn connect(host: &str, port: u16, tls: Option<&TlsOptions>, timeout: D
 fn client_config(ca_file: &std::path::Path) -> Result<rustls::ClientConfig, ClientError> {
     let shown = ca_file.display();
     let file = std::fs::File::open(ca_file).map_err(|e| ClientError::Usage(format!("--ca-file {shown}: {e}")))?;
-    let certs = rustls_pemfile::certs(&mut std::io::BufReader::new(file))
+    let certs = CertificateDer::pem_reader_iter(file)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ClientError::Usage(format!("--ca-file {shown} is not PEM: {e}")))?;
     if certs.is_empty() {

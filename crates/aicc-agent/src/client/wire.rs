@@ -44,18 +44,83 @@ pub struct Event {
     pub message: Map<String, Value>,
 }
 
+/// How a line from the bridge breaks the protocol (the client fails closed).
+#[derive(Debug, thiserror::Error)]
+pub enum Violation {
+    /// The line is not UTF-8.
+    #[error("a line from the bridge is not valid UTF-8 (at byte {valid_up_to})")]
+    NotUtf8 { valid_up_to: usize },
+    /// The line is not JSON.
+    #[error("a line from the bridge is not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The line is JSON but not an object.
+    #[error("a line from the bridge is a JSON {found}, not an object")]
+    NotAnObject { found: &'static str },
+    /// An envelope field (`protocol`, `type`) that is not a string.
+    #[error("field '{field}' must be a string, got {found}")]
+    EnvelopeNotAString { field: &'static str, found: &'static str },
+    /// No `protocol` field.
+    #[error("a message from the bridge has no 'protocol' field")]
+    NoProtocol,
+    /// No `type` field.
+    #[error("a message from the bridge has no 'type'")]
+    NoType,
+    /// A MAJOR version other than this client's.
+    #[error("protocol_mismatch: the bridge speaks '{theirs}', this client speaks {PROTOCOL}")]
+    ProtocolMismatch { theirs: String },
+    /// `meta.tick` that is not a non-negative integer.
+    #[error("{kind}: meta.tick must be a non-negative integer, got {value}")]
+    BadTick { kind: String, value: Value },
+    /// An optional field of a message that is there but not a string.
+    #[error("{kind}: field '{field}' must be a string, got {found}")]
+    FieldNotAString { kind: String, field: String, found: &'static str },
+    /// A `tool_result` whose `call_id` is not a non-empty string.
+    #[error("tool_result: 'call_id' must be a non-empty string, got {value}")]
+    BadCallId { value: Value },
+    /// A `tool_result` without a `call_id`.
+    #[error("tool_result without a 'call_id'")]
+    NoCallId,
+    /// A `tool_result` whose `ok` is not a boolean.
+    #[error("tool_result {call_id}: 'ok' must be a boolean")]
+    OkNotBoolean { call_id: String },
+    /// A `tool_result` with both an output and an error.
+    #[error("tool_result {call_id} carries both 'output' and 'error'")]
+    OutputAndError { call_id: String },
+    /// A successful `tool_result` whose output is not an object.
+    #[error("tool_result {call_id}: 'output' must be an object, got {found}")]
+    OutputNotAnObject { call_id: String, found: &'static str },
+    /// A successful `tool_result` without an output.
+    #[error("tool_result {call_id}: ok is true but there is no 'output'")]
+    NoOutput { call_id: String },
+    /// A failed `tool_result` without an error.
+    #[error("tool_result {call_id}: ok is false but there is no 'error'")]
+    NoError { call_id: String },
+    /// An error object without its string code, string message and boolean retryable.
+    #[error("{context}: an error needs a string 'code', a string 'message' and a boolean 'retryable', got {value}")]
+    BadErrorObject { context: String, value: Value },
+    /// An event without `meta.tick`: it cannot be ordered.
+    #[error("event without meta.tick: it cannot be put in tick order")]
+    EventWithoutTick,
+    /// An event whose `meta.seq` is not a non-negative integer.
+    #[error("event: meta.seq must be a non-negative integer, got {value}")]
+    BadEventSeq { value: Value },
+    /// An event without a string topic.
+    #[error("event without a string 'topic'")]
+    EventWithoutTopic,
+}
+
 /// Decodes one line from the bridge; `Err` names the violation.
-pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, String> {
-    let text = std::str::from_utf8(line).map_err(|e| format!("a line from the bridge is not valid UTF-8 (at byte {})", e.valid_up_to()))?;
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("a line from the bridge is not valid JSON: {e}"))?;
+pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, Violation> {
+    let text = std::str::from_utf8(line).map_err(|e| Violation::NotUtf8 { valid_up_to: e.valid_up_to() })?;
+    let value: Value = serde_json::from_str(text).map_err(Violation::NotJson)?;
     let Value::Object(object) = value else {
-        return Err(format!("a line from the bridge is a JSON {}, not an object", json_type_name(&value)));
+        return Err(Violation::NotAnObject { found: json_type_name(&value) });
     };
     check_protocol(&object)?;
     let kind = match object.get("type") {
         Some(Value::String(kind)) => kind.clone(),
-        Some(other) => return Err(format!("field 'type' must be a string, got {}", json_type_name(other))),
-        None => return Err("a message from the bridge has no 'type'".into()),
+        Some(other) => return Err(Violation::EnvelopeNotAString { field: "type", found: json_type_name(other) }),
+        None => return Err(Violation::NoType),
     };
     let in_reply_to = optional_string(&object, "in_reply_to", &kind)?;
     let tick = meta_tick(&object, &kind)?;
@@ -76,72 +141,74 @@ pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, String> {
 }
 
 /// `aicc/0.N` for any N is accepted (a newer MINOR is forward compatible).
-fn check_protocol(object: &Map<String, Value>) -> Result<(), String> {
+fn check_protocol(object: &Map<String, Value>) -> Result<(), Violation> {
     let text = match object.get("protocol") {
         Some(Value::String(text)) => text,
-        Some(other) => return Err(format!("field 'protocol' must be a string, got {}", json_type_name(other))),
-        None => return Err("a message from the bridge has no 'protocol' field".into()),
+        Some(other) => return Err(Violation::EnvelopeNotAString { field: "protocol", found: json_type_name(other) }),
+        None => return Err(Violation::NoProtocol),
     };
     match text.strip_prefix("aicc/").and_then(|v| v.split_once('.')) {
         Some(("0", minor)) if minor.parse::<u64>().is_ok() => Ok(()),
-        _ => Err(format!("protocol_mismatch: the bridge speaks '{text}', this client speaks {PROTOCOL}")),
+        _ => Err(Violation::ProtocolMismatch { theirs: text.clone() }),
     }
 }
 
-fn meta_tick(object: &Map<String, Value>, kind: &str) -> Result<Option<u64>, String> {
+fn meta_tick(object: &Map<String, Value>, kind: &str) -> Result<Option<u64>, Violation> {
     match object.get("meta").and_then(|m| m.get("tick")) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value.as_u64().map(Some).ok_or_else(|| format!("{kind}: meta.tick must be a non-negative integer, got {value}")),
+        Some(value) => value.as_u64().map(Some).ok_or_else(|| Violation::BadTick { kind: kind.to_string(), value: value.clone() }),
     }
 }
 
-fn optional_string(object: &Map<String, Value>, field: &str, kind: &str) -> Result<Option<String>, String> {
+fn optional_string(object: &Map<String, Value>, field: &str, kind: &str) -> Result<Option<String>, Violation> {
     match object.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(other) => Err(format!("{kind}: field '{field}' must be a string, got {}", json_type_name(other))),
+        Some(other) => Err(Violation::FieldNotAString { kind: kind.to_string(), field: field.to_string(), found: json_type_name(other) }),
     }
 }
 
-fn tool_result(object: &Map<String, Value>) -> Result<ToolResult, String> {
+fn tool_result(object: &Map<String, Value>) -> Result<ToolResult, Violation> {
     let call_id = match object.get("call_id") {
         Some(Value::String(id)) if !id.is_empty() => id.clone(),
-        Some(other) => return Err(format!("tool_result: 'call_id' must be a non-empty string, got {other}")),
-        None => return Err("tool_result without a 'call_id'".into()),
+        Some(other) => return Err(Violation::BadCallId { value: other.clone() }),
+        None => return Err(Violation::NoCallId),
     };
-    let ok = object.get("ok").and_then(Value::as_bool).ok_or_else(|| format!("tool_result {call_id}: 'ok' must be a boolean"))?;
+    let Some(ok) = object.get("ok").and_then(Value::as_bool) else {
+        return Err(Violation::OkNotBoolean { call_id });
+    };
     let (output, error) = (object.get("output"), object.get("error"));
     let outcome = match (ok, output, error) {
-        (_, Some(_), Some(_)) => return Err(format!("tool_result {call_id} carries both 'output' and 'error'")),
+        (_, Some(_), Some(_)) => return Err(Violation::OutputAndError { call_id }),
         (true, Some(Value::Object(_)), None) => Ok(output.cloned().unwrap_or(Value::Null)),
-        (true, Some(other), None) => return Err(format!("tool_result {call_id}: 'output' must be an object, got {}", json_type_name(other))),
-        (true, None, _) => return Err(format!("tool_result {call_id}: ok is true but there is no 'output'")),
+        (true, Some(other), None) => return Err(Violation::OutputNotAnObject { call_id, found: json_type_name(other) }),
+        (true, None, _) => return Err(Violation::NoOutput { call_id }),
         (false, None, Some(error)) => Err(remote_error(error, &format!("tool_result {call_id}"))?),
-        (false, _, None) => return Err(format!("tool_result {call_id}: ok is false but there is no 'error'")),
+        (false, _, None) => return Err(Violation::NoError { call_id }),
     };
     Ok(ToolResult { call_id, outcome, meta: object.get("meta").cloned().unwrap_or(Value::Null) })
 }
 
 /// The error object of section 5 (code, message, retryable), all required.
-fn remote_error(value: &Value, context: &str) -> Result<RemoteError, String> {
+fn remote_error(value: &Value, context: &str) -> Result<RemoteError, Violation> {
     let code = value.get("code").and_then(Value::as_str).filter(|c| !c.is_empty());
     let message = value.get("message").and_then(Value::as_str);
     let retryable = value.get("retryable").and_then(Value::as_bool);
     match (code, message, retryable) {
         (Some(code), Some(message), Some(retryable)) => Ok(RemoteError { code: code.into(), message: message.into(), retryable }),
-        _ => Err(format!("{context}: an error needs a string 'code', a string 'message' and a boolean 'retryable', got {value}")),
+        _ => Err(Violation::BadErrorObject { context: context.to_string(), value: value.clone() }),
     }
 }
 
-fn event(object: Map<String, Value>, tick: Option<u64>) -> Result<Event, String> {
-    let tick = tick.ok_or("event without meta.tick: it cannot be put in tick order")?;
+fn event(object: Map<String, Value>, tick: Option<u64>) -> Result<Event, Violation> {
+    let tick = tick.ok_or(Violation::EventWithoutTick)?;
     let seq = match object.get("meta").and_then(|m| m.get("seq")) {
         None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64().ok_or_else(|| format!("event: meta.seq must be a non-negative integer, got {value}"))?),
+        Some(value) => Some(value.as_u64().ok_or_else(|| Violation::BadEventSeq { value: value.clone() })?),
     };
     let topic = match object.get("topic") {
         Some(Value::String(topic)) => topic.clone(),
-        _ => return Err("event without a string 'topic'".into()),
+        _ => return Err(Violation::EventWithoutTopic),
     };
     Ok(Event { tick, seq, topic, message: object })
 }
@@ -180,7 +247,7 @@ pub fn session_close(message_id: &str) -> Value {
 mod tests {
     use super::*;
 
-    fn decode(text: &str) -> Result<BridgeMessage, String> {
+    fn decode(text: &str) -> Result<BridgeMessage, Violation> {
         decode_line(text.as_bytes())
     }
 
@@ -218,9 +285,16 @@ mod tests {
             (br#"{"protocol":"aicc/0.1","type":"error","message":"m","retryable":false}"#, "string 'code'"),
         ];
         for (line, expected) in cases {
-            let violation = decode_line(line).unwrap_err();
+            let violation = decode_line(line).unwrap_err().to_string();
             assert!(violation.contains(expected), "{:?} -> {violation}", String::from_utf8_lossy(line));
         }
+    }
+
+    #[test]
+    fn a_violation_says_its_kind_to_a_caller_as_well() {
+        assert!(matches!(decode_line(b"{nope"), Err(Violation::NotJson(_))));
+        assert!(matches!(decode_line(br#"{"protocol":"aicc/2.0","type":"x"}"#), Err(Violation::ProtocolMismatch { theirs }) if theirs == "aicc/2.0"));
+        assert!(matches!(decode_line(br#"{"protocol":"aicc/0.1","type":"tool_result","call_id":"c","ok":true}"#), Err(Violation::NoOutput { call_id }) if call_id == "c"));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! One connection to the bridge under test (TCP, or TLS through rustls as
 //! `src/server/tls.rs` serves it): a reader task that splits what arrives
 //! into lines of bounded length, and the writing half.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, WriteHalf};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+use tokio_rustls::rustls::pki_types::CertificateDer;
 
 /// Where scenarios run: host, port and, for TLS, how to check the server.
 #[derive(Clone)]
@@ -32,25 +34,59 @@ impl Endpoint {
     }
 }
 
+/// Why the runner's TLS client cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    /// The CA file cannot be opened.
+    #[error("opening CA file {}: {source}", file.display())]
+    OpenCa { file: PathBuf, source: std::io::Error },
+    /// The CA file is not PEM (or cannot be read).
+    #[error("reading CA file {}: {source}", file.display())]
+    ReadCa { file: PathBuf, source: rustls::pki_types::pem::Error },
+    /// A certificate of the CA file cannot be trusted as a root.
+    #[error("CA file {}: {source}", file.display())]
+    UnusableCa { file: PathBuf, source: rustls::Error },
+    /// The CA file holds no certificate.
+    #[error("no certificate found in CA file {}", file.display())]
+    NoCertificate { file: PathBuf },
+    /// The TLS provider refuses the protocol versions.
+    #[error("TLS protocol versions: {0}")]
+    ProtocolVersions(#[source] rustls::Error),
+    /// `--server-name` is not a DNS name or an IP address.
+    #[error("--server-name '{name}': {source}")]
+    ServerName { name: String, source: rustls::pki_types::InvalidDnsNameError },
+}
+
+/// Why a connection to the bridge under test could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The TCP connection failed.
+    #[error("connecting to {endpoint}: {source}")]
+    Tcp { endpoint: String, source: std::io::Error },
+    /// The TLS handshake failed (e.g. an untrusted certificate or another name).
+    #[error("TLS handshake with {endpoint}: {source}")]
+    TlsHandshake { endpoint: String, source: std::io::Error },
+}
+
 /// A TLS client trusting the certificates of `ca_file` (PEM), checking
 /// that the server's certificate names `server_name`.
-pub fn tls_client(ca_file: &Path, server_name: &str) -> Result<TlsClient, String> {
-    let shown = ca_file.display();
-    let file = std::fs::File::open(ca_file).map_err(|e| format!("opening CA file {shown}: {e}"))?;
+pub fn tls_client(ca_file: &Path, server_name: &str) -> Result<TlsClient, TlsSetupError> {
+    let file = ca_file.to_path_buf();
+    let pem = std::fs::File::open(ca_file).map_err(|source| TlsSetupError::OpenCa { file: file.clone(), source })?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut std::io::BufReader::new(file)) {
-        let cert = cert.map_err(|e| format!("reading CA file {shown}: {e}"))?;
-        roots.add(cert).map_err(|e| format!("CA file {shown}: {e}"))?;
+    for cert in CertificateDer::pem_reader_iter(pem) {
+        let cert = cert.map_err(|source| TlsSetupError::ReadCa { file: file.clone(), source })?;
+        roots.add(cert).map_err(|source| TlsSetupError::UnusableCa { file: file.clone(), source })?;
     }
     if roots.is_empty() {
-        return Err(format!("no certificate found in CA file {shown}"));
+        return Err(TlsSetupError::NoCertificate { file });
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS protocol versions: {e}"))?
+        .map_err(TlsSetupError::ProtocolVersions)?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string()).map_err(|e| format!("--server-name '{server_name}': {e}"))?;
+    let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string()).map_err(|source| TlsSetupError::ServerName { name: server_name.to_string(), source })?;
     Ok(TlsClient { connector: tokio_rustls::TlsConnector::from(Arc::new(config)), server_name })
 }
 
@@ -91,12 +127,12 @@ impl Drop for Connection {
 
 impl Connection {
     /// Connects (and completes the TLS handshake); lines go to `sink`.
-    pub async fn open(endpoint: &Endpoint, id: u64, max_line_bytes: usize, sink: mpsc::Sender<Tagged>) -> Result<Self, String> {
-        let tcp = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await.map_err(|e| format!("connecting to {}: {e}", endpoint.describe()))?;
+    pub async fn open(endpoint: &Endpoint, id: u64, max_line_bytes: usize, sink: mpsc::Sender<Tagged>) -> Result<Self, ConnectError> {
+        let tcp = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await.map_err(|source| ConnectError::Tcp { endpoint: endpoint.describe(), source })?;
         let _ = tcp.set_nodelay(true);
         let stream: Box<dyn Stream> = match &endpoint.tls {
             None => Box::new(tcp),
-            Some(tls) => Box::new(tls.connector.connect(tls.server_name.clone(), tcp).await.map_err(|e| format!("TLS handshake with {}: {e}", endpoint.describe()))?),
+            Some(tls) => Box::new(tls.connector.connect(tls.server_name.clone(), tcp).await.map_err(|source| ConnectError::TlsHandshake { endpoint: endpoint.describe(), source })?),
         };
         let (read_half, writer) = tokio::io::split(stream);
         let reader = tokio::spawn(read_lines(read_half, id, max_line_bytes, sink));

@@ -97,64 +97,114 @@ fn is_integer(value: &Value) -> bool {
     }
 }
 
+/// A matcher of the wrong shape: where in it, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{problem}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct MatcherError {
+    /// Dotted path inside the matcher ("" = the matcher itself).
+    pub path: String,
+    pub problem: MatcherProblem,
+}
+
+/// What is wrong with a matcher (`got` is the offending value, shortened).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatcherProblem {
+    /// A plain key beside `$` operators in one object.
+    #[error("'{key}' mixed with $ operators in one object (put operators in their own object)")]
+    MixedWithOperators { key: String },
+    /// A `$` key that is no operator.
+    #[error("unknown operator '{op}' (known: {})", OPERATORS.join(", "))]
+    UnknownOperator { op: String },
+    /// `$type` naming no JSON type.
+    #[error("$type takes one of {}, got {got}", TYPES.join("|"))]
+    NotAType { got: String },
+    /// `$any` or `$absent` with another argument than true.
+    #[error("{op} takes true, got {got}")]
+    NotTrue { op: String, got: String },
+    /// A comparison or tolerance that is not a number (or a reference to one).
+    #[error("{op} takes a number or \"${{var}}\", got {got}")]
+    NotANumber { op: String, got: String },
+    /// `$from` or `$capture` that is not a variable name.
+    #[error("{op} takes a variable name (no ${{}}), got {got}")]
+    NotAVariableName { op: String, got: String },
+    /// `$len` or `$min_len` that is not a whole number (or a reference to one).
+    #[error("{op} takes a whole number or \"${{var}}\", got {got}")]
+    NotACount { op: String, got: String },
+    /// `$text` that is not a string.
+    #[error("$text takes a string, got {got}")]
+    TextNotAString { got: String },
+    /// `$one_of` that is not a non-empty list.
+    #[error("$one_of takes a non-empty list of matchers, got {got}")]
+    OneOfNotAList { got: String },
+    /// `$tol` or `$from` without `$approx`.
+    #[error("$tol and $from go with $approx")]
+    WithoutApprox,
+    /// `$absent` beside other operators.
+    #[error("$absent stands alone")]
+    AbsentNotAlone,
+    /// `$absent` where there is no key to be missing.
+    #[error("$absent applies to an object's key (the key must be missing)")]
+    AbsentNotAKey,
+}
+
 /// Checks a matcher's shape (before any variable is known): operators
 /// known and well-typed, `$absent` only as an object value.
-pub fn validate(matcher: &Value) -> Result<(), String> {
+pub fn validate(matcher: &Value) -> Result<(), MatcherError> {
     validate_at(matcher, "", false)
 }
 
-fn number_or_reference(value: &Value, at: &str, op: &str) -> Result<(), String> {
+fn number_or_reference(value: &Value, path: &str, op: &str) -> Result<(), MatcherError> {
     match value {
         Value::Number(_) => Ok(()),
         Value::String(s) if whole_reference(s).is_some() => Ok(()),
-        other => Err(format!("{at}{op} takes a number or \"${{var}}\", got {}", show(other))),
+        other => Err(MatcherError { path: path.to_string(), problem: MatcherProblem::NotANumber { op: op.to_string(), got: show(other) } }),
     }
 }
 
 /// `object_value`: the matcher is the value of an object key (where
 /// `$absent` makes sense).
-fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), String> {
-    let at = if path.is_empty() { String::new() } else { format!("{path}: ") };
+fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), MatcherError> {
+    let wrong = |problem: MatcherProblem| Err(MatcherError { path: path.to_string(), problem });
     match matcher {
         Value::Array(items) => items.iter().enumerate().try_for_each(|(i, m)| validate_at(m, &child(path, &i.to_string()), false)),
         Value::Object(map) if is_operator_object(matcher) => {
             if let Some(plain) = map.keys().find(|k| !k.starts_with('$')) {
-                return Err(format!("{at}'{plain}' mixed with $ operators in one object (put operators in their own object)"));
+                return wrong(MatcherProblem::MixedWithOperators { key: plain.clone() });
             }
             if let Some(unknown) = map.keys().find(|k| !OPERATORS.contains(&k.as_str())) {
-                return Err(format!("{at}unknown operator '{unknown}' (known: {})", OPERATORS.join(", ")));
+                return wrong(MatcherProblem::UnknownOperator { op: unknown.clone() });
             }
             for (op, arg) in map {
                 match op.as_str() {
                     "$type" => {
                         if !arg.as_str().is_some_and(|t| TYPES.contains(&t)) {
-                            return Err(format!("{at}$type takes one of {}, got {}", TYPES.join("|"), show(arg)));
+                            return wrong(MatcherProblem::NotAType { got: show(arg) });
                         }
                     }
                     "$any" | "$absent" => {
                         if arg != &Value::Bool(true) {
-                            return Err(format!("{at}{op} takes true, got {}", show(arg)));
+                            return wrong(MatcherProblem::NotTrue { op: op.clone(), got: show(arg) });
                         }
                     }
-                    "$approx" | "$gte" | "$lte" | "$gt" | "$lt" | "$tol" => number_or_reference(arg, &at, op)?,
+                    "$approx" | "$gte" | "$lte" | "$gt" | "$lt" | "$tol" => number_or_reference(arg, path, op)?,
                     "$from" | "$capture" => {
                         if !arg.as_str().is_some_and(|s| !s.is_empty() && !s.contains("${")) {
-                            return Err(format!("{at}{op} takes a variable name (no ${{}}), got {}", show(arg)));
+                            return wrong(MatcherProblem::NotAVariableName { op: op.clone(), got: show(arg) });
                         }
                     }
                     "$len" | "$min_len" => match arg {
                         Value::Number(n) if n.as_u64().is_some() => {}
                         Value::String(s) if whole_reference(s).is_some() => {}
-                        other => return Err(format!("{at}{op} takes a whole number or \"${{var}}\", got {}", show(other))),
+                        other => return wrong(MatcherProblem::NotACount { op: op.clone(), got: show(other) }),
                     },
                     "$text" => {
                         if !arg.is_string() {
-                            return Err(format!("{at}$text takes a string, got {}", show(arg)));
+                            return wrong(MatcherProblem::TextNotAString { got: show(arg) });
                         }
                     }
                     "$one_of" => {
                         let Some(options) = arg.as_array().filter(|a| !a.is_empty()) else {
-                            return Err(format!("{at}$one_of takes a non-empty list of matchers, got {}", show(arg)));
+                            return wrong(MatcherProblem::OneOfNotAList { got: show(arg) });
                         };
                         for (i, option) in options.iter().enumerate() {
                             validate_at(option, &child(path, &format!("$one_of[{i}]")), false)?;
@@ -165,14 +215,14 @@ fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), St
                 }
             }
             if (map.contains_key("$tol") || map.contains_key("$from")) && !map.contains_key("$approx") {
-                return Err(format!("{at}$tol and $from go with $approx"));
+                return wrong(MatcherProblem::WithoutApprox);
             }
             if map.contains_key("$absent") {
                 if map.len() > 1 {
-                    return Err(format!("{at}$absent stands alone"));
+                    return wrong(MatcherProblem::AbsentNotAlone);
                 }
                 if !object_value {
-                    return Err(format!("{at}$absent applies to an object's key (the key must be missing)"));
+                    return wrong(MatcherProblem::AbsentNotAKey);
                 }
             }
             Ok(())
@@ -194,7 +244,7 @@ pub fn matches(matcher: &Value, actual: &Value, vars: &Variables) -> Result<Capt
 /// The first `${var}` in `matcher` that is not set (with the reason).
 pub fn unresolved(matcher: &Value, vars: &Variables) -> Option<String> {
     match matcher {
-        Value::String(s) if s.contains("${") => vars.substitute(matcher).err(),
+        Value::String(s) if s.contains("${") => vars.substitute(matcher).err().map(|unset| unset.to_string()),
         Value::Array(items) => items.iter().find_map(|m| unresolved(m, vars)),
         Value::Object(map) => map.iter().find_map(|(k, m)| {
             if k == "$from" {
@@ -218,7 +268,7 @@ fn numbers_equal(a: &Value, b: &Value) -> bool {
 }
 
 fn resolve(arg: &Value, vars: &Variables, path: &str) -> Result<Value, Mismatch> {
-    vars.substitute(arg).map_err(|e| Mismatch::new(path, e))
+    vars.substitute(arg).map_err(|e| Mismatch::new(path, e.to_string()))
 }
 
 fn number_arg(arg: &Value, vars: &Variables, path: &str, op: &str) -> Result<f64, Mismatch> {
@@ -385,7 +435,7 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
             }
         }
         "$text" => {
-            let needle = vars.substitute_text(arg.as_str().unwrap_or_default()).map_err(|e| Mismatch::new(path, e))?;
+            let needle = vars.substitute_text(arg.as_str().unwrap_or_default()).map_err(|e| Mismatch::new(path, e.to_string()))?;
             let Value::String(text) = actual else { return fail(format!("expected a string containing \"{needle}\", got {} {}", type_name(actual), show(actual))) };
             if text.to_lowercase().contains(&needle.to_lowercase()) {
                 Ok(())
@@ -509,14 +559,18 @@ mod tests {
 
     #[test]
     fn malformed_matchers_are_refused_by_name() {
-        assert!(validate(&json!({ "$gteq": 1 })).unwrap_err().contains("unknown operator '$gteq'"));
-        assert!(validate(&json!({ "$gt": 1, "plain": 2 })).unwrap_err().contains("mixed"));
-        assert!(validate(&json!({ "$absent": true })).unwrap_err().contains("object's key"));
-        assert!(validate(&json!({ "a": { "$absent": true, "$type": "string" } })).unwrap_err().contains("stands alone"));
-        assert!(validate(&json!({ "$type": "float" })).unwrap_err().contains("$type takes"));
-        assert!(validate(&json!({ "$tol": 1 })).unwrap_err().contains("go with $approx"));
-        assert!(validate(&json!({ "a": { "b": { "$len": -1 } } })).unwrap_err().starts_with("a.b: "));
+        assert!(validate(&json!({ "$gteq": 1 })).unwrap_err().to_string().contains("unknown operator '$gteq'"));
+        assert!(validate(&json!({ "$gt": 1, "plain": 2 })).unwrap_err().to_string().contains("mixed"));
+        assert!(validate(&json!({ "$absent": true })).unwrap_err().to_string().contains("object's key"));
+        assert!(validate(&json!({ "a": { "$absent": true, "$type": "string" } })).unwrap_err().to_string().contains("stands alone"));
+        assert!(validate(&json!({ "$type": "float" })).unwrap_err().to_string().contains("$type takes"));
+        assert!(validate(&json!({ "$tol": 1 })).unwrap_err().to_string().contains("go with $approx"));
+        assert!(validate(&json!({ "a": { "b": { "$len": -1 } } })).unwrap_err().to_string().starts_with("a.b: "));
         assert!(validate(&json!({ "$one_of": [] })).is_err());
-        assert!(validate(&json!({ "$gt": "ten" })).unwrap_err().contains("number or"));
+        assert!(validate(&json!({ "$gt": "ten" })).unwrap_err().to_string().contains("number or"));
+        assert_eq!(
+            validate(&json!({ "a": { "$len": "many" } })),
+            Err(MatcherError { path: "a".into(), problem: MatcherProblem::NotACount { op: "$len".into(), got: "\"many\"".into() } })
+        );
     }
 }

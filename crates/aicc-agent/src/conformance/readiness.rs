@@ -29,25 +29,71 @@ pub struct Ready {
     pub waited_s: f64,
 }
 
+/// Why the bridge was not found ready.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotReady {
+    /// The manifest is not of the shape the wait reads.
+    #[error(transparent)]
+    Manifest(#[from] ManifestShapeError),
+    /// Time ran out; each tool is listed with the bridge's reason when it gave one.
+    #[error("after {waited_s} s, {} tool(s) of the manifest are still unavailable: {}", tools.len(), tools.join(", "))]
+    StillUnavailable { waited_s: f64, tools: Vec<String> },
+    /// The bridge closed the connection during the wait.
+    #[error("the bridge closed the connection ({how}) while the runner waited for its tools")]
+    ClosedWhileWaiting { how: String },
+    /// The bridge answered a manifest_request with an error.
+    #[error("re-fetching the manifest: the bridge answered {reply}")]
+    RefetchRefused { reply: String },
+    /// The bridge closed the connection while the manifest was re-fetched.
+    #[error("the bridge closed the connection ({how}) while the runner re-fetched the manifest")]
+    ClosedWhileRefetching { how: String },
+    /// No answer to a manifest_request.
+    #[error("the bridge did not answer a manifest_request within {within_s:.0} s")]
+    RefetchUnanswered { within_s: f64 },
+    /// Connecting, the handshake or a read failed, as a scenario step would.
+    #[error("{0}")]
+    Run(String),
+}
+
+/// A manifest the readiness wait cannot read (shown shortened).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestShapeError {
+    /// No `tools` array.
+    #[error("the manifest has no 'tools' array: {manifest}")]
+    NoTools { manifest: String },
+    /// No `capabilities` object.
+    #[error("the manifest has no 'capabilities' object: {manifest}")]
+    NoCapabilities { manifest: String },
+    /// A `capabilities` list that is not an array.
+    #[error("manifest capabilities.{key} must be an array, got {got}")]
+    NotAnArray { key: String, got: String },
+    /// A `capabilities` list holding something else than a string.
+    #[error("manifest capabilities.{key} holds {item}, not a string")]
+    NotAString { key: String, item: String },
+    /// A tool without a string `id`.
+    #[error("manifest tools.{index} has no string 'id'")]
+    ToolWithoutId { index: usize },
+}
+
 /// The tools of `manifest` this session could use but which are not
 /// available now, in manifest order. A tool whose `capability` the session
 /// was not granted (when the manifest says what was granted) is not
 /// counted: it is not this session's to use.
-pub fn unavailable_tools(manifest: &Value) -> Result<Vec<String>, String> {
-    let tools = manifest.get("tools").and_then(Value::as_array).ok_or_else(|| format!("the manifest has no 'tools' array: {}", show(manifest)))?;
-    let capabilities = manifest.get("capabilities").and_then(Value::as_object).ok_or_else(|| format!("the manifest has no 'capabilities' object: {}", show(manifest)))?;
-    let names = |key: &str| -> Result<Vec<&str>, String> {
+pub fn unavailable_tools(manifest: &Value) -> Result<Vec<String>, ManifestShapeError> {
+    let tools = manifest.get("tools").and_then(Value::as_array).ok_or_else(|| ManifestShapeError::NoTools { manifest: show(manifest) })?;
+    let capabilities = manifest.get("capabilities").and_then(Value::as_object).ok_or_else(|| ManifestShapeError::NoCapabilities { manifest: show(manifest) })?;
+    let names = |key: &str| -> Result<Vec<&str>, ManifestShapeError> {
         match capabilities.get(key) {
             None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items.iter().map(|item| item.as_str().ok_or_else(|| format!("manifest capabilities.{key} holds {}, not a string", show(item)))).collect(),
-            Some(other) => Err(format!("manifest capabilities.{key} must be an array, got {}", show(other))),
+            Some(Value::Array(items)) => items.iter().map(|item| item.as_str().ok_or_else(|| ManifestShapeError::NotAString { key: key.to_string(), item: show(item) })).collect(),
+            Some(other) => Err(ManifestShapeError::NotAnArray { key: key.to_string(), got: show(other) }),
         }
     };
     let usable: HashSet<&str> = ["sensors", "actuators", "generators"].iter().map(|key| names(key)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
     let granted: Option<Vec<&str>> = capabilities.contains_key("granted").then(|| names("granted")).transpose()?;
     let mut unavailable = Vec::new();
     for (index, tool) in tools.iter().enumerate() {
-        let id = tool.get("id").and_then(Value::as_str).ok_or_else(|| format!("manifest tools.{index} has no string 'id'"))?;
+        let id = tool.get("id").and_then(Value::as_str).ok_or(ManifestShapeError::ToolWithoutId { index })?;
         let capability = tool.get("capability").and_then(Value::as_str);
         let ours = match (&granted, capability) {
             (Some(granted), Some(capability)) => granted.contains(&capability),
@@ -64,11 +110,11 @@ pub fn unavailable_tools(manifest: &Value) -> Result<Vec<String>, String> {
 /// most `within`, until every tool of the manifest is available. The
 /// error lists the tools still unavailable (with the bridge's reasons when
 /// its status tool gives them).
-pub async fn wait_until_ready(options: &RunnerOptions, within: Duration) -> Result<Ready, String> {
+pub async fn wait_until_ready(options: &RunnerOptions, within: Duration) -> Result<Ready, NotReady> {
     wait_refetching_every(options, within, REFETCH_PERIOD).await
 }
 
-async fn wait_refetching_every(options: &RunnerOptions, within: Duration, refetch_period: Duration) -> Result<Ready, String> {
+async fn wait_refetching_every(options: &RunnerOptions, within: Duration, refetch_period: Duration) -> Result<Ready, NotReady> {
     let started = Instant::now();
     let mut run = Run::new(options);
     let outcome = watch(&mut run, within, refetch_period).await;
@@ -77,12 +123,12 @@ async fn wait_refetching_every(options: &RunnerOptions, within: Duration, refetc
 }
 
 /// The wait itself; returns how many tools the manifest has.
-async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) -> Result<usize, String> {
+async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) -> Result<usize, NotReady> {
     let deadline = Instant::now() + within;
     let answer_within = Duration::from_secs_f64(DEFAULT_WITHIN_S);
     let token = run.options.admin.value.clone();
-    run.open(CONN, token.clone()).await?;
-    let mut manifest = run.handshake(CONN, token.as_deref(), None, None, answer_within).await?;
+    run.open(CONN, token.clone()).await.map_err(NotReady::Run)?;
+    let mut manifest = run.handshake(CONN, token.as_deref(), None, None, answer_within).await.map_err(NotReady::Run)?;
     loop {
         let missing = unavailable_tools(&manifest)?;
         if missing.is_empty() {
@@ -95,19 +141,19 @@ async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) ->
                 Some(reason) => format!("{tool} ({reason})"),
                 None => tool.clone(),
             }).collect();
-            return Err(format!("after {} s, {} tool(s) of the manifest are still unavailable: {}", within.as_secs_f64(), missing.len(), listed.join(", ")));
+            return Err(NotReady::StillUnavailable { waited_s: within.as_secs_f64(), tools: listed });
         }
         // A change is pushed in a heartbeat when the data starts...
         let is_update = |message: &Value, _: &_| match (message.get("type").and_then(Value::as_str), message.get("manifest_update")) {
             (Some("heartbeat"), Some(update)) if update.is_object() => Ok(Vec::new()),
             _ => Err(Mismatch { path: "manifest_update".into(), reason: "not a heartbeat with a manifest_update".into() }),
         };
-        match run.find(CONN, refetch_period.min(deadline - now), is_update).await? {
+        match run.find(CONN, refetch_period.min(deadline - now), is_update).await.map_err(NotReady::Run)? {
             Found::Match(index, _) => {
                 manifest = run.consume(CONN, index)["manifest_update"].take();
                 continue;
             }
-            Found::Closed { how, .. } => return Err(format!("the bridge closed the connection ({how}) while the runner waited for its tools")),
+            Found::Closed { how, .. } => return Err(NotReady::ClosedWhileWaiting { how }),
             Found::TimedOut { .. } => {}
         }
         // ...and re-fetched, in case a bridge does not push every change.
@@ -118,26 +164,26 @@ async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) ->
 
 /// Sends a manifest_request on the session and returns the session_init
 /// answering it.
-async fn refetch(run: &mut Run<'_>, within: Duration) -> Result<Value, String> {
+async fn refetch(run: &mut Run<'_>, within: Duration) -> Result<Value, NotReady> {
     let message_id = format!("conformance-ready-{}", uuid::Uuid::new_v4().simple());
     let mut request = Map::new();
     request.insert("type".into(), json!("manifest_request"));
     request.insert("message_id".into(), json!(message_id));
-    run.send_message(CONN, &Run::envelope(request), within).await?;
+    run.send_message(CONN, &Run::envelope(request), within).await.map_err(NotReady::Run)?;
     let answer = |message: &Value, _: &_| match (message.get("type").and_then(Value::as_str), message.get("in_reply_to").and_then(Value::as_str)) {
         (Some("session_init" | "error"), Some(id)) if id == message_id => Ok(Vec::new()),
         _ => Err(Mismatch { path: "in_reply_to".into(), reason: "not the answer to the re-fetch".into() }),
     };
-    match run.find(CONN, within, answer).await? {
+    match run.find(CONN, within, answer).await.map_err(NotReady::Run)? {
         Found::Match(index, _) => {
             let reply = run.consume(CONN, index);
             if reply["type"] == "error" {
-                return Err(format!("re-fetching the manifest: the bridge answered {}", show(&reply)));
+                return Err(NotReady::RefetchRefused { reply: show(&reply) });
             }
             Ok(reply)
         }
-        Found::Closed { how, .. } => Err(format!("the bridge closed the connection ({how}) while the runner re-fetched the manifest")),
-        Found::TimedOut { .. } => Err(format!("the bridge did not answer a manifest_request within {:.0} s", within.as_secs_f64())),
+        Found::Closed { how, .. } => Err(NotReady::ClosedWhileRefetching { how }),
+        Found::TimedOut { .. } => Err(NotReady::RefetchUnanswered { within_s: within.as_secs_f64() }),
     }
 }
 
@@ -262,13 +308,15 @@ mod tests {
         };
         let options = scripted_bridge(vec![session_init(&["bridge_status"], None)], answer).await;
         let error = wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20)).await.unwrap_err();
+        assert!(matches!(&error, NotReady::StillUnavailable { tools, .. } if tools.len() == 1), "{error}");
+        let error = error.to_string();
         assert!(error.contains("1 tool(s) of the manifest are still unavailable: probe (no data on /probe for 3.0 s)"), "{error}");
         // Without the status tool, the names alone.
         let options = scripted_bridge(vec![session_init(&[], None)], |message: &Value| match message["type"].as_str() {
             Some("manifest_request") => vec![session_init(&[], Some(&message["message_id"]))],
             _ => Vec::new(),
         }).await;
-        let error = wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20)).await.unwrap_err();
+        let error = wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20)).await.unwrap_err().to_string();
         assert!(error.contains("2 tool(s) of the manifest are still unavailable: probe, bridge_status"), "{error}");
     }
 
@@ -304,9 +352,11 @@ mod tests {
 
     #[test]
     fn a_manifest_of_the_wrong_shape_is_named() {
-        assert!(unavailable_tools(&json!({ "capabilities": {} })).unwrap_err().contains("no 'tools' array"));
-        assert!(unavailable_tools(&json!({ "tools": [] })).unwrap_err().contains("no 'capabilities' object"));
-        assert!(unavailable_tools(&json!({ "tools": [], "capabilities": { "sensors": "vision" } })).unwrap_err().contains("capabilities.sensors must be an array"));
-        assert!(unavailable_tools(&json!({ "tools": [{ "class": "sensor" }], "capabilities": {} })).unwrap_err().contains("tools.0 has no string 'id'"));
+        let why = |manifest: Value| unavailable_tools(&manifest).unwrap_err().to_string();
+        assert!(why(json!({ "capabilities": {} })).contains("no 'tools' array"));
+        assert!(why(json!({ "tools": [] })).contains("no 'capabilities' object"));
+        assert!(why(json!({ "tools": [], "capabilities": { "sensors": "vision" } })).contains("capabilities.sensors must be an array"));
+        assert!(why(json!({ "tools": [{ "class": "sensor" }], "capabilities": {} })).contains("tools.0 has no string 'id'"));
+        assert_eq!(unavailable_tools(&json!({ "tools": [{ "class": "sensor" }], "capabilities": {} })), Err(ManifestShapeError::ToolWithoutId { index: 0 }));
     }
 }

@@ -1,6 +1,8 @@
 //! Runs one scenario against a bridge: opens its connections, performs
 //! its steps in order, and checks every line received on the way
 //! ([`LineChecker`]): a violation fails the step that was running.
+//! A step's failure is text, as the report shows it to a person; the typed
+//! errors of the modules it calls become that text here.
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -221,7 +223,7 @@ impl<'a> Run<'a> {
         }
         let id = self.next_conn_id;
         self.next_conn_id += 1;
-        let connection = Connection::open(&self.options.endpoint, id, self.options.max_line_bytes, self.sender.clone()).await?;
+        let connection = Connection::open(&self.options.endpoint, id, self.options.max_line_bytes, self.sender.clone()).await.map_err(|e| e.to_string())?;
         self.transcript.note(format!("{name}: connected to {}", self.options.endpoint.describe()));
         self.names.insert(id, name.to_string());
         self.conns.insert(name.to_string(), Conn::new(connection));
@@ -511,7 +513,7 @@ impl<'a> Run<'a> {
         let mut request = Map::new();
         request.insert("type".into(), json!("manifest_request"));
         if let Some(model) = agent_model {
-            request.insert("agent_model".into(), self.vars.substitute(model)?);
+            request.insert("agent_model".into(), self.vars.substitute(model).map_err(|e| e.to_string())?);
         }
         if let Some(topics) = subscribe {
             request.insert("subscribe".into(), json!(topics));
@@ -585,7 +587,7 @@ impl<'a> Run<'a> {
                 Ok(())
             }
             Action::Send => {
-                let message = self.vars.substitute(step.send.as_ref().expect("action"))?;
+                let message = self.vars.substitute(step.send.as_ref().expect("action")).map_err(|e| e.to_string())?;
                 let Value::Object(message) = message else { unreachable!("validated as an object") };
                 self.send_message(&conn, &Self::envelope(message), within).await
             }
@@ -602,7 +604,7 @@ impl<'a> Run<'a> {
                 self.send_bytes(&conn, text.as_bytes(), within).await
             }
             Action::SendBytesHex => {
-                let bytes = super::scenario::parse_hex(step.send_bytes_hex.as_deref().expect("action"))?;
+                let bytes = super::scenario::parse_hex(step.send_bytes_hex.as_deref().expect("action")).map_err(|e| e.to_string())?;
                 self.send_bytes(&conn, &bytes, within).await
             }
             Action::SendOversized => {
@@ -659,7 +661,7 @@ impl<'a> Run<'a> {
             }
             Action::Repeat => {
                 let spec = step.repeat.as_ref().expect("action");
-                let times = match self.vars.substitute(&spec.times)? {
+                let times = match self.vars.substitute(&spec.times).map_err(|e| e.to_string())? {
                     Value::Number(n) => n.as_u64().filter(|t| *t <= MAX_REPEAT),
                     _ => None,
                 }
@@ -713,20 +715,23 @@ impl<'a> Run<'a> {
     async fn call(&mut self, conn: &str, step: &Step, within: Duration) -> Result<(), String> {
         let spec: &CallSpec = step.call.as_ref().expect("action");
         self.calls_made += 1;
+        // Unset variables are the scenario's fault, reported as the step's failure.
+        let substitute = |value: &Value| self.vars.substitute(value).map_err(|e| e.to_string());
+        let substitute_text = |text: &str| self.vars.substitute_text(text).map_err(|e| e.to_string());
         let call_id = match &spec.call_id {
-            Some(id) => self.vars.substitute_text(id)?,
+            Some(id) => substitute_text(id)?,
             None => format!("conformance-{}-{}", self.calls_made, &uuid::Uuid::new_v4().simple().to_string()[..8]),
         };
         let mut message = Map::new();
         message.insert("type".into(), json!("tool_call"));
         message.insert("call_id".into(), json!(call_id));
-        message.insert("tool".into(), json!(self.vars.substitute_text(&spec.tool)?));
-        message.insert("input".into(), self.vars.substitute(spec.input.as_ref().unwrap_or(&json!({})))?);
+        message.insert("tool".into(), json!(substitute_text(&spec.tool)?));
+        message.insert("input".into(), substitute(spec.input.as_ref().unwrap_or(&json!({})))?);
         if let Some(deadline) = &spec.deadline_ms {
-            message.insert("deadline_ms".into(), self.vars.substitute(deadline)?);
+            message.insert("deadline_ms".into(), substitute(deadline)?);
         }
         if let Some(key) = &spec.idempotency_key {
-            message.insert("idempotency_key".into(), json!(self.vars.substitute_text(key)?));
+            message.insert("idempotency_key".into(), json!(substitute_text(key)?));
         }
         self.vars.set("last_call_id", json!(call_id));
         self.send_message(conn, &Self::envelope(message), within).await?;

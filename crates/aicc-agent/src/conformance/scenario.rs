@@ -232,10 +232,56 @@ impl Step {
 }
 
 /// A scenario file that loaded, or why it did not.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Loaded {
     Ok { file: PathBuf, scenario: Scenario },
-    Malformed { file: PathBuf, area: String, error: String },
+    Malformed { file: PathBuf, area: String, error: ScenarioError },
+}
+
+/// Why a scenario file is not run; each names the file, except a stray directory.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file cannot be read.
+    #[error("{}: {source}", file.display())]
+    Read { file: PathBuf, source: std::io::Error },
+    /// Not YAML of the scenario format: an unknown key or value, a missing one, a syntax error.
+    #[error("{}: {source}", file.display())]
+    Yaml { file: PathBuf, source: Box<serde_saphyr::Error> },
+    /// The format's own rules (names, areas, steps, matchers, bounds); the
+    /// problem locates itself, e.g. `steps[2].call.input must be a JSON object`.
+    #[error("{}: {problem}", file.display())]
+    Invalid { file: PathBuf, problem: String },
+    /// The file's `area` is not the directory it is in.
+    #[error("{}: area '{declared}' but the file is under '{directory}'", file.display())]
+    WrongArea { file: PathBuf, declared: String, directory: String },
+    /// Another scenario has the same name.
+    #[error("{}: name '{name}' is used by another scenario", file.display())]
+    DuplicateName { file: PathBuf, name: String },
+    /// A `.yml` file, which would silently be skipped.
+    #[error("{}: scenario files end in .yaml (this one would be skipped)", file.display())]
+    WrongExtension { file: PathBuf },
+    /// A directory that is not an area: its scenarios would never run.
+    #[error("'{area}' is not an area ({}): its scenarios would never run", AREAS.join(", "))]
+    NotAnArea { area: String },
+}
+
+/// The scenario directory itself cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("reading scenario directory {}: {source}", dir.display())]
+pub struct ScenarioDirError {
+    pub dir: PathBuf,
+    pub source: std::io::Error,
+}
+
+/// Text that is not hex bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HexError {
+    /// Empty, or an odd number of digits.
+    #[error("'{text}' must be pairs of hex digits, e.g. \"c3 28\"")]
+    NotPairs { text: String },
+    /// A pair that is not a hex byte.
+    #[error("'{pair}' is not a hex byte")]
+    NotAByte { pair: String },
 }
 
 impl Loaded {
@@ -246,11 +292,17 @@ impl Loaded {
     }
 }
 
+/// How scenarios are read: only `true` and `false` are booleans (`yes`
+/// and `on` stay text, as YAML 1.2 has it), and an error is one line naming
+/// its line and column rather than a drawn snippet.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true, with_snippet: false }
+}
+
 /// Parses and checks one scenario file's text; errors name the file.
-pub fn parse(file: &Path, text: &str) -> Result<Scenario, String> {
-    let shown = file.display();
-    let scenario: Scenario = serde_yaml::from_str(text).map_err(|e| format!("{shown}: {e}"))?;
-    check(&scenario).map_err(|e| format!("{shown}: {e}"))?;
+pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let scenario: Scenario = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|source| ScenarioError::Yaml { file: file.to_path_buf(), source: Box::new(source) })?;
+    check(&scenario).map_err(|problem| ScenarioError::Invalid { file: file.to_path_buf(), problem })?;
     Ok(scenario)
 }
 
@@ -279,7 +331,7 @@ fn check(scenario: &Scenario) -> Result<(), String> {
 
 fn positive_seconds(value: Option<f64>, key: &str, at: &str) -> Result<(), String> {
     match value {
-        Some(s) if !(s >= 0.0 && s <= MAX_SECONDS) => Err(format!("{at}.{key} must be a non-negative number of seconds up to {MAX_SECONDS}, got {s}")),
+        Some(s) if !(0.0..=MAX_SECONDS).contains(&s) => Err(format!("{at}.{key} must be a non-negative number of seconds up to {MAX_SECONDS}, got {s}")),
         _ => Ok(()),
     }
 }
@@ -399,14 +451,14 @@ fn check_variable_name(name: &str) -> Result<(), String> {
 }
 
 /// `"c3 28"` (spaces optional) as bytes.
-pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+pub fn parse_hex(text: &str) -> Result<Vec<u8>, HexError> {
     let digits: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     if digits.is_empty() || !digits.len().is_multiple_of(2) {
-        return Err(format!("'{text}' must be pairs of hex digits, e.g. \"c3 28\""));
+        return Err(HexError::NotPairs { text: text.to_string() });
     }
     (0..digits.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| format!("'{}' is not a hex byte", &digits[i..i + 2])))
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| HexError::NotAByte { pair: digits[i..i + 2].to_string() }))
         .collect()
 }
 
@@ -414,8 +466,8 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
 /// areas in [`AREAS`] order, then by file name. Malformed files are
 /// returned as such (the caller reports them as failures); duplicate names
 /// make the later file malformed. Errors only when `root` is unreadable.
-pub fn load_all(root: &Path) -> Result<Vec<Loaded>, String> {
-    let entries = std::fs::read_dir(root).map_err(|e| format!("reading scenario directory {}: {e}", root.display()))?;
+pub fn load_all(root: &Path) -> Result<Vec<Loaded>, ScenarioDirError> {
+    let entries = std::fs::read_dir(root).map_err(|source| ScenarioDirError { dir: root.to_path_buf(), source })?;
     let mut loaded = Vec::new();
     let mut unknown_dirs = Vec::new();
     for entry in entries.flatten() {
@@ -429,7 +481,7 @@ pub fn load_all(root: &Path) -> Result<Vec<Loaded>, String> {
     }
     for path in unknown_dirs {
         let area = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        loaded.push(Loaded::Malformed { file: path, area: area.clone(), error: format!("'{area}' is not an area ({}): its scenarios would never run", AREAS.join(", ")) });
+        loaded.push(Loaded::Malformed { file: path, area: area.clone(), error: ScenarioError::NotAnArea { area } });
     }
     let mut names = HashSet::new();
     for area in AREAS {
@@ -442,17 +494,17 @@ pub fn load_all(root: &Path) -> Result<Vec<Loaded>, String> {
             match extension {
                 "yaml" => {}
                 "yml" => {
-                    loaded.push(Loaded::Malformed { file: file.clone(), area: area.to_string(), error: format!("{}: scenario files end in .yaml (this one would be skipped)", file.display()) });
+                    loaded.push(Loaded::Malformed { file: file.clone(), area: area.to_string(), error: ScenarioError::WrongExtension { file: file.clone() } });
                     continue;
                 }
                 _ => continue,
             }
-            let outcome = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display())).and_then(|text| parse(&file, &text)).and_then(|scenario| {
+            let outcome = std::fs::read_to_string(&file).map_err(|source| ScenarioError::Read { file: file.clone(), source }).and_then(|text| parse(&file, &text)).and_then(|scenario| {
                 if scenario.area != *area {
-                    return Err(format!("{}: area '{}' but the file is under '{area}'", file.display(), scenario.area));
+                    return Err(ScenarioError::WrongArea { file: file.clone(), declared: scenario.area, directory: area.to_string() });
                 }
                 if !names.insert(scenario.name.clone()) {
-                    return Err(format!("{}: name '{}' is used by another scenario", file.display(), scenario.name));
+                    return Err(ScenarioError::DuplicateName { file: file.clone(), name: scenario.name });
                 }
                 Ok(scenario)
             });
@@ -488,7 +540,7 @@ steps:
 "#;
 
     fn parse_str(text: &str) -> Result<Scenario, String> {
-        parse(Path::new("conformance/scenarios/protocol/01_x.yaml"), text)
+        parse(Path::new("conformance/scenarios/protocol/01_x.yaml"), text).map_err(|error| error.to_string())
     }
 
     #[test]
@@ -540,11 +592,22 @@ steps:
     }
 
     #[test]
+    fn every_shipped_scenario_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../conformance/scenarios");
+        let loaded = load_all(&root).unwrap();
+        assert!(loaded.len() > 10, "the shipped scenarios are found under {}", root.display());
+        for scenario in &loaded {
+            assert!(matches!(scenario, Loaded::Ok { .. }), "{scenario:?}");
+        }
+    }
+
+    #[test]
     fn hex_bytes_parse_with_or_without_spaces() {
         assert_eq!(parse_hex("c3 28").unwrap(), vec![0xc3, 0x28]);
         assert_eq!(parse_hex("FFfe").unwrap(), vec![0xff, 0xfe]);
         assert!(parse_hex("c3 2").is_err());
-        assert!(parse_hex("zz").unwrap_err().contains("zz"));
+        assert!(parse_hex("zz").unwrap_err().to_string().contains("zz"));
+        assert_eq!(parse_hex("abc"), Err(HexError::NotPairs { text: "abc".into() }));
     }
 
     #[test]
@@ -578,7 +641,10 @@ steps:
             ]
         );
         let Loaded::Malformed { error, .. } = &loaded[5] else { panic!() };
-        assert!(error.contains("used by another scenario"), "{error}");
+        assert!(error.to_string().contains("used by another scenario"), "{error}");
+        assert!(matches!(error, ScenarioError::DuplicateName { name, .. } if name == "s_one"));
+        let Loaded::Malformed { error, .. } = &loaded[2] else { panic!() };
+        assert!(matches!(error, ScenarioError::Yaml { .. }), "{error}");
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -5,6 +5,23 @@ use serde_json::{Map, Value};
 /// Longest text a variable's JSON may take when spliced into a string.
 const MAX_SPLICE_BYTES: usize = 64 * 1024;
 
+/// Why a `${var}` reference cannot be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VarError {
+    /// No variable of that name; `set` lists those that are.
+    #[error("variable '${{{path}}}' is not set (set: {})", if set.is_empty() { "none".to_string() } else { set.join(", ") })]
+    NotSet { path: String, set: Vec<String> },
+    /// The variable is set but has nothing at that path.
+    #[error("variable '${{{path}}}': '{name}' has no such path")]
+    NoSuchPath { path: String, name: String },
+    /// `${` without its `}`.
+    #[error("'{text}': '${{' without a closing '}}'")]
+    Unclosed { text: String },
+    /// A value too long to splice into a string.
+    #[error("variable '${{{path}}}' is {bytes} bytes of text; too long to splice into a string")]
+    TooLong { path: String, bytes: usize },
+}
+
 /// Variables of one scenario run: a JSON object, looked up by dotted paths
 /// (`tools.move.input_schema`, `second.session_id`, `output.pose.x`).
 #[derive(Debug, Clone, Default)]
@@ -35,15 +52,15 @@ impl Variables {
         lookup(self.values.get(name)?, rest)
     }
 
-    fn require(&self, path: &str) -> Result<&Value, String> {
+    fn require(&self, path: &str) -> Result<&Value, VarError> {
         self.get(path).ok_or_else(|| {
             let name = path.split('.').next().unwrap_or(path);
             if self.values.contains_key(name) {
-                format!("variable '${{{path}}}': '{name}' has no such path")
+                VarError::NoSuchPath { path: path.to_string(), name: name.to_string() }
             } else {
-                let mut known: Vec<&str> = self.values.keys().map(String::as_str).collect();
-                known.sort_unstable();
-                format!("variable '${{{path}}}' is not set (set: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })
+                let mut set: Vec<String> = self.values.keys().cloned().collect();
+                set.sort_unstable();
+                VarError::NotSet { path: path.to_string(), set }
             }
         })
     }
@@ -52,16 +69,16 @@ impl Variables {
     /// exactly `"${var}"` becomes the variable's JSON value; inside a longer
     /// string, its text (strings as they are, other values as JSON).
     /// Object keys are left alone.
-    pub fn substitute(&self, value: &Value) -> Result<Value, String> {
+    pub fn substitute(&self, value: &Value) -> Result<Value, VarError> {
         Ok(match value {
             Value::String(text) => self.substitute_str(text)?,
             Value::Array(items) => Value::Array(items.iter().map(|v| self.substitute(v)).collect::<Result<_, _>>()?),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), self.substitute(v)?))).collect::<Result<_, String>>()?),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), self.substitute(v)?))).collect::<Result<_, VarError>>()?),
             other => other.clone(),
         })
     }
 
-    fn substitute_str(&self, text: &str) -> Result<Value, String> {
+    fn substitute_str(&self, text: &str) -> Result<Value, VarError> {
         if let Some(path) = whole_reference(text) {
             return self.require(path).cloned();
         }
@@ -73,14 +90,14 @@ impl Variables {
         while let Some(start) = rest.find("${") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
-            let end = after.find('}').ok_or_else(|| format!("'{text}': '${{' without a closing '}}'"))?;
+            let end = after.find('}').ok_or_else(|| VarError::Unclosed { text: text.to_string() })?;
             let value = self.require(&after[..end])?;
             let spliced = match value {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
             if spliced.len() > MAX_SPLICE_BYTES {
-                return Err(format!("variable '${{{}}}' is {} bytes of text; too long to splice into a string", &after[..end], spliced.len()));
+                return Err(VarError::TooLong { path: after[..end].to_string(), bytes: spliced.len() });
             }
             out.push_str(&spliced);
             rest = &after[end + 1..];
@@ -90,7 +107,7 @@ impl Variables {
     }
 
     /// A string field that may be a variable reference (e.g. a call_id).
-    pub fn substitute_text(&self, text: &str) -> Result<String, String> {
+    pub fn substitute_text(&self, text: &str) -> Result<String, VarError> {
         match self.substitute_str(text)? {
             Value::String(s) => Ok(s),
             other => Ok(other.to_string()),
@@ -138,10 +155,11 @@ mod tests {
     #[test]
     fn unknown_variables_and_paths_are_named() {
         let v = vars();
-        let unset = v.substitute(&json!("${nope}")).unwrap_err();
+        let unset = v.substitute(&json!("${nope}")).unwrap_err().to_string();
         assert!(unset.contains("'${nope}' is not set") && unset.contains("session_id"), "{unset}");
-        let no_path = v.substitute(&json!("x ${tools.move.limits}")).unwrap_err();
+        let no_path = v.substitute(&json!("x ${tools.move.limits}")).unwrap_err().to_string();
         assert!(no_path.contains("'tools' has no such path"), "{no_path}");
-        assert!(v.substitute(&json!("a ${unclosed")).unwrap_err().contains("without a closing"));
+        assert!(v.substitute(&json!("a ${unclosed")).unwrap_err().to_string().contains("without a closing"));
+        assert_eq!(v.substitute(&json!("${tools.move}")), Err(VarError::NoSuchPath { path: "tools.move".into(), name: "tools".into() }));
     }
 }

@@ -84,7 +84,7 @@ fn start_next(dialect: &Dialect) -> Option<Started> {
             state.queue.finish(seq);
             // Not sent (the session is closed or reopening, or busy): the
             // same command may well succeed later.
-            state.complete(seq, &command_type, Some(&tool), Completion::failed(reason, "tool_unavailable", true));
+            state.complete(seq, &command_type, Some(&tool), Completion::failed(reason.to_string(), "tool_unavailable", true));
             Some(Started::Done)
         }
     }

@@ -88,17 +88,28 @@ impl Dialect {
     }
 }
 
+/// Why the AI-control listener may not bind where it was asked to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenRefused {
+    /// A non-loopback address without `security.allow_remote`.
+    #[error("refusing the AI-control listener on {0}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients")]
+    RemoteNotAllowed(SocketAddr),
+    /// A remote listener that anyone could use: no token is configured.
+    #[error("refusing the AI-control listener on {0} without a token: set one of the environment variables in security.tokens")]
+    RemoteWithoutToken(SocketAddr),
+}
+
 /// Loopback first: another address needs the operator's explicit
 /// `security.allow_remote` and a token (the transport has no TLS).
-pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens: bool) -> Result<(), String> {
+pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens: bool) -> Result<(), ListenRefused> {
     if address.ip().is_loopback() {
         return Ok(());
     }
     if !allow_remote {
-        return Err(format!("refusing the AI-control listener on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients"));
+        return Err(ListenRefused::RemoteNotAllowed(address));
     }
     if !has_tokens {
-        return Err(format!("refusing the AI-control listener on {address} without a token: set one of the environment variables in security.tokens"));
+        return Err(ListenRefused::RemoteWithoutToken(address));
     }
     Ok(())
 }
@@ -133,8 +144,8 @@ mod tests {
         let loopback: SocketAddr = "127.0.0.1:43011".parse().unwrap();
         assert!(check_listen_address(loopback, false, false).is_ok());
         assert!(check_listen_address("[::1]:0".parse().unwrap(), false, false).is_ok());
-        assert!(check_listen_address(remote, false, true).unwrap_err().contains("security.allow_remote"));
-        assert!(check_listen_address(remote, true, false).unwrap_err().contains("without a token"));
+        assert!(check_listen_address(remote, false, true).unwrap_err().to_string().contains("security.allow_remote"));
+        assert!(check_listen_address(remote, true, false).unwrap_err().to_string().contains("without a token"));
         assert!(check_listen_address(remote, true, true).is_ok());
     }
 }

@@ -32,6 +32,23 @@ const REOPEN_DELAY: Duration = Duration::from_secs(1);
 /// Event topics not mirrored: the dialect reports commands itself.
 const NOT_MIRRORED: [&str; 2] = ["command", "tool_result"];
 
+/// Why a call could not be sent on the bridge session (nothing was sent).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// Every pending slot holds a call still awaiting its result.
+    #[error("{MAX_PENDING_CALLS} calls already await their result on the bridge session")]
+    TooManyPending,
+    /// The session is not open; `last_error` says how it was lost, when known.
+    #[error("the bridge session is not open{}", .last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    NotOpen { last_error: Option<String> },
+    /// The queue of lines to the core is full.
+    #[error("the bridge session's outgoing queue is full ({OUTGOING_QUEUE} lines)")]
+    QueueFull,
+    /// The connection to the core is gone; it is being reopened.
+    #[error("the bridge session's connection is closed (it is being reopened)")]
+    ConnectionClosed,
+}
+
 /// A tool call's outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {
@@ -136,10 +153,10 @@ impl Session {
     /// Sends a tool call at once (no waiting: callable under other locks,
     /// which keeps the order of calls and cancels); the receiver gets its
     /// outcome. An error says why it could not be sent.
-    pub fn start_call(&self, tool: &str, input: Map<String, Value>) -> Result<(String, oneshot::Receiver<CallOutcome>), String> {
+    pub fn start_call(&self, tool: &str, input: Map<String, Value>) -> Result<(String, oneshot::Receiver<CallOutcome>), SendError> {
         let mut link = self.link.lock();
         if link.pending.len() >= MAX_PENDING_CALLS {
-            return Err(format!("{MAX_PENDING_CALLS} calls already await their result on the bridge session"));
+            return Err(SendError::TooManyPending);
         }
         let call_id = Self::send_call(&mut link, tool, input)?;
         let (tx, rx) = oneshot::channel();
@@ -149,19 +166,19 @@ impl Session {
 
     /// Sends a call whose result nobody awaits (a cancel, a stop): no
     /// pending slot is taken, so that a busy session never refuses it.
-    fn send_untracked(&self, tool: &str, input: Map<String, Value>) -> Result<String, String> {
+    fn send_untracked(&self, tool: &str, input: Map<String, Value>) -> Result<String, SendError> {
         Self::send_call(&mut self.link.lock(), tool, input)
     }
 
-    fn send_call(link: &mut Link, tool: &str, input: Map<String, Value>) -> Result<String, String> {
+    fn send_call(link: &mut Link, tool: &str, input: Map<String, Value>) -> Result<String, SendError> {
         let Some(outgoing) = link.outgoing.clone().filter(|_| link.view.open) else {
-            return Err(format!("the bridge session is not open{}", link.view.last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()));
+            return Err(SendError::NotOpen { last_error: link.view.last_error.clone() });
         };
         link.next_call += 1;
         let call_id = format!("fonline-{}", link.next_call);
         outgoing.try_send(tool_call_line(&call_id, tool, input)).map_err(|error| match error {
-            TrySendError::Full(_) => format!("the bridge session's outgoing queue is full ({OUTGOING_QUEUE} lines)"),
-            TrySendError::Closed(_) => "the bridge session's connection is closed (it is being reopened)".to_string(),
+            TrySendError::Full(_) => SendError::QueueFull,
+            TrySendError::Closed(_) => SendError::ConnectionClosed,
         })?;
         Ok(call_id)
     }
@@ -169,7 +186,7 @@ impl Session {
     /// Cancels a call in flight through the core's `cancel` tool: its task
     /// is dropped, which stops what it moved. The cancel's own result is
     /// not awaited (the cancelled call's result says how it ended).
-    pub fn cancel(&self, call_id: &str) -> Result<(), String> {
+    pub fn cancel(&self, call_id: &str) -> Result<(), SendError> {
         let mut input = Map::new();
         input.insert("call_id".into(), json!(call_id));
         self.send_untracked(CANCEL, input).map(|_| ())
@@ -177,7 +194,7 @@ impl Session {
 
     /// Calls the core's `stop` tool (it halts all motion, every running
     /// call included) without awaiting its result: for when in doubt.
-    pub fn stop(&self, reason: &str) -> Result<(), String> {
+    pub fn stop(&self, reason: &str) -> Result<(), SendError> {
         let mut input = Map::new();
         input.insert("reason".into(), json!(reason.chars().take(STOP_REASON_MAX_CHARS).collect::<String>()));
         self.send_untracked(STOP_TOOL, input).map(|_| ())
@@ -187,7 +204,7 @@ impl Session {
     pub async fn call(&self, tool: &str, input: Map<String, Value>, timeout: Duration) -> CallOutcome {
         let (call_id, receiver) = match self.start_call(tool, input) {
             Ok(started) => started,
-            Err(message) => return CallOutcome::failed("tool_unavailable", message, true),
+            Err(not_sent) => return CallOutcome::failed("tool_unavailable", not_sent.to_string(), true),
         };
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(outcome)) => outcome,
@@ -424,7 +441,7 @@ mod tests {
     fn calls_on_a_closed_session_fail_with_the_reason() {
         let session = Session::default();
         session.close("the bridge closed the session's connection");
-        let error = session.start_call("move", Map::new()).unwrap_err();
+        let error = session.start_call("move", Map::new()).unwrap_err().to_string();
         assert!(error.contains("not open") && error.contains("closed the session"), "{error}");
     }
 
@@ -461,9 +478,13 @@ mod tests {
         let (session, rx) = opened_session(1);
         session.start_call("move", Map::new()).unwrap();
         let full = session.start_call("move", Map::new()).unwrap_err();
+        assert_eq!(full, SendError::QueueFull);
+        let full = full.to_string();
         assert!(full.contains("queue is full"), "{full}");
         drop(rx);
         let closed = session.start_call("move", Map::new()).unwrap_err();
+        assert_eq!(closed, SendError::ConnectionClosed);
+        let closed = closed.to_string();
         assert!(closed.contains("closed") && !closed.contains("full"), "{closed}");
     }
 

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use serde_json::{json, Value};
 
 use super::actions::{Action, Command};
+use crate::history::SequencedRing;
 
 /// Largest retained event, bytes of JSON: bigger parts (a tool's output)
 /// are replaced by their size, so that a page of events stays bounded.
@@ -17,24 +18,34 @@ const SHRINKABLE_PARTS: [&str; 3] = ["output", "payload", "error"];
 /// survives reconnects).
 #[derive(Debug)]
 pub struct EventHistory {
-    events: VecDeque<(u64, Value)>,
-    capacity: usize,
-    latest_seq: u64,
+    events: SequencedRing<Retained>,
+}
+
+/// An event as retained, with the length of its JSON (measured once, when
+/// it is bounded, rather than at every page).
+#[derive(Debug)]
+struct Retained {
+    event: Value,
+    json_bytes: usize,
+}
+
+/// Bytes of a page entry `{"event":E,"seq":N}` and its line end, besides
+/// the event's JSON and the digits of its seq.
+const ENTRY_OVERHEAD_BYTES: usize = r#"{"event":,"seq":}"#.len() + 1;
+
+fn entry_bytes(seq: u64, retained: &Retained) -> usize {
+    retained.json_bytes + seq.to_string().len() + ENTRY_OVERHEAD_BYTES
 }
 
 impl EventHistory {
     pub fn new(capacity: usize) -> Self {
-        Self { events: VecDeque::new(), capacity: capacity.max(1), latest_seq: 0 }
+        Self { events: SequencedRing::new(capacity) }
     }
 
     /// Appends an event (the oldest goes when full); returns its seq.
     pub fn push(&mut self, event: Value) -> u64 {
-        self.latest_seq += 1;
-        self.events.push_back((self.latest_seq, bounded(event)));
-        while self.events.len() > self.capacity {
-            self.events.pop_front();
-        }
-        self.latest_seq
+        let (event, json_bytes) = bounded(event);
+        self.events.push(Retained { event, json_bytes })
     }
 
     pub fn len(&self) -> usize {
@@ -46,11 +57,11 @@ impl EventHistory {
     }
 
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.events.capacity()
     }
 
     pub fn latest_seq(&self) -> u64 {
-        self.latest_seq
+        self.events.last_seq()
     }
 
     /// `{latestSeq, events: [{seq, event}]}`: events with seq > `after_seq`,
@@ -58,34 +69,27 @@ impl EventHistory {
     /// (at least one: each is bounded by [`MAX_EVENT_BYTES`]); the caller
     /// pages on with the last seq returned.
     pub fn after(&self, after_seq: u64, limit: usize, byte_budget: usize) -> Value {
-        let mut used = 0;
-        let mut page = Vec::new();
-        for (seq, event) in self.events.iter().filter(|(seq, _)| *seq > after_seq).take(limit) {
-            let entry = json!({ "seq": seq, "event": event });
-            let size = entry.to_string().len() + 1;
-            if !page.is_empty() && used + size > byte_budget {
-                break;
-            }
-            used += size;
-            page.push(entry);
-        }
-        json!({ "latestSeq": self.latest_seq, "events": page })
+        let page = self.events.page_after(after_seq, limit, byte_budget, entry_bytes);
+        let events: Vec<Value> = page.items.into_iter().map(|(seq, retained)| json!({ "seq": seq, "event": retained.event })).collect();
+        json!({ "latestSeq": self.latest_seq(), "events": events })
     }
 }
 
-/// An event cut down to [`MAX_EVENT_BYTES`] if need be.
-fn bounded(mut event: Value) -> Value {
+/// An event cut down to [`MAX_EVENT_BYTES`] if need be, and the length of
+/// its JSON.
+fn bounded(mut event: Value) -> (Value, usize) {
+    let mut size = event.to_string().len();
     for part in SHRINKABLE_PARTS {
-        let size = event.to_string().len();
         if size <= MAX_EVENT_BYTES {
             break;
         }
         if let Some(slot) = event.get_mut(part) {
             let part_bytes = slot.to_string().len();
             *slot = json!({ "omitted": format!("{part_bytes} bytes of JSON, over the {MAX_EVENT_BYTES}-byte bound of a retained event") });
+            size = event.to_string().len();
         }
     }
-    event
+    (event, size)
 }
 
 /// A command waiting its turn.
@@ -402,6 +406,15 @@ mod tests {
         assert_eq!(history.after(5, 10, usize::MAX)["events"], json!([]));
         let one = history.after(0, 500, 10);
         assert_eq!(one["events"].as_array().unwrap().len(), 1, "a tiny budget still returns one");
+    }
+
+    #[test]
+    fn a_page_entry_is_measured_as_it_is_sent() {
+        for (seq, event) in [(1, json!({})), (42, json!({ "type": "t", "n": [1, 2.5, "é"] })), (123_456, json!({ "message": "a \"quoted\" line\n" }))] {
+            let (event, json_bytes) = bounded(event);
+            let sent = json!({ "seq": seq, "event": event }).to_string().len() + 1;
+            assert_eq!(entry_bytes(seq, &Retained { event, json_bytes }), sent);
+        }
     }
 
     #[test]

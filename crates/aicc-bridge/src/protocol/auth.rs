@@ -33,6 +33,14 @@ impl Scope {
     }
 }
 
+/// Why a token cannot be configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// An empty token would let anyone in.
+    #[error("an empty token is not allowed")]
+    Empty,
+}
+
 /// The configured tokens. Debug never prints a secret.
 #[derive(Clone, Default)]
 pub struct Tokens {
@@ -49,9 +57,9 @@ impl std::fmt::Debug for Tokens {
 impl Tokens {
     /// Adds a token; empty tokens are refused (an empty token would let
     /// anyone in).
-    pub fn add(&mut self, token: &str, scope: Scope) -> Result<(), String> {
+    pub fn add(&mut self, token: &str, scope: Scope) -> Result<(), TokenError> {
         if token.is_empty() {
-            return Err("an empty token is not allowed".into());
+            return Err(TokenError::Empty);
         }
         self.entries.push((token.as_bytes().to_vec(), scope));
         Ok(())
@@ -90,6 +98,7 @@ mod tests {
         assert_eq!(tokens.check("driv"), None);
         assert_eq!(tokens.check(""), None);
         assert!(tokens.add("", Scope::Admin).is_err());
+        assert_eq!(tokens.add("", Scope::Admin), Err(TokenError::Empty));
         assert!(!format!("{tokens:?}").contains("drive"), "Debug must not print secrets");
         assert!(Scope::Observe.capabilities().iter().all(|c| *c == "can_observe_world"));
     }

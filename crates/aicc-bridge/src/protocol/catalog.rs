@@ -26,19 +26,27 @@ pub struct Catalog {
     entries: Vec<Entry>,
 }
 
+/// Why a catalog cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// A tool's input schema is not a valid JSON Schema: a bug in the tool.
+    #[error("tool '{tool}': input schema does not compile: {source}")]
+    SchemaDoesNotCompile { tool: String, source: Box<jsonschema::ValidationError<'static>> },
+}
+
 impl Catalog {
     /// Compiles every input schema; a schema that does not compile is a bug
     /// in the tool, reported at start-up rather than at call time.
-    pub fn new(descriptors: Vec<ToolDescriptor>) -> Result<Self, String> {
+    pub fn new(descriptors: Vec<ToolDescriptor>) -> Result<Self, CatalogError> {
         let entries = descriptors
             .into_iter()
             .map(|descriptor| {
                 let validator = jsonschema::validator_for(&descriptor.input_schema)
-                    .map_err(|e| format!("tool '{}': input schema does not compile: {e}", descriptor.id))?;
+                    .map_err(|source| CatalogError::SchemaDoesNotCompile { tool: descriptor.id.to_string(), source: Box::new(source) })?;
                 let declared = descriptor.input_schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
                 Ok(Entry { descriptor, validator, declared })
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, CatalogError>>()?;
         Ok(Self { entries })
     }
 
@@ -138,6 +146,7 @@ mod tests {
         let mut bad = catalog(true).descriptor("move").unwrap().clone();
         bad.input_schema = json!({"type": 12});
         let err = Catalog::new(vec![bad]).err().unwrap();
-        assert!(err.contains("tool 'move'"), "{err}");
+        assert!(err.to_string().contains("tool 'move'"), "{err}");
+        assert!(matches!(&err, CatalogError::SchemaDoesNotCompile { tool, .. } if tool == "move"), "{err}");
     }
 }

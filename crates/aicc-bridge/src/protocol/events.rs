@@ -1,10 +1,11 @@
 //! The bounded event history of a session: sequence numbers, and replay
 //! from a cursor that says how many events were lost to the bound (the
 //! RFC's `events {since} -> {events, next, dropped}`).
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::Value;
+
+use crate::history::SequencedRing;
 
 /// One retained event message (already enveloped, with meta.seq).
 #[derive(Debug, Clone)]
@@ -24,26 +25,30 @@ pub struct Replay {
     pub next_cursor: u64,
 }
 
+/// An event as the ring keeps it; its sequence number is the ring's.
+#[derive(Debug)]
+struct Retained {
+    tick: u64,
+    message: Arc<Value>,
+}
+
 #[derive(Debug)]
 pub struct EventRing {
-    events: VecDeque<StoredEvent>,
-    capacity: usize,
-    /// Sequence number of the last event appended (0: none yet).
-    last_seq: u64,
+    events: SequencedRing<Retained>,
 }
 
 impl EventRing {
     pub fn new(capacity: usize) -> Self {
-        Self { events: VecDeque::with_capacity(capacity.min(64)), capacity: capacity.max(1), last_seq: 0 }
+        Self { events: SequencedRing::new(capacity) }
     }
 
     /// The sequence number the next event will get.
     pub fn next_seq(&self) -> u64 {
-        self.last_seq + 1
+        self.events.next_seq()
     }
 
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.events.last_seq()
     }
 
     pub fn len(&self) -> usize {
@@ -55,26 +60,19 @@ impl EventRing {
     }
 
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.events.capacity()
     }
 
     /// Appends an event built for sequence number `next_seq()`.
     pub fn push(&mut self, tick: u64, message: Arc<Value>) -> u64 {
-        self.last_seq += 1;
-        if self.events.len() == self.capacity {
-            self.events.pop_front();
-        }
-        self.events.push_back(StoredEvent { seq: self.last_seq, tick, message });
-        self.last_seq
+        self.events.push(Retained { tick, message })
     }
 
     /// Events with a sequence number above `cursor`, at most `limit`.
     pub fn replay_after(&self, cursor: u64, limit: usize) -> Replay {
-        let oldest_retained = self.events.front().map_or(self.last_seq + 1, |e| e.seq);
-        let dropped = oldest_retained.saturating_sub(cursor.saturating_add(1)).min(self.last_seq.saturating_sub(cursor));
-        let events: Vec<StoredEvent> = self.events.iter().filter(|e| e.seq > cursor).take(limit).cloned().collect();
-        let next_cursor = events.last().map_or(self.last_seq, |e| e.seq);
-        Replay { events, dropped, next_cursor }
+        let page = self.events.after(cursor, limit);
+        let events = page.items.into_iter().map(|(seq, event)| StoredEvent { seq, tick: event.tick, message: event.message.clone() }).collect();
+        Replay { events, dropped: page.dropped, next_cursor: page.next_cursor }
     }
 }
 

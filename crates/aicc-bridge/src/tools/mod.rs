@@ -135,7 +135,7 @@ impl Registry {
 
     /// The catalog of every tool: these, plus those the protocol core
     /// answers itself (tick_now, bridge_status).
-    pub fn catalog(&self) -> Result<Catalog, String> {
+    pub fn catalog(&self) -> Result<Catalog, crate::protocol::catalog::CatalogError> {
         let mut descriptors: Vec<ToolDescriptor> = self.tools.iter().map(|t| t.descriptor()).collect();
         descriptors.extend(crate::protocol::core::core_tool_descriptors());
         Catalog::new(descriptors)
