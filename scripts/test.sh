@@ -1,24 +1,44 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing (scripts/setup.sh), builds, runs
-# the Rust unit and integration tests (the latter start the simulated robot
-# and the bridge on real ROS 2 topics, in a ROS domain of their own), the
-# simulator's Python tests, then the conformance suites: the agent harness
-# against the project's own client (aicc), and every scenario of
-# conformance/scenarios against the bridge beside the simulated robot.
-# Reports: target/conformance/.
+# Runs every test, on a fresh machine as on a developer's:
+#   1. the ROS-free crates (aicc-wire, aicc-bridge, aicc-agent, aicc-testkit)
+#      with no ROS environment at all: their unit tests and the in-process
+#      bridge tests (protocol over TCP, TLS, the agent harness). This proves
+#      that they build and test without ROS (it runs before ROS is installed);
+#   2. setup (scripts/setup.sh: apt packages, ROS 2 Kilted wheels, MuJoCo);
+#   3. the whole workspace built once (release; step 1's artifacts are reused);
+#   4. the tests that need the simulated robot (crate aicc-sim-tests: the real
+#      bridge binary beside the MuJoCo robot on real ROS 2 topics, in a ROS
+#      domain of their own), the simulator's Python tests;
+#   5. the conformance suites: the agent harness against the project's own
+#      client (aicc), and every scenario of conformance/scenarios against the
+#      bridge beside the simulated robot. Reports: target/conformance/.
+# The fast set alone, while developing: `cargo test-fast` (see .cargo/config.toml).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+step() { printf '[test] %s\n' "$*" >&2; }
+ros_free=(-p aicc-wire -p aicc-bridge -p aicc-agent -p aicc-testkit)
+
+step "ROS-free crates: no ROS in their dependency graph"
+if cargo tree --locked "${ros_free[@]}" -e normal,build,dev --prefix none | grep -E '^(r2r|r2r_[a-z_]+) '; then
+  echo "[test] ERROR: a ROS-free crate depends on r2r (above)" >&2
+  exit 1
+fi
+step "ROS-free crates: unit and in-process tests, with the ROS environment hidden"
+# A prefix that does not exist: if anything here needed ROS, its build would fail.
+env -u ROS_DISTRO -u LD_LIBRARY_PATH AMENT_PREFIX_PATH=/nonexistent/ros-hidden CMAKE_PREFIX_PATH=/nonexistent/ros-hidden \
+  cargo test --release --locked "${ros_free[@]}"
+
 bash scripts/setup.sh
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-echo "[test] building (release)" >&2
-cargo build --release --all-targets
-echo "[test] Rust unit and integration tests" >&2
-cargo test --release
-echo "[test] simulator tests" >&2
+step "building the workspace (release)"
+cargo build --release --locked --workspace --all-targets
+step "tests against the simulated robot"
+cargo test --release --locked -p aicc-sim-tests -p aicc_ros2
+step "simulator tests"
 scripts/ros-env python3 -m pytest -q sim/tests
-echo "[test] agent conformance: the aicc client against the scripted bridge" >&2
+step "agent conformance: the aicc client against the scripted bridge"
 mkdir -p target/conformance
 target/release/aicc-agent-conformance --client "target/release/aicc --port {port}" --report-dir target/conformance
-echo "[test] bridge conformance: every scenario against the simulated robot" >&2
+step "bridge conformance: every scenario against the simulated robot"
 AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh
