@@ -2,11 +2,14 @@
 # Benchmarks that print figures (no pass/fail): starts the simulated robot
 # and the bridge in a ROS domain of their own, then runs the load client.
 #   scripts/bench.sh [aicc-bench options]
+# AICC_BENCH_BIN_DIR=DIR runs the binaries in DIR instead (e.g. a copy of
+# an earlier build, to compare two versions in one session on one machine).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 bash scripts/setup.sh
-cargo build --release --bins
+bin="${AICC_BENCH_BIN_DIR:-target/release}"
+[ -n "${AICC_BENCH_BIN_DIR:-}" ] || cargo build --release --workspace --bins
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + $$ % 100))}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 work="$(mktemp -d)"
 pids=()
@@ -16,7 +19,7 @@ scripts/ros-env python3 sim/aicc_sim.py > "$work/sim.out" 2> "$work/sim.err" &
 pids+=($!)
 for _ in $(seq 600); do grep -q AICC_SIM_READY "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q AICC_SIM_READY "$work/sim.out" || { echo "simulator did not start:"; cat "$work/sim.err"; exit 1; }
-target/release/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml > "$work/bridge.out" 2> "$work/bridge.err" &
+"$bin"/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml > "$work/bridge.out" 2> "$work/bridge.err" &
 bridge=$!
 pids+=($bridge)
 for _ in $(seq 100); do grep -q AICC_READY "$work/bridge.out" 2>/dev/null && break; sleep 0.1; done
@@ -24,17 +27,17 @@ port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$work/bridge.out")"
 [ -n "$port" ] || { echo "bridge did not start:"; cat "$work/bridge.err"; exit 1; }
 sleep 1
 echo "== protocol: round trip, throughput, memory (bridge pid $bridge, port $port)"
-target/release/aicc-bench --port "$port" --pid "$bridge" "$@"
+"$bin"/aicc-bench --port "$port" --pid "$bridge" "$@"
 echo "== actuation: call to first governed /cmd_vel"
-target/release/aicc-bench-actuation --port "$port" --repeats 30
+"$bin"/aicc-bench-actuation --port "$port" --repeats 30
 echo "== governor: cost of one step"
-target/release/aicc-bench-governor
+"$bin"/aicc-bench-governor
 echo "== vision: decode and encode a 640x480 frame"
-target/release/aicc-bench-vision
+"$bin"/aicc-bench-vision
 echo "== idle bridge beside a 30 Hz 640x480 camera (no agent asking)"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 idle_out="$work/idle.out"
-ROS_DOMAIN_ID=$((ROS_DOMAIN_ID + 1)) target/release/aicc-ros2 --listen 127.0.0.1:0 > "$idle_out" 2> "$work/idle.err" &
+ROS_DOMAIN_ID=$((ROS_DOMAIN_ID + 1)) "$bin"/aicc-ros2 --listen 127.0.0.1:0 > "$idle_out" 2> "$work/idle.err" &
 idle=$!
 pids+=($idle)
 sleep 2
