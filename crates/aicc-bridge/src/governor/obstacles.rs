@@ -273,7 +273,6 @@ impl Projector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     const WIDTH: usize = 320;
     const HEIGHT: usize = 240;

@@ -4,6 +4,26 @@ use std::collections::HashMap;
 
 use nalgebra::{Isometry3, Translation3, Unit, UnitQuaternion, Vector3};
 
+/// Why the URDF could not be read or a transform not be made.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KinematicsError {
+    /// The robot description is not XML.
+    #[error("URDF is not valid XML: {0}")]
+    NotXml(String),
+    /// A joint element lacks something or holds a bad value.
+    #[error("{0}")]
+    BadJoint(String),
+    /// A frame that no joint of the URDF connects.
+    #[error("link '{0}' is not in the URDF")]
+    UnknownLink(String),
+    /// Following parents never reached the root.
+    #[error("the URDF's joints form a loop")]
+    Loop,
+    /// Pointing the head: the geometry gives no direction.
+    #[error("{0}")]
+    NoDirection(&'static str),
+}
+
 #[derive(Debug, Clone)]
 struct Joint {
     name: String,
@@ -27,23 +47,23 @@ fn triple(text: Option<&str>, default: [f64; 3]) -> Result<[f64; 3], String> {
 }
 
 impl Kinematics {
-    pub fn from_urdf(text: &str) -> Result<Self, String> {
-        let document = roxmltree::Document::parse(text).map_err(|e| format!("URDF is not valid XML: {e}"))?;
+    pub fn from_urdf(text: &str) -> Result<Self, KinematicsError> {
+        let document = roxmltree::Document::parse(text).map_err(|e| KinematicsError::NotXml(e.to_string()))?;
         let mut joint_of_child = HashMap::new();
         for node in document.root_element().children().filter(|n| n.has_tag_name("joint")) {
-            let name = node.attribute("name").ok_or("a <joint> has no name")?.to_string();
+            let name = node.attribute("name").ok_or_else(|| KinematicsError::BadJoint("a <joint> has no name".into()))?.to_string();
             let child_of = |tag: &str| node.children().find(|n| n.has_tag_name(tag));
             let joint_name = name.clone();
-            let link = |tag: &str| child_of(tag).and_then(|n| n.attribute("link")).map(str::to_owned).ok_or_else(|| format!("joint {joint_name}: no <{tag} link=...>"));
+            let link = |tag: &str| child_of(tag).and_then(|n| n.attribute("link")).map(str::to_owned).ok_or_else(|| KinematicsError::BadJoint(format!("joint {joint_name}: no <{tag} link=...>")));
             let origin = child_of("origin");
-            let xyz = triple(origin.and_then(|o| o.attribute("xyz")), [0.0; 3]).map_err(|e| format!("joint {name} origin xyz {e}"))?;
-            let rpy = triple(origin.and_then(|o| o.attribute("rpy")), [0.0; 3]).map_err(|e| format!("joint {name} origin rpy {e}"))?;
-            let axis = triple(child_of("axis").and_then(|a| a.attribute("xyz")), [1.0, 0.0, 0.0]).map_err(|e| format!("joint {name} axis {e}"))?;
+            let xyz = triple(origin.and_then(|o| o.attribute("xyz")), [0.0; 3]).map_err(|e| KinematicsError::BadJoint(format!("joint {name} origin xyz {e}")))?;
+            let rpy = triple(origin.and_then(|o| o.attribute("rpy")), [0.0; 3]).map_err(|e| KinematicsError::BadJoint(format!("joint {name} origin rpy {e}")))?;
+            let axis = triple(child_of("axis").and_then(|a| a.attribute("xyz")), [1.0, 0.0, 0.0]).map_err(|e| KinematicsError::BadJoint(format!("joint {name} axis {e}")))?;
             let joint = Joint {
                 kind: node.attribute("type").unwrap_or("fixed").to_string(),
                 parent: link("parent")?,
                 origin: Isometry3::from_parts(Translation3::new(xyz[0], xyz[1], xyz[2]), UnitQuaternion::from_euler_angles(rpy[0], rpy[1], rpy[2])),
-                axis: Unit::try_new(Vector3::new(axis[0], axis[1], axis[2]), 1e-9).ok_or_else(|| format!("joint {name}: zero axis"))?,
+                axis: Unit::try_new(Vector3::new(axis[0], axis[1], axis[2]), 1e-9).ok_or_else(|| KinematicsError::BadJoint(format!("joint {name}: zero axis")))?,
                 name,
             };
             joint_of_child.insert(link("child")?, joint);
@@ -53,7 +73,7 @@ impl Kinematics {
 
     /// The pose of `link` in the tree's root frame, with joint positions
     /// from `position` (radians or metres; missing joints count as 0).
-    fn pose_in_root(&self, link: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, String> {
+    fn pose_in_root(&self, link: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, KinematicsError> {
         let mut pose = Isometry3::identity();
         let mut current = link.to_string();
         let mut steps = 0;
@@ -68,18 +88,18 @@ impl Kinematics {
             current = joint.parent.clone();
             steps += 1;
             if steps > 1000 {
-                return Err("the URDF's joints form a loop".into());
+                return Err(KinematicsError::Loop);
             }
         }
         if steps == 0 && !self.joint_of_child.values().any(|j| j.parent == link) {
-            return Err(format!("link '{link}' is not in the URDF"));
+            return Err(KinematicsError::UnknownLink(link.to_string()));
         }
         Ok(pose)
     }
 
     /// The pose of `child` expressed in `frame` (e.g. the camera's optical
     /// frame in base_footprint).
-    pub fn transform(&self, frame: &str, child: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, String> {
+    pub fn transform(&self, frame: &str, child: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, KinematicsError> {
         Ok(self.pose_in_root(frame, position)?.inverse() * self.pose_in_root(child, position)?)
     }
 }

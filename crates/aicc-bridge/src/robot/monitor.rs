@@ -102,7 +102,7 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         let (robot_frame, kinematics) = ("base_footprint".to_string(), kinematics.clone());
         let measured = tokio::task::spawn_blocking(move || -> Result<Option<f64>, String> {
             let depth = decode_depth(&frame.value).map_err(|e| e.to_string())?;
-            let camera = kinematics.transform(&robot_frame, &frame.frame_id, &|joint| joints.position(joint))?;
+            let camera = kinematics.transform(&robot_frame, &frame.frame_id, &|joint| joints.position(joint)).map_err(|e| e.to_string())?;
             let scale_x = f64::from(depth.width) / f64::from(info.value.width.max(1));
             let scale_y = f64::from(depth.height) / f64::from(info.value.height.max(1));
             let k = info.value.k;

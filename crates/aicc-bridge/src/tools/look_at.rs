@@ -175,7 +175,7 @@ impl Tool for LookAt {
             let others = |joint: &str| states.position(joint);
             let frame = camera_frame(&ctx);
             let model = HeadModel { kinematics: &ctx.kinematics, pan_joint: &pan_joint, tilt_joint: &tilt_joint, camera_frame: &frame };
-            let geometry = |e: String| AiccError::new(ErrorCode::InternalError, false, format!("head geometry from the URDF: {e}"));
+            let geometry = |e: crate::robot::kinematics::KinematicsError| AiccError::new(ErrorCode::InternalError, false, format!("head geometry from the URDF: {e}"));
             let mut aim = Value::Null;
             let mut point_in_base = None;
             let (pan, tilt, requested) = match &target {

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::fresh::measured;
 use super::joints::{deg, joint_error, joint_speed, outcome_json, plan_motion, run_trajectory, settle};
 use crate::protocol::AiccError;
-use crate::robot::kinematics::Kinematics;
+use crate::robot::kinematics::{Kinematics, KinematicsError};
 use crate::robot::{Controller, JointStates, TrajectoryGoal};
 use crate::tools::ToolContext;
 
@@ -68,7 +68,7 @@ pub struct HeadModel<'a> {
 
 impl HeadModel<'_> {
     /// The optical axis (origin, unit direction) in the base frame.
-    pub fn optical_axis(&self, pan: f64, tilt: f64, others: &dyn Fn(&str) -> Option<f64>) -> Result<(Vector3<f64>, Vector3<f64>), String> {
+    pub fn optical_axis(&self, pan: f64, tilt: f64, others: &dyn Fn(&str) -> Option<f64>) -> Result<(Vector3<f64>, Vector3<f64>), KinematicsError> {
         let pose = self.kinematics.transform(BASE_FRAME, self.camera_frame, &head_positions(self.pan_joint, self.tilt_joint, pan, tilt, others))?;
         Ok((pose.translation.vector, pose.rotation * Vector3::z()))
     }
@@ -78,11 +78,11 @@ impl HeadModel<'_> {
     /// camera to the point depends on the answer: iterate (a fixed point,
     /// converging fast while the point is far compared with the camera's
     /// offset from the axes: 2.5 cm on this robot, on the optical axis).
-    pub fn aim_at_point(&self, point: &Vector3<f64>, start: (f64, f64), others: &dyn Fn(&str) -> Option<f64>) -> Result<(f64, f64), String> {
+    pub fn aim_at_point(&self, point: &Vector3<f64>, start: (f64, f64), others: &dyn Fn(&str) -> Option<f64>) -> Result<(f64, f64), KinematicsError> {
         let (mut pan, mut tilt) = start;
         for _ in 0..20 {
             let (origin, _) = self.optical_axis(pan, tilt, others)?;
-            let (next_pan, next_tilt) = pan_tilt_of(&(point - origin)).ok_or("the point is at the camera")?;
+            let (next_pan, next_tilt) = pan_tilt_of(&(point - origin)).ok_or(KinematicsError::NoDirection("the point is at the camera"))?;
             let change = (next_pan - pan).abs().max((next_tilt - tilt).abs());
             (pan, tilt) = (next_pan, next_tilt);
             if change < 1e-9 {
@@ -97,15 +97,15 @@ impl HeadModel<'_> {
     /// the camera, which sits 2.5 cm from the pan/tilt axes: aiming along
     /// it from the axes is off by at most ~0.025 m / distance rad (under
     /// 1.5° beyond 1 m).
-    pub fn aim_at_pixel(&self, k: &[f64; 9], u: f64, v: f64, current: (f64, f64), others: &dyn Fn(&str) -> Option<f64>) -> Result<(f64, f64), String> {
+    pub fn aim_at_pixel(&self, k: &[f64; 9], u: f64, v: f64, current: (f64, f64), others: &dyn Fn(&str) -> Option<f64>) -> Result<(f64, f64), KinematicsError> {
         let pose = self.kinematics.transform(BASE_FRAME, self.camera_frame, &head_positions(self.pan_joint, self.tilt_joint, current.0, current.1, others))?;
         let ray = pose.rotation * pixel_ray(k, u, v);
-        pan_tilt_of(&ray).ok_or_else(|| "the pixel gives no direction".to_string())
+        pan_tilt_of(&ray).ok_or(KinematicsError::NoDirection("the pixel gives no direction"))
     }
 
     /// The angle between the optical axis at (pan, tilt) and the direction
     /// from the camera to `point`, rad: how well the aim was met.
-    pub fn aim_error(&self, point: &Vector3<f64>, pan: f64, tilt: f64, others: &dyn Fn(&str) -> Option<f64>) -> Result<f64, String> {
+    pub fn aim_error(&self, point: &Vector3<f64>, pan: f64, tilt: f64, others: &dyn Fn(&str) -> Option<f64>) -> Result<f64, KinematicsError> {
         let (origin, axis) = self.optical_axis(pan, tilt, others)?;
         Ok(axis.angle(&(point - origin)))
     }
