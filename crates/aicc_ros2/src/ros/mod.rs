@@ -311,6 +311,18 @@ async fn until_result<R, F: Unpin>(result: impl std::future::Future<Output = R>,
 /// went away, or the call was cancelled) stops the controller too.
 struct CancelOnDrop<F: FnOnce()>(Option<F>);
 
+/// A guard that cancels `goal` unless disarmed (`guard.0 = None`).
+fn cancel_on_drop<T: r2r::WrappedActionTypeSupport + 'static>(goal: &r2r::ActionClientGoal<T>) -> CancelOnDrop<impl FnOnce()> {
+    let goal = goal.clone();
+    CancelOnDrop(Some(move || {
+        if let Ok(cancel) = goal.cancel() {
+            tokio::spawn(async move {
+                let _ = cancel.await;
+            });
+        }
+    }))
+}
+
 impl<F: FnOnce()> Drop for CancelOnDrop<F> {
     fn drop(&mut self) {
         if let Some(cancel) = self.0.take() {
@@ -359,14 +371,7 @@ impl ActuatorPort for RosRobot {
                 .map_err(|e| failed(&name, format!("sending the goal: {e}")))?
                 .await
                 .map_err(|e| PortError::Rejected { name: name.clone(), reason: e.to_string() })?;
-            let cancel_handle = handle.clone();
-            let mut guard = CancelOnDrop(Some(move || {
-                if let Ok(cancel) = cancel_handle.cancel() {
-                    tokio::spawn(async move {
-                        let _ = cancel.await;
-                    });
-                }
-            }));
+            let mut guard = cancel_on_drop(&handle);
             let (status, result) = until_result(result, feedback).await.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
             let mut error_string = result.error_string;
@@ -390,14 +395,7 @@ impl ActuatorPort for RosRobot {
                 .map_err(|e| failed(&name, format!("sending the goal: {e}")))?
                 .await
                 .map_err(|e| PortError::Rejected { name: name.clone(), reason: e.to_string() })?;
-            let cancel_handle = handle.clone();
-            let mut guard = CancelOnDrop(Some(move || {
-                if let Ok(cancel) = cancel_handle.cancel() {
-                    tokio::spawn(async move {
-                        let _ = cancel.await;
-                    });
-                }
-            }));
+            let mut guard = cancel_on_drop(&handle);
             let (_status, result) = until_result(result, feedback).await.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
             Ok(GripperOutcome { position_m: result.position, effort_n: result.effort, stalled: result.stalled, reached_goal: result.reached_goal })
