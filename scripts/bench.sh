@@ -15,7 +15,7 @@ work="$(mktemp -d)"
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT INT TERM
-scripts/ros-env python3 sim/aicc_sim.py > "$work/sim.out" 2> "$work/sim.err" &
+scripts/ros-env python3 sim/aicc_sim.py --width 640 --height 480 > "$work/sim.out" 2> "$work/sim.err" &
 pids+=($!)
 for _ in $(seq 600); do grep -q AICC_SIM_READY "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
 grep -q AICC_SIM_READY "$work/sim.out" || { echo "simulator did not start:"; cat "$work/sim.err"; exit 1; }
@@ -30,6 +30,8 @@ echo "== protocol: round trip, throughput, memory (bridge pid $bridge, port $por
 "$bin"/aicc-bench --port "$port" --pid "$bridge" "$@"
 echo "== actuation: call to first governed /cmd_vel"
 "$bin"/aicc-bench-actuation --port "$port" --repeats 30
+echo "== perception freshness: frames received, served-frame age (640x480 at 15 Hz)"
+"$bin"/aicc-bench-freshness --port "$port" --pid "$bridge"
 echo "== governor: cost of one step"
 "$bin"/aicc-bench-governor
 echo "== vision: decode and encode a 640x480 frame"

@@ -148,6 +148,7 @@ class AiccSim:
         self.pub_joints = node.create_publisher(pubs.JointState, a.joint_states_topic, RELIABLE)
         self.pub_truth_odom = node.create_publisher(pubs.Odometry, f"{a.ground_truth_ns}/odom", RELIABLE)
         self.pub_truth_world = node.create_publisher(String, f"{a.ground_truth_ns}/world", RELIABLE)
+        self.camera_frames_published = 0
         self.pub_rgb = node.create_publisher(pubs.Image, f"{a.camera_ns}/image_raw", RELIABLE_IMAGES)
         self.pub_rgb_info = node.create_publisher(pubs.CameraInfo, f"{a.camera_ns}/camera_info", RELIABLE_IMAGES)
         self.pub_depth = node.create_publisher(pubs.Image, f"{a.camera_ns}/depth/image_raw", RELIABLE_IMAGES)
@@ -283,6 +284,8 @@ class AiccSim:
         self.pub_rgb_info.publish(info)
         self.pub_depth.publish(depth_msg)
         self.pub_depth_info.publish(info)
+        # How many frames went out, for tests that count what subscribers got.
+        self.camera_frames_published += 1
 
     def world_truth(self) -> dict:
         position, quat = self.sim.base_pose()
@@ -312,6 +315,7 @@ class AiccSim:
             "camera_center_distance_m": self.sim.ray_distance(origin, axis, self.camera_body_id),
             "joints": dict(self.shared.positions),
             "end_effector": {"x": float(ee_xyz[0]), "y": float(ee_xyz[1]), "z": float(ee_xyz[2])},
+            "camera_frames_published": self.camera_frames_published,
         }
 
     # ------------------------------------------------------------ shutdown

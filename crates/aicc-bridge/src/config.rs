@@ -49,6 +49,9 @@ pub struct Config {
     /// The robot's URDF ("" = the bundled urdf/aicc_bot.urdf): joint
     /// names, limits and geometry for the governor and the head/arm tools.
     pub urdf_file: String,
+    /// Count time in the simulator's `/clock` (ROS `use_sim_time`): every
+    /// stamp the bridge publishes and every capture age. Beside a simulator.
+    pub use_sim_time: bool,
     /// Namespace prepended to relative topic names ("" = the node's own),
     /// for multi-robot setups; `--ros-args -r __ns:=/robot1` works too.
     pub namespace: String,
@@ -79,6 +82,7 @@ impl Default for Config {
             max_connections: 256,
             security: SecurityConfig::default(),
             urdf_file: String::new(),
+            use_sim_time: false,
             namespace: String::new(),
             actuators: Actuators::default(),
             safety: SafetySettings::default(),

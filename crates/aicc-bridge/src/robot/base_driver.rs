@@ -12,6 +12,7 @@ use crate::config::SensorConfig;
 use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth};
 use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use super::halt::Halts;
+use super::age::Now;
 use super::port::{ActuatorPort, Endpoint, SensorPort};
 
 /// Zero commands published on coming to rest, so that a lost message
@@ -292,7 +293,8 @@ impl BaseDriver {
         self.state.lock().last_command
     }
 
-    /// Records the depth camera's nearest obstacle ahead.
+    /// Records the depth camera's nearest obstacle ahead, as captured at
+    /// `measured` (the frame's capture, not when the scan finished).
     pub fn note_obstacle_ahead(&self, distance_m: Option<f64>, measured: Instant) {
         *self.obstacle_ahead.lock() = Some((distance_m, measured));
     }
@@ -392,23 +394,24 @@ impl BaseDriver {
         (None, change)
     }
 
-    /// What the sensors say now, for the safety rules.
-    pub fn snapshot(&self, robot: &dyn SensorPort, now: Instant, guards: GuardSensors) -> SensorSnapshot {
+    /// What the sensors say now, for the safety rules. Ages count from
+    /// capture where a sample's stamp can be trusted ([`crate::robot::Age`]).
+    pub fn snapshot(&self, robot: &dyn SensorPort, now: Now, guards: GuardSensors) -> SensorSnapshot {
         let odometry = robot.odometry();
         let bumper = match guards.bumper_max_age {
             None => BumperContact::NotSensed,
             Some(max_age) => match robot.contacts() {
-                Some(c) if now.saturating_duration_since(c.received) <= max_age => {
+                Some(c) if c.age(now).effective() <= max_age => {
                     if c.value.points.is_empty() { BumperContact::Clear } else { BumperContact::Touching }
                 }
-                last => BumperContact::Unknown { age_s: last.map(|c| age_s(now, c.received)), max_age_s: max_age.as_secs_f64() },
+                last => BumperContact::Unknown { age_s: last.map(|c| c.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() },
             },
         };
         SensorSnapshot {
-            odometry_age_s: odometry.as_ref().map(|o| age_s(now, o.received)),
-            imu_age_s: robot.imu().map(|i| age_s(now, i.received)),
+            odometry_age_s: odometry.as_ref().map(|o| o.age(now).effective().as_secs_f64()),
+            imu_age_s: robot.imu().map(|i| i.age(now).effective().as_secs_f64()),
             bumper,
-            obstacle_ahead: self.obstacle_ahead(now, guards.depth_max_age),
+            obstacle_ahead: self.obstacle_ahead(now.instant, guards.depth_max_age),
             pose: odometry.map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 }),
         }
     }
@@ -423,9 +426,9 @@ impl BaseDriver {
                 _ = interval.tick() => {}
                 () = self.wake.notified() => {}
             }
-            let now = Instant::now();
+            let now = sensors.now();
             let snapshot = self.snapshot(sensors.as_ref(), now, guards);
-            let (command, change) = self.step(now, snapshot);
+            let (command, change) = self.step(now.instant, snapshot);
             if let Some(command) = command {
                 self.actuators.publish_base_velocity(command);
             }

@@ -3,6 +3,7 @@
 //! the governed drivers that alone may move the robot ([`base_driver`],
 //! [`joint_driver`]). The ROS adapter (crate `aicc_ros2`) fills and drains
 //! them; nothing here names ROS.
+pub mod age;
 pub mod base_driver;
 pub mod halt;
 pub mod joint_driver;
@@ -13,6 +14,7 @@ pub mod port;
 pub mod samples;
 pub mod testing;
 
+pub use age::{Age, NodeClock, Now, StampStatus, SystemClock};
 pub use port::{ActuatorPort, Endpoint, PortError, Robot, SensorPort, Sensor, SignalPort};
 
 use std::time::Instant;
@@ -34,8 +36,9 @@ pub struct Stamped<T> {
 }
 
 impl<T> Stamped<T> {
-    pub fn age_s(&self, now: Instant) -> f64 {
-        now.saturating_duration_since(self.received).as_secs_f64()
+    /// Its ages at `now`: since capture (stamp) and since receipt.
+    pub fn age(&self, now: Now) -> Age {
+        Age::of(self.stamp_s, self.received, now)
     }
 }
 
@@ -53,6 +56,13 @@ pub struct OdometrySample {
     pub received: Instant,
 }
 
+impl OdometrySample {
+    /// Its ages at `now`: since capture (stamp) and since receipt.
+    pub fn age(&self, now: Now) -> Age {
+        Age::of(self.stamp_s, self.received, now)
+    }
+}
+
 /// The latest IMU sample (sensor_msgs/Imu).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImuSample {
@@ -63,6 +73,13 @@ pub struct ImuSample {
     pub linear_acceleration_mps2: Vector3<f64>,
     pub stamp_s: f64,
     pub received: Instant,
+}
+
+impl ImuSample {
+    /// Its ages at `now`: since capture (stamp) and since receipt.
+    pub fn age(&self, now: Now) -> Age {
+        Age::of(self.stamp_s, self.received, now)
+    }
 }
 
 /// A camera frame, kept as received: decoding and encoding happen only

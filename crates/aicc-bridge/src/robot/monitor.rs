@@ -2,7 +2,7 @@
 //! about: bumper contacts (collision and state_change events), a low
 //! battery, and the nearest obstacle ahead in the depth image.
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -11,7 +11,7 @@ use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as Sca
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::kinematics::Kinematics;
-use crate::robot::{Contacts, SensorPort};
+use crate::robot::{Age, Contacts, SensorPort};
 use crate::tools::ToolEvent;
 
 /// The corridor ahead that must be clear. Points closer than the front of
@@ -68,8 +68,8 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<
     let mut interval = tokio::time::interval(Duration::from_millis(20));
     loop {
         interval.tick().await;
-        let now = Instant::now();
-        let contacts = robot.contacts().filter(|c| now.saturating_duration_since(c.received) <= bumper_max_age);
+        let now = robot.now();
+        let contacts = robot.contacts().filter(|c| c.age(now).effective() <= bumper_max_age);
         let battery = robot.battery().map(|b| b.value.fraction);
         let (next, raised) = contact_and_battery_events(&watched, contacts.as_ref().map(|c| &c.value), battery, config.sensors.battery_low_fraction);
         watched = next;
@@ -98,7 +98,7 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         last_stamp = frame.stamp_s;
         let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
         let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
-        let received = frame.received;
+        let (stamp_s, received) = (frame.stamp_s, frame.received);
         let (robot_frame, kinematics) = ("base_footprint".to_string(), kinematics.clone());
         let measured = tokio::task::spawn_blocking(move || -> Result<Option<f64>, String> {
             let depth = decode_depth(&frame.value).map_err(|e| e.to_string())?;
@@ -112,7 +112,13 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         })
         .await;
         match measured {
-            Ok(Ok(distance)) => base.note_obstacle_ahead(distance, received),
+            Ok(Ok(distance)) => {
+                // The frame's capture, as far as its stamp can be trusted:
+                // a frame that arrived late is as old as it is.
+                let now = robot.now();
+                let captured = now.instant.checked_sub(Age::of(stamp_s, received, now).effective()).unwrap_or(received);
+                base.note_obstacle_ahead(distance, captured)
+            }
             Ok(Err(error)) => tracing::debug!(%error, "obstacle measurement skipped"),
             Err(error) => tracing::warn!(%error, "obstacle measurement failed"),
         }

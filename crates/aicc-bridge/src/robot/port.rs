@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 
+use super::age::{Now, StampStatus};
 use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
 use crate::governor::BaseVelocity;
 use crate::perception::RawImage;
@@ -112,6 +113,35 @@ pub trait SensorPort: Send + Sync + 'static {
     /// The topic behind `sensor` ("" when not configured), for
     /// `meta.source` and error messages.
     fn topic(&self, sensor: Sensor) -> String;
+
+    /// Now, in the monotonic clock and in the node's clock (ROS time, or
+    /// simulated time beside a simulator): capture ages count in it.
+    fn now(&self) -> Now;
+
+    /// What each configured sensor has delivered so far (for operators).
+    fn statistics(&self) -> Vec<SensorStatistics> {
+        Vec::new()
+    }
+}
+
+/// What one sensor has delivered, for `bridge_status` and diagnostics.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SensorStatistics {
+    pub sensor: &'static str,
+    pub topic: String,
+    /// Messages received since start.
+    pub received: u64,
+    /// Of those, how many carried a stamp unlike the one before (frames,
+    /// not repeats).
+    pub distinct_stamps: u64,
+    /// The last message's stamp, node clock seconds.
+    pub last_stamp_s: Option<f64>,
+    /// How long after its capture the last message arrived, node clock
+    /// (None when its stamp was not valid).
+    pub last_receipt_delay_ms: Option<f64>,
+    pub last_stamp_status: Option<StampStatus>,
+    /// Why the subscription may receive nothing (a QoS mismatch with its publishers).
+    pub qos_note: Option<String>,
 }
 
 /// Commands that move the robot. Held only by the governed drivers.

@@ -3,12 +3,14 @@
 //! subscriptions; tests and the replay robot write into it directly.
 //! Readers copy a sample out under a short lock; images stay as received
 //! (decoding happens only when a tool asks).
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::age::{stamp_status, NodeClock, Now, StampStatus, SystemClock};
 use super::names::Names;
-use super::port::{Sensor, SensorPort};
+use super::port::{Sensor, SensorPort, SensorStatistics};
 use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Stamped};
 use crate::perception::RawImage;
 
@@ -42,22 +44,70 @@ impl Latest {
     }
 }
 
-/// The latest samples and the names of their topics.
-#[derive(Debug, Default)]
+/// What one sensor has delivered so far.
+#[derive(Debug, Default, Clone, Copy)]
+struct Delivery {
+    received: u64,
+    distinct_stamps: u64,
+    last_stamp_s: Option<f64>,
+    last_receipt_delay_s: Option<f64>,
+    last_stamp_status: Option<StampStatus>,
+}
+
+/// The latest samples, the names of their topics, the node's clock, and
+/// what each sensor delivered.
 pub struct SampleStore {
     latest: Mutex<Latest>,
     names: Names,
+    clock: Arc<dyn NodeClock>,
+    deliveries: Mutex<[Delivery; Sensor::ALL.len()]>,
+    /// Why a subscription may receive nothing (a QoS mismatch), per sensor.
+    qos_notes: Mutex<[Option<String>; Sensor::ALL.len()]>,
 }
 
 impl SampleStore {
-    pub fn new(names: Names) -> Self {
-        Self { latest: Mutex::new(Latest::default()), names }
+    /// A store whose capture ages count in `clock` (the node's clock).
+    pub fn new(names: Names, clock: Arc<dyn NodeClock>) -> Self {
+        Self { latest: Mutex::new(Latest::default()), names, clock, deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]), qos_notes: Mutex::new(Default::default()) }
+    }
+
+    /// A store on the system's wall clock (tests, robots without ROS time).
+    pub fn with_system_clock(names: Names) -> Self {
+        Self::new(names, Arc::new(SystemClock))
     }
 
     /// The slots, for the robot side to fill. Hold the guard briefly: every
-    /// reader waits on it.
+    /// reader waits on it. Call [`SampleStore::delivered`] for each message.
     pub fn lock(&self) -> MutexGuard<'_, Latest> {
         self.latest.lock()
+    }
+
+    /// Notes why `sensor`'s subscription may receive nothing (None: no
+    /// reason known); returns whether that changed.
+    pub fn note_qos(&self, sensor: Sensor, note: Option<String>) -> bool {
+        let mut notes = self.qos_notes.lock();
+        let slot = &mut notes[sensor as usize];
+        let changed = *slot != note;
+        *slot = note;
+        changed
+    }
+
+    /// Counts a message of `sensor` stamped `stamp_s`, just received.
+    pub fn delivered(&self, sensor: Sensor, stamp_s: f64) {
+        let clock_s = self.clock.now_s();
+        let status = stamp_status(stamp_s, clock_s);
+        let mut deliveries = self.deliveries.lock();
+        let delivery = &mut deliveries[sensor as usize];
+        delivery.received += 1;
+        if delivery.last_stamp_s != Some(stamp_s) {
+            delivery.distinct_stamps += 1;
+        }
+        delivery.last_stamp_s = Some(stamp_s);
+        delivery.last_stamp_status = Some(status);
+        delivery.last_receipt_delay_s = match (status, clock_s) {
+            (StampStatus::Valid, Some(clock_s)) => Some((clock_s - stamp_s).max(0.0)),
+            _ => None,
+        };
     }
 }
 
@@ -94,5 +144,60 @@ impl SensorPort for SampleStore {
     }
     fn topic(&self, sensor: Sensor) -> String {
         self.names.sensor(sensor).to_string()
+    }
+    fn now(&self) -> Now {
+        Now::of(self.clock.as_ref())
+    }
+    fn statistics(&self) -> Vec<SensorStatistics> {
+        let deliveries = *self.deliveries.lock();
+        let notes = self.qos_notes.lock().clone();
+        Sensor::ALL
+            .iter()
+            .filter(|sensor| !self.names.sensor(**sensor).is_empty())
+            .map(|&sensor| {
+                let delivery = deliveries[sensor as usize];
+                SensorStatistics {
+                    sensor: sensor.key(),
+                    topic: self.names.sensor(sensor).to_string(),
+                    received: delivery.received,
+                    distinct_stamps: delivery.distinct_stamps,
+                    last_stamp_s: delivery.last_stamp_s,
+                    last_receipt_delay_ms: delivery.last_receipt_delay_s.map(|s| s * 1e3),
+                    last_stamp_status: delivery.last_stamp_status,
+                    qos_note: notes[sensor as usize].clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct FixedClock(f64);
+
+    impl NodeClock for FixedClock {
+        fn now_s(&self) -> Option<f64> {
+            Some(self.0)
+        }
+    }
+
+    #[test]
+    fn deliveries_count_messages_and_distinct_frames_with_their_receipt_delay() {
+        let names = Names::default().with_sensor(Sensor::Camera, "/camera/image_raw");
+        let store = SampleStore::new(names, Arc::new(FixedClock(100.0)));
+        store.delivered(Sensor::Camera, 99.96);
+        store.delivered(Sensor::Camera, 99.96);
+        store.delivered(Sensor::Camera, 0.0);
+        let stats = store.statistics();
+        assert_eq!(stats.len(), 1, "only configured sensors: {stats:?}");
+        let camera = &stats[0];
+        assert_eq!((camera.sensor, camera.received, camera.distinct_stamps), ("camera", 3, 2));
+        assert_eq!((camera.last_receipt_delay_ms, camera.last_stamp_status), (None, Some(StampStatus::Missing)));
+        store.delivered(Sensor::Camera, 99.99);
+        let camera = &store.statistics()[0];
+        assert!((camera.last_receipt_delay_ms.unwrap() - 10.0).abs() < 1e-6, "{camera:?}");
+        assert_eq!(store.now().clock_s, Some(100.0));
     }
 }

@@ -110,7 +110,7 @@ pub struct TestRobot {
 impl TestRobot {
     pub fn new(config: &Config) -> Self {
         let names = Names::from_config(config);
-        let samples = Arc::new(SampleStore::new(names.clone()));
+        let samples = Arc::new(SampleStore::with_system_clock(names.clone()));
         let actuators = Arc::new(RecordingActuators::with_names(names.clone()));
         let signals = Arc::new(RecordingSignals { names, ..RecordingSignals::default() });
         let robot = Robot { sensors: samples.clone(), actuators: actuators.clone(), signals: signals.clone() };

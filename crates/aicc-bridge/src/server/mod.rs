@@ -127,9 +127,12 @@ impl Bridge {
                 let reason = tool.unavailable_reason(&self.tools, now);
                 self.set_tool_availability(tool.descriptor().id, reason);
             }
-            // Queue occupancy, for operators' status.
+            // Queue occupancy and sensor deliveries, for operators' status.
             let occupancy: Vec<(ConnId, usize)> = self.outboxes.lock().iter().map(|(conn, outbox)| (*conn, outbox.len())).collect();
-            self.core.lock().note_outbound(occupancy, self.outbound_queue);
+            let sensors = serde_json::to_value(self.tools.sensors.statistics()).unwrap_or(Value::Null);
+            let mut core = self.core.lock();
+            core.note_outbound(occupancy, self.outbound_queue);
+            core.note_sensors(sensors);
         }
     }
 

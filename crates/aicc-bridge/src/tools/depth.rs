@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::input::{optional_bool, optional_u32};
 use super::shared::alignment::{align_depth, AlignmentInputs};
-use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing};
+use super::shared::fresh::{fresh_sample, max_age, sensor_missing};
 use super::shared::images::run_blocking;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::perception::encode::fit_within;
@@ -19,7 +19,7 @@ use crate::perception::{decode_depth, to_base64, to_png_mm};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::Sensor;
+use crate::robot::{Age, Sensor};
 
 pub struct Depth;
 
@@ -95,7 +95,7 @@ impl Tool for Depth {
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         async move {
             let request = parse(&input)?;
-            let now = Instant::now();
+            let now = ctx.sensors.now();
             let topic = ctx.sensors.topic(Sensor::Depth);
             let (depth, _) = fresh_sample(ctx.sensors.depth(), "depth frame", &topic, max_age(&ctx.config.sensors.depth), now)?;
             let inputs = AlignmentInputs::gather(&ctx, now);
@@ -142,7 +142,7 @@ impl Tool for Depth {
             fields.insert("encoding".into(), json!(encoding));
             fields.insert("frame_id".into(), json!(frame_id));
             fields.insert("stamp_s".into(), json!(stamp_s));
-            fields.insert("age_ms".into(), json!(millis(Instant::now().saturating_duration_since(received))));
+            fields.extend(Age::of(stamp_s, received, ctx.sensors.now()).fields());
             Ok(ToolSuccess { output, source: format!("{topic} {}", ctx.sensors.topic(Sensor::DepthInfo)) })
         }
         .boxed()

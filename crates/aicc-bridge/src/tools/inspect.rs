@@ -10,14 +10,14 @@ use serde_json::{json, Map, Value};
 
 use super::input::optional_u32;
 use super::shared::alignment::{colour_to_depth, intrinsics_for};
-use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing};
+use super::shared::fresh::{fresh_sample, max_age, sensor_missing};
 use super::shared::images::{decode_frame, run_blocking};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::perception::{decode_depth, region_mean_rgb};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::Sensor;
+use crate::robot::{Age, Sensor};
 
 /// The frame 3-D points are also given in (REP-105).
 pub const BASE_FRAME: &str = "base_footprint";
@@ -206,7 +206,7 @@ impl Tool for Inspect {
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         async move {
             let request = parse(&input)?;
-            let now = Instant::now();
+            let now = ctx.sensors.now();
             let sensors = &ctx.config.sensors;
             let camera_topic = ctx.sensors.topic(Sensor::Camera);
             let depth_topic = ctx.sensors.topic(Sensor::Depth);
@@ -218,7 +218,7 @@ impl Tool for Inspect {
                 notes.push("no depth: no depth topic is configured".into());
                 None
             };
-            let fresh_info = |sample: Option<crate::robot::Stamped<crate::robot::CameraInfo>>, max| sample.filter(|s| now.saturating_duration_since(s.received) <= max).map(|s| s.value);
+            let fresh_info = |sample: Option<crate::robot::Stamped<crate::robot::CameraInfo>>, max| sample.filter(|s| s.age(now).effective() <= max).map(|s| s.value);
             let colour_info = fresh_info(ctx.sensors.camera_info(), max_age(&sensors.camera_info));
             let depth_info = fresh_info(ctx.sensors.depth_info(), max_age(&sensors.depth_info));
             let (frame_id, stamp_s, received) = (frame.frame_id.clone(), frame.stamp_s, frame.received);
@@ -267,7 +267,7 @@ impl Tool for Inspect {
             }
             let mut point_base = None;
             if let Some(point) = point_camera {
-                let states = fresh_sample(ctx.sensors.joint_states(), "joint states", &ctx.sensors.topic(Sensor::JointStates), max_age(&sensors.joint_states), Instant::now());
+                let states = fresh_sample(ctx.sensors.joint_states(), "joint states", &ctx.sensors.topic(Sensor::JointStates), max_age(&sensors.joint_states), ctx.sensors.now());
                 match states {
                     Err(error) => notes.push(format!("no base-frame point: {}", error.message)),
                     Ok((states, _)) => {
@@ -314,8 +314,8 @@ impl Tool for Inspect {
                 "notes": notes,
                 "frame_id": frame_id,
                 "stamp_s": stamp_s,
-                "age_ms": millis(Instant::now().saturating_duration_since(received)),
             });
+            output.as_object_mut().expect("built as an object").extend(Age::of(stamp_s, received, ctx.sensors.now()).fields());
             if let Some(depth_stamp_s) = depth_stamp_s {
                 output["depth_stamp_offset_ms"] = json!(((depth_stamp_s - stamp_s) * 1e3 * 10.0).round() / 10.0);
             }

@@ -91,7 +91,7 @@ fn parse_target(input: &Map<String, Value>) -> Result<Target, AiccError> {
 fn fresh_camera_info(ctx: &ToolContext) -> Result<(CameraInfo, String), AiccError> {
     let source = ctx.sensors.topic(Sensor::CameraInfo);
     let info = ctx.sensors.camera_info().ok_or_else(|| AiccError::execution_failed(true, format!("no camera_info received yet on {source}")))?;
-    check_fresh(&source, Instant::now().saturating_duration_since(info.received), Duration::from_secs_f64(ctx.config.sensors.camera_info.max_age_s))?;
+    check_fresh(&source, info.age(ctx.sensors.now()).effective(), Duration::from_secs_f64(ctx.config.sensors.camera_info.max_age_s))?;
     Ok((info.value, info.frame_id))
 }
 

@@ -14,8 +14,8 @@ use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::AiccError;
-use super::shared::fresh::{check_fresh, fresh_sample, max_age, millis, odometry_missing, quaternion_json, vector_json};
-use crate::robot::Sensor;
+use super::shared::fresh::{check_fresh, fresh_sample, max_age, odometry_missing, quaternion_json, vector_json};
+use crate::robot::{Age, Now, Sensor};
 
 pub struct Proprioception;
 
@@ -86,23 +86,24 @@ impl Tool for Proprioception {
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         async move {
             reject_unknown_fields(&input, &[])?;
-            let now = Instant::now();
+            let now = ctx.sensors.now();
             let odom = ctx.sensors.odometry().ok_or_else(|| {
                 AiccError::execution_failed(true, format!("no odometry received yet on {}", ctx.sensors.topic(Sensor::Odometry)))
             })?;
-            let odom_age = now.saturating_duration_since(odom.received);
-            check_fresh(&ctx.sensors.topic(Sensor::Odometry), odom_age, ctx.odom_max_age())?;
+            let odom_age = odom.age(now);
+            check_fresh(&ctx.sensors.topic(Sensor::Odometry), odom_age.effective(), ctx.odom_max_age())?;
             let imu_max_age = Duration::from_secs_f64(ctx.config.sensors.imu.max_age_s);
             let imu = ctx.sensors.imu().map(|imu| {
-                let age = now.saturating_duration_since(imu.received);
-                json!({
+                let age = imu.age(now);
+                let mut imu_json = json!({
                     "frame_id": imu.frame_id,
                     "orientation": imu.orientation.map(|q| quaternion_json(&q)),
                     "angular_velocity_radps": vector_json(&imu.angular_velocity_radps),
                     "linear_acceleration_mps2": vector_json(&imu.linear_acceleration_mps2),
-                    "age_ms": millis(age),
-                    "stale": age > imu_max_age,
-                })
+                    "stale": age.effective() > imu_max_age,
+                });
+                imu_json.as_object_mut().expect("built as an object").extend(age.fields());
+                imu_json
             });
             let (roll, pitch, yaw) = odom.orientation.euler_angles();
             let mut output = json!({
@@ -114,15 +115,15 @@ impl Tool for Proprioception {
                 "linear_velocity_mps": vector_json(&odom.linear_velocity_mps),
                 "angular_velocity_radps": vector_json(&odom.angular_velocity_radps),
                 "stamp_s": odom.stamp_s,
-                "odom_age_ms": millis(odom_age),
                 "imu": imu,
                 "health": health_json(&ctx, now),
             });
             let fields = output.as_object_mut().expect("built as an object");
+            fields.extend(odom_age.fields_with_prefix("odom_"));
             match joints_json(&ctx, now) {
                 Ok((joints, age)) => {
                     fields.insert("joints".into(), joints);
-                    fields.insert("joints_age_ms".into(), json!(millis(age)));
+                    fields.extend(age.fields_with_prefix("joints_"));
                 }
                 Err(error) => {
                     fields.insert("joints".into(), Value::Null);
@@ -143,7 +144,7 @@ impl Tool for Proprioception {
 /// Every joint's position, velocity and effort with its unit from the
 /// URDF, and the age of the joint states; an error when they are missing
 /// or stale.
-fn joints_json(ctx: &ToolContext, now: Instant) -> Result<(Value, Duration), AiccError> {
+fn joints_json(ctx: &ToolContext, now: Now) -> Result<(Value, Age), AiccError> {
     let topic = ctx.sensors.topic(Sensor::JointStates);
     if !ctx.config.sensors.joint_states.is_configured() {
         return Err(AiccError::execution_failed(false, "no joint_states topic is configured"));
@@ -169,7 +170,7 @@ fn joints_json(ctx: &ToolContext, now: Instant) -> Result<(Value, Duration), Aic
 }
 
 /// The battery, when a battery topic is configured (null otherwise).
-fn health_json(ctx: &ToolContext, now: Instant) -> Value {
+fn health_json(ctx: &ToolContext, now: Now) -> Value {
     let sensors = &ctx.config.sensors;
     if !sensors.battery.is_configured() {
         return Value::Null;
@@ -178,13 +179,14 @@ fn health_json(ctx: &ToolContext, now: Instant) -> Value {
         Err(error) => json!({ "error": error.message }),
         Ok((battery, age)) => {
             let fraction = battery.value.fraction;
-            json!({
+            let mut health = json!({
                 "battery_fraction": fraction,
                 "voltage_v": battery.value.voltage_v,
                 "charging": battery.value.charging,
                 "low": (!fraction.is_nan()).then_some(fraction < sensors.battery_low_fraction),
-                "age_ms": millis(age),
-            })
+            });
+            health.as_object_mut().expect("built as an object").extend(age.fields());
+            health
         }
     }
 }

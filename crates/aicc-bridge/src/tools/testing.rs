@@ -33,7 +33,7 @@ impl Default for FakeRobot {
             .into_iter()
             .fold(Names::default(), |names, (sensor, topic)| names.with_sensor(sensor, topic));
         let names = [Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper, Sensor::Battery].into_iter().fold(names, |names, sensor| names.with_sensor(sensor, sensor.key()));
-        Self { samples: Arc::new(SampleStore::new(names)), actuators: Arc::default(), signals: Arc::default() }
+        Self { samples: Arc::new(SampleStore::with_system_clock(names)), actuators: Arc::default(), signals: Arc::default() }
     }
 }
 

@@ -6,7 +6,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 
-use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing, vector_json};
+use super::shared::fresh::{fresh_sample, max_age, sensor_missing, vector_json};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
@@ -135,7 +135,7 @@ impl Tool for Touch {
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
         let sample = ctx.sensors.contacts();
         if let Some(sample) = &sample {
-            if now.saturating_duration_since(sample.received) <= max_age(&ctx.config.sensors.bumper) {
+            if sample.age(ctx.sensors.now()).effective() <= max_age(&ctx.config.sensors.bumper) {
                 Self::observe(&self.tracker, &sample.value, sample.received);
             }
         }
@@ -144,7 +144,7 @@ impl Tool for Touch {
 
     fn call(&self, _input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         let topic = ctx.sensors.topic(Sensor::Bumper);
-        let now = Instant::now();
+        let now = ctx.sensors.now();
         let sample = fresh_sample(ctx.sensors.contacts(), "bumper contacts", &topic, max_age(&ctx.config.sensors.bumper), now);
         let result = sample.map(|(sample, age)| {
             let tracker = Self::observe(&self.tracker, &sample.value, sample.received);
@@ -153,7 +153,7 @@ impl Tool for Touch {
         async move {
             let (sample, age, tracker) = result?;
             let contacts = &sample.value;
-            let (since, lower_bound) = tracker.duration(now);
+            let (since, lower_bound) = tracker.duration(now.instant);
             let listed: Vec<Value> = contacts
                 .points
                 .iter()
@@ -169,7 +169,7 @@ impl Tool for Touch {
                     })
                 })
                 .collect();
-            let output = json!({
+            let mut output = json!({
                 "in_contact": !contacts.points.is_empty(),
                 "parts": parts_in_contact(contacts),
                 "contacts": listed,
@@ -178,8 +178,8 @@ impl Tool for Touch {
                 "since_s_is_lower_bound": lower_bound,
                 "frame_id": sample.frame_id,
                 "stamp_s": sample.stamp_s,
-                "age_ms": millis(age),
             });
+            output.as_object_mut().expect("built as an object").extend(age.fields());
             Ok::<_, AiccError>(ToolSuccess { output, source: topic })
         }
         .boxed()

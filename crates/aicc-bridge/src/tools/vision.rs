@@ -7,7 +7,7 @@ use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::input::optional_u32;
-use super::shared::fresh::{fresh_sample, max_age, millis, sensor_missing};
+use super::shared::fresh::{fresh_sample, max_age, sensor_missing};
 use super::shared::images::{decode_frame, run_blocking};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::perception::encode::DEFAULT_JPEG_QUALITY;
@@ -15,7 +15,7 @@ use crate::perception::{encode, to_base64, EncodeOptions, OutputFormat};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::Sensor;
+use crate::robot::{Age, Sensor};
 
 /// Default byte budget of the encoded picture: a 640x480 JPEG at quality
 /// 80 is ~40-60 kB, so this rarely bites; the agent's context is the real budget.
@@ -96,7 +96,7 @@ impl Tool for Vision {
         async move {
             let options = parse_options(&input)?;
             let topic = ctx.sensors.topic(Sensor::Camera);
-            let (frame, _) = fresh_sample(ctx.sensors.camera(), "camera frame", &topic, max_age(&ctx.config.sensors.camera), Instant::now())?;
+            let (frame, _) = fresh_sample(ctx.sensors.camera(), "camera frame", &topic, max_age(&ctx.config.sensors.camera), ctx.sensors.now())?;
             let (frame_id, stamp_s, received) = (frame.frame_id, frame.stamp_s, frame.received);
             let image_topic = topic.clone();
             let (encoded, b64) = run_blocking(move || {
@@ -118,9 +118,10 @@ impl Tool for Vision {
                 "reduced": encoded.reductions.reasons(),
                 "frame_id": frame_id,
                 "stamp_s": stamp_s,
-                "age_ms": millis(Instant::now().saturating_duration_since(received)),
             });
             let fields = output.as_object_mut().expect("built as an object");
+            // Its age when the reply is made: since capture, when the stamp can be trusted.
+            fields.extend(Age::of(stamp_s, received, ctx.sensors.now()).fields());
             // The picture once, under a name that says its format: an
             // agent's context is the budget, so it is never sent twice.
             let field = if encoded.format == OutputFormat::Png { "png_b64" } else { "jpeg_b64" };

@@ -440,3 +440,63 @@ impl TruthSpeed {
         still_since
     }
 }
+
+/// The simulator's clock as a plain subscriber sees it: the latest /clock.
+#[derive(Clone)]
+pub struct SimClock {
+    latest_s: Arc<Mutex<Option<f64>>>,
+    _spin: Arc<thread::JoinHandle<()>>,
+}
+
+impl SimClock {
+    pub fn subscribe() -> Self {
+        ros_environment();
+        let latest_s = Arc::new(Mutex::new(None));
+        let sink = latest_s.clone();
+        let spin = subscribe_in_thread::<r2r::rosgraph_msgs::msg::Clock>("sim_clock_reader", "/clock", r2r::QosProfile::default(), move |msg| {
+            *sink.lock().unwrap() = Some(f64::from(msg.clock.sec) + f64::from(msg.clock.nanosec) * 1e-9);
+        });
+        SimClock { latest_s, _spin: Arc::new(spin) }
+    }
+
+    /// The latest /clock time, seconds.
+    pub fn now_s(&self) -> Option<f64> {
+        *self.latest_s.lock().unwrap()
+    }
+}
+
+/// A plain reliable subscriber to the camera, as the reference the bridge
+/// is measured against: each frame's stamp and how long after its capture
+/// it arrived (by the latest /clock: at the clock's 10 ms resolution).
+pub struct FrameWatcher {
+    pub frames: Arc<Mutex<Vec<(f64, f64)>>>,
+    _spin: thread::JoinHandle<()>,
+}
+
+impl FrameWatcher {
+    pub fn subscribe(topic: &'static str, clock: SimClock) -> Self {
+        ros_environment();
+        let frames = Arc::new(Mutex::new(Vec::new()));
+        let sink = frames.clone();
+        let qos = r2r::QosProfile::default().reliable().keep_last(5);
+        let spin = subscribe_in_thread::<r2r::sensor_msgs::msg::Image>("frame_watcher", topic, qos, move |msg| {
+            let stamp_s = f64::from(msg.header.stamp.sec) + f64::from(msg.header.stamp.nanosec) * 1e-9;
+            if let Some(now_s) = clock.now_s() {
+                sink.lock().unwrap().push((stamp_s, now_s - stamp_s));
+            }
+        });
+        FrameWatcher { frames, _spin: spin }
+    }
+
+    /// Frames seen so far.
+    pub fn count(&self) -> usize {
+        self.frames.lock().unwrap().len()
+    }
+
+    /// The median delay from capture to receipt, seconds.
+    pub fn median_delay_s(&self) -> Option<f64> {
+        let mut delays: Vec<f64> = self.frames.lock().unwrap().iter().map(|(_, d)| *d).collect();
+        delays.sort_by(f64::total_cmp);
+        delays.get(delays.len() / 2).copied()
+    }
+}

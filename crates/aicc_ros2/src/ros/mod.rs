@@ -21,7 +21,7 @@ use aicc_bridge::perception::{CompressedFrame, RawImage};
 use aicc_bridge::robot::names::{resolve, Names};
 use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::{
-    ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
+    NodeClock, Sensor, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
     Stamped, TrajectoryGoal, TrajectoryOutcome,
 };
 
@@ -82,33 +82,71 @@ fn qos(sensor: &SensorTopic) -> QosProfile {
     }
 }
 
+/// A subscription to watch for a QoS mismatch.
+struct Subscribed {
+    sensor: Sensor,
+    topic: String,
+    reliable: bool,
+}
+
 /// Subscribes to a configured sensor topic and keeps the latest message,
-/// converted by `store`. Unconfigured sensors ("" topic) are skipped.
-fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, sensor: &SensorTopic, samples: Arc<SampleStore>, store: F) -> anyhow::Result<()>
+/// converted by `store` (which returns the message's stamp, for the
+/// delivery counts). Unconfigured sensors ("" topic) are skipped.
+fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, which: Sensor, samples: Arc<SampleStore>, subscribed: &mut Vec<Subscribed>, store: F) -> anyhow::Result<()>
 where
     T: r2r::WrappedTypesupport + Send + 'static,
-    F: Fn(&mut Latest, T, Instant) + Send + 'static,
+    F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
 {
+    let sensor = config.sensors.topic(which);
     if !sensor.is_configured() {
         return Ok(());
     }
     let topic = resolve(&config.namespace, &sensor.topic);
     let stream = node.subscribe::<T>(&topic, qos(sensor)).with_context(|| format!("subscribing to {topic}"))?;
-    spawn_consumer(stream, samples, store);
+    spawn_consumer(stream, which, samples, store);
+    subscribed.push(Subscribed { sensor: which, topic, reliable: sensor.reliability == Reliability::Reliable });
     Ok(())
 }
 
 /// Consumes a subscription promptly (r2r drops messages when its small
-/// channel is full), storing each message as the latest sample.
-fn spawn_consumer<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, samples: Arc<SampleStore>, store: F)
+/// channel is full), storing each message as the latest sample. Storing
+/// moves the message (no decoding here: images stay as received).
+fn spawn_consumer<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, which: Sensor, samples: Arc<SampleStore>, store: F)
 where
-    F: Fn(&mut Latest, T, Instant) + Send + 'static,
+    F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
 {
     tokio::spawn(async move {
         while let Some(msg) = stream.next().await {
-            store(&mut samples.lock(), msg, Instant::now());
+            let stamp_s = store(&mut samples.lock(), msg, Instant::now());
+            samples.delivered(which, stamp_s);
         }
     });
+}
+
+/// How often the spin thread compares each subscription's reliability
+/// with its publishers'.
+const QOS_CHECK_PERIOD: Duration = Duration::from_secs(2);
+
+/// Why a subscription may receive nothing: a reliable subscription does
+/// not match a best-effort publisher (silently, in DDS). None when fine.
+fn qos_mismatch(node: &r2r::Node, subscription: &Subscribed) -> Option<String> {
+    if !subscription.reliable {
+        return None;
+    }
+    let publishers = node.get_publishers_info_by_topic(&subscription.topic, false).ok()?;
+    let best_effort: Vec<String> = publishers
+        .iter()
+        .filter(|p| p.qos_profile.reliability == r2r::qos::ReliabilityPolicy::BestEffort)
+        .map(|p| format!("{}/{}", p.node_namespace.trim_end_matches('/'), p.node_name))
+        .collect();
+    (!best_effort.is_empty()).then(|| {
+        format!(
+            "{} is subscribed reliable but {} publish(es) best effort: nothing arrives from them; set sensors.{}.reliability: best_effort",
+            subscription.topic,
+            best_effort.join(", "),
+            subscription.sensor.key()
+        )
+    })
 }
 
 /// Creates the node, its subscriptions, publishers and action clients, and
@@ -116,45 +154,60 @@ where
 pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter> {
     let context = r2r::Context::create().context("initialising ROS 2 (rcl_init)")?;
     let mut node = r2r::Node::create(context, node_name, "").context("creating the ROS 2 node")?;
-    let sensors = &config.sensors;
+    if config.use_sim_time {
+        // Every stamp published and every capture age counts in /clock time.
+        node.get_time_source().enable_sim_time(&mut node).context("enabling simulated time (use_sim_time) from /clock")?;
+    }
     let names = Names::from_config(&config);
-    let slot = Arc::new(SampleStore::new(names.clone()));
-    subscribe_latest::<nav_msgs::msg::Odometry, _>(&mut node, &config, &sensors.odom, slot.clone(), |l, m, t| l.odom = Some(odometry_sample(m, t)))?;
-    subscribe_latest::<sensor_msgs::msg::Imu, _>(&mut node, &config, &sensors.imu, slot.clone(), |l, m, t| l.imu = Some(imu_sample(m, t)))?;
-    match sensors.camera_transport {
-        ImageTransport::Raw => subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, &sensors.camera, slot.clone(), |l, m, t| {
+    let clock = node.get_ros_clock();
+    let slot = Arc::new(SampleStore::new(names.clone(), Arc::new(RosClock(clock.clone()))));
+    let mut subs = Vec::new();
+    let s = &mut subs;
+    subscribe_latest::<nav_msgs::msg::Odometry, _>(&mut node, &config, Sensor::Odometry, slot.clone(), s, |l, m, t| {
+        let sample = odometry_sample(m, t);
+        let stamp_s = sample.stamp_s;
+        l.odom = Some(sample);
+        stamp_s
+    })?;
+    subscribe_latest::<sensor_msgs::msg::Imu, _>(&mut node, &config, Sensor::Imu, slot.clone(), s, |l, m, t| {
+        let sample = imu_sample(m, t);
+        let stamp_s = sample.stamp_s;
+        l.imu = Some(sample);
+        stamp_s
+    })?;
+    match config.sensors.camera_transport {
+        ImageTransport::Raw => subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, Sensor::Camera, slot.clone(), s, |l, m, t| {
             let (header, image) = raw_image(m);
-            l.camera = Some(stamped(CameraFrame::Raw(image), header, t));
+            keep(&mut l.camera, stamped(CameraFrame::Raw(image), header, t))
         })?,
-        ImageTransport::Compressed => subscribe_latest::<sensor_msgs::msg::CompressedImage, _>(&mut node, &config, &sensors.camera, slot.clone(), |l, m, t| {
+        ImageTransport::Compressed => subscribe_latest::<sensor_msgs::msg::CompressedImage, _>(&mut node, &config, Sensor::Camera, slot.clone(), s, |l, m, t| {
             let frame = CompressedFrame { format: m.format, data: m.data };
-            l.camera = Some(stamped(CameraFrame::Compressed(frame), m.header, t));
+            keep(&mut l.camera, stamped(CameraFrame::Compressed(frame), m.header, t))
         })?,
     }
-    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, &sensors.camera_info, slot.clone(), |l, m, t| l.camera_info = Some(camera_info(m, t)))?;
-    subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, &sensors.depth, slot.clone(), |l, m, t| {
+    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, Sensor::CameraInfo, slot.clone(), s, |l, m, t| keep(&mut l.camera_info, camera_info(m, t)))?;
+    subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, Sensor::Depth, slot.clone(), s, |l, m, t| {
         let (header, image) = raw_image(m);
-        l.depth = Some(stamped(image, header, t));
+        keep(&mut l.depth, stamped(image, header, t))
     })?;
-    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, &sensors.depth_info, slot.clone(), |l, m, t| l.depth_info = Some(camera_info(m, t)))?;
-    subscribe_latest::<sensor_msgs::msg::JointState, _>(&mut node, &config, &sensors.joint_states, slot.clone(), |l, m, t| {
+    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, Sensor::DepthInfo, slot.clone(), s, |l, m, t| keep(&mut l.depth_info, camera_info(m, t)))?;
+    subscribe_latest::<sensor_msgs::msg::JointState, _>(&mut node, &config, Sensor::JointStates, slot.clone(), s, |l, m, t| {
         let value = JointStates { names: m.name, positions: m.position, velocities: m.velocity, efforts: m.effort };
-        l.joint_states = Some(stamped(value, m.header, t));
+        keep(&mut l.joint_states, stamped(value, m.header, t))
     })?;
-    subscribe_latest::<ros_gz_interfaces::msg::Contacts, _>(&mut node, &config, &sensors.bumper, slot.clone(), |l, m, t| {
+    subscribe_latest::<ros_gz_interfaces::msg::Contacts, _>(&mut node, &config, Sensor::Bumper, slot.clone(), s, |l, m, t| {
         let value = contacts(&m);
-        l.contacts = Some(stamped(value, m.header, t));
+        keep(&mut l.contacts, stamped(value, m.header, t))
     })?;
-    subscribe_latest::<sensor_msgs::msg::BatteryState, _>(&mut node, &config, &sensors.battery, slot.clone(), |l, m, t| {
+    subscribe_latest::<sensor_msgs::msg::BatteryState, _>(&mut node, &config, Sensor::Battery, slot.clone(), s, |l, m, t| {
         // POWER_SUPPLY_STATUS_CHARGING = 1
         let value = Battery { fraction: f64::from(m.percentage), voltage_v: f64::from(m.voltage), charging: m.power_supply_status == 1 };
-        l.battery = Some(stamped(value, m.header, t));
+        keep(&mut l.battery, stamped(value, m.header, t))
     })?;
 
     let actuators = &config.actuators;
     let publisher_qos = QosProfile::default().keep_last(10);
     let cmd_vel_topic = resolve(&config.namespace, &actuators.cmd_vel);
-    let clock = node.get_ros_clock();
     let cmd_vel = if actuators.cmd_vel_stamped {
         CmdVelPublisher::Stamped(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?, clock.clone())
     } else {
@@ -190,12 +243,43 @@ pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter>
 
     let running = Arc::new(AtomicBool::new(true));
     let spin_running = running.clone();
+    let qos_watch = slot.clone();
     let spin_thread = std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
+        let mut next_qos_check = Instant::now();
         while spin_running.load(Ordering::Relaxed) {
             node.spin_once(SPIN_TIMEOUT);
+            if Instant::now() >= next_qos_check {
+                next_qos_check = Instant::now() + QOS_CHECK_PERIOD;
+                for subscription in &subs {
+                    let mismatch = qos_mismatch(&node, subscription);
+                    if qos_watch.note_qos(subscription.sensor, mismatch.clone()) {
+                        if let Some(mismatch) = mismatch {
+                            tracing::warn!("{mismatch}");
+                        }
+                    }
+                }
+            }
         }
     })?;
     Ok(RosAdapter { samples: slot, robot, running, spin_thread: Some(spin_thread) })
+}
+
+/// Stores `sample` in `slot`; returns its stamp.
+fn keep<T>(slot: &mut Option<Stamped<T>>, sample: Stamped<T>) -> f64 {
+    let stamp_s = sample.stamp_s;
+    *slot = Some(sample);
+    stamp_s
+}
+
+/// The node's ROS clock (simulated time from /clock when use_sim_time).
+struct RosClock(Arc<std::sync::Mutex<r2r::Clock>>);
+
+impl NodeClock for RosClock {
+    fn now_s(&self) -> Option<f64> {
+        let now = self.0.lock().ok()?.get_now().ok()?;
+        // Zero: simulated time before the first /clock message.
+        (!now.is_zero()).then(|| now.as_secs_f64())
+    }
 }
 
 fn stamp_seconds(stamp: &r2r::builtin_interfaces::msg::Time) -> f64 {

@@ -30,6 +30,8 @@ pub(super) struct ShellFacts {
     max_connections: usize,
     outbound: Vec<(ConnId, usize)>,
     outbound_max: usize,
+    /// What each sensor delivered, as the robot side counts it (null until reported).
+    sensors: Value,
 }
 
 /// How the core answers a built-in tool.
@@ -104,6 +106,7 @@ impl Core {
             "unavailable_tools": self.unavailable,
             "last_error": self.last_error,
             "auth_required": self.auth_required(),
+            "sensors": shell.sensors,
         })
     }
 
@@ -117,6 +120,12 @@ impl Core {
     pub fn note_outbound(&mut self, occupancy: Vec<(ConnId, usize)>, max_per_connection: usize) {
         self.shell.outbound = occupancy;
         self.shell.outbound_max = max_per_connection;
+    }
+
+    /// What each sensor has delivered (messages, distinct frames, last
+    /// stamp and receipt delay), as the robot side reported it.
+    pub fn note_sensors(&mut self, sensors: Value) {
+        self.shell.sensors = sensors;
     }
 
     /// Records an error for `status` (e.g. from the shell).

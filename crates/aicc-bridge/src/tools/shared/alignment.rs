@@ -1,11 +1,9 @@
 //! Where a pixel of the colour image falls in the depth image (`depth`
 //! serves depth on the colour grid; `inspect` reads both at one pixel).
-use std::time::Instant;
-
 use super::fresh::max_age;
 use super::images::frame_size;
 use crate::perception::{CameraIntrinsics, DepthImage};
-use crate::robot::{CameraInfo, Stamped};
+use crate::robot::{CameraInfo, Now, Stamped};
 use crate::tools::ToolContext;
 
 /// Where a pixel of one image falls in another image of the same scene,
@@ -113,9 +111,9 @@ pub(crate) struct AlignmentInputs {
 }
 
 impl AlignmentInputs {
-    pub fn gather(ctx: &ToolContext, now: Instant) -> Self {
+    pub fn gather(ctx: &ToolContext, now: Now) -> Self {
         let sensors = &ctx.config.sensors;
-        let info = |sample: Option<Stamped<CameraInfo>>, max| sample.filter(|s| now.saturating_duration_since(s.received) <= max).map(|s| s.value);
+        let info = |sample: Option<Stamped<CameraInfo>>, max| sample.filter(|s| s.age(now).effective() <= max).map(|s| s.value);
         let colour_info = info(ctx.sensors.camera_info(), max_age(&sensors.camera_info));
         // The frame's size, from the frame itself (what `vision` returns), else its camera_info.
         let colour_size = ctx.sensors.camera().and_then(|frame| frame_size(&frame.value)).or(colour_info.as_ref().map(|i| (i.width, i.height)));

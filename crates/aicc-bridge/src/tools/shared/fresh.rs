@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::config::SensorTopic;
 use crate::protocol::AiccError;
-use crate::robot::{JointStates, OdometrySample, Sensor, Stamped};
+use crate::robot::{Age, JointStates, Now, OdometrySample, Sensor, Stamped};
 use crate::tools::ToolContext;
 
 /// Data older than its maximum age is an error, never served silently.
@@ -56,10 +56,11 @@ pub fn sensor_missing(ctx: &ToolContext, what: &str, sensor: Sensor, now: Instan
 
 /// The sample and its age if it exists and is no older than `max_age`;
 /// otherwise a retryable error naming the topic (and the age and maximum).
-pub fn fresh_sample<T>(sample: Option<Stamped<T>>, what: &str, topic: &str, max_age: Duration, now: Instant) -> Result<(Stamped<T>, Duration), AiccError> {
+/// The age is the capture age where the stamp is valid ([`Age::effective`]).
+pub fn fresh_sample<T>(sample: Option<Stamped<T>>, what: &str, topic: &str, max_age: Duration, now: Now) -> Result<(Stamped<T>, Age), AiccError> {
     let sample = sample.ok_or_else(|| AiccError::execution_failed(true, format!("no {what} received yet on {topic}")))?;
-    let age = now.saturating_duration_since(sample.received);
-    check_fresh(topic, age, max_age)?;
+    let age = sample.age(now);
+    check_fresh(topic, age.effective(), max_age)?;
     Ok((sample, age))
 }
 
@@ -75,7 +76,7 @@ pub fn quaternion_json(q: &UnitQuaternion<f64>) -> Value {
 pub fn fresh_odometry(ctx: &ToolContext) -> Result<OdometrySample, AiccError> {
     let source = ctx.sensors.topic(Sensor::Odometry);
     let odom = ctx.sensors.odometry().ok_or_else(|| AiccError::execution_failed(true, format!("no odometry received yet on {source}")))?;
-    check_fresh(&source, Instant::now().saturating_duration_since(odom.received), ctx.odom_max_age())?;
+    check_fresh(&source, odom.age(ctx.sensors.now()).effective(), ctx.odom_max_age())?;
     Ok(odom)
 }
 
@@ -87,7 +88,7 @@ pub fn yaw_of(sample: &OdometrySample) -> f64 {
 pub fn fresh_joint_states(ctx: &ToolContext) -> Result<JointStates, AiccError> {
     let source = ctx.sensors.topic(Sensor::JointStates);
     let states = ctx.sensors.joint_states().ok_or_else(|| AiccError::execution_failed(true, format!("no joint states received yet on {source}")))?;
-    check_fresh(&source, Instant::now().saturating_duration_since(states.received), Duration::from_secs_f64(ctx.config.sensors.joint_states.max_age_s))?;
+    check_fresh(&source, states.age(ctx.sensors.now()).effective(), Duration::from_secs_f64(ctx.config.sensors.joint_states.max_age_s))?;
     Ok(states.value)
 }
 
@@ -132,14 +133,26 @@ mod tests {
     #[test]
     fn fresh_samples_pass_and_stale_or_missing_ones_are_retryable_errors() {
         let sample = stamped(7, "f", Duration::from_millis(100));
-        let now = Instant::now();
+        // No node clock: ages count from receipt.
+        let now = Now { instant: Instant::now(), clock_s: None };
         let (sample, age) = fresh_sample(Some(sample), "thing", "/t", Duration::from_millis(500), now).unwrap();
         assert_eq!(sample.value, 7);
-        assert!(age >= Duration::from_millis(100) && age < Duration::from_millis(200), "{age:?}");
+        assert!(age.effective() >= Duration::from_millis(100) && age.effective() < Duration::from_millis(200), "{age:?}");
         let err = fresh_sample(Some(stamped(7, "f", Duration::from_millis(800))), "thing", "/t", Duration::from_millis(500), now).unwrap_err();
         assert_eq!((err.code, err.retryable), (ErrorCode::ExecutionFailed, true));
         assert!(err.message.contains("/t is 8") && err.message.contains("(maximum 500 ms)"), "{}", err.message);
         let err = fresh_sample::<i32>(None, "thing", "/t", Duration::from_millis(500), now).unwrap_err();
         assert_eq!(err.message, "no thing received yet on /t");
+    }
+
+    #[test]
+    fn a_sample_that_arrived_late_is_as_old_as_its_capture() {
+        // Received 10 ms ago, captured 900 ms ago (stamp 99.1 against a clock at 100.0).
+        let late = Stamped { stamp_s: 99.1, ..stamped(7, "f", Duration::from_millis(10)) };
+        let now = Now { instant: Instant::now(), clock_s: Some(100.0) };
+        let err = fresh_sample(Some(late.clone()), "thing", "/t", Duration::from_millis(500), now).unwrap_err();
+        assert!(err.message.contains("/t is 900 ms old"), "{}", err.message);
+        let (_, age) = fresh_sample(Some(late), "thing", "/t", Duration::from_secs(1), now).unwrap();
+        assert_eq!(age.fields()["age_from"], "stamp");
     }
 }
