@@ -278,7 +278,7 @@ impl NodeClock for RosClock {
     fn now_s(&self) -> Option<f64> {
         let now = self.0.lock().ok()?.get_now().ok()?;
         // Zero: simulated time before the first /clock message.
-        (!now.is_zero()).then(|| now.as_secs_f64())
+        (!now.is_zero()).then_some(now.as_secs_f64())
     }
 }
 
