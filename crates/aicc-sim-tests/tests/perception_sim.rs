@@ -13,13 +13,19 @@ use support::{start_bridge, start_sim, AiccClient, FrameWatcher, SimClock, World
 
 const CAMERA_PERIOD_S: f64 = 1.0 / 15.0;
 
-/// The bridge's delivery counts of the camera (from bridge_status).
-fn camera_delivery(client: &mut AiccClient, call_id: &str) -> Value {
+/// The bridge's delivery counts of every sensor (from bridge_status).
+fn deliveries(client: &mut AiccClient, call_id: &str) -> Vec<Value> {
     let status = client.call(call_id, "bridge_status", json!({}));
     assert_eq!(status["ok"], true, "{status}");
-    let sensors = status["output"]["sensors"].as_array().unwrap_or_else(|| panic!("sensors in the status: {status}"));
-    sensors.iter().find(|s| s["sensor"] == "camera").cloned().expect("the camera is reported")
+    status["output"]["sensors"].as_array().unwrap_or_else(|| panic!("sensors in the status: {status}")).clone()
 }
+
+fn delivery<'a>(sensors: &'a [Value], sensor: &str) -> &'a Value {
+    sensors.iter().find(|s| s["sensor"] == sensor).unwrap_or_else(|| panic!("{sensor} is reported: {sensors:?}"))
+}
+
+/// The simulator's publishing rates (sim/aicc_sim.py, the URDF's sensors), per second of sim time.
+const RATES_HZ: [(&str, f64); 5] = [("odom", 50.0), ("imu", 100.0), ("joint_states", 50.0), ("bumper", 50.0), ("depth", 15.0)];
 
 #[test]
 fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camera_allows() {
@@ -33,12 +39,16 @@ fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camer
     assert_eq!(first["ok"], true, "{first}");
 
     // 1. Frames received against frames published, over 10 s.
-    let published_before = world.now()["camera_frames_published"].as_u64().expect("the simulator counts its frames");
-    let received_before = camera_delivery(&mut client, "s0")["distinct_stamps"].as_u64().unwrap();
+    let world_before = world.now();
+    let published_before = world_before["camera_frames_published"].as_u64().expect("the simulator counts its frames");
+    let before = deliveries(&mut client, "s0");
+    let received_before = delivery(&before, "camera")["distinct_stamps"].as_u64().unwrap();
     let reference_before = reference.count();
     thread::sleep(Duration::from_secs(10));
-    let published = world.now()["camera_frames_published"].as_u64().unwrap() - published_before;
-    let camera = camera_delivery(&mut client, "s1");
+    let world_after = world.now();
+    let published = world_after["camera_frames_published"].as_u64().unwrap() - published_before;
+    let after = deliveries(&mut client, "s1");
+    let camera = delivery(&after, "camera").clone();
     let received = camera["distinct_stamps"].as_u64().unwrap() - received_before;
     let seen_by_plain_subscriber = reference.count() - reference_before;
     println!("frames over 10 s: published {published}, received by the bridge {received}, by a plain reliable subscriber {seen_by_plain_subscriber}");
@@ -47,6 +57,15 @@ fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camer
     assert!((received + 1) as f64 >= 0.95 * published as f64, "the bridge received {received} of {published} frames");
     assert_eq!(camera["last_stamp_status"], "valid", "the camera's stamps are in the bridge's clock: {camera}");
     assert!(camera["qos_note"].is_null(), "{camera}");
+    // Every other sensor at its rate too, counted in sim time.
+    let sim_elapsed_s = world_after["sim_time"].as_f64().unwrap() - world_before["sim_time"].as_f64().unwrap();
+    for (sensor, rate_hz) in RATES_HZ {
+        let got = delivery(&after, sensor)["distinct_stamps"].as_u64().unwrap() - delivery(&before, sensor)["distinct_stamps"].as_u64().unwrap();
+        let expected = sim_elapsed_s * rate_hz;
+        println!("{sensor}: {got} distinct messages in {sim_elapsed_s:.2} s of sim time at {rate_hz} Hz ({:.1} %)", 100.0 * got as f64 / expected);
+        // The two sim times are read up to 200 ms from the counts (the world truth at 5 Hz).
+        assert!(got as f64 >= 0.95 * (expected - 0.2 * rate_hz), "{sensor}: {got} of about {expected:.0}");
+    }
 
     // 2. The age of served frames, checked against the simulator's clock.
     let plain_delay_s = reference.median_delay_s().expect("the plain subscriber measured its receipt delay");
