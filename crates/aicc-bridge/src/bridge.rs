@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::governor::JointLimits;
+use crate::live::Live;
 use crate::protocol::auth::Tokens;
 use crate::protocol::core::{Core, CoreConfig};
 use crate::robot::base_driver::{BaseDriver, BaseSettings, GovernorChange, GuardSensors};
@@ -32,6 +33,9 @@ const AVAILABILITY_PERIOD: Duration = Duration::from_millis(250);
 /// What the bridge needs besides the robot, checked before anything starts.
 pub struct Startup {
     pub config: Arc<Config>,
+    /// The settings that may change while the bridge runs (shared with
+    /// whoever changes them: the ROS parameter services).
+    pub live: Arc<Live>,
     pub tokens: Tokens,
     pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
@@ -60,7 +64,8 @@ impl Startup {
             "" => None,
             cert => Some(crate::server::tls::acceptor(cert, &config.security.tls_key_file)?),
         };
-        Ok(Self { config, tokens, tls })
+        let live = Arc::new(Live::from_config(&config));
+        Ok(Self { config, live, tokens, tls })
     }
 }
 
@@ -85,7 +90,7 @@ impl Listeners {
 /// Runs the bridge for `robot` until `shutdown` resolves, then stops the
 /// base (zero published) and returns.
 pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let Startup { config, tokens, tls } = startup;
+    let Startup { config, live, tokens, tls } = startup;
     let urdf = config.urdf_text()?;
     let joint_limits = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
     let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
@@ -101,7 +106,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     tasks.push(tokio::spawn(base.clone().run(robot.sensors.clone(), GuardSensors::from_config(&config.sensors), move |change| {
         report_governor_change(&change, &governor_events, signals.as_ref())
     })));
-    tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), events_tx.clone())));
+    tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
     tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), kinematics.clone(), config.clone())));
 
     let registry = Registry::new(&config);
@@ -113,6 +118,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         joints,
         signals: robot.signals.clone(),
         config: config.clone(),
+        live,
         kinematics,
         events: events_tx,
         session: String::new(),

@@ -13,7 +13,7 @@ pub const DEFAULT_FONLINE_LISTEN: &str = "127.0.0.1:43011";
 pub const DEFAULT_NODE_NAME: &str = "aicc_bridge";
 
 /// The whole bridge configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Where the AICC listener binds. Loopback unless deliberately changed.
@@ -96,7 +96,7 @@ impl Default for Config {
 /// The AI-control dialect (JSON-RPC 2.0 over NDJSON, the FOnline AiControl
 /// contract) as a second front end over the same core. Disabled by
 /// default: the contract asks for explicit configuration of a listener.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FonlineConfig {
     pub enabled: bool,
@@ -115,7 +115,7 @@ impl Default for FonlineConfig {
 }
 
 /// Who may connect, and how.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecurityConfig {
     /// Listening on a non-loopback address needs this and a token.
@@ -152,7 +152,7 @@ impl Default for SecurityConfig {
 
 /// One token: the name of the environment variable that holds it (never
 /// the token itself: command lines and config files leak).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSource {
     pub env: String,
@@ -161,7 +161,7 @@ pub struct TokenSource {
 
 /// Where commands go: ROS topics and action servers (relative names
 /// resolve in the node's namespace, for multi-robot setups).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Actuators {
     /// geometry_msgs/Twist (or TwistStamped below).
@@ -204,7 +204,7 @@ impl Default for Actuators {
 
 /// Delivery guarantee of a subscription. Best effort matches both kinds
 /// of publisher; reliable receives nothing from a best-effort publisher.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reliability {
     Reliable,
@@ -212,7 +212,7 @@ pub enum Reliability {
 }
 
 /// One sensor topic.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SensorTopic {
     /// The topic; "" when the robot has no such sensor (the tools that need
@@ -246,7 +246,7 @@ impl SensorTopic {
 }
 
 /// The camera: raw sensor_msgs/Image or sensor_msgs/CompressedImage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ImageTransport {
     Raw,
@@ -254,7 +254,7 @@ pub enum ImageTransport {
 }
 
 /// Sensor topics, their QoS and freshness.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SensorConfig {
     /// nav_msgs/Odometry.
@@ -303,7 +303,7 @@ impl Default for SensorConfig {
 }
 
 /// The governor's safety rules for the base (see src/governor/safety.rs).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SafetySettings {
     /// Odometry or IMU older than this while moving stops the base.
@@ -372,7 +372,7 @@ impl SafetySettings {
 }
 
 /// Limits and behaviour of the mobile base.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BaseConfig {
     pub max_linear_mps: f64,

@@ -9,6 +9,25 @@ use clap::Parser;
 use aicc_bridge::bridge::{Listeners, Startup};
 use aicc_bridge::config::{Config, DEFAULT_NODE_NAME};
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn ros_arguments_give_parameter_files_and_overrides_in_order() {
+        let (own, ros) = split_args(&argv("aicc-ros2 --listen 127.0.0.1:0 --ros-args -r __ns:=/r1 --params-file a.yaml -p base.max_linear_mps:=0.1 --param world_name:=lab -- --config c.yaml --ros-args --params-file b.yaml")).unwrap();
+        assert_eq!(own, argv("aicc-ros2 --listen 127.0.0.1:0 --config c.yaml"));
+        assert_eq!(ros.files, vec![PathBuf::from("a.yaml"), PathBuf::from("b.yaml")]);
+        assert_eq!(ros.overrides, vec![("base.max_linear_mps".to_string(), "0.1".to_string()), ("world_name".to_string(), "lab".to_string())]);
+        assert!(split_args(&argv("x --ros-args -p nonsense")).unwrap_err().to_string().contains("NAME:=VALUE"));
+        assert!(split_args(&argv("x --ros-args --params-file")).is_err());
+    }
+}
+
 /// AICC bridge: lets LLM agents perceive and act through a ROS 2 robot,
 /// behind a safety governor. ROS arguments go after `--ros-args` as usual.
 #[derive(Parser, Debug)]
@@ -27,27 +46,56 @@ struct Args {
     fonline_listen: Option<String>,
 }
 
-/// Splits argv into the bridge's own arguments and a `--params-file` given
-/// among the ROS arguments (rcl reads the ROS arguments itself).
-fn split_args() -> (Vec<String>, Option<PathBuf>) {
-    let all: Vec<String> = std::env::args().collect();
-    let ros_start = all.iter().position(|a| a == "--ros-args").unwrap_or(all.len());
-    let ros = &all[ros_start..];
-    let params_file = ros.iter().position(|a| a == "--params-file").and_then(|i| ros.get(i + 1)).map(PathBuf::from);
-    (all[..ros_start].to_vec(), params_file)
+/// What the command line's ROS arguments say about parameters (rcl reads
+/// them too, for its own purposes; the bridge applies them strictly).
+#[derive(Debug, Default, PartialEq)]
+struct RosParameters {
+    /// `--params-file FILE`, in order.
+    files: Vec<PathBuf>,
+    /// `-p NAME:=VALUE` / `--param NAME:=VALUE`, in order.
+    overrides: Vec<(String, String)>,
 }
 
-fn load_config(args: &Args, params_file: Option<PathBuf>) -> anyhow::Result<Config> {
-    let mut config = match args.config.clone().or(params_file) {
-        Some(path) => Config::load(&path, DEFAULT_NODE_NAME)?,
-        None => Config::default(),
-    };
+/// Splits argv into the bridge's own arguments and the parameters among
+/// the ROS arguments (`--ros-args ... [--]`, possibly several sections).
+fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
+    let mut own = Vec::new();
+    let mut ros = RosParameters::default();
+    let mut in_ros = false;
+    let mut tokens = all.iter();
+    while let Some(token) = tokens.next() {
+        match (in_ros, token.as_str()) {
+            (_, "--ros-args") => in_ros = true,
+            (true, "--") => in_ros = false,
+            (true, "--params-file") => ros.files.push(PathBuf::from(tokens.next().ok_or_else(|| anyhow::anyhow!("--params-file needs a file"))?)),
+            (true, "-p" | "--param") => {
+                let assignment = tokens.next().ok_or_else(|| anyhow::anyhow!("{token} needs NAME:=VALUE"))?;
+                let (name, value) = assignment.split_once(":=").ok_or_else(|| anyhow::anyhow!("{token} {assignment}: expected NAME:=VALUE"))?;
+                ros.overrides.push((name.to_string(), value.to_string()));
+            }
+            (true, _) => {}
+            (false, _) => own.push(token.clone()),
+        }
+    }
+    Ok((own, ros))
+}
+
+/// Defaults, then `--config`, then the ROS parameter files (the sections
+/// for this node), then `-p` overrides, then `--listen` and `--fonline-listen`.
+fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters::NodeIdentity) -> anyhow::Result<Config> {
+    let files: Vec<PathBuf> = args.config.iter().cloned().chain(ros.files.iter().cloned()).collect();
+    let mut config = aicc_bridge::parameters::load(node, &files, &ros.overrides)?;
     if let Some(listen) = &args.listen {
         config.listen = listen.clone();
     }
     if let Some(listen) = &args.fonline_listen {
         config.fonline.enabled = true;
         config.fonline.listen = listen.clone();
+    }
+    // A node started in a namespace (-r __ns:=/robot1) names its topics
+    // there: say so in messages, as the configured namespace would.
+    if config.namespace.is_empty() && node.namespace != "/" {
+        config.namespace = node.namespace.clone();
     }
     config.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(config)
@@ -59,11 +107,14 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
-    let (own_args, params_file) = split_args();
+    let argv: Vec<String> = std::env::args().collect();
+    let (own_args, ros_parameters) = split_args(&argv)?;
     let args = Args::parse_from(own_args);
-    let config = Arc::new(load_config(&args, params_file)?);
+    let node = aicc_ros2::ros::create_node(DEFAULT_NODE_NAME)?;
+    let config = Arc::new(load_config(&args, &ros_parameters, &aicc_ros2::ros::identity(&node)?)?);
     let startup = Startup::from_config(config.clone(), |name| std::env::var(name).ok())?;
-    let ros = aicc_ros2::ros::start(config.clone(), DEFAULT_NODE_NAME)?;
+    let parameters = Arc::new(aicc_ros2::ros::parameters::ParameterStore::new(&config, startup.live.clone()));
+    let ros = aicc_ros2::ros::start(node, config.clone(), parameters)?;
     let listeners = Listeners::bind(&config).await?;
     // The lines on stdout that launchers and tests wait for.
     let bound = listeners.aicc.local_addr()?;

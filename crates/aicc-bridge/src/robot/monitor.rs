@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::Config;
+use crate::live::Live;
 use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as ScanIntrinsics, Corridor, DepthImage as DepthView};
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
@@ -62,7 +63,7 @@ pub fn contact_and_battery_events(before: &Watched, contacts: Option<&Contacts>,
 }
 
 /// Polls contacts and battery at the bumper's rate, raising events.
-pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<Config>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
+pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<Config>, live: Arc<Live>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
     let mut watched = Watched::default();
     let bumper_max_age = Duration::from_secs_f64(config.sensors.bumper.max_age_s);
     let mut interval = tokio::time::interval(Duration::from_millis(20));
@@ -71,7 +72,7 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<
         let now = robot.now();
         let contacts = robot.contacts().filter(|c| c.age(now).effective() <= bumper_max_age);
         let battery = robot.battery().map(|b| b.value.fraction);
-        let (next, raised) = contact_and_battery_events(&watched, contacts.as_ref().map(|c| &c.value), battery, config.sensors.battery_low_fraction);
+        let (next, raised) = contact_and_battery_events(&watched, contacts.as_ref().map(|c| &c.value), battery, live.battery_low_fraction());
         watched = next;
         for (topic, payload) in raised {
             if events.try_send((topic, payload, None)).is_err() {

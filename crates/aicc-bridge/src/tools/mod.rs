@@ -53,6 +53,8 @@ pub struct ToolContext {
     /// Speech and diagnostics.
     pub signals: Arc<dyn SignalPort>,
     pub config: Arc<Config>,
+    /// The settings that may change while the bridge runs.
+    pub live: Arc<crate::live::Live>,
     /// Forward kinematics from the URDF (camera pose for inspect/look_at).
     pub kinematics: Arc<Kinematics>,
     /// Events to agents (e.g. progress of a long action). Bounded; a full

@@ -183,7 +183,7 @@ fn health_json(ctx: &ToolContext, now: Now) -> Value {
                 "battery_fraction": fraction,
                 "voltage_v": battery.value.voltage_v,
                 "charging": battery.value.charging,
-                "low": (!fraction.is_nan()).then_some(fraction < sensors.battery_low_fraction),
+                "low": (!fraction.is_nan()).then_some(fraction < ctx.live.battery_low_fraction()),
             });
             health.as_object_mut().expect("built as an object").extend(age.fields());
             health

@@ -69,6 +69,7 @@ pub fn context_with(robot: Arc<FakeRobot>, configure: impl FnOnce(&mut Config)) 
         joints: Arc::new(JointDriver::new(robot.actuators.clone(), joint_limits, halts, config.actuators.gripper_joint.clone())),
         signals: robot.signals.clone(),
         sensors: robot.samples.clone(),
+        live: Arc::new(crate::live::Live::from_config(&config)),
         config: Arc::new(config),
         kinematics: Arc::new(Kinematics::from_urdf(URDF).unwrap()),
         events,

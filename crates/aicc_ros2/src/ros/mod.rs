@@ -15,6 +15,8 @@ use parking_lot::Mutex;
 use r2r::control_msgs::action::{FollowJointTrajectory, GripperCommand};
 use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, trajectory_msgs, QosProfile};
 
+pub mod parameters;
+
 use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
@@ -149,11 +151,23 @@ fn qos_mismatch(node: &r2r::Node, subscription: &Subscribed) -> Option<String> {
     })
 }
 
-/// Creates the node, its subscriptions, publishers and action clients, and
-/// starts spinning. Must be called inside a tokio runtime.
-pub fn start(config: Arc<Config>, node_name: &str) -> anyhow::Result<RosAdapter> {
+/// Creates the ROS node (rcl applies the command line's remappings: its
+/// name and namespace may differ from `node_name`).
+pub fn create_node(node_name: &str) -> anyhow::Result<r2r::Node> {
     let context = r2r::Context::create().context("initialising ROS 2 (rcl_init)")?;
-    let mut node = r2r::Node::create(context, node_name, "").context("creating the ROS 2 node")?;
+    r2r::Node::create(context, node_name, "").context("creating the ROS 2 node")
+}
+
+/// The node's name and namespace after remapping, for its parameter sections.
+pub fn identity(node: &r2r::Node) -> anyhow::Result<aicc_bridge::parameters::NodeIdentity> {
+    Ok(aicc_bridge::parameters::NodeIdentity { name: node.name()?, namespace: node.namespace()? })
+}
+
+/// Gives the node its subscriptions, publishers, action clients and
+/// parameter services, and starts spinning. Must be called inside a tokio
+/// runtime.
+pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameters::ParameterStore>) -> anyhow::Result<RosAdapter> {
+    parameters::serve(&mut node, parameters)?;
     if config.use_sim_time {
         // Every stamp published and every capture age counts in /clock time.
         node.get_time_source().enable_sim_time(&mut node).context("enabling simulated time (use_sim_time) from /clock")?;

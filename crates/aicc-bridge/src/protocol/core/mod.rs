@@ -71,7 +71,7 @@ pub const DEFAULT_TOPICS: &[&str] = &["collision", "audio", "state_change", "age
 pub const KNOWN_TOPICS: &[&str] = &["tick", "collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted", "tool_result"];
 
 /// How the tick advances (AICC section 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TickMode {
     /// At tick_rate_hz.

@@ -51,7 +51,7 @@ pub fn silence_reason(what: &str, topic: &str, received: Option<Instant>, silent
 /// [`silence_reason`] for `sensor`.
 pub fn sensor_missing(ctx: &ToolContext, what: &str, sensor: Sensor, now: Instant) -> Option<String> {
     let topic = if ctx.config.sensors.topic(sensor).is_configured() { ctx.sensors.topic(sensor) } else { String::new() };
-    silence_reason(what, &topic, ctx.sensors.received(sensor), Duration::from_secs_f64(ctx.config.sensors.unavailable_after_s), now)
+    silence_reason(what, &topic, ctx.sensors.received(sensor), ctx.live.unavailable_after(), now)
 }
 
 /// The sample and its age if it exists and is no older than `max_age`;

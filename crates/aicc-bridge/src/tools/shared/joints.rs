@@ -46,7 +46,7 @@ pub fn joint_tool_unavailable(ctx: &ToolContext, now: Instant, actions: &[&str])
     if actions.iter().all(|a| a.is_empty()) {
         return Some("no controller is configured for it".into());
     }
-    let silent_after = Duration::from_secs_f64(ctx.config.sensors.unavailable_after_s);
+    let silent_after = ctx.live.unavailable_after();
     let topic = ctx.sensors.topic(Sensor::JointStates);
     // The topic is known to be configured here: say so only when it is empty.
     let topic = if topic.is_empty() { "joint_states (not configured)".to_string() } else { topic };
