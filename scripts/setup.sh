@@ -4,9 +4,12 @@
 #     packages, Mesa EGL for the headless simulator, Python 3.11);
 #   - ROS 2 Kilted from PyPI wheels into .deps/ros2 (project-local, git-ignored),
 #     with the fixes r2r needs (see docs/toolchain.md);
-#   - interface packages the wheels lack (control_msgs, ros_gz_interfaces),
+#   - interface packages the wheels lack (control_msgs, ros_gz_interfaces,
+#     tf2_msgs),
 #     built from the IDL files under interfaces/;
-#   - MuJoCo for the simulated robot.
+#   - MuJoCo for the simulated robot;
+#   - colcon (with colcon-ros-cargo) and cargo-ament-build, to build the
+#     package as a ROS user does (scripts/colcon-check.sh).
 # Idempotent: each step checks a stamp and is skipped when nothing changed.
 #
 # With a sourced ROS 2 (Humble, Jazzy or Kilted: ROS_DISTRO and
@@ -117,5 +120,24 @@ ln -sf "$(readlink -f "$libpython")" "$prefix/lib/libpython3.11.so.1.0"
 
 # --- Interface packages built from IDL ---------------------------------------
 "$repo/scripts/build-interfaces.sh" "$prefix"
+
+# --- colcon and cargo-ament-build (scripts/colcon-check.sh) -----------------
+colcon_venv="$deps/colcon"
+want="$(sha256sum "$repo/scripts/requirements-colcon.txt" | cut -c1-16)"
+if ! stamp_matches "$colcon_venv/.aicc-stamp" "$want"; then
+  log "installing colcon with colcon-ros-cargo into $colcon_venv"
+  rm -rf "$colcon_venv"
+  "$python_bin" -m venv "$colcon_venv"
+  "$colcon_venv/bin/pip" install -q --disable-pip-version-check -r "$repo/scripts/requirements-colcon.txt" \
+    || die "pip install of colcon failed (is PyPI reachable?)"
+  echo "$want" > "$colcon_venv/.aicc-stamp"
+fi
+ament_build_version=0.1.11
+if [ ! -x "$deps/cargo/bin/cargo-ament-build" ] || ! stamp_matches "$deps/cargo/.aicc-stamp" "$ament_build_version"; then
+  log "installing cargo-ament-build $ament_build_version into $deps/cargo (about a minute)"
+  cargo install --quiet --locked --root "$deps/cargo" --version "$ament_build_version" cargo-ament-build \
+    || die "cargo install cargo-ament-build failed (is the crate registry reachable?)"
+  echo "$ament_build_version" > "$deps/cargo/.aicc-stamp"
+fi
 
 log "done: ROS 2 Kilted prefix at $prefix. 'cargo build --release' now works with no environment."

@@ -40,6 +40,7 @@ import ros_publishers as pubs  # noqa: E402
 from camera import RgbdCamera  # noqa: E402
 from control_loop import CONTROL_PERIOD_S, ControlLoop  # noqa: E402
 from physics import Simulation, quat_to_yaw  # noqa: E402
+from tf_publisher import TfPublisher  # noqa: E402
 from urdf_model import parse_urdf  # noqa: E402
 from urdf_to_mjcf import MjcfOptions  # noqa: E402
 
@@ -59,6 +60,9 @@ ACCEL_NOISE_STDDEV_M_S2 = 1.7e-2
 ODOM_POSE_VARIANCES = [1e-3, 1e-3, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, 1e-2]
 ODOM_TWIST_VARIANCES = [1e-3, 1e-6, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE, 1e-3]
 GROUND_TRUTH_VARIANCES = [1e-9] * 6
+
+# What a test may silence through the control topic (a sensor gone quiet).
+PAUSABLE = ("camera", "odom", "imu", "joint_states", "bumper", "tf")
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 # Images: reliable (best effort lost 10-40 % of frames on loopback), short queue.
@@ -99,6 +103,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     frames.add_argument("--odom-frame", default="odom")
     frames.add_argument("--world-frame", default="world")
     frames.add_argument("--camera-frame", default="camera_optical_frame")
+    tf = p.add_argument_group("transforms (as robot_state_publisher and a diff-drive controller)")
+    tf.add_argument("--no-tf", action="store_true", help="publish no /tf, /tf_static (a robot without TF)")
+    tf.add_argument("--tf-omit-frame", action="append", default=[], metavar="FRAME",
+                    help="leave out the transform to FRAME (a frame missing from the tree)")
+    tf.add_argument("--tf-topic", default="/tf")
+    tf.add_argument("--tf-static-topic", default="/tf_static")
+    tf.add_argument("--robot-description-topic", default="/robot_description")
+    p.add_argument("--control-topic", default="/sim_control",
+                   help='std_msgs/String JSON {"pause": [...]} / {"resume": [...]} of ' + ", ".join(PAUSABLE))
     return p.parse_args(argv)
 
 
@@ -128,6 +141,7 @@ class AiccSim:
         self.next_camera_s = 0.0
         self.real_time_factor = 1.0
         self.bumper_contacts = []
+        self.paused: set[str] = set()
         self.camera = RgbdCamera(self.sim.model, camera_sensor.name, width_px, height_px, camera_sensor.far_m)
         self.camera_body_id = int(self.sim.model.cam_bodyid[self.sim.model.camera(camera_sensor.name).id])
         self.bumper_geoms = self.sim.geom_ids(self.robot.contact_collisions)
@@ -168,6 +182,25 @@ class AiccSim:
         if a.camera_frame not in self.robot.links:
             self.logger.warning(f"camera frame {a.camera_frame} is not a URDF link")
         self.camera_msgs = pubs.CameraMessages(a.camera_frame, self.camera.intrinsics)
+        self.tf = None
+        if not a.no_tf:
+            self.tf = TfPublisher(node, self.robot, Path(a.urdf).read_text(), a.odom_frame, a.tf_omit_frame,
+                                  a.tf_topic, a.tf_static_topic, a.robot_description_topic)
+        node.create_subscription(String, a.control_topic, self._on_control, RELIABLE)
+
+    def _on_control(self, msg) -> None:
+        try:
+            command = json.loads(msg.data)
+            pause, resume = set(command.get("pause", [])), set(command.get("resume", []))
+        except (ValueError, AttributeError, TypeError) as error:
+            self.logger.error(f"{self.args.control_topic}: not a JSON object with pause/resume lists: {error}")
+            return
+        unknown = (pause | resume) - set(PAUSABLE)
+        if unknown:
+            self.logger.error(f"{self.args.control_topic}: cannot pause {sorted(unknown)} (known: {PAUSABLE})")
+            return
+        self.paused = (self.paused | pause) - resume
+        self.logger.info(f"paused: {sorted(self.paused)}")
 
     def _init_controllers(self) -> None:
         if ros_controllers.CONTROL_MSGS_IMPORT_ERROR is not None:
@@ -243,12 +276,13 @@ class AiccSim:
     # ------------------------------------------------------------ publishing
     def _publish(self, stamp) -> None:
         self.pub_clock.publish(Clock(clock=stamp))
-        self._publish_imu(stamp)
+        if "imu" not in self.paused:
+            self._publish_imu(stamp)
         if self.tick_index % STATE_DIVIDER == 0:
             self._publish_state(stamp)
         if self.tick_index % WORLD_DIVIDER == 0:
             self.pub_truth_world.publish(String(data=json.dumps(self.world_truth())))
-        if self.sim.time_s >= self.next_camera_s:
+        if self.sim.time_s >= self.next_camera_s and "camera" not in self.paused:
             self._publish_camera(stamp)
             # Skip frames rather than burst when rendering falls behind.
             self.next_camera_s = max(self.next_camera_s + self.camera_period_s, self.sim.time_s)
@@ -261,19 +295,23 @@ class AiccSim:
         self.pub_imu.publish(self.imu_msg.fill(stamp, quat, gyro, accel))
 
     def _publish_state(self, stamp) -> None:
-        odo = self.loop.odometry
-        self.pub_odom.publish(self.odom_msg.fill(
-            stamp, (odo.x_m, odo.y_m, 0.0), pubs.yaw_quaternion_wxyz(odo.yaw_rad),
-            (odo.linear_m_s, 0.0, 0.0), (0.0, 0.0, odo.angular_rad_s)))
+        odo, paused = self.loop.odometry, self.paused
+        if "odom" not in paused:
+            self.pub_odom.publish(self.odom_msg.fill(
+                stamp, (odo.x_m, odo.y_m, 0.0), pubs.yaw_quaternion_wxyz(odo.yaw_rad),
+                (odo.linear_m_s, 0.0, 0.0), (0.0, 0.0, odo.angular_rad_s)))
         position, quat = self.sim.base_pose()
         linear, angular = self.sim.base_twist_local()
         self.pub_truth_odom.publish(self.truth_msg.fill(stamp, position, quat, linear, angular))
         shared = self.shared
-        self.pub_joints.publish(self.joint_msg.fill(
-            stamp, [shared.positions[n] for n in self.joint_names], [shared.velocities[n] for n in self.joint_names],
-            [shared.efforts[n] for n in self.joint_names]))
+        if "joint_states" not in paused:
+            self.pub_joints.publish(self.joint_msg.fill(
+                stamp, [shared.positions[n] for n in self.joint_names],
+                [shared.velocities[n] for n in self.joint_names], [shared.efforts[n] for n in self.joint_names]))
+        if self.tf is not None and "tf" not in paused:
+            self.tf.publish(stamp, shared.positions, odo)
         self.bumper_contacts = self.sim.contacts_of(self.bumper_geoms)
-        if self.pub_bumper is not None:
+        if self.pub_bumper is not None and "bumper" not in paused:
             self.pub_bumper.publish(pubs.contacts_message(stamp, self.args.world_frame, self.bumper_contacts,
                                                           self.robot.name))
 

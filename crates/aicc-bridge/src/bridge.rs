@@ -20,6 +20,8 @@ use crate::protocol::core::{Core, CoreConfig};
 use crate::robot::base_driver::{BaseDriver, BaseSettings, GovernorChange, GuardSensors};
 use crate::robot::halt::Halts;
 use crate::robot::joint_driver::JointDriver;
+use crate::diagnostics::{FrameCheck, FramesReport};
+use crate::robot::frames::{Frames, BASE_FRAME};
 use crate::robot::kinematics::Kinematics;
 use crate::robot::{monitor, Diagnostic, Robot, SignalPort};
 use crate::server::Bridge;
@@ -29,10 +31,15 @@ use crate::tools::{Registry, ToolContext, ToolEvent};
 const TOOL_EVENT_QUEUE: usize = 1024;
 /// How often every tool's data source is checked (manifest updates).
 const AVAILABILITY_PERIOD: Duration = Duration::from_millis(250);
+/// How often the bridge's state goes to /diagnostics (aggregators mark a
+/// source silent for a few seconds as stale).
+const DIAGNOSTICS_PERIOD: Duration = Duration::from_secs(1);
 
 /// What the bridge needs besides the robot, checked before anything starts.
 pub struct Startup {
     pub config: Arc<Config>,
+    /// The node's name, in diagnostics' names.
+    pub node_name: String,
     /// The settings that may change while the bridge runs (shared with
     /// whoever changes them: the ROS parameter services).
     pub live: Arc<Live>,
@@ -65,7 +72,7 @@ impl Startup {
             cert => Some(crate::server::tls::acceptor(cert, &config.security.tls_key_file)?),
         };
         let live = Arc::new(Live::from_config(&config));
-        Ok(Self { config, live, tokens, tls })
+        Ok(Self { config, node_name: crate::config::DEFAULT_NODE_NAME.to_string(), live, tokens, tls })
     }
 }
 
@@ -90,7 +97,7 @@ impl Listeners {
 /// Runs the bridge for `robot` until `shutdown` resolves, then stops the
 /// base (zero published) and returns.
 pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let Startup { config, live, tokens, tls } = startup;
+    let Startup { config, node_name, live, tokens, tls } = startup;
     let urdf = config.urdf_text()?;
     let joint_limits = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
     let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
@@ -107,7 +114,8 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         report_governor_change(&change, &governor_events, signals.as_ref())
     })));
     tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
-    tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), kinematics.clone(), config.clone())));
+    let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s) };
+    tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
 
     let registry = Registry::new(&config);
     let catalog = Arc::new(registry.catalog().map_err(|e| anyhow::anyhow!("{e}"))?);
@@ -145,6 +153,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     tasks.push(tokio::spawn(bridge.clone().run_timers(timer_period)));
     tasks.push(tokio::spawn(bridge.clone().serve(listeners.aicc, tls, config.max_connections)));
     tasks.push(tokio::spawn(bridge.clone().run_availability_watch(AVAILABILITY_PERIOD)));
+    tasks.push(tokio::spawn(report_diagnostics(bridge.clone(), robot.clone(), base.clone(), frames, node_name, DIAGNOSTICS_PERIOD)));
 
     shutdown.await;
     tracing::info!("shutting down: stopping the base");
@@ -153,6 +162,40 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     }
     base.shutdown().await;
     Ok(())
+}
+
+/// Whether the frames of the camera images resolve to the base frame now
+/// (from their info topics: small messages, the same frames).
+fn frames_report(frames: &Frames, sensors: &dyn crate::robot::SensorPort, base: &BaseDriver) -> FramesReport {
+    let joints = sensors.joint_states().map(|j| j.value).unwrap_or_default();
+    let now = sensors.now();
+    let checks = [("depth", sensors.depth_info()), ("camera", sensors.camera_info())]
+        .into_iter()
+        .filter_map(|(sensor, info)| info.map(|info| (sensor, info.frame_id)))
+        .map(|(sensor, frame)| {
+            let resolved = frames.lookup(BASE_FRAME, &frame, &joints, now).map(|_| ()).map_err(|e| e.to_string());
+            FrameCheck { sensor, frame, resolved }
+        })
+        .collect();
+    FramesReport { source: frames.source(), tree: frames.tf.read().summary(), checks, obstacle_unmeasured: base.obstacle_unmeasured() }
+}
+
+/// Publishes the bridge's state on /diagnostics every `period`.
+async fn report_diagnostics(bridge: Arc<Bridge>, robot: Robot, base: Arc<BaseDriver>, frames: Frames, node: String, period: Duration) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        interval.tick().await;
+        let status = bridge.core.lock().status("", Instant::now());
+        let sensors = robot.sensors.statistics();
+        let now = Instant::now();
+        let silence = |sensor| robot.sensors.received(sensor).map(|at| now.saturating_duration_since(at));
+        let restrictions = base.restrictions();
+        let config = bridge.config();
+        let frames = frames_report(&frames, robot.sensors.as_ref(), &base);
+        let inputs = crate::diagnostics::Inputs { node: &node, config: &config, status: &status, sensors: &sensors, silence: &silence, restrictions: &restrictions, unavailable_after: bridge.live().unavailable_after(), frames };
+        robot.signals.publish_diagnostics(&crate::diagnostics::report(&inputs));
+    }
 }
 
 fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreConfig {

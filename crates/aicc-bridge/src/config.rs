@@ -59,8 +59,29 @@ pub struct Config {
     pub base: BaseConfig,
     pub safety: SafetySettings,
     pub sensors: SensorConfig,
+    /// Coordinate frames: the robot's TF tree, the URDF as the fallback.
+    pub tf: TfConfig,
     /// The AI-control (FOnline dialect) front end: off unless enabled.
     pub fonline: FonlineConfig,
+}
+
+/// Where the robot's transforms come from (tf2_msgs/TFMessage).
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TfConfig {
+    /// Dynamic transforms ("" = none: frames from the URDF only).
+    pub topic: String,
+    /// Latched static transforms ("" = none).
+    pub static_topic: String,
+    /// A dynamic transform older than this is not used: the lookup fails,
+    /// naming the transform.
+    pub max_age_s: f64,
+}
+
+impl Default for TfConfig {
+    fn default() -> Self {
+        Self { topic: "tf".into(), static_topic: "tf_static".into(), max_age_s: 0.5 }
+    }
 }
 
 impl Default for Config {
@@ -88,6 +109,7 @@ impl Default for Config {
             safety: SafetySettings::default(),
             base: BaseConfig::default(),
             sensors: SensorConfig::default(),
+            tf: TfConfig::default(),
             fonline: FonlineConfig::default(),
         }
     }
@@ -530,6 +552,7 @@ impl Config {
             ("base.move_tolerance_m", self.base.move_tolerance_m),
             ("base.max_move_distance_m", self.base.max_move_distance_m),
             ("sensors.unavailable_after_s", self.sensors.unavailable_after_s),
+            ("tf.max_age_s", self.tf.max_age_s),
             ("resume_window_s", self.resume_window_s),
             ("heartbeat_interval_s", self.heartbeat_interval_s),
             ("lease_timeout_s", self.lease_timeout_s),

@@ -5,9 +5,15 @@
 mod support;
 
 use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{repo_root, ros_environment, start_bridge, AiccClient};
+use support::{repo_root, ros_environment, sim_control, start_bridge, start_bridge_with, start_sim, subscribe_in_thread, AiccClient};
+
+/// One /diagnostics message: name, level, message of each status.
+type Statuses = Vec<(String, u8, String)>;
 
 /// Runs the rclpy parameter client against `node`; returns what it saw.
 fn param_client(node: &str) -> Value {
@@ -68,6 +74,42 @@ fn parameters_come_from_files_and_overrides_under_the_remapped_name_and_answer_a
     refused("set_out_of_range", "outside [0, 1]");
     refused("set_unknown", "does not exist");
     assert_eq!(seen["after"], json!([0.3, 0.22]), "the live value set, the refused ones unchanged");
+
+    // Diagnostics once a second, named after the remapped node; logs on /rosout.
+    let diagnostics: Arc<Mutex<Vec<(Instant, Statuses)>>> = Arc::default();
+    let sink = diagnostics.clone();
+    let _diagnostics = subscribe_in_thread::<r2r::diagnostic_msgs::msg::DiagnosticArray>("diagnostics_reader", "/diagnostics", r2r::QosProfile::default(), move |msg| {
+        sink.lock().unwrap().push((Instant::now(), msg.status.into_iter().map(|s| (s.name, s.level, s.message)).collect()));
+    });
+    let logs: Arc<Mutex<Vec<(u8, String, String)>>> = Arc::default();
+    let sink = logs.clone();
+    let _rosout = subscribe_in_thread::<r2r::rcl_interfaces::msg::Log>("rosout_reader", "/rosout", r2r::QosProfile::default().reliable().transient_local().keep_last(1000), move |msg| {
+        sink.lock().unwrap().push((msg.level, msg.name, msg.msg));
+    });
+    // Discovery takes a moment: count from the first report.
+    let is_ours = |s: &Statuses| s.iter().any(|(n, _, _)| n == "test_bridge: bridge");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        if let Some((at, _)) = diagnostics.lock().unwrap().iter().find(|(_, s)| is_ours(s)) {
+            break *at;
+        }
+        assert!(Instant::now() < deadline, "no diagnostics from the bridge within 10 s");
+        thread::sleep(Duration::from_millis(50));
+    };
+    thread::sleep(Duration::from_millis(3300).saturating_sub(first.elapsed()));
+    let reports = diagnostics.lock().unwrap();
+    let bridge_reports = reports.iter().filter(|(at, s)| is_ours(s) && at.duration_since(first) <= Duration::from_millis(3300)).count();
+    assert!(bridge_reports >= 3, "the bridge reports about once a second: {bridge_reports} reports in the 3.3 s from the first");
+    let last = &reports.iter().rev().find(|(_, s)| is_ours(s)).unwrap().1;
+    let names: Vec<&str> = last.iter().map(|(n, _, _)| n.as_str()).collect();
+    for name in ["test_bridge: governor", "test_bridge: motion lease", "test_bridge: sensor odom", "test_bridge: sensor camera"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let odom = last.iter().find(|(n, _, _)| n == "test_bridge: sensor odom").unwrap();
+    assert_eq!((odom.1, odom.2.as_str()), (2, "nothing received on /robot9/odom"), "no robot: the odometry is missing, by its namespaced topic");
+    let logs = logs.lock().unwrap();
+    assert!(logs.iter().any(|(level, name, msg)| *level == 20 && name == "robot9.test_bridge" && msg.contains("AICC listener ready")), "{logs:?}");
+    assert!(logs.iter().any(|(level, _, msg)| *level == 30 && msg.contains("parameter set refused")), "refused sets are logged as warnings: {logs:?}");
 }
 
 #[test]
@@ -88,4 +130,61 @@ fn a_bad_override_is_refused_at_start_naming_the_parameter() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("parameter base.max_lineer_mps (--ros-args -p): no such parameter"));
+}
+
+/// The latest "<node>: frames" diagnostic: level, message and values.
+type FramesStatus = Arc<Mutex<Option<(u8, String, Vec<(String, String)>)>>>;
+
+fn wait_for_frames(status: &FramesStatus, what: &str, timeout: Duration, pred: impl Fn(u8, &str) -> bool) -> (u8, String, Vec<(String, String)>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(latest) = status.lock().unwrap().clone() {
+            if pred(latest.0, &latest.1) {
+                return latest;
+            }
+            assert!(Instant::now() < deadline, "frames diagnostic never {what} within {timeout:?}; last: {latest:?}");
+        } else {
+            assert!(Instant::now() < deadline, "no frames diagnostic within {timeout:?}");
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn frames_come_from_the_robots_tf_and_a_stale_transform_is_named_in_diagnostics_and_the_refusal() {
+    let _sim = start_sim(&[]);
+    let (_bridge, port, _log) = start_bridge_with(&["--config", "config/sim.yaml"], &[]);
+    let status: FramesStatus = Arc::default();
+    let sink = status.clone();
+    let _diagnostics = subscribe_in_thread::<r2r::diagnostic_msgs::msg::DiagnosticArray>("frames_reader", "/diagnostics", r2r::QosProfile::default(), move |msg| {
+        if let Some(frames) = msg.status.into_iter().find(|s| s.name == "aicc_bridge: frames") {
+            *sink.lock().unwrap() = Some((frames.level, frames.message, frames.values.into_iter().map(|kv| (kv.key, kv.value)).collect()));
+        }
+    });
+    // The simulator publishes /tf and /tf_static as a bringup does: the bridge uses them.
+    let (_, message, values) = wait_for_frames(&status, "from TF", Duration::from_secs(15), |level, message| level == 0 && message.starts_with("from TF"));
+    let value = |key: &str| values.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default();
+    assert_eq!(value("source"), "tf", "{values:?}");
+    assert_eq!(value("depth"), "camera_optical_frame: resolved", "{values:?}");
+    let frames: usize = value("frames").parse().unwrap();
+    assert!(frames >= 15, "every link of the URDF and odom: {message} {values:?}");
+
+    // The robot stops publishing /tf: its transforms go stale, and the bridge says which.
+    sim_control(json!({ "pause": ["tf"] }));
+    let (level, message, _) = wait_for_frames(&status, "stale", Duration::from_secs(10), |_, message| message.contains("is stale"));
+    assert_eq!(level, 2, "{message}");
+    assert!(message.starts_with("depth frame unresolved: transform head_pan_link -> head_tilt_link is stale"), "{message}");
+    // Forward motion is held, and the refusal says why (not just "stale").
+    let (mut client, _) = AiccClient::connect(port);
+    thread::sleep(Duration::from_millis(1200)); // past the depth camera's 1 s obstacle max age
+    let result = client.call("f1", "move", json!({ "forward": 0.1 }));
+    assert_eq!(result["ok"], false, "{result}");
+    let refusal = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(refusal.contains("stale obstacle sensing") && refusal.contains("transform head_pan_link -> head_tilt_link is stale"), "{refusal}");
+
+    // TF back: resolved again, and the robot moves.
+    sim_control(json!({ "resume": ["tf"] }));
+    wait_for_frames(&status, "recovered", Duration::from_secs(10), |level, message| level == 0 && message.starts_with("from TF"));
+    let result = client.call_when_ready("f2", "move", json!({ "forward": 0.05 }), Duration::from_secs(5));
+    assert_eq!(result["ok"], true, "{result}");
 }

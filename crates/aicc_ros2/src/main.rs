@@ -103,16 +103,24 @@ fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters:
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
+    {
+        use tracing_subscriber::prelude::*;
+        // Every record to stderr; INFO and above to /rosout as well, once the node exists.
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(aicc_ros2::ros::rosout::RosoutLayer)
+            .init();
+    }
     let argv: Vec<String> = std::env::args().collect();
     let (own_args, ros_parameters) = split_args(&argv)?;
     let args = Args::parse_from(own_args);
-    let node = aicc_ros2::ros::create_node(DEFAULT_NODE_NAME)?;
+    let mut node = aicc_ros2::ros::create_node(DEFAULT_NODE_NAME)?;
+    let logger = node.logger().to_string();
+    aicc_ros2::ros::rosout::connect(&mut node, logger)?;
     let config = Arc::new(load_config(&args, &ros_parameters, &aicc_ros2::ros::identity(&node)?)?);
-    let startup = Startup::from_config(config.clone(), |name| std::env::var(name).ok())?;
+    let mut startup = Startup::from_config(config.clone(), |name| std::env::var(name).ok())?;
+    startup.node_name = node.name()?;
     let parameters = Arc::new(aicc_ros2::ros::parameters::ParameterStore::new(&config, startup.live.clone()));
     let ros = aicc_ros2::ros::start(node, config.clone(), parameters)?;
     let listeners = Listeners::bind(&config).await?;

@@ -563,17 +563,20 @@ pub enum SensorHealth {
 }
 
 /// The health of the sensors that guard forward motion.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct SensingHealth {
     /// The depth camera, as obstacle sensing.
     pub depth: SensorHealth,
     /// The bumper, as contact sensing.
     pub bumper: SensorHealth,
+    /// Why the depth camera's frames gave no measurement (its frame not in
+    /// TF, an undecodable image), when they did not: said in the reason.
+    pub depth_unmeasured: Option<String>,
 }
 
 impl SensingHealth {
     /// No sensor configured: the rules of [`safety_envelope`] alone.
-    pub const NOT_CONFIGURED: SensingHealth = SensingHealth { depth: SensorHealth::NotConfigured, bumper: SensorHealth::NotConfigured };
+    pub const NOT_CONFIGURED: SensingHealth = SensingHealth { depth: SensorHealth::NotConfigured, bumper: SensorHealth::NotConfigured, depth_unmeasured: None };
 }
 
 /// [`safety_envelope`] plus the sensing rules: while the base is commanded
@@ -587,14 +590,20 @@ pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, 
     }
     let full_linear = finite_non_negative(limits.max_linear_mps);
     let full_angular = finite_non_negative(limits.max_angular_radps);
-    let sensors = [(Rule::ObstacleSensingStale, "depth camera", "obstacle", sensing.depth), (Rule::ContactSensingStale, "bumper", "contact", sensing.bumper)];
-    for (rule, sensor, sensing_what, health) in sensors {
+    let sensors = [
+        (Rule::ObstacleSensingStale, "depth camera", "obstacle", sensing.depth, sensing.depth_unmeasured.as_deref()),
+        (Rule::ContactSensingStale, "bumper", "contact", sensing.bumper, None),
+    ];
+    for (rule, sensor, sensing_what, health, unmeasured) in sensors {
         let SensorHealth::Stale { age_s, max_age_s } = health else { continue };
-        let age = match age_s {
+        let mut age = match age_s {
             Some(age) if age.is_finite() && age >= 0.0 => format!("its last reading is {age:.2} s old (max {max_age_s:.2} s)"),
             Some(age) => format!("its reading's age is {age}, not a valid age"),
             None => format!("no reading received (max age {max_age_s:.2} s)"),
         };
+        if let Some(why) = unmeasured {
+            age = format!("{age}; its frames give no measurement: {why}");
+        }
         let reason = format!("{sensor} ({sensing_what} sensing): {age}: forward motion stopped (reverse and turning allowed)");
         let cause = format!("stale {sensing_what} sensing (the {sensor}: {age})");
         envelope.restrict(rule, Why::new(reason, cause), (-full_linear, 0.0), (-full_angular, full_angular));
@@ -911,7 +920,7 @@ mod tests {
         assert!(bad_fence.validate().unwrap_err().contains("radius"));
     }
 
-    const STALE_DEPTH: SensingHealth = SensingHealth { depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 }, bumper: SensorHealth::Fresh };
+    const STALE_DEPTH: SensingHealth = SensingHealth { depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 }, bumper: SensorHealth::Fresh, depth_unmeasured: None };
 
     fn with_sensing(inputs: &SafetyInputs, sensing: &SensingHealth) -> Envelope {
         safety_envelope_with_sensing(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), inputs, sensing)
@@ -932,18 +941,22 @@ mod tests {
         let e = with_sensing(&fresh(), &never);
         assert!(e.restrictions[0].reason.contains("no reading received"), "{:?}", e.restrictions);
         // A stale bumper: its own rule.
-        let bumper = SensingHealth { bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 }, depth: SensorHealth::Fresh };
+        let bumper = SensingHealth { bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 }, depth: SensorHealth::Fresh, depth_unmeasured: None };
         let e = with_sensing(&fresh(), &bumper);
         assert_eq!(e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(), ["contact_sensing_stale"]);
         assert!(e.restrictions[0].reason.starts_with("bumper (contact sensing): its last reading is 2.00 s old"), "{}", e.restrictions[0].reason);
         assert_eq!(e.linear_max_mps, 0.0);
         // At rest nothing is reported (as for stale odometry); motion is refused once asked for.
         assert!(with_sensing(&SafetyInputs { commanded_to_move: false, ..fresh() }, &STALE_DEPTH).restrictions.is_empty());
+        // Frames arrive but give no measurement: the reason says why.
+        let unresolved = SensingHealth { depth_unmeasured: Some("frame 'oakd_optical' is not in the TF tree".into()), ..STALE_DEPTH };
+        let e = with_sensing(&fresh(), &unresolved);
+        assert!(e.restrictions[0].cause.contains("its frames give no measurement: frame 'oakd_optical' is not in the TF tree"), "{}", e.restrictions[0].cause);
     }
 
     #[test]
     fn fresh_or_unconfigured_sensing_adds_no_rule() {
-        let fresh_sensing = SensingHealth { depth: SensorHealth::Fresh, bumper: SensorHealth::Fresh };
+        let fresh_sensing = SensingHealth { depth: SensorHealth::Fresh, bumper: SensorHealth::Fresh, depth_unmeasured: None };
         for sensing in [fresh_sensing, SensingHealth::NOT_CONFIGURED] {
             let e = with_sensing(&fresh(), &sensing);
             assert_eq!(e, Envelope::unrestricted(&LIMITS), "{sensing:?}");
@@ -1026,7 +1039,7 @@ mod tests {
         fn stale_sensing_never_lets_a_forward_command_through(inputs in inputs(), depth in sensor_health(), bumper in sensor_health(),
                                                                request in (0.001..1.0f64, -3.0..3.0f64)) {
             let inputs = SafetyInputs { commanded_to_move: true, ..inputs };
-            let sensing = SensingHealth { depth, bumper };
+            let sensing = SensingHealth { depth, bumper, depth_unmeasured: None };
             let state = SafetyState::new();
             let e = safety_envelope_with_sensing(&LIMITS, &fenced(), &state, &inputs, &sensing);
             let without = safety_envelope(&LIMITS, &fenced(), &state, &inputs);

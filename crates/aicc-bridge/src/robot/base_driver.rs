@@ -79,7 +79,7 @@ impl SensorSnapshot {
             BumperContact::Clear | BumperContact::Touching => SensorHealth::Fresh,
             BumperContact::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
         };
-        SensingHealth { depth, bumper }
+        SensingHealth { depth, bumper, depth_unmeasured: None }
     }
 }
 
@@ -141,6 +141,8 @@ pub struct BaseDriver {
     state: Mutex<DriverState>,
     /// Nearest obstacle ahead from the depth camera, and when it was measured.
     obstacle_ahead: Mutex<Option<(Option<f64>, Instant)>>,
+    /// Why the latest depth frames gave no measurement (cleared by one that does).
+    obstacle_unmeasured: Mutex<Option<String>>,
     /// Wakes the loop when motion starts or stops, so that the first
     /// governed command goes out at once rather than at the next period.
     wake: tokio::sync::Notify,
@@ -208,6 +210,7 @@ impl BaseDriver {
                 started: Instant::now(),
             }),
             obstacle_ahead: Mutex::new(None),
+            obstacle_unmeasured: Mutex::new(None),
             wake: tokio::sync::Notify::new(),
             halts,
         }
@@ -295,8 +298,23 @@ impl BaseDriver {
 
     /// Records the depth camera's nearest obstacle ahead, as captured at
     /// `measured` (the frame's capture, not when the scan finished).
-    pub fn note_obstacle_ahead(&self, distance_m: Option<f64>, measured: Instant) {
+    /// Returns whether the frames before gave no measurement (for logging
+    /// the recovery).
+    pub fn note_obstacle_ahead(&self, distance_m: Option<f64>, measured: Instant) -> bool {
         *self.obstacle_ahead.lock() = Some((distance_m, measured));
+        self.obstacle_unmeasured.lock().take().is_some()
+    }
+
+    /// Records why a depth frame gave no measurement; the stale-sensing
+    /// rule's reason says it, so a hold is never unexplained. Returns
+    /// whether the frame before did give one (for logging once, not per frame).
+    pub fn note_obstacle_unmeasured(&self, reason: String) -> bool {
+        self.obstacle_unmeasured.lock().replace(reason).is_none()
+    }
+
+    /// Why the depth camera's frames give no measurement, if they do not.
+    pub fn obstacle_unmeasured(&self) -> Option<String> {
+        self.obstacle_unmeasured.lock().clone()
     }
 
     /// What the depth camera says at `now`: clear or an obstacle if
@@ -360,7 +378,7 @@ impl BaseDriver {
         let config = SafetyConfig { geofence: state.geofence, ..self.safety };
         let now_s = now.saturating_duration_since(state.started).as_secs_f64();
         state.safety.update(&config, &inputs, now_s);
-        let mut envelope = safety_envelope_with_sensing(&self.limits, &config, &state.safety, &inputs, &sensors.sensing_health());
+        let mut envelope = safety_envelope_with_sensing(&self.limits, &config, &state.safety, &inputs, &SensingHealth { depth_unmeasured: self.obstacle_unmeasured(), ..sensors.sensing_health() });
         if state.braking {
             // An explicit stop: a zero envelope makes the governor brake at
             // the emergency rate.
@@ -584,7 +602,11 @@ mod tests {
         let max_age = Some(Duration::from_millis(500));
         assert_eq!(d.obstacle_ahead(t0, None), ObstacleAhead::NotSensed, "no depth camera configured");
         assert_eq!(d.obstacle_ahead(t0, max_age), ObstacleAhead::Unknown { age_s: None, max_age_s: 0.5 }, "none received yet");
-        d.note_obstacle_ahead(None, t0);
+        assert!(d.note_obstacle_unmeasured("frame 'x' is not in the TF tree".into()), "the first failure is news");
+        assert!(!d.note_obstacle_unmeasured("frame 'x' is not in the TF tree (again)".into()), "the next ones are not");
+        assert_eq!(d.obstacle_unmeasured().as_deref(), Some("frame 'x' is not in the TF tree (again)"));
+        assert!(d.note_obstacle_ahead(None, t0), "a measurement after failures: a recovery");
+        assert_eq!(d.obstacle_unmeasured(), None);
         assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(100), max_age), ObstacleAhead::Clear);
         d.note_obstacle_ahead(Some(0.3), t0);
         assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(500), max_age), ObstacleAhead::At { distance_m: 0.3 });

@@ -5,6 +5,7 @@
 //! them; nothing here names ROS.
 pub mod age;
 pub mod base_driver;
+pub mod frames;
 pub mod halt;
 pub mod joint_driver;
 pub mod kinematics;

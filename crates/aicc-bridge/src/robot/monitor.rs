@@ -11,8 +11,8 @@ use crate::live::Live;
 use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as ScanIntrinsics, Corridor, DepthImage as DepthView};
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
-use crate::robot::kinematics::Kinematics;
-use crate::robot::{Age, Contacts, SensorPort};
+use crate::robot::frames::{Frames, BASE_FRAME};
+use crate::robot::{Age, Contacts, Sensor, SensorPort};
 use crate::tools::ToolEvent;
 
 /// The corridor ahead that must be clear. Points closer than the front of
@@ -83,8 +83,11 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<
 }
 
 /// Measures the nearest obstacle ahead in each new depth frame and hands
-/// it to the base driver's safety rules.
-pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, kinematics: Arc<Kinematics>, config: Arc<Config>) {
+/// it to the base driver's safety rules. A frame that gives no
+/// measurement (its frame not resolvable, an undecodable image) is noted
+/// with the base driver, whose stale-sensing rule then says why, and
+/// logged when it starts (and when measuring resumes), not per frame.
+pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frames: Frames, config: Arc<Config>) {
     if !config.sensors.depth.is_configured() {
         return;
     }
@@ -100,10 +103,10 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
         let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
         let (stamp_s, received) = (frame.stamp_s, frame.received);
-        let (robot_frame, kinematics) = ("base_footprint".to_string(), kinematics.clone());
+        let camera = frames.lookup(BASE_FRAME, &frame.frame_id, &joints, robot.now());
         let measured = tokio::task::spawn_blocking(move || -> Result<Option<f64>, String> {
+            let (camera, _) = camera.map_err(|e| format!("the depth image's frame: {e}"))?;
             let depth = decode_depth(&frame.value).map_err(|e| e.to_string())?;
-            let camera = kinematics.transform(&robot_frame, &frame.frame_id, &|joint| joints.position(joint)).map_err(|e| e.to_string())?;
             let scale_x = f64::from(depth.width) / f64::from(info.value.width.max(1));
             let scale_y = f64::from(depth.height) / f64::from(info.value.height.max(1));
             let k = info.value.k;
@@ -118,9 +121,15 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
                 // a frame that arrived late is as old as it is.
                 let now = robot.now();
                 let captured = now.instant.checked_sub(Age::of(stamp_s, received, now).effective()).unwrap_or(received);
-                base.note_obstacle_ahead(distance, captured)
+                if base.note_obstacle_ahead(distance, captured) {
+                    tracing::info!("obstacle sensing: {} measures again", robot.topic(Sensor::Depth));
+                }
             }
-            Ok(Err(error)) => tracing::debug!(%error, "obstacle measurement skipped"),
+            Ok(Err(reason)) => {
+                if base.note_obstacle_unmeasured(reason.clone()) {
+                    tracing::warn!("obstacle sensing: no measurement from {}: {reason}", robot.topic(Sensor::Depth));
+                }
+            }
             Err(error) => tracing::warn!(%error, "obstacle measurement failed"),
         }
     }

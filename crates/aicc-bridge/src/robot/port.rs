@@ -15,6 +15,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 
 use super::age::{Now, StampStatus};
+use super::frames::SharedFrames;
 use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
 use crate::governor::BaseVelocity;
 use crate::perception::RawImage;
@@ -121,6 +122,12 @@ pub trait SensorPort: Send + Sync + 'static {
     /// What each configured sensor has delivered so far (for operators).
     fn statistics(&self) -> Vec<SensorStatistics> {
         Vec::new()
+    }
+
+    /// The robot's TF tree as received; None when the robot side has no
+    /// transforms to give (frames then come from the URDF).
+    fn frames(&self) -> Option<SharedFrames> {
+        None
     }
 }
 

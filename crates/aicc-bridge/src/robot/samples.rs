@@ -9,6 +9,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::age::{stamp_status, NodeClock, Now, StampStatus, SystemClock};
+use super::frames::SharedFrames;
 use super::names::Names;
 use super::port::{Sensor, SensorPort, SensorStatistics};
 use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Stamped};
@@ -63,12 +64,14 @@ pub struct SampleStore {
     deliveries: Mutex<[Delivery; Sensor::ALL.len()]>,
     /// Why a subscription may receive nothing (a QoS mismatch), per sensor.
     qos_notes: Mutex<[Option<String>; Sensor::ALL.len()]>,
+    /// The TF tree, filled by the robot side from /tf and /tf_static.
+    frames: SharedFrames,
 }
 
 impl SampleStore {
     /// A store whose capture ages count in `clock` (the node's clock).
     pub fn new(names: Names, clock: Arc<dyn NodeClock>) -> Self {
-        Self { latest: Mutex::new(Latest::default()), names, clock, deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]), qos_notes: Mutex::new(Default::default()) }
+        Self { latest: Mutex::new(Latest::default()), names, clock, deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]), qos_notes: Mutex::new(Default::default()), frames: SharedFrames::default() }
     }
 
     /// A store on the system's wall clock (tests, robots without ROS time).
@@ -148,6 +151,10 @@ impl SensorPort for SampleStore {
     fn now(&self) -> Now {
         Now::of(self.clock.as_ref())
     }
+    fn frames(&self) -> Option<SharedFrames> {
+        Some(self.frames.clone())
+    }
+
     fn statistics(&self) -> Vec<SensorStatistics> {
         let deliveries = *self.deliveries.lock();
         let notes = self.qos_notes.lock().clone();

@@ -58,6 +58,16 @@ impl Bridge {
         })
     }
 
+    /// The configuration the bridge runs with.
+    pub fn config(&self) -> Arc<crate::config::Config> {
+        self.tools.config.clone()
+    }
+
+    /// The settings that may change while it runs.
+    pub fn live(&self) -> Arc<crate::live::Live> {
+        self.tools.live.clone()
+    }
+
     /// Publishes an event from the robot side (sensors, governor).
     pub fn publish(&self, topic: &str, payload: Value, audience: Option<&str>) {
         let mut core = self.core.lock();

@@ -249,6 +249,21 @@ where
     spin
 }
 
+/// Tells the simulator to pause or resume publishing some of its topics
+/// (`{"pause": [...]}` / `{"resume": [...]}` on /sim_control): a sensor
+/// gone quiet, as a test needs it. Returns once the simulator has it.
+pub fn sim_control(command: Value) {
+    ros_environment();
+    let root = repo_root();
+    let output = Command::new(root.join("scripts/ros-env"))
+        .arg("python3")
+        .arg(root.join("crates/aicc-sim-tests/py/sim_control.py"))
+        .arg(command.to_string())
+        .output()
+        .expect("running the sim_control client");
+    assert!(output.status.success(), "sim_control {command}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
 /// The simulator's ground truth, read from its ROS topic by a node of the test's own.
 pub struct GroundTruth {
     latest: Arc<Mutex<Option<(f64, f64, f64)>>>,

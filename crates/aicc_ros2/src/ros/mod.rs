@@ -10,20 +10,22 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
-use nalgebra::{Quaternion, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use parking_lot::Mutex;
 use r2r::control_msgs::action::{FollowJointTrajectory, GripperCommand};
-use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, trajectory_msgs, QosProfile};
+use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, tf2_msgs, trajectory_msgs, QosProfile};
 
 pub mod parameters;
+pub mod rosout;
 
 use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
 use aicc_bridge::robot::names::{resolve, Names};
+use aicc_bridge::robot::frames::TransformSample;
 use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::{
-    NodeClock, Sensor, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
+    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
     Stamped, TrajectoryGoal, TrajectoryOutcome,
 };
 
@@ -125,6 +127,34 @@ where
     });
 }
 
+/// Subscribes to the robot's transforms (tf2_msgs/TFMessage), filling the
+/// store's TF tree. /tf_static is latched by its publishers (transient
+/// local), so a bridge started late still gets every static transform.
+fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<SampleStore>) -> anyhow::Result<()> {
+    let Some(frames) = samples.frames() else { return Ok(()) };
+    for (name, is_static) in [(&config.tf.topic, false), (&config.tf.static_topic, true)] {
+        if name.is_empty() {
+            continue;
+        }
+        let topic = resolve(&config.namespace, name);
+        let qos = if is_static { QosProfile::default().keep_last(100).reliable().transient_local() } else { QosProfile::default().keep_last(100).reliable() };
+        let mut stream = node.subscribe::<tf2_msgs::msg::TFMessage>(&topic, qos).with_context(|| format!("subscribing to {topic}"))?;
+        let frames = frames.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = stream.next().await {
+                frames.insert_all(msg.transforms.into_iter().map(transform_sample), is_static, Instant::now());
+            }
+        });
+    }
+    Ok(())
+}
+
+fn transform_sample(t: geometry_msgs::msg::TransformStamped) -> TransformSample {
+    let translation = vector(&t.transform.translation);
+    let transform = Isometry3::from_parts(Translation3::from(translation), quaternion(&t.transform.rotation));
+    TransformSample { parent: t.header.frame_id, child: t.child_frame_id, transform, stamp_s: stamp_seconds(&t.header.stamp) }
+}
+
 /// How often the spin thread compares each subscription's reliability
 /// with its publishers'.
 const QOS_CHECK_PERIOD: Duration = Duration::from_secs(2);
@@ -218,6 +248,8 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         let value = Battery { fraction: f64::from(m.percentage), voltage_v: f64::from(m.voltage), charging: m.power_supply_status == 1 };
         keep(&mut l.battery, stamped(value, m.header, t))
     })?;
+
+    subscribe_transforms(&mut node, &config, &slot)?;
 
     let actuators = &config.actuators;
     let publisher_qos = QosProfile::default().keep_last(10);

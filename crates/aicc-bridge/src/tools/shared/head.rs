@@ -13,8 +13,7 @@ use crate::robot::kinematics::{Kinematics, KinematicsError};
 use crate::robot::{Controller, JointStates, TrajectoryGoal};
 use crate::tools::ToolContext;
 
-/// The robot's base frame (REP-105).
-pub const BASE_FRAME: &str = "base_footprint";
+pub use crate::robot::frames::BASE_FRAME;
 
 /// The camera's optical frame when the camera reports none.
 pub const DEFAULT_CAMERA_FRAME: &str = "camera_optical_frame";
