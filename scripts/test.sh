@@ -8,7 +8,9 @@
 #   3. the whole workspace built once (release; step 1's artifacts are reused);
 #   4. the tests that need the simulated robot (crate aicc-sim-tests: the real
 #      bridge binary beside the MuJoCo robot on real ROS 2 topics, in a ROS
-#      domain of their own), the simulator's Python tests;
+#      domain of their own), the colcon build of the package with its
+#      install and launch file checked (scripts/colcon-check.sh, sharing
+#      step 3's artifacts), the simulator's Python tests;
 #   5. the conformance suites: the agent harness against the project's own
 #      client (aicc), and every scenario of conformance/scenarios against the
 #      bridge beside the simulated robot. Reports: target/conformance/.
@@ -35,6 +37,8 @@ step "building the workspace (release)"
 cargo build --release --locked --workspace --all-targets
 step "tests against the simulated robot"
 cargo test --release --locked -p aicc-sim-tests -p aicc_ros2
+step "the package as a ROS user builds it: colcon build, install checks, the installed binary"
+bash scripts/colcon-check.sh
 step "simulator tests"
 scripts/ros-env python3 -m pytest -q sim/tests
 step "agent conformance: the aicc client against the scripted bridge"
