@@ -77,6 +77,7 @@ if [ "$own_ros" -eq 1 ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$repo/scripts/requirements-sim.txt"
     echo "$want" > "$venv/.aicc-stamp"
   fi
+  bash "$repo/scripts/setup-mcp.sh"
   log "done (own ROS 2). Build with 'cargo build --release'."
   exit 0
 fi
@@ -117,5 +118,8 @@ ln -sf "$(readlink -f "$libpython")" "$prefix/lib/libpython3.11.so.1.0"
 
 # --- Interface packages built from IDL ---------------------------------------
 "$repo/scripts/build-interfaces.sh" "$prefix"
+
+# --- The MCP host the `aicc mcp` tests use (no ROS) ---------------------------
+bash "$repo/scripts/setup-mcp.sh"
 
 log "done: ROS 2 Kilted prefix at $prefix. 'cargo build --release' now works with no environment."

@@ -67,9 +67,7 @@ async def wait_for_line(expected):
 
 
 def proprioception_x(result):
-    pose = (result.structured_content or {}).get("pose") or {}
-    position = pose.get("position") or pose
-    return position.get("x")
+    return ((result.structured_content or {}).get("position_m") or {}).get("x")
 
 
 async def call_with_progress(session, tool, arguments):
