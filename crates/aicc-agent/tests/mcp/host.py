@@ -8,8 +8,9 @@ robot must change under it (the camera stopping), it prints a
     host.py stdio -- /path/to/aicc --port 43010 mcp
     host.py http http://127.0.0.1:PORT/mcp [--token-env VAR]
 
-Steps: --steps basic (initialize, tools, sensors, errors, a short move) or
-full (also cancel mid-move, events, the resource, tools/list_changed).
+Steps: --steps basic (initialize, tools, sensors, errors, a short move),
+full (also cancel mid-move, events, the resource, tools/list_changed), or
+sim (sensors, a move and a cancelled move with pauses for ground truth).
 """
 
 import argparse
@@ -109,6 +110,26 @@ async def cancel_mid_move(session, arguments, cancel_after_progress):
     return {"progress": progress, "cancelled_at_s": cancelled_at, "finished_before_cancel": "result" in outcome, "result": outcome.get("result")}
 
 
+async def pause(name):
+    """Lets the test look at the robot (ground truth) before going on."""
+    report("wait", wait=name)
+    await wait_for_line("go")
+
+
+async def run_sim_steps(session):
+    """Against the simulated robot: the test checks moves on ground truth
+    at each pause."""
+    report("proprioception", result=dump(await session.call_tool("proprioception", {})))
+    report("vision", result=dump(await session.call_tool("vision", {"format": "png", "max_width": 160})))
+    await pause("before_move")
+    result, progress, elapsed = await call_with_progress(session, "move", {"forward": 0.3})
+    report("move", result=dump(result), progress=progress, elapsed_s=elapsed)
+    await pause("after_move")
+    report("cancel", **(await cancel_mid_move(session, {"forward": 1.5}, 0.1)))
+    await pause("after_cancel")
+    report("invalid_input", result=dump(await session.call_tool("move", {"forward": "far"})))
+
+
 async def run_steps(session, steps, notifications):
     init = await session.initialize()
     report("initialize", protocol_version=init.protocol_version, server=init.server_info.name,
@@ -125,6 +146,10 @@ async def run_steps(session, steps, notifications):
             except jsonschema.SchemaError as error:
                 schema_errors.append(f"{tool.name}.{kind}: {error.message}")
     report("tools", tools=[dump(tool) for tool in listed.tools], schema_errors=schema_errors)
+
+    if steps == "sim":
+        await run_sim_steps(session)
+        return
 
     # The SDK validates structuredContent against each outputSchema itself.
     report("proprioception", result=dump(await session.call_tool("proprioception", {})))
@@ -167,12 +192,10 @@ async def run_steps(session, steps, notifications):
     report("resource", read=dump(read), updated=got_update)
 
     changed_before = notifications.tools_changed
-    report("wait", wait="stop_camera")
-    await wait_for_line("go")
+    await pause("stop_camera")
     gone = await notifications.wait_for(lambda: notifications.tools_changed > changed_before, 15)
     names_without = [tool.name for tool in (await session.list_tools()).tools]
-    report("wait", wait="start_camera")
-    await wait_for_line("go")
+    await pause("start_camera")
     back = await notifications.wait_for(lambda: notifications.tools_changed > changed_before + 1, 15)
     names_with = [tool.name for tool in (await session.list_tools()).tools]
     report("list_changed", first=gone, second=back, tools_without_camera=names_without, tools_with_camera=names_with)
@@ -182,7 +205,7 @@ async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("target", nargs="+", help="stdio: the server command; http: the URL")
-    parser.add_argument("--steps", choices=["basic", "full"], default="full")
+    parser.add_argument("--steps", choices=["basic", "full", "sim"], default="full")
     parser.add_argument("--token-env", help="http: the environment variable holding the bearer token")
     args = parser.parse_args()
     notifications = Notifications()
