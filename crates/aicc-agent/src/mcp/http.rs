@@ -8,6 +8,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq as _;
@@ -50,6 +51,11 @@ pub async fn serve(listener: tokio::net::TcpListener, bridge: BridgeTarget, toke
     let service = StreamableHttpService::new(move || Ok(RobotServer::new(bridge.clone(), CancellationToken::new())), LocalSessionManager::default().into(), config);
     let router = axum::Router::new().nest_service(MCP_PATH, service).layer(axum::middleware::from_fn_with_state(token.map(std::sync::Arc::new), check_bearer));
     tracing::info!("MCP over streamable HTTP at http://{address}{MCP_PATH}");
+    // Responses go out as several small writes (SSE frames): without
+    // TCP_NODELAY each waits for the host's delayed ACK (~40 ms).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
