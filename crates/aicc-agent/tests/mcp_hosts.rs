@@ -257,3 +257,95 @@ fn connections_on(bridge: &MovingBridge) -> u64 {
         }
     })
 }
+
+/// `aicc mcp` over stdio with raw lines, for what no SDK sends.
+struct RawStdio {
+    child: Child,
+    input: std::process::ChildStdin,
+    output: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawStdio {
+    fn start(bridge_port: u16) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_aicc"))
+            .args(["--port", &bridge_port.to_string(), "mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("aicc mcp starts");
+        let input = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, output) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let message = serde_json::from_str(&line).unwrap_or_else(|_| panic!("aicc mcp wrote a line that is not JSON: {line}"));
+                if sender.send(message).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, input, output }
+    }
+
+    fn send(&mut self, line: &str) {
+        let _ = writeln!(self.input, "{line}").and_then(|_| self.input.flush());
+    }
+
+    /// The next message with `id`, within a few seconds.
+    fn answer(&self, id: i64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let message = self.output.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("no answer to id {id}"));
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+}
+
+#[test]
+fn malformed_unknown_and_oversized_requests_are_answered_or_end_the_session_cleanly() {
+    let bridge = support::start(support::config(2.0));
+    let mut mcp = RawStdio::start(bridge.port);
+    mcp.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    assert_eq!(mcp.answer(1)["result"]["serverInfo"]["name"], "aicc-mcp");
+    mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    mcp.send(r#"{"jsonrpc":"2.0","id":2,"method":"robots/fly","params":{}}"#);
+    assert_eq!(mcp.answer(2)["error"]["code"], -32601, "an unknown method is METHOD_NOT_FOUND");
+    mcp.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"teleport","arguments":{}}}"#);
+    assert_eq!(mcp.answer(3)["error"]["code"], -32602, "an unknown tool is INVALID_PARAMS");
+    mcp.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"move","arguments":{"forward":1e9}}}"#);
+    let refused = mcp.answer(4);
+    assert_eq!((refused["result"]["isError"].as_bool(), refused["result"]["structuredContent"]["error"]["code"].as_str()), (Some(true), Some("invalid_input")), "{refused}");
+    mcp.send("{this is not json");
+    mcp.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"proprioception"}}"#);
+    let after_garbage = mcp.answer(5);
+    assert_eq!(after_garbage["result"]["isError"], false, "the session outlived a malformed line: {after_garbage}");
+
+    // A line of 8 MiB: answered, or the session ends; never a crash.
+    mcp.send(&format!(r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"say","arguments":{{"text":"{}"}}}}}}"#, "a".repeat(8 << 20)));
+    mcp.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut survived = false;
+    while Instant::now() < deadline {
+        match mcp.output.recv_timeout(Duration::from_millis(200)) {
+            Ok(message) if message["id"] == 7 => {
+                survived = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
+    eprintln!("after an 8 MiB line aicc mcp {}", if survived { "answered the next request" } else { "ended the session" });
+    if !survived {
+        let status = mcp.child.wait().unwrap();
+        assert!(status.code().is_some(), "aicc mcp was killed by a signal (a crash): {status}");
+    }
+    drop(mcp);
+    // The bridge is unaffected: another session works.
+    assert_eq!(connections_on(&bridge), 1);
+}

@@ -145,7 +145,7 @@ fn tls_options(cli: &Cli) -> Result<Option<TlsOptions>, ClientError> {
 /// `aicc mcp`: stdout is the MCP channel, so logs go to stderr
 /// (`AICC_LOG=debug` for more).
 async fn serve_mcp(cli: &Cli, session: SessionOptions, tls: Option<TlsOptions>, http: Option<std::net::SocketAddr>, http_token_env: &str) -> Result<(), ClientError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).try_init();
     let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session };
     let Some(address) = http else {

@@ -156,7 +156,34 @@ pub fn start(config: Config) -> MovingBridge {
             }
         })
     };
-    MovingBridge { port, robot, pose, camera_on, stop, shutdown: Some(shutdown_tx), threads: vec![bridge_thread, feeder] }
+    let bridge = MovingBridge { port, robot, pose, camera_on, stop, shutdown: Some(shutdown_tx), threads: vec![bridge_thread, feeder] };
+    wait_until_usable(port, &["proprioception", "vision", "depth", "move"]);
+    bridge
+}
+
+/// Waits until a session may call every one of `tools` (their sensors
+/// fresh). A bridge that has just started lists every tool until its first
+/// availability check (before the feeder's first samples), so the tools
+/// must stay usable over a few checks.
+fn wait_until_usable(port: u16, tools: &[&str]) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut usable_since: Option<Instant> = None;
+        loop {
+            let stream = aicc_agent::client::transport::connect("127.0.0.1", port, None, Duration::from_secs(5)).await.expect("connecting to the bridge");
+            let session = aicc_agent::client::Session::open(stream, Default::default()).await.expect("an AICC session");
+            let missing: Vec<&str> = tools.iter().copied().filter(|tool| session.manifest().permits(tool).is_err()).collect();
+            let _ = session.close().await;
+            if !missing.is_empty() {
+                usable_since = None;
+            } else if usable_since.get_or_insert_with(Instant::now).elapsed() > Duration::from_millis(600) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{missing:?} not usable within 15 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
 }
 
 fn stamped<T>(value: T, frame_id: &str, stamp_s: f64, received: Instant) -> Stamped<T> {
