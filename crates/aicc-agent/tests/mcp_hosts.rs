@@ -349,3 +349,29 @@ fn malformed_unknown_and_oversized_requests_are_answered_or_end_the_session_clea
     // The bridge is unaffected: another session works.
     assert_eq!(connections_on(&bridge), 1);
 }
+
+#[test]
+fn an_adapter_killed_mid_move_leaves_the_robot_stopped() {
+    let bridge = support::start(support::config(2.0));
+    let mut mcp = RawStdio::start(bridge.port);
+    mcp.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    mcp.answer(1);
+    mcp.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    mcp.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"move","arguments":{"forward":1.5}}}"#);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bridge.pose().x < 0.1 {
+        assert!(Instant::now() < deadline, "the move did not start: {:?}", bridge.pose());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    mcp.child.kill().unwrap();
+    let killed = Instant::now();
+    mcp.child.wait().unwrap();
+    while bridge.last_velocity().map(|(v, _)| v) != Some(0.0) {
+        assert!(killed.elapsed() < Duration::from_secs(3), "the base still drives {:?} after the adapter died", bridge.last_velocity());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped_at = bridge.pose().x;
+    std::thread::sleep(Duration::from_millis(300));
+    assert!((bridge.pose().x - stopped_at).abs() < 0.005 && stopped_at < 1.0, "stopped at {stopped_at} m, now {:?}", bridge.pose());
+    eprintln!("the base stopped {:?} after the adapter was killed", killed.elapsed());
+}
