@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the MCP host the `aicc mcp` tests use: the official MCP Python SDK
-# in a venv of its own, .deps/mcp-venv (project-local, git-ignored). No ROS:
+# Installs the MCP hosts the `aicc mcp` tests use: the official MCP Python SDK
+# in a venv of its own, .deps/mcp-venv, and, where npm is, the MCP Inspector's
+# CLI in .deps/mcp-inspector (both project-local, git-ignored). No ROS:
 # scripts/test.sh runs it before the ROS-free tests; scripts/setup.sh too.
 # Idempotent: skipped when the venv matches scripts/requirements-mcp.txt.
 set -euo pipefail
@@ -9,6 +10,21 @@ venv="$repo/.deps/mcp-venv"
 requirements="$repo/scripts/requirements-mcp.txt"
 log() { printf '[setup-mcp] %s\n' "$*" >&2; }
 die() { printf '[setup-mcp] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# The Inspector (npm); pinned. Skipped on a machine without npm (its test
+# says so); a failed install is an error.
+inspector_version="2.12.0"
+inspector="$repo/.deps/mcp-inspector"
+if command -v npm >/dev/null; then
+  if [ ! -f "$inspector/.aicc-stamp" ] || [ "$(cat "$inspector/.aicc-stamp")" != "$inspector_version" ]; then
+    log "installing the MCP Inspector $inspector_version into $inspector"
+    rm -rf "$inspector"
+    mkdir -p "$inspector"
+    npm install --no-audit --no-fund --silent --prefix "$inspector" "@modelcontextprotocol/inspector@$inspector_version" >/dev/null \
+      || die "npm install @modelcontextprotocol/inspector@$inspector_version failed (is the npm registry reachable?)"
+    echo "$inspector_version" > "$inspector/.aicc-stamp"
+  fi
+fi
 
 want="$(sha256sum "$requirements" | cut -c1-16)"
 if [ -f "$venv/.aicc-stamp" ] && [ "$(cat "$venv/.aicc-stamp")" = "$want" ]; then

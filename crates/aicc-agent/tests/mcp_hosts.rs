@@ -375,3 +375,45 @@ fn an_adapter_killed_mid_move_leaves_the_robot_stopped() {
     assert!((bridge.pose().x - stopped_at).abs() < 0.005 && stopped_at < 1.0, "stopped at {stopped_at} m, now {:?}", bridge.pose());
     eprintln!("the base stopped {:?} after the adapter was killed", killed.elapsed());
 }
+
+/// The MCP Inspector's CLI (npm), which scripts/setup-mcp.sh installs where
+/// npm is; `None` on a machine without npm, where it cannot run.
+fn inspector() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("AICC_MCP_INSPECTOR") {
+        return Some(path.into());
+    }
+    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/mcp-inspector/node_modules/.bin/mcp-inspector");
+    if installed.exists() {
+        return Some(installed);
+    }
+    let npm = Command::new("npm").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(!npm, "npm is here but the MCP Inspector is not installed at {}: run `bash scripts/setup-mcp.sh`", installed.display());
+    None
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_the_tools_and_calls_one() {
+    let Some(inspector) = inspector() else {
+        eprintln!("no npm on this machine: the MCP Inspector check cannot run here");
+        return;
+    };
+    let bridge = support::start(support::config(2.0));
+    let run = |extra: &[&str]| -> Value {
+        let output = Command::new(&inspector)
+            .arg("--cli")
+            .arg(env!("CARGO_BIN_EXE_aicc"))
+            .args(["--port", &bridge.port.to_string(), "mcp"])
+            .args(extra)
+            .output()
+            .expect("the inspector runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "inspector {extra:?}: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("inspector {extra:?} printed no JSON: {stdout}"))
+    };
+    let listed = run(&["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"].as_array().expect("a tools list").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"move") && names.contains(&"vision") && names.contains(&"events"), "{names:?}");
+    let called = run(&["--method", "tools/call", "--tool-name", "proprioception"]);
+    assert_eq!(called["isError"], false, "{called}");
+    assert!(called["structuredContent"]["position_m"]["x"].is_number(), "{called}");
+}
