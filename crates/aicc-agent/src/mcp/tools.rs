@@ -58,7 +58,12 @@ fn manifest_tool(manifest: &Manifest, id: &str) -> Option<Tool> {
     let input_schema = object_schema(raw.get("input_schema"));
     let mut tool = Tool::new(id.to_string(), description, Arc::new(input_schema)).with_annotations(annotations(id, class));
     if let Some(output) = raw.get("output_schema").filter(|s| s.is_object()) {
-        tool = tool.with_raw_output_schema(Arc::new(without_image_fields(output)));
+        let schema = without_image_fields(output);
+        if schema.get("properties").is_some_and(|p| p.get("images").is_some()) {
+            let told = tool.description.as_deref().unwrap_or("").to_string();
+            tool.description = Some(format!("{told} Over MCP the picture comes as image content; the other fields are in structuredContent.").into());
+        }
+        tool = tool.with_raw_output_schema(Arc::new(schema));
     }
     Some(tool)
 }
@@ -201,6 +206,8 @@ mod tests {
         let properties = vision["properties"].as_object().unwrap();
         assert!(!properties.contains_key("jpeg_b64") && !properties.contains_key("png_b64") && properties.contains_key("images"), "{vision:?}");
         assert_eq!(vision["required"], json!(["width"]));
+        assert!(named(&tools, "vision").description.as_deref().unwrap().ends_with("the other fields are in structuredContent."));
+        assert!(!named(&tools, "proprioception").description.as_deref().unwrap().contains("image content"));
         assert!(named(&tools, "say").output_schema.is_none(), "no output schema is invented");
     }
 
