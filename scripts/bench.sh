@@ -28,6 +28,8 @@ port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$work/bridge.out")"
 sleep 1
 echo "== protocol: round trip, throughput, memory (bridge pid $bridge, port $port)"
 "$bin"/aicc-bench --port "$port" --pid "$bridge" "$@"
+echo "== MCP: tools/call round trips through aicc mcp (stdio, HTTP) beside AICC TCP"
+"$bin"/aicc-bench-mcp --port "$port"
 echo "== actuation: call to first governed /cmd_vel"
 "$bin"/aicc-bench-actuation --port "$port" --repeats 30
 echo "== perception freshness: frames received, served-frame age (640x480 at 15 Hz)"

@@ -80,6 +80,7 @@ if [ "$own_ros" -eq 1 ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$repo/scripts/requirements-sim.txt"
     echo "$want" > "$venv/.aicc-stamp"
   fi
+  bash "$repo/scripts/setup-mcp.sh"
   log "done (own ROS 2). Build with 'cargo build --release'."
   exit 0
 fi
@@ -139,5 +140,8 @@ if [ ! -x "$deps/cargo/bin/cargo-ament-build" ] || ! stamp_matches "$deps/cargo/
     || die "cargo install cargo-ament-build failed (is the crate registry reachable?)"
   echo "$ament_build_version" > "$deps/cargo/.aicc-stamp"
 fi
+
+# --- The MCP host the `aicc mcp` tests use (no ROS) ---------------------------
+bash "$repo/scripts/setup-mcp.sh"
 
 log "done: ROS 2 Kilted prefix at $prefix. 'cargo build --release' now works with no environment."

@@ -2,7 +2,8 @@
 # Runs every test, on a fresh machine as on a developer's:
 #   1. the ROS-free crates (aicc-wire, aicc-bridge, aicc-agent, aicc-testkit)
 #      with no ROS environment at all: their unit tests and the in-process
-#      bridge tests (protocol over TCP, TLS, the agent harness). This proves
+#      bridge tests (protocol over TCP, TLS, the agent harness, `aicc mcp`
+#      driven by the official MCP Python SDK over stdio and HTTP). This proves
 #      that they build and test without ROS (it runs before ROS is installed);
 #   2. setup (scripts/setup.sh: apt packages, ROS 2 Kilted wheels, MuJoCo);
 #   3. the whole workspace built once (release; step 1's artifacts are reused);
@@ -26,6 +27,8 @@ if cargo tree --locked "${ros_free[@]}" -e normal,build,dev --prefix none | grep
   echo "[test] ERROR: a ROS-free crate depends on r2r (above)" >&2
   exit 1
 fi
+step "MCP host for the aicc mcp tests (the official MCP Python SDK, no ROS)"
+bash scripts/setup-mcp.sh
 step "ROS-free crates: unit and in-process tests, with the ROS environment hidden"
 # A prefix that does not exist: if anything here needed ROS, its build would fail.
 env -u ROS_DISTRO -u LD_LIBRARY_PATH AMENT_PREFIX_PATH=/nonexistent/ros-hidden CMAKE_PREFIX_PATH=/nonexistent/ros-hidden \

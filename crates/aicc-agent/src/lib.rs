@@ -1,8 +1,10 @@
 //! AICC clients, with nothing of the bridge's implementation in them: the
 //! `aicc` library and command line, the bridge conformance runner (an
 //! independent oracle: it imports nothing it tests), and the harness that
-//! plays a scripted bridge to certify agents.
+//! plays a scripted bridge to certify agents, and the MCP front end
+//! (`aicc mcp`).
 pub mod agent_conformance;
 pub mod ai_control;
 pub mod client;
 pub mod conformance;
+pub mod mcp;

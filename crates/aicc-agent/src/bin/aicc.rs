@@ -11,6 +11,7 @@ use aicc_agent::client::commands::{self, events_command, parse_input, Command};
 use aicc_agent::client::retry::RetryPolicy;
 use aicc_agent::client::transport::{self, TlsOptions};
 use aicc_agent::client::{shell, ClientError, Session, SessionOptions};
+use aicc_agent::mcp;
 
 #[derive(Parser, Debug)]
 #[command(version, about = "A command-line AICC agent: manifest, tools, calls, events, vision, and an interactive shell")]
@@ -73,6 +74,17 @@ enum Verb {
     },
     /// Interactive: history, completion of commands and tool names.
     Shell,
+    /// An MCP server for MCP hosts, over stdio (default) or streamable HTTP;
+    /// it is one AICC session on the bridge per MCP session.
+    Mcp {
+        /// Serve streamable HTTP at this address (path /mcp) instead of stdio.
+        /// Loopback unless a bearer token is set (--http-token-env).
+        #[arg(long, value_name = "ADDR:PORT")]
+        http: Option<std::net::SocketAddr>,
+        /// Environment variable holding the bearer token HTTP clients must send.
+        #[arg(long, value_name = "VAR", default_value = "AICC_MCP_TOKEN")]
+        http_token_env: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -102,15 +114,13 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
         Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
         Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
-        Verb::Shell => None,
+        Verb::Shell | Verb::Mcp { .. } => None,
     };
     let options = session_options(&cli)?;
-    let tls = match (cli.tls, &cli.ca_file) {
-        (true, Some(ca_file)) => Some(TlsOptions { ca_file: ca_file.clone(), server_name: cli.server_name.clone() }),
-        (true, None) => return Err(ClientError::Usage("--tls needs --ca-file PEM (the certificate authority to trust; no system store is used)".into())),
-        (false, _) if cli.ca_file.is_some() || cli.server_name.is_some() => return Err(ClientError::Usage("--ca-file and --server-name need --tls".into())),
-        (false, _) => None,
-    };
+    let tls = tls_options(&cli)?;
+    if let Verb::Mcp { http, http_token_env } = &cli.command {
+        return serve_mcp(&cli, options, tls, *http, http_token_env).await;
+    }
     let stream = transport::connect(&cli.host, cli.port, tls.as_ref(), options.timeout).await?;
     let mut session = Session::open(stream, options).await?;
     let Some(command) = command else { return shell::run_shell(session).await };
@@ -121,6 +131,35 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         let _ = session.close().await;
     }
     outcome
+}
+
+fn tls_options(cli: &Cli) -> Result<Option<TlsOptions>, ClientError> {
+    match (cli.tls, &cli.ca_file) {
+        (true, Some(ca_file)) => Ok(Some(TlsOptions { ca_file: ca_file.clone(), server_name: cli.server_name.clone() })),
+        (true, None) => Err(ClientError::Usage("--tls needs --ca-file PEM (the certificate authority to trust; no system store is used)".into())),
+        (false, _) if cli.ca_file.is_some() || cli.server_name.is_some() => Err(ClientError::Usage("--ca-file and --server-name need --tls".into())),
+        (false, _) => Ok(None),
+    }
+}
+
+/// `aicc mcp`: stdout is the MCP channel, so logs go to stderr
+/// (`AICC_LOG=debug` for more).
+async fn serve_mcp(cli: &Cli, session: SessionOptions, tls: Option<TlsOptions>, http: Option<std::net::SocketAddr>, http_token_env: &str) -> Result<(), ClientError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).try_init();
+    let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session };
+    let Some(address) = http else {
+        return mcp::serve_stdio(bridge).await.map_err(|e| ClientError::Transport(format!("mcp: {e}")));
+    };
+    let token = mcp::http::required_token(address, http_token_env, std::env::var(http_token_env).ok()).map_err(|refusal| ClientError::Usage(refusal.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| ClientError::Usage(format!("--http {address}: cannot listen: {e}")))?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        on_signal.cancel();
+    });
+    mcp::http::serve(listener, bridge, token, shutdown).await.map_err(|e| ClientError::Transport(format!("mcp over HTTP: {e}")))
 }
 
 fn session_options(cli: &Cli) -> Result<SessionOptions, ClientError> {

@@ -25,4 +25,4 @@ pub mod transport;
 pub mod wire;
 
 pub use error::{ClientError, RemoteError};
-pub use session::{CallSuccess, Session, SessionOptions};
+pub use session::{CallSuccess, Session, SessionOptions, Update};

@@ -63,9 +63,19 @@ pub struct CallSuccess {
     pub meta: Value,
 }
 
+/// What the bridge said, for a client that keeps several calls in flight
+/// (see [`Session::begin_call`] and [`Session::dispatch`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// The answer to a call begun with `begin_call`.
+    Answer { call_id: String, outcome: Result<CallSuccess, RemoteError> },
+    /// An event, released in tick order.
+    Event(OrderedEvent),
+}
+
 /// What a message answered, if it answered what the session waits for.
 enum Answer {
-    Call(Result<CallSuccess, RemoteError>),
+    Call { call_id: String, outcome: Result<CallSuccess, RemoteError> },
     Manifest,
     /// The bridge refused the manifest_request (the session goes on).
     ManifestRefused(RemoteError),
@@ -73,6 +83,8 @@ enum Answer {
 
 enum Awaiting<'a> {
     Nothing,
+    /// Any pending call's answer (several calls in flight).
+    AnyCall,
     Call(&'a str),
     Manifest(&'a str),
 }
@@ -93,6 +105,9 @@ pub struct Session {
     /// call or wait returns it; `next_event` once the events before it are
     /// taken.
     ended: Option<ClientError>,
+    /// Counts manifest changes (an update pushed in a heartbeat, or a new
+    /// session_init), so that a front end can tell its host.
+    manifest_generation: u64,
 }
 
 impl Session {
@@ -115,6 +130,7 @@ impl Session {
             warnings,
             warnings_dropped: 0,
             ended: None,
+            manifest_generation: 0,
             options,
         };
         if let (Some(topics), false) = (session.options.subscribe.clone(), answered_request) {
@@ -125,6 +141,68 @@ impl Session {
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// Changes each time the manifest changes.
+    pub fn manifest_generation(&self) -> u64 {
+        self.manifest_generation
+    }
+
+    /// Starts a call without waiting for its answer, which comes later as
+    /// an [`Update::Answer`] from [`Session::dispatch`]; returns its call_id.
+    /// Refused locally, as `call`, when the session may not call the tool.
+    /// Nothing is retried: the caller decides.
+    pub async fn begin_call(&mut self, tool: &str, input: &Value) -> Result<String, ClientError> {
+        self.ensure_alive()?;
+        self.manifest.permits(tool).map_err(|why| ClientError::Refused(why.to_string()))?;
+        if !input.is_object() {
+            return Err(ClientError::Usage(format!("the input to '{tool}' must be a JSON object, got {input}")));
+        }
+        let message_id = wire::new_message_id();
+        let call_id = self.calls.begin(tool, &message_id);
+        if let Err(error) = self.link.send(&wire::tool_call(&message_id, &call_id, tool, input)).await {
+            self.calls.abandon(&call_id);
+            self.end(error.clone());
+            return Err(error);
+        }
+        Ok(call_id)
+    }
+
+    /// Gives up on a call begun with `begin_call`: its answer, if it still
+    /// comes, is recognised as late and dropped.
+    pub fn abandon_call(&mut self, call_id: &str) {
+        self.calls.abandon(call_id);
+    }
+
+    /// The next message from the bridge, or `None` when `until` passes
+    /// first. Cancel-safe (it only reads), so that it can be raced against
+    /// other work; hand what it returns to [`Session::dispatch`].
+    pub async fn receive(&mut self, until: Instant) -> Result<Option<BridgeMessage>, ClientError> {
+        self.ensure_alive()?;
+        self.next_message(until).await
+    }
+
+    /// Handles a message from `receive` (answering heartbeats, keeping the
+    /// manifest) and returns the answers and the events now ready, in order.
+    /// Events held for reordering are released when due; call it with
+    /// `None` when `receive` timed out to release them.
+    pub async fn dispatch(&mut self, message: Option<BridgeMessage>) -> Result<Vec<Update>, ClientError> {
+        let mut updates = Vec::new();
+        if let Some(message) = message {
+            if let Some(Answer::Call { call_id, outcome }) = self.process(message, Awaiting::AnyCall).await? {
+                updates.push(Update::Answer { call_id, outcome });
+            }
+        }
+        let released = self.orderer.release_due(Instant::now());
+        self.enqueue(released);
+        updates.extend(self.ready.drain(..).map(Update::Event));
+        Ok(updates)
+    }
+
+    /// When `dispatch` should be called with `None` at the latest, so that
+    /// events held for reordering are released in time.
+    pub fn next_release(&self) -> Option<Instant> {
+        self.orderer.next_deadline()
     }
 
     pub fn session_id(&self) -> Option<&str> {
@@ -222,7 +300,7 @@ impl Session {
                 let acting = if self.manifest.tool(tool).is_some_and(|t| t.class != "sensor") { "; the robot may still be acting on it" } else { "" };
                 return Err(ClientError::Transport(format!("no answer to call {call_id} ('{tool}') within {} s{acting}", self.options.timeout.as_secs_f64())));
             };
-            if let Some(Answer::Call(outcome)) = self.process(message, Awaiting::Call(call_id)).await? {
+            if let Some(Answer::Call { outcome, .. }) = self.process(message, Awaiting::Call(call_id)).await? {
                 return Ok(outcome);
             }
         }
@@ -331,9 +409,10 @@ impl Session {
     async fn process_message(&mut self, message: BridgeMessage, awaiting: Awaiting<'_>) -> Result<Option<Answer>, ClientError> {
         match message {
             BridgeMessage::ToolResult(result) => match self.calls.resolve(&result.call_id) {
-                Correlation::Answers(_) if matches!(awaiting, Awaiting::Call(id) if id == result.call_id) => {
+                Correlation::Answers(_) if matches!(awaiting, Awaiting::AnyCall) || matches!(awaiting, Awaiting::Call(id) if id == result.call_id) => {
                     let call_id = result.call_id;
-                    return Ok(Some(Answer::Call(result.outcome.map(|output| CallSuccess { call_id, output, meta: result.meta }))));
+                    let outcome = result.outcome.map(|output| CallSuccess { call_id: call_id.clone(), output, meta: result.meta });
+                    return Ok(Some(Answer::Call { call_id, outcome }));
                 }
                 Correlation::Answers(call) => self.warn(format!("a result for call {} ('{}') came while it was not awaited; dropped", result.call_id, call.tool)),
                 Correlation::Abandoned(call) => {
@@ -351,7 +430,9 @@ impl Session {
                     }
                 }
                 match self.calls.resolve_error(in_reply_to.as_deref(), call_id.as_deref()) {
-                    Some((id, _)) if matches!(awaiting, Awaiting::Call(awaited) if awaited == id) => return Ok(Some(Answer::Call(Err(error)))),
+                    Some((id, _)) if matches!(awaiting, Awaiting::AnyCall) || matches!(awaiting, Awaiting::Call(awaited) if awaited == id) => {
+                        return Ok(Some(Answer::Call { call_id: id, outcome: Err(error) }))
+                    }
                     Some((id, call)) => self.warn(format!("an error for call {id} ('{}') came while it was not awaited: {error}", call.tool)),
                     None if in_reply_to.is_none() && call_id.is_none() => {
                         // About the session or connection as a whole.
@@ -376,6 +457,7 @@ impl Session {
                 if let Some(update) = manifest_update {
                     let update = update.as_object().ok_or("a heartbeat's manifest_update is not an object").map_err(|e| ClientError::Protocol(e.into()))?;
                     self.manifest = Manifest::from_message(update).map_err(|e| ClientError::Protocol(format!("manifest_update: {e}")))?;
+                    self.manifest_generation += 1;
                 }
                 if in_reply_to.is_none() {
                     // Answer the bridge's own heartbeat: a silent agent is taken for dead.
@@ -384,6 +466,7 @@ impl Session {
             }
             BridgeMessage::SessionInit { in_reply_to, message } => {
                 self.manifest = Manifest::from_message(&message).map_err(|violation| ClientError::Protocol(violation.to_string()))?;
+                self.manifest_generation += 1;
                 if let Awaiting::Manifest(id) = awaiting {
                     if in_reply_to.as_deref() == Some(id) {
                         return Ok(Some(Answer::Manifest));

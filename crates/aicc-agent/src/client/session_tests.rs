@@ -367,3 +367,50 @@ async fn an_error_about_the_whole_session_ends_it_for_every_later_call_and_wait(
     drop(session);
     assert!(peer.lines.next_line().await.unwrap().is_none(), "a call was sent on the ended session");
 }
+
+/// Receives and dispatches until `count` updates came.
+async fn updates(session: &mut Session, count: usize) -> Vec<super::session::Update> {
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while got.len() < count {
+        let message = session.receive(deadline).await.unwrap();
+        assert!(message.is_some() || std::time::Instant::now() < deadline, "only {} of {count} updates came", got.len());
+        got.extend(session.dispatch(message).await.unwrap());
+    }
+    got
+}
+
+#[tokio::test]
+async fn several_calls_in_flight_are_answered_each_by_its_call_id_in_any_order() {
+    use super::session::Update;
+    let (mut session, mut peer) = open(true, SessionOptions { reorder_window: Duration::ZERO, ..options() }).await;
+    let moving = session.begin_call("move", &json!({ "forward": 1.0 })).await.unwrap();
+    let looking = session.begin_call("proprioception", &json!({})).await.unwrap();
+    assert_ne!(moving, looking);
+    let (first, second) = (peer.next_call().await, peer.next_call().await);
+    assert_eq!((call_id(&first), call_id(&second)), (moving.clone(), looking.clone()));
+    // The sensor answers first, then an event, then the move fails.
+    peer.send(result(&looking, json!({ "x": 1 }), 2)).await;
+    peer.send(event(3, 1)).await;
+    peer.send(failure(&moving, "execution_failed", true)).await;
+    let got = updates(&mut session, 3).await;
+    assert!(matches!(&got[0], Update::Answer { call_id, outcome: Ok(success) } if *call_id == looking && success.output["x"] == 1), "{got:?}");
+    assert!(matches!(&got[1], Update::Event(event) if event.topic == "collision"), "{got:?}");
+    assert!(matches!(&got[2], Update::Answer { call_id, outcome: Err(error) } if *call_id == moving && error.code == "execution_failed"), "{got:?}");
+    let refused = session.begin_call("teleport", &json!({})).await.unwrap_err();
+    assert!(matches!(refused, ClientError::Refused(_)), "refused locally, nothing sent: {refused}");
+}
+
+#[tokio::test]
+async fn a_manifest_update_changes_the_generation_and_a_heartbeat_is_answered() {
+    let (mut session, mut peer) = open(false, options()).await;
+    let generation = session.manifest_generation();
+    let mut update = session_init(true, None);
+    update.as_object_mut().unwrap().retain(|key, _| ["tools", "capabilities"].contains(&key.as_str()));
+    peer.send(json!({ "protocol": "aicc/0.1", "type": "heartbeat", "manifest_update": update, "meta": { "tick": 5 } })).await;
+    let message = session.receive(std::time::Instant::now() + Duration::from_secs(5)).await.unwrap();
+    assert!(session.dispatch(message).await.unwrap().is_empty());
+    assert_ne!(session.manifest_generation(), generation);
+    assert!(session.manifest().permits("move").is_ok(), "the update granted move");
+    assert_eq!(peer.next().await["type"], "heartbeat", "the bridge's heartbeat is answered");
+}
