@@ -85,6 +85,10 @@ const DOMAINS: &[(&str, Range)] = &[
     ("max_line_bytes", AT_LEAST_ONE),
     ("max_calls_in_flight", AT_LEAST_ONE),
     ("outbound_queue", AT_LEAST_ONE),
+    ("outbound_queue_bytes", AT_LEAST_ONE),
+    ("listen_backlog", AT_LEAST_ONE),
+    ("write_stall_timeout_s", POSITIVE),
+    ("handshake_timeout_s", POSITIVE),
     ("event_ring_capacity", AT_LEAST_ONE),
     ("max_connections", AT_LEAST_ONE),
     ("fonline.max_queued_commands", AT_LEAST_ONE),
@@ -431,14 +435,14 @@ mod tests {
     #[test]
     fn layers_apply_in_order_wildcard_then_node_then_overrides() {
         let path = file("layers.yaml", "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n    base.max_linear_mps: 0.3\naicc_bridge:\n  ros__parameters:\n    tick_rate_hz: 25.0\nother_node:\n  ros__parameters:\n    whatever: 1\n");
-        let config = load(&node(), &[path.clone()], &[]).unwrap();
+        let config = load(&node(), std::slice::from_ref(&path), &[]).unwrap();
         assert_eq!((config.tick_rate_hz, config.base.max_linear_mps), (25.0, 0.3), "the node's own section wins; dotted names work");
-        let config = load(&node(), &[path.clone()], &[("base.max_linear_mps".into(), "0.2".into()), ("world_name".into(), "lab".into())]).unwrap();
+        let config = load(&node(), std::slice::from_ref(&path), &[("base.max_linear_mps".into(), "0.2".into()), ("world_name".into(), "lab".into())]).unwrap();
         assert_eq!((config.base.max_linear_mps, config.world_name.as_str()), (0.2, "lab"));
         // A namespaced node finds its section by its full name.
         let namespaced = file("ns.yaml", "/robot1/aicc_bridge:\n  ros__parameters:\n    namespace: \"/robot1\"\n");
         let robot1 = NodeIdentity { name: "aicc_bridge".into(), namespace: "/robot1".into() };
-        assert_eq!(load(&robot1, &[namespaced.clone()], &[]).unwrap().namespace, "/robot1");
+        assert_eq!(load(&robot1, std::slice::from_ref(&namespaced), &[]).unwrap().namespace, "/robot1");
         let err = load(&node(), &[namespaced], &[]).unwrap_err().to_string();
         assert!(err.contains("no section for node 'aicc_bridge'"), "{err}");
     }
@@ -446,7 +450,7 @@ mod tests {
     #[test]
     fn bad_layers_are_refused_naming_the_file_or_the_parameter() {
         let typo = file("typo.yaml", "/**:\n  ros__parameters:\n    base:\n      max_lineer_mps: 1.0\n");
-        let err = load(&node(), &[typo.clone()], &[]).unwrap_err().to_string();
+        let err = load(&node(), std::slice::from_ref(&typo), &[]).unwrap_err().to_string();
         assert!(err.contains("typo.yaml") && err.contains("max_lineer_mps"), "{err}");
         let err = load(&node(), &[], &[("base.max_lineer_mps".into(), "1.0".into())]).unwrap_err().to_string();
         assert!(err.contains("parameter base.max_lineer_mps") && err.contains("no such parameter"), "{err}");
