@@ -182,9 +182,10 @@ async fn load(args: Args) {
     let bridge = Bridge::start(&args);
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!("bridge on the test robot (child pid {}), max_connections {}", bridge.child.id(), args.max_connections);
-    flood(&bridge, &args).await;
-    burst(&bridge, &args).await;
+    // Churn first: its figures are memory kept from a baseline.
     churn(&bridge, &args).await;
+    burst(&bridge, &args).await;
+    flood(&bridge, &args).await;
     let (threads, fds) = bridge.threads_and_fds();
     println!("end: bridge RSS {:.1} MiB, {threads} threads, {fds} open fds", bridge.rss_mib());
 }
