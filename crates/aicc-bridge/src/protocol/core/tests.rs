@@ -279,6 +279,33 @@ fn a_connection_that_does_not_authenticate_within_the_handshake_bound_is_told_an
 }
 
 #[test]
+fn an_observer_may_halt_without_the_lease_and_start_nothing() {
+    let t0 = Instant::now();
+    let mut tools = vec![tool("halt", ToolClass::Actuator, crate::protocol::auth::CAN_HALT, true, None), tool("drive", ToolClass::Actuator, "can_move_self", true, None), tool("speak", ToolClass::Actuator, "can_communicate", false, None)];
+    tools.extend(core_tool_descriptors());
+    let mut tokens = Tokens::default();
+    tokens.add("watch", Scope::Observe).unwrap();
+    tokens.add("drive", Scope::Actuate).unwrap();
+    let mut core = Core::new(CoreConfig { tokens, ..config() }, Arc::new(Catalog::new(tools).unwrap()), t0);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    core.on_connect(1, t0);
+    core.on_connect(2, t0);
+    core.on_line(1, &open("drive"), t0);
+    let init = only(&core.on_line(2, &open("watch"), t0), 2);
+    assert_eq!(init["capabilities"]["granted"], json!(["can_observe_world", "can_halt"]));
+    assert_eq!(init["capabilities"]["actuators"], json!(["halt"]), "the one actuator an observer may call");
+    // The driver holds the lease; the observer halts all the same.
+    assert!(executes(&core.on_line(1, &call("d1", "drive", json!({ "forward": 1 })), t0)));
+    assert!(core.lease_holder().is_some());
+    assert!(executes(&core.on_line(2, &call("h1", "halt", json!({})), t0)), "an observer's halt runs without the lease");
+    for (call_id, refused, capability) in [("d2", "drive", "can_move_self"), ("s1", "speak", "can_communicate")] {
+        let result = only(&core.on_line(2, &call(call_id, refused, json!({})), t0), 2);
+        assert_eq!(error_code(&result), ("tool_unavailable".into(), false));
+        assert!(result["error"]["message"].as_str().unwrap().contains(capability), "{result}");
+    }
+}
+
+#[test]
 fn a_session_resumes_with_the_events_it_missed_and_says_how_many_were_dropped() {
     let t0 = Instant::now();
     let mut core = core_with(config(), t0);
