@@ -83,15 +83,31 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Binds `listen` (and `fonline.listen` when the dialect is enabled).
+    /// Binds `listen` (and `fonline.listen` when the dialect is enabled),
+    /// each with a listen backlog of `listen_backlog`.
     pub async fn bind(config: &Config) -> anyhow::Result<Self> {
-        let aicc = TcpListener::bind(&config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+        let aicc = bind_with_backlog(&config.listen, config.listen_backlog).with_context(|| format!("binding {}", config.listen))?;
         let ai_control = match config.fonline.enabled {
-            true => Some(TcpListener::bind(&config.fonline.listen).await.with_context(|| format!("binding the AI-control listener (fonline.listen) {}", config.fonline.listen))?),
+            true => Some(bind_with_backlog(&config.fonline.listen, config.listen_backlog).with_context(|| format!("binding the AI-control listener (fonline.listen) {}", config.fonline.listen))?),
             false => None,
         };
         Ok(Self { aicc, ai_control })
     }
+}
+
+/// A listener whose kernel queue holds `backlog` connections not yet
+/// accepted: a burst beyond the default (128 in the standard library)
+/// would otherwise leave connections neither greeted nor refused.
+fn bind_with_backlog(address: &str, backlog: u32) -> anyhow::Result<TcpListener> {
+    let address: SocketAddr = address.parse().context("not an address")?;
+    let socket = match address {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As the standard listener does: a restarted bridge rebinds at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    Ok(socket.listen(backlog)?)
 }
 
 /// Runs the bridge for `robot` until `shutdown` resolves, then stops the
@@ -212,6 +228,7 @@ fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreCo
         tokens: tokens.clone(),
         unauthenticated_scope: config.security.unauthenticated_scope,
         max_auth_failures: config.security.max_auth_failures,
+        handshake_timeout: Duration::from_secs_f64(config.handshake_timeout_s),
         limits: limits_in_force(config, joints),
     }
 }
@@ -241,6 +258,16 @@ pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
             "min_creep_speed_mps": safety.min_creep_speed_mps,
         },
         "joints": joint_limits,
+        // What one connection may make the bridge hold (docs/reliability.md).
+        "connection": {
+            "max_line_bytes": config.max_line_bytes,
+            "max_calls_in_flight": config.max_calls_in_flight,
+            "outbound_queue": config.outbound_queue,
+            "outbound_queue_bytes": config.outbound_queue_bytes,
+            "write_stall_timeout_s": config.write_stall_timeout_s,
+            "handshake_timeout_s": config.handshake_timeout_s,
+            "max_connections": config.max_connections,
+        },
     })
 }
 

@@ -29,6 +29,17 @@ pub struct Config {
     /// Bound on messages queued to one connection's writer; beyond it events
     /// are dropped (and counted in the stream) and reading pauses.
     pub outbound_queue: usize,
+    /// The same bound in bytes (serialised messages waiting to be written).
+    pub outbound_queue_bytes: usize,
+    /// A peer that reads nothing for this long while bytes wait for it is
+    /// disconnected.
+    pub write_stall_timeout_s: f64,
+    /// Time a new connection has to finish its TLS handshake and, with
+    /// tokens configured, to authenticate; then it is closed.
+    pub handshake_timeout_s: f64,
+    /// Kernel queue of connections not yet accepted (listen backlog; the
+    /// kernel caps it at net.core.somaxconn).
+    pub listen_backlog: u32,
     /// How the tick advances: fixed, event or hybrid (with `tick_now`).
     pub tick_mode: crate::protocol::core::TickMode,
     /// Events kept per session for replay on resume.
@@ -93,6 +104,10 @@ impl Default for Config {
             max_line_bytes: 1 << 20,
             max_calls_in_flight: 8,
             outbound_queue: 256,
+            outbound_queue_bytes: 1 << 20,
+            write_stall_timeout_s: 30.0,
+            handshake_timeout_s: 10.0,
+            listen_backlog: 1024,
             tick_mode: crate::protocol::core::TickMode::Fixed,
             event_ring_capacity: 1024,
             resume_window_s: 120.0,
@@ -557,6 +572,8 @@ impl Config {
             ("heartbeat_interval_s", self.heartbeat_interval_s),
             ("lease_timeout_s", self.lease_timeout_s),
             ("tool_timeout_s", self.tool_timeout_s),
+            ("write_stall_timeout_s", self.write_stall_timeout_s),
+            ("handshake_timeout_s", self.handshake_timeout_s),
         ];
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
@@ -614,6 +631,8 @@ impl Config {
             ("max_line_bytes", self.max_line_bytes),
             ("max_calls_in_flight", self.max_calls_in_flight),
             ("outbound_queue", self.outbound_queue),
+            ("outbound_queue_bytes", self.outbound_queue_bytes),
+            ("listen_backlog", self.listen_backlog as usize),
             ("event_ring_capacity", self.event_ring_capacity),
             ("max_connections", self.max_connections),
             ("fonline.max_queued_commands", self.fonline.max_queued_commands),

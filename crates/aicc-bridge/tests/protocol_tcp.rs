@@ -69,9 +69,13 @@ fn tokens_come_from_the_environment_are_checked_per_connection_and_never_logged(
     observer.send_line(&open("look-only"));
     let init = observer.read_message();
     let actuators = init["capabilities"]["actuators"].as_array().unwrap();
-    assert!(["move", "turn", "look_at", "interact", "say", "stop"].iter().all(|a| !actuators.contains(&json!(a))), "observe scope may not act: {actuators:?}");
+    assert!(["move", "turn", "look_at", "interact", "say"].iter().all(|a| !actuators.contains(&json!(a))), "observe scope may not act: {actuators:?}");
+    assert!(actuators.contains(&json!("stop")), "observe scope may halt: {actuators:?}");
     let refused = observer.call("m", "move", json!({ "forward": 0.1 }));
     assert_eq!((refused["error"]["code"].as_str(), refused["error"]["retryable"].as_bool()), (Some("tool_unavailable"), Some(false)));
+    let halted = observer.call("halt", "stop", json!({ "reason": "seen from the camera" }));
+    assert_eq!(halted["ok"], true, "an observer may stop the robot: {halted}");
+    assert_eq!(halted["output"]["reason"], "seen from the camera");
 
     let mut fresh = AiccClient::connect_raw(port);
     fresh.send_line(&line(json!({ "protocol": "aicc/0.1", "type": "heartbeat" })));

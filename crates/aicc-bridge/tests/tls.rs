@@ -50,3 +50,22 @@ async fn a_tls_listener_serves_aicc_to_a_client_that_trusts_its_certificate() {
     assert!(!answer.contains("aicc/0.1"), "plain text was answered: {answer}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_peer_that_never_finishes_the_tls_handshake_is_closed_after_the_handshake_bound() {
+    let dir = std::env::temp_dir().join(format!("aicc-tls-stall-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, certified.cert.pem()).unwrap();
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).unwrap();
+    let settings = format!("    handshake_timeout_s: 0.5\n    security:\n      tls_cert_file: \"{}\"\n      tls_key_file: \"{}\"\n", cert_path.display(), key_path.display());
+    let bridge = support::start(support::config(&settings), &[]);
+    // Connected, and silent: no ClientHello ever comes.
+    let mut silent = tokio::net::TcpStream::connect(("127.0.0.1", bridge.port)).await.unwrap();
+    let mut sink = Vec::new();
+    let end = tokio::time::timeout(std::time::Duration::from_secs(20), tokio::io::AsyncReadExt::read_to_end(&mut silent, &mut sink)).await;
+    assert!(matches!(end, Ok(Ok(0))), "the bridge closes a silent TLS peer: {end:?}");
+    assert!(support::logs().contains("TLS handshake not done within 0.5 s"), "the reason is logged");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -101,7 +101,7 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
         assert!(tools.contains(&tool), "{tool} missing from the manifest: {tools:?}");
     }
     let descriptor = |id: &str| init["tools"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap().clone();
-    assert_eq!((descriptor("stop")["capability"].as_str(), descriptor("wait")["capability"].as_str()), (Some("can_communicate"), Some("can_observe_world")));
+    assert_eq!((descriptor("stop")["capability"].as_str(), descriptor("wait")["capability"].as_str()), (Some("can_halt"), Some("can_observe_world")));
     assert_eq!(descriptor("say")["limits"]["calls_per_minute"], 30);
 
     // Joint states and odometry reach the bridge a moment after the simulator is ready.

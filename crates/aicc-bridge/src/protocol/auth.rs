@@ -2,11 +2,18 @@
 //! constant time) and the scopes they grant.
 use subtle::ConstantTimeEq;
 
+/// May stop motion, whoever drives, and start none: every scope has it
+/// (the `stop` tool). A halt is never a risk to refuse a watcher; what it
+/// costs others is bounded by the tool's rate limit, and each stop names
+/// its session in a `governor` event.
+pub const CAN_HALT: &str = "can_halt";
+
 /// What a token allows. Scopes are ordered: each includes the ones before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
-    /// Sensors only.
+    /// Sensors, and halting all motion (`stop`): the safe direction is
+    /// open to anyone watching, as an emergency-stop button is.
     Observe,
     /// Sensors and actuators (motion needs the lease as well).
     Actuate,
@@ -15,12 +22,13 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// The reserved capabilities (AICC section 7) this scope grants.
+    /// The capabilities this scope grants: AICC's reserved ones (section
+    /// 7) and the bridge's own, [`CAN_HALT`] and `can_administer_bridge`.
     pub fn capabilities(self) -> &'static [&'static str] {
         match self {
-            Scope::Observe => &["can_observe_world"],
-            Scope::Actuate => &["can_observe_world", "can_move_self", "can_communicate"],
-            Scope::Admin => &["can_observe_world", "can_move_self", "can_communicate", "can_administer_bridge"],
+            Scope::Observe => &["can_observe_world", CAN_HALT],
+            Scope::Actuate => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate"],
+            Scope::Admin => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate", "can_administer_bridge"],
         }
     }
 
@@ -100,6 +108,9 @@ mod tests {
         assert!(tokens.add("", Scope::Admin).is_err());
         assert_eq!(tokens.add("", Scope::Admin), Err(TokenError::Empty));
         assert!(!format!("{tokens:?}").contains("drive"), "Debug must not print secrets");
-        assert!(Scope::Observe.capabilities().iter().all(|c| *c == "can_observe_world"));
+        assert_eq!(Scope::Observe.capabilities(), ["can_observe_world", CAN_HALT], "an observer observes and may halt, nothing more");
+        for scope in [Scope::Observe, Scope::Actuate, Scope::Admin] {
+            assert!(scope.capabilities().contains(&CAN_HALT), "{scope:?} may halt");
+        }
     }
 }

@@ -1,6 +1,7 @@
-//! `stop`: halts all motion at once, for any session with the actuate
-//! scope, whether or not it holds the motion lease (a bystander must be able
-//! to stop a robot that another agent drives). The base brakes at the
+//! `stop`: halts all motion at once, for any session (capability
+//! `can_halt`, which every scope grants, observe included), whether or not
+//! it holds the motion lease: a bystander, or a supervisor watching through
+//! the sensors, must be able to stop a robot that another agent drives. The base brakes at the
 //! emergency rate; the head and arm are sent a short trajectory that holds
 //! their current positions, which preempts any goal they were following;
 //! every session is told by a `governor` event.
@@ -80,8 +81,8 @@ impl Tool for Stop {
         ToolDescriptor {
             id: "stop",
             class: ToolClass::Actuator,
-            description: "Halt ALL motion at once: the base brakes, the head and the arm hold where they are, and any running turn/look_at/interact call ends. Any session allowed to act may call it, with or without the motion lease (capability can_communicate, so it never waits for the lease). The gripper is left as it is (it may be holding something). Every session gets a `governor` event {kind: \"stop\", by}.",
-            capability: "can_communicate",
+            description: "Halt ALL motion at once: the base brakes, the head and the arm hold where they are, and any running turn/look_at/interact call ends. Any session may call it, observers included, with or without the motion lease (capability can_halt: it stops motion and can start none, so it never waits for the lease). The gripper is left as it is (it may be holding something). Every session gets a `governor` event {kind: \"stop\", by}.",
+            capability: crate::protocol::auth::CAN_HALT,
             strict_input: true,
             // Per session; generous, so that it never blocks a real stop,
             // but bounded, because each call raises an event for everyone.

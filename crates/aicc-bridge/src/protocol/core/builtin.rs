@@ -28,8 +28,10 @@ pub(super) struct Counters {
 pub(super) struct ShellFacts {
     listener: Option<String>,
     max_connections: usize,
-    outbound: Vec<(ConnId, usize)>,
+    /// Messages and bytes queued per connection.
+    outbound: Vec<(ConnId, usize, usize)>,
     outbound_max: usize,
+    outbound_max_bytes: usize,
     /// What each sensor delivered, as the robot side counts it (null until reported).
     sensors: Value,
 }
@@ -86,8 +88,10 @@ impl Core {
             }))
             .collect();
         let shell = &self.shell;
-        let outbound_queued: usize = shell.outbound.iter().map(|(_, n)| n).sum();
-        let outbound_fullest = shell.outbound.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        let outbound_queued: usize = shell.outbound.iter().map(|(_, n, _)| n).sum();
+        let outbound_fullest = shell.outbound.iter().map(|(_, n, _)| *n).max().unwrap_or(0);
+        let outbound_bytes: usize = shell.outbound.iter().map(|(_, _, b)| b).sum();
+        let outbound_fullest_bytes = shell.outbound.iter().map(|(_, _, b)| *b).max().unwrap_or(0);
         json!({
             "listener": shell.listener,
             "connections": self.connections.len(),
@@ -95,6 +99,9 @@ impl Core {
             "outbound_queued": outbound_queued,
             "outbound_fullest_queue": outbound_fullest,
             "outbound_queue_max": shell.outbound_max,
+            "outbound_queued_bytes": outbound_bytes,
+            "outbound_fullest_queue_bytes": outbound_fullest_bytes,
+            "outbound_queue_bytes_max": shell.outbound_max_bytes,
             "connections_total": self.counters.connections_total,
             "sessions": sessions,
             "lease_holder": self.lease.holder().map(show),
@@ -116,10 +123,12 @@ impl Core {
         self.shell.max_connections = max_connections;
     }
 
-    /// Outbound queue occupancy per connection, as the shell measured it.
-    pub fn note_outbound(&mut self, occupancy: Vec<(ConnId, usize)>, max_per_connection: usize) {
+    /// Outbound queue occupancy per connection (messages, bytes), as the
+    /// shell measured it, and the per-connection bounds.
+    pub fn note_outbound(&mut self, occupancy: Vec<(ConnId, usize, usize)>, max_messages: usize, max_bytes: usize) {
         self.shell.outbound = occupancy;
-        self.shell.outbound_max = max_per_connection;
+        self.shell.outbound_max = max_messages;
+        self.shell.outbound_max_bytes = max_bytes;
     }
 
     /// What each sensor has delivered (messages, distinct frames, last

@@ -15,13 +15,14 @@ pub(super) struct Connection {
     /// Granted scope once authenticated (or at once without tokens).
     pub(super) scope: Option<Scope>,
     auth_failures: u32,
+    opened: Instant,
     last_inbound: Instant,
     last_heartbeat_sent: Instant,
 }
 
 impl Connection {
     pub(super) fn new(scope: Option<Scope>, now: Instant) -> Self {
-        Self { session: None, scope, auth_failures: 0, last_inbound: now, last_heartbeat_sent: now }
+        Self { session: None, scope, auth_failures: 0, opened: now, last_inbound: now, last_heartbeat_sent: now }
     }
 
     pub(super) fn is_authenticated(&self) -> bool {
@@ -38,6 +39,12 @@ impl Connection {
     pub(super) fn refuse_token(&mut self, max_failures: u32) -> bool {
         self.auth_failures += 1;
         self.auth_failures >= max_failures
+    }
+
+    /// Still not authenticated `bound` after it opened: a peer holding a
+    /// connection slot without presenting a token.
+    pub(super) fn is_past_handshake(&self, now: Instant, bound: Duration) -> bool {
+        !self.is_authenticated() && now.saturating_duration_since(self.opened) > bound
     }
 
     /// Silent for longer than `intervals` heartbeat intervals: taken as dead.
@@ -106,6 +113,15 @@ impl Core {
         let conns: Vec<ConnId> = self.connections.keys().copied().collect();
         for conn in conns {
             let state = &self.connections[&conn];
+            if state.is_past_handshake(now, self.config.handshake_timeout) {
+                let bound = self.config.handshake_timeout.as_secs_f64();
+                tracing::info!(conn, "not authenticated within {bound:.1} s: closing");
+                let error = AiccError::invalid_input(format!("authentication not completed within {bound:.1} s of connecting (handshake_timeout_s); closing the connection"));
+                out.push(self.error_message(conn, error, &Correlation::default(), now));
+                out.push(Output::Close { conn });
+                out.extend(self.on_disconnect(conn, now));
+                continue;
+            }
             let interval = state.session.as_ref().and_then(|s| self.sessions.get(s)).map_or(self.config.heartbeat_interval, |s| s.heartbeat_interval(self.config.heartbeat_interval));
             if state.is_silent(now, interval, self.config.dead_peer_intervals) {
                 tracing::info!(conn, "peer silent for {} heartbeat intervals: closing", self.config.dead_peer_intervals);

@@ -113,6 +113,8 @@ pub struct CoreConfig {
     pub unauthenticated_scope: Scope,
     /// Failed authentication attempts before the connection is closed.
     pub max_auth_failures: u32,
+    /// A connection not authenticated this long after it opened is closed.
+    pub handshake_timeout: Duration,
     /// The safety limits in force, stated in the manifest (session
     /// metadata: what the governor allows, not the state of the world).
     pub limits: Value,
@@ -306,11 +308,25 @@ impl Core {
     /// again, and pushes the manifest change to every agent in a heartbeat
     /// (AICC section 8).
     pub fn set_tool_availability(&mut self, tool: &str, unavailable_reason: Option<String>, now: Instant) -> Vec<Output> {
-        let change = match &unavailable_reason {
-            Some(reason) => self.unavailable.insert(tool.to_string(), reason.clone()).is_none().then(|| json!({ "entity": tool, "change": "unavailable", "reason": reason })),
-            None => self.unavailable.remove(tool).map(|was| json!({ "entity": tool, "change": "available", "was": was })),
-        };
-        let Some(change) = change else { return Vec::new() };
+        self.set_tools_availability(vec![(tool.to_string(), unavailable_reason)], now)
+    }
+
+    /// Several tools' availability at once (one sensor feeds several
+    /// tools): one manifest update per agent for all the changes, not one
+    /// per tool, so that what a sensor dropout queues to each connection
+    /// does not grow with the number of tools.
+    pub fn set_tools_availability(&mut self, changes: Vec<(String, Option<String>)>, now: Instant) -> Vec<Output> {
+        let mut changed = Vec::new();
+        for (tool, unavailable_reason) in changes {
+            let change = match &unavailable_reason {
+                Some(reason) => self.unavailable.insert(tool.clone(), reason.clone()).is_none().then(|| json!({ "entity": tool, "change": "unavailable", "reason": reason })),
+                None => self.unavailable.remove(&tool).map(|was| json!({ "entity": tool, "change": "available", "was": was })),
+            };
+            changed.extend(change);
+        }
+        if changed.is_empty() {
+            return Vec::new();
+        }
         let tick = self.tick(now);
         let attached: Vec<(String, ConnId)> = self.sessions.iter().filter_map(|(id, s)| s.conn.map(|c| (id.clone(), c))).collect();
         let mut out: Vec<Output> = attached
@@ -323,7 +339,9 @@ impl Core {
             .collect();
         // A sensor going stale or coming back is also a state change agents
         // can subscribe to (and find in their history).
-        out.extend(self.publish("state_change", change, None, now));
+        for change in changed {
+            out.extend(self.publish("state_change", change, None, now));
+        }
         out
     }
 

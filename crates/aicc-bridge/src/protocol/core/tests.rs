@@ -40,6 +40,7 @@ fn config() -> CoreConfig {
         tokens: Tokens::default(),
         unauthenticated_scope: Scope::Admin,
         max_auth_failures: 3,
+        handshake_timeout: Duration::from_secs(10),
         limits: json!({ "base": { "max_linear_mps": 0.22 } }),
     }
 }
@@ -255,6 +256,52 @@ fn with_tokens_nothing_happens_before_authentication_and_a_wrong_token_may_be_re
     for attempt in 1..=3 {
         let out = core.on_line(3, &open("nope"), t0);
         assert_eq!(out.iter().any(|o| matches!(o, Output::Close { conn: 3 })), attempt == 3);
+    }
+}
+
+#[test]
+fn a_connection_that_does_not_authenticate_within_the_handshake_bound_is_told_and_closed() {
+    let t0 = Instant::now();
+    let mut tokens = Tokens::default();
+    tokens.add("secret", Scope::Actuate).unwrap();
+    let mut core = core_with(CoreConfig { tokens, handshake_timeout: Duration::from_secs(2), ..config() }, t0);
+    core.on_connect(1, t0);
+    core.on_connect(2, t0);
+    let open = line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": "secret" } }));
+    assert_eq!(only(&core.on_line(2, &open, t0 + Duration::from_secs(1)), 2)["type"], "session_init");
+    assert!(!core.on_timer(t0 + Duration::from_secs(2)).iter().any(|o| matches!(o, Output::Close { .. })), "not before the bound");
+    let out = core.on_timer(t0 + Duration::from_millis(2100));
+    let told = only(&out, 1);
+    assert!(told["message"].as_str().unwrap().contains("handshake_timeout_s"), "{told}");
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })));
+    assert!(!out.iter().any(|o| matches!(o, Output::Close { conn: 2 })), "an authenticated connection stays");
+    assert!(core.on_line(1, &open, t0 + Duration::from_secs(3)).is_empty(), "the closed connection is forgotten");
+}
+
+#[test]
+fn an_observer_may_halt_without_the_lease_and_start_nothing() {
+    let t0 = Instant::now();
+    let mut tools = vec![tool("halt", ToolClass::Actuator, crate::protocol::auth::CAN_HALT, true, None), tool("drive", ToolClass::Actuator, "can_move_self", true, None), tool("speak", ToolClass::Actuator, "can_communicate", false, None)];
+    tools.extend(core_tool_descriptors());
+    let mut tokens = Tokens::default();
+    tokens.add("watch", Scope::Observe).unwrap();
+    tokens.add("drive", Scope::Actuate).unwrap();
+    let mut core = Core::new(CoreConfig { tokens, ..config() }, Arc::new(Catalog::new(tools).unwrap()), t0);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    core.on_connect(1, t0);
+    core.on_connect(2, t0);
+    core.on_line(1, &open("drive"), t0);
+    let init = only(&core.on_line(2, &open("watch"), t0), 2);
+    assert_eq!(init["capabilities"]["granted"], json!(["can_observe_world", "can_halt"]));
+    assert_eq!(init["capabilities"]["actuators"], json!(["halt"]), "the one actuator an observer may call");
+    // The driver holds the lease; the observer halts all the same.
+    assert!(executes(&core.on_line(1, &call("d1", "drive", json!({ "forward": 1 })), t0)));
+    assert!(core.lease_holder().is_some());
+    assert!(executes(&core.on_line(2, &call("h1", "halt", json!({})), t0)), "an observer's halt runs without the lease");
+    for (call_id, refused, capability) in [("d2", "drive", "can_move_self"), ("s1", "speak", "can_communicate")] {
+        let result = only(&core.on_line(2, &call(call_id, refused, json!({})), t0), 2);
+        assert_eq!(error_code(&result), ("tool_unavailable".into(), false));
+        assert!(result["error"]["message"].as_str().unwrap().contains(capability), "{result}");
     }
 }
 
@@ -516,6 +563,20 @@ fn a_lost_capability_is_pushed_in_a_heartbeat_and_restored() {
     assert!(core.set_tool_availability("probe", Some("again".into()), t0).is_empty(), "no repeat for no change");
     let back = sent(&core.set_tool_availability("probe", None, t0), 1).into_iter().find(|m| m["type"] == "heartbeat").unwrap();
     assert_eq!(back["manifest_update"]["capabilities"]["sensors"], json!(["probe", "cancel", "memory_query", "bridge_status"]));
+}
+
+#[test]
+fn tools_lost_together_make_one_manifest_update_per_agent() {
+    let t0 = Instant::now();
+    let mut core = core_with(config(), t0);
+    core.on_connect(1, t0);
+    let lost = vec![("probe".to_string(), Some("no data on /odom".to_string())), ("drive".to_string(), Some("no data on /odom".to_string())), ("speak".to_string(), None)];
+    let messages = sent(&core.set_tools_availability(lost, t0), 1);
+    let updates: Vec<&Value> = messages.iter().filter(|m| m["type"] == "heartbeat").collect();
+    assert_eq!(updates.len(), 1, "one update for both tools: {messages:?}");
+    assert_eq!(updates[0]["manifest_update"]["capabilities"]["actuators"], json!(["speak"]));
+    let changes: Vec<&Value> = messages.iter().filter(|m| m["topic"] == "state_change").map(|m| &m["payload"]["entity"]).collect();
+    assert_eq!(changes, vec!["probe", "drive"], "a state change per tool that changed, none for one that did not");
 }
 
 #[test]
