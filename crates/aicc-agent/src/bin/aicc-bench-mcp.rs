@@ -41,7 +41,7 @@ fn main() {
     let aicc = std::env::current_exe().expect("this binary's path").with_file_name("aicc");
     let bridge_args = ["--host".to_string(), args.host.clone(), "--port".to_string(), args.port.to_string()];
     println!("{} calls per tool and path; bridge {}:{}", args.calls, args.host, args.port);
-    println!("{:<22} {:>10} {:>10}", "path / tool", "p50 ms", "p99 ms");
+    println!("{:<28} {:>10} {:>10}", "path / tool", "p50 ms", "p99 ms");
 
     let mut tcp = AiccTcp::connect(&args.host, args.port);
     run("aicc tcp", &mut tcp, &args, &vision);
@@ -71,7 +71,7 @@ fn run(path: &str, caller: &mut dyn Caller, args: &Args, vision: &Value) {
             .collect();
         times_ms.sort_by(f64::total_cmp);
         let at = |p: f64| times_ms[((times_ms.len() - 1) as f64 * p).round() as usize];
-        println!("{:<22} {:>10.2} {:>10.2}", format!("{path} / {tool}"), at(0.50), at(0.99));
+        println!("{:<28} {:>10.2} {:>10.2}", format!("{path} / {tool}"), at(0.50), at(0.99));
     }
 }
 
