@@ -32,6 +32,7 @@ fn config() -> CoreConfig {
         max_calls_in_flight: 4,
         event_ring_capacity: 8,
         resume_window: Duration::from_secs(5),
+        max_detached_sessions: 4,
         heartbeat_interval: Duration::from_secs(1),
         dead_peer_intervals: 3,
         lease_timeout: Duration::from_secs(2),
