@@ -222,6 +222,7 @@ fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreCo
         max_calls_in_flight: config.max_calls_in_flight,
         event_ring_capacity: config.event_ring_capacity,
         resume_window: Duration::from_secs_f64(config.resume_window_s),
+        max_detached_sessions: config.max_detached_sessions,
         heartbeat_interval: Duration::from_secs_f64(config.heartbeat_interval_s),
         dead_peer_intervals: config.dead_peer_intervals,
         lease_timeout: Duration::from_secs_f64(config.lease_timeout_s),

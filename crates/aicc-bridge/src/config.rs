@@ -46,6 +46,9 @@ pub struct Config {
     pub event_ring_capacity: usize,
     /// How long a disconnected session may be resumed.
     pub resume_window_s: f64,
+    /// Disconnected sessions kept for resuming at most (the longest
+    /// disconnected is forgotten first).
+    pub max_detached_sessions: usize,
     /// Heartbeat interval for agents that declare no model class.
     pub heartbeat_interval_s: f64,
     /// A peer silent for this many heartbeat intervals is disconnected.
@@ -111,6 +114,7 @@ impl Default for Config {
             tick_mode: crate::protocol::core::TickMode::Fixed,
             event_ring_capacity: 1024,
             resume_window_s: 120.0,
+            max_detached_sessions: 1024,
             heartbeat_interval_s: 10.0,
             dead_peer_intervals: 3,
             lease_timeout_s: 30.0,
@@ -634,6 +638,7 @@ impl Config {
             ("outbound_queue_bytes", self.outbound_queue_bytes),
             ("listen_backlog", self.listen_backlog as usize),
             ("event_ring_capacity", self.event_ring_capacity),
+            ("max_detached_sessions", self.max_detached_sessions),
             ("max_connections", self.max_connections),
             ("fonline.max_queued_commands", self.fonline.max_queued_commands),
             ("fonline.max_events", self.fonline.max_events),

@@ -91,6 +91,7 @@ const DOMAINS: &[(&str, Range)] = &[
     ("write_stall_timeout_s", POSITIVE),
     ("handshake_timeout_s", POSITIVE),
     ("event_ring_capacity", AT_LEAST_ONE),
+    ("max_detached_sessions", AT_LEAST_ONE),
     ("max_connections", AT_LEAST_ONE),
     ("fonline.max_queued_commands", AT_LEAST_ONE),
     ("fonline.max_events", AT_LEAST_ONE),

@@ -102,6 +102,10 @@ pub struct CoreConfig {
     pub event_ring_capacity: usize,
     /// How long a detached session may be resumed.
     pub resume_window: Duration,
+    /// Detached sessions kept at most; beyond it the longest detached is
+    /// forgotten first (a peer opening and dropping connections in a loop
+    /// cannot grow them without bound within the resume window).
+    pub max_detached_sessions: usize,
     /// Heartbeat interval when the agent declares no model class.
     pub heartbeat_interval: Duration,
     /// A peer silent for this many heartbeat intervals is taken as dead.

@@ -238,6 +238,19 @@ impl Core {
             self.abort_call(session_id, &call_id, &flight, reason, now, out);
         }
         self.release_lease_of(session_id, now, reason, out);
+        self.forget_detached_beyond_the_bound();
+    }
+
+    /// Keeps at most `max_detached_sessions` detached sessions: the ones
+    /// detached longest ago go first.
+    fn forget_detached_beyond_the_bound(&mut self) {
+        let mut detached: Vec<(Instant, String)> = self.sessions.iter().filter_map(|(id, s)| s.detached_at.map(|at| (at, id.clone()))).collect();
+        let Some(excess) = detached.len().checked_sub(self.config.max_detached_sessions).filter(|n| *n > 0) else { return };
+        detached.sort();
+        for (_, id) in detached.into_iter().take(excess) {
+            tracing::info!(session = super::short_id(&id), "forgetting a detached session: more than {} are detached (max_detached_sessions)", self.config.max_detached_sessions);
+            self.sessions.remove(&id);
+        }
     }
 
     /// Detached sessions past the resume window are forgotten.

@@ -34,6 +34,7 @@ fn config() -> CoreConfig {
         max_calls_in_flight: 2,
         event_ring_capacity: 4,
         resume_window: Duration::from_secs(60),
+        max_detached_sessions: 100,
         heartbeat_interval: Duration::from_secs(10),
         dead_peer_intervals: 3,
         lease_timeout: Duration::from_secs(30),
@@ -303,6 +304,24 @@ fn an_observer_may_halt_without_the_lease_and_start_nothing() {
         assert_eq!(error_code(&result), ("tool_unavailable".into(), false));
         assert!(result["error"]["message"].as_str().unwrap().contains(capability), "{result}");
     }
+}
+
+#[test]
+fn detached_sessions_beyond_the_bound_are_forgotten_longest_detached_first() {
+    let t0 = Instant::now();
+    let mut core = core_with(CoreConfig { max_detached_sessions: 2, ..config() }, t0);
+    let sessions: Vec<String> = (1..=4).map(|conn| session_id(&only(&core.on_connect(conn, t0), conn))).collect();
+    for conn in 1..=4u64 {
+        core.on_disconnect(conn, t0 + Duration::from_secs(conn));
+    }
+    let resume = |session: &str| line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r", "session_id": session, "cursor": 0 }));
+    let at = t0 + Duration::from_secs(5);
+    core.on_connect(5, at);
+    let refused = only(&core.on_line(5, &resume(&sessions[0]), at), 5);
+    assert_eq!(error_code(&refused), ("session_expired".into(), false), "the first detached is gone: {refused}");
+    core.on_connect(6, at);
+    let out = core.on_line(6, &resume(&sessions[3]), at);
+    assert!(sent(&out, 6).iter().any(|m| m["type"] == "session_resume"), "the last detached resumes: {out:?}");
 }
 
 #[test]
