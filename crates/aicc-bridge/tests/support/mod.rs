@@ -73,6 +73,15 @@ pub fn logs() -> String {
     String::from_utf8_lossy(&log_buffer().lock().unwrap()).into_owned()
 }
 
+/// Whether `text` is logged within 2 s (a connection's task logs its end
+/// just after closing the socket the test saw close).
+pub fn logged_soon(text: &str) -> bool {
+    (0..40).any(|_| logs().contains(text) || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        false
+    })
+}
+
 fn log_buffer() -> &'static Arc<Mutex<Vec<u8>>> {
     static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     LOGS.get_or_init(Default::default)
