@@ -166,60 +166,45 @@ fn items(value: &Value) -> Vec<Value> {
 pub fn serve(node: &mut r2r::Node, store: Arc<ParameterStore>) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let base = node.fully_qualified_name().context("the node's name")?;
-    let qos = r2r::QosProfile::default;
-    let mut list = node.create_service::<ListParameters::Service>(&format!("{base}/list_parameters"), qos())?;
-    let mut get = node.create_service::<GetParameters::Service>(&format!("{base}/get_parameters"), qos())?;
-    let mut types = node.create_service::<GetParameterTypes::Service>(&format!("{base}/get_parameter_types"), qos())?;
-    let mut describe = node.create_service::<DescribeParameters::Service>(&format!("{base}/describe_parameters"), qos())?;
-    let mut set = node.create_service::<SetParameters::Service>(&format!("{base}/set_parameters"), qos())?;
-    let mut atomic = node.create_service::<SetParametersAtomically::Service>(&format!("{base}/set_parameters_atomically"), qos())?;
     let s = store.clone();
-    tokio::spawn(async move {
-        while let Some(request) = list.next().await {
-            let (names, prefixes) = s.list(&request.message.prefixes, request.message.depth);
-            let _ = request.respond(ListParameters::Response { result: r2r::rcl_interfaces::msg::ListParametersResult { names, prefixes } });
-        }
-    });
+    answer::<ListParameters::Service>(node, &base, "list_parameters", move |request| {
+        let (names, prefixes) = s.list(&request.prefixes, request.depth);
+        ListParameters::Response { result: r2r::rcl_interfaces::msg::ListParametersResult { names, prefixes } }
+    })?;
     let s = store.clone();
-    tokio::spawn(async move {
-        while let Some(request) = get.next().await {
-            let values = request.message.names.iter().map(|n| s.value(n)).collect();
-            let _ = request.respond(GetParameters::Response { values });
-        }
-    });
+    answer::<GetParameters::Service>(node, &base, "get_parameters", move |request| GetParameters::Response { values: request.names.iter().map(|n| s.value(n)).collect() })?;
     let s = store.clone();
-    tokio::spawn(async move {
-        while let Some(request) = types.next().await {
-            let types = request.message.names.iter().map(|n| s.kind(n)).collect();
-            let _ = request.respond(GetParameterTypes::Response { types });
-        }
-    });
+    answer::<GetParameterTypes::Service>(node, &base, "get_parameter_types", move |request| GetParameterTypes::Response { types: request.names.iter().map(|n| s.kind(n)).collect() })?;
     let s = store.clone();
-    tokio::spawn(async move {
-        while let Some(request) = describe.next().await {
-            let descriptors = request.message.names.iter().map(|n| s.describe(n)).collect();
-            let _ = request.respond(DescribeParameters::Response { descriptors });
-        }
-    });
+    answer::<DescribeParameters::Service>(node, &base, "describe_parameters", move |request| DescribeParameters::Response { descriptors: request.names.iter().map(|n| s.describe(n)).collect() })?;
     let s = store.clone();
+    answer::<SetParameters::Service>(node, &base, "set_parameters", move |request| SetParameters::Response { results: request.parameters.iter().map(|p| s.set(&p.name, &p.value)).collect() })?;
+    answer::<SetParametersAtomically::Service>(node, &base, "set_parameters_atomically", move |request| {
+        // All or nothing: every one is checked before any is applied.
+        let refused = request.parameters.iter().find_map(|p| store.check(&p.name, &p.value).err());
+        let result = match refused {
+            Some(reason) => SetParametersResult { successful: false, reason },
+            None => {
+                let results: Vec<SetParametersResult> = request.parameters.iter().map(|p| store.set(&p.name, &p.value)).collect();
+                results.into_iter().find(|r| !r.successful).unwrap_or(SetParametersResult { successful: true, reason: String::new() })
+            }
+        };
+        SetParametersAtomically::Response { result }
+    })?;
+    Ok(())
+}
+
+/// Creates the service `<base>/<name>` and answers each request with
+/// `respond` on a tokio task.
+fn answer<T>(node: &mut r2r::Node, base: &str, name: &str, respond: impl Fn(&T::Request) -> T::Response + Send + 'static) -> anyhow::Result<()>
+where
+    T: r2r::WrappedServiceTypeSupport + 'static,
+{
+    let mut requests = node.create_service::<T>(&format!("{base}/{name}"), r2r::QosProfile::default())?;
     tokio::spawn(async move {
-        while let Some(request) = set.next().await {
-            let results = request.message.parameters.iter().map(|p| s.set(&p.name, &p.value)).collect();
-            let _ = request.respond(SetParameters::Response { results });
-        }
-    });
-    tokio::spawn(async move {
-        while let Some(request) = atomic.next().await {
-            // All or nothing: every one is checked before any is applied.
-            let refused = request.message.parameters.iter().find_map(|p| store.check(&p.name, &p.value).err());
-            let result = match refused {
-                Some(reason) => SetParametersResult { successful: false, reason },
-                None => {
-                    let results: Vec<SetParametersResult> = request.message.parameters.iter().map(|p| store.set(&p.name, &p.value)).collect();
-                    results.into_iter().find(|r| !r.successful).unwrap_or(SetParametersResult { successful: true, reason: String::new() })
-                }
-            };
-            let _ = request.respond(SetParametersAtomically::Response { result });
+        while let Some(request) = requests.next().await {
+            let response = respond(&request.message);
+            let _ = request.respond(response);
         }
     });
     Ok(())
