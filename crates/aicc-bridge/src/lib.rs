@@ -15,4 +15,5 @@ pub mod perception;
 pub mod protocol;
 pub mod robot;
 pub mod server;
+pub mod tap;
 pub mod tools;

@@ -25,6 +25,7 @@ use crate::protocol::core::{ConnId, Core, Output, ToolSuccess};
 use crate::protocol::ids::{IdSource, RandomIds};
 use crate::protocol::message::envelope;
 use crate::protocol::{AiccError, ErrorCode};
+use crate::tap::{Tap, TapBody};
 use crate::tools::{Registry, ToolContext};
 use outbox::{Outbox, OutboxLimits};
 
@@ -52,6 +53,9 @@ pub struct Bridge {
     handshake_timeout: Duration,
     tool_timeout: Duration,
     trimmer: trim::Trimmer,
+    /// A copy of the traffic for observers that are not agents (recorder,
+    /// console): bounded, never waited for.
+    pub tap: Tap,
 }
 
 impl Bridge {
@@ -68,6 +72,7 @@ impl Bridge {
             handshake_timeout: Duration::from_secs_f64(config.handshake_timeout_s),
             tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
             trimmer: trim::Trimmer::default(),
+            tap: Tap::default(),
         })
     }
 
@@ -84,6 +89,7 @@ impl Bridge {
     /// Publishes an event from the robot side (sensors, governor).
     pub fn publish(&self, topic: &str, payload: Value, audience: Option<&str>) {
         let mut core = self.core.lock();
+        self.tap.record(None, || TapBody::Event { topic: topic.to_string(), payload: Arc::new(payload.clone()), audience: audience.map(str::to_string) });
         let outputs = core.publish(topic, payload, audience, Instant::now());
         self.apply(outputs);
     }
@@ -104,6 +110,7 @@ impl Bridge {
         for output in outputs {
             match output {
                 Output::Send { conn, message, droppable } => {
+                    self.tap.record(Some(conn), || TapBody::Outbound { message: Arc::new(message.clone()), droppable });
                     if let Some(outbox) = outboxes.get(&conn) {
                         outbox.push(message, droppable);
                     }
@@ -113,7 +120,10 @@ impl Bridge {
                         outbox.close();
                     }
                 }
-                Output::LeaseReleased { .. } => self.tools.base.stop(),
+                Output::LeaseReleased { .. } => {
+                    self.tap.record(None, || TapBody::LeaseReleased);
+                    self.tools.base.stop();
+                }
                 own @ (Output::Execute { .. } | Output::Abort { .. }) => executions.push(own),
             }
         }
@@ -209,11 +219,11 @@ impl Bridge {
             tokio::spawn(async move {
                 let result = match tls {
                     Some(acceptor) => match tokio::time::timeout(bridge.handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => bridge.handle_connection(stream, None).await,
+                        Ok(Ok(stream)) => bridge.handle_connection(stream, None, peer.to_string()).await,
                         Ok(Err(error)) => Err(error),
                         Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("TLS handshake not done within {:.1} s (handshake_timeout_s)", bridge.handshake_timeout.as_secs_f64()))),
                     },
-                    None => bridge.handle_connection(stream, None).await,
+                    None => bridge.handle_connection(stream, None, peer.to_string()).await,
                 };
                 if let Err(error) = result {
                     tracing::info!(%peer, %error, "connection ended with an error");
@@ -232,7 +242,7 @@ impl Bridge {
         let (ours, theirs) = tokio::io::duplex(IN_PROCESS_BUFFER_BYTES);
         let bridge = self.clone();
         tokio::spawn(async move {
-            if let Err(error) = bridge.handle_connection(ours, Some(scope)).await {
+            if let Err(error) = bridge.handle_connection(ours, Some(scope), "in-process".to_string()).await {
                 tracing::info!(%error, "in-process connection ended with an error");
             }
         });
@@ -240,9 +250,10 @@ impl Bridge {
     }
 
     /// `granted`: the scope of an in-process connection (no authentication);
-    /// None for network connections.
-    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S, granted: Option<Scope>) -> std::io::Result<()> {
+    /// None for network connections. `peer`: its address, for observers.
+    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S, granted: Option<Scope>, peer: String) -> std::io::Result<()> {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        self.tap.record(Some(conn), || TapBody::Connected { peer });
         let outbox = Arc::new(Outbox::new(self.outbox_limits));
         self.outboxes.lock().insert(conn, outbox.clone());
         let (mut reader, writer) = tokio::io::split(stream);
@@ -305,7 +316,10 @@ impl Bridge {
                     let now = Instant::now();
                     let outputs = match frame {
                         Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
-                        Frame::Line(line) => core.on_line(conn, &line, now),
+                        Frame::Line(line) => {
+                            self.tap.record(Some(conn), || TapBody::Inbound { line: Arc::from(line.as_slice()) });
+                            core.on_line(conn, &line, now)
+                        }
                         Frame::Oversized { limit_bytes } => {
                             let error = AiccError::invalid_input(format!("line exceeds the {limit_bytes}-byte limit; closing the connection"));
                             let correlation = Default::default();
@@ -336,6 +350,7 @@ impl Bridge {
             let mut core = self.core.lock();
             let outputs = core.on_disconnect(conn, Instant::now());
             self.apply(outputs);
+            self.tap.record(Some(conn), || TapBody::Disconnected);
         }
         outbox.close();
         let written = writer_task.await;
