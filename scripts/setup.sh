@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything aicc-ros2 needs on a fresh Debian 12 / Ubuntu machine:
 #   - apt packages (clang/libclang for r2r's bindgen, cmake for interface
-#     packages, Mesa EGL for the headless simulator, Python 3.11);
+#     packages, Mesa EGL for the headless simulator, Python 3.11, iproute2
+#     for the fault tests' network namespaces);
 #   - ROS 2 Kilted from PyPI wheels into .deps/ros2 (project-local, git-ignored),
 #     with the fixes r2r needs (see docs/toolchain.md);
 #   - interface packages the wheels lack (control_msgs, ros_gz_interfaces,
@@ -38,7 +39,7 @@ fi
 
 # --- apt packages -----------------------------------------------------------
 command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian/Ubuntu. Elsewhere install clang, libclang, cmake, Python 3.11 and Mesa EGL by hand, then rerun."
-apt_wanted=(clang libclang-dev cmake pkg-config libegl1 libegl-mesa0 libgl1-mesa-dri ca-certificates)
+apt_wanted=(clang libclang-dev cmake pkg-config libegl1 libegl-mesa0 libgl1-mesa-dri ca-certificates iproute2)
 python_bin=""
 if [ "$own_ros" -eq 1 ]; then
   python_bin="$(command -v python3 || true)"

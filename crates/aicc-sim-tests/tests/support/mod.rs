@@ -165,6 +165,13 @@ pub fn start_bridge_with(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGu
     (guard, ports[0], log)
 }
 
+/// Starts the bridge listening on `listen` (e.g. another interface's
+/// address, port 0); returns it, the port and its log.
+pub fn start_bridge_on(listen: &str, extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, Arc<Mutex<String>>) {
+    let (guard, ports, log) = spawn_bridge(&["--listen", listen], extra_args, envs, &["AICC_READY "]);
+    (guard, ports[0], log)
+}
+
 /// Starts the bridge with the AI-control dialect on a free port as well
 /// (`--fonline-listen 127.0.0.1:0`); returns it, the AICC port, the
 /// AI-control port (from its `AI_CONTROL_READY` line) and its log.
@@ -193,12 +200,13 @@ fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], mar
     let log = collect(child.stderr.take().unwrap());
     let guard = ChildGuard { name: "bridge", child };
     let lines = wait_for_markers("the bridge", stdout, markers, Duration::from_secs(30));
+    let host = listen[1].rsplit_once(':').map_or("", |(host, _)| host);
     let ports = lines
         .iter()
         .zip(markers)
         .map(|(line, marker)| {
             let info: Value = serde_json::from_str(line.trim_start_matches(marker)).unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
-            assert_eq!(info["host"], "127.0.0.1", "{line}");
+            assert_eq!(info["host"], host, "{line}");
             info["port"].as_u64().expect("port") as u16
         })
         .collect();
