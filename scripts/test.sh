@@ -14,7 +14,10 @@
 #      step 3's artifacts), the simulator's Python tests;
 #   5. the conformance suites: the agent harness against the project's own
 #      client (aicc), and every scenario of conformance/scenarios against the
-#      bridge beside the simulated robot. Reports: target/conformance/.
+#      bridge beside the simulated robot. Reports: target/conformance/;
+#   6. beside all of the above, from the start, at low priority: a 30-second
+#      smoke run of each fuzz target (scripts/fuzz.sh 30, unoptimised; log:
+#      target/fuzz-smoke.log), waited for at the end.
 # The fast set alone, while developing: `cargo test-fast` (see .cargo/config.toml).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +30,11 @@ if cargo tree --locked "${ros_free[@]}" -e normal,build,dev --prefix none | grep
   echo "[test] ERROR: a ROS-free crate depends on r2r (above)" >&2
   exit 1
 fi
+step "fuzz smoke (30 s per target) in the background: target/fuzz-smoke.log"
+mkdir -p target
+AICC_FUZZ_DEV=1 nice -n 10 bash scripts/fuzz.sh 30 > target/fuzz-smoke.log 2>&1 &
+fuzz_pid=$!
+trap 'kill -- "$fuzz_pid" 2> /dev/null || true' EXIT
 step "MCP host for the aicc mcp tests (the official MCP Python SDK, no ROS)"
 bash scripts/setup-mcp.sh
 step "ROS-free crates: unit and in-process tests, with the ROS environment hidden"
@@ -49,3 +57,11 @@ mkdir -p target/conformance
 target/release/aicc-agent-conformance --client "target/release/aicc --port {port}" --report-dir target/conformance
 step "bridge conformance: every scenario against the simulated robot"
 AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh
+step "fuzz smoke: waiting for it"
+if wait "$fuzz_pid"; then
+  grep '^\[fuzz\]' target/fuzz-smoke.log >&2
+else
+  tail -n 60 target/fuzz-smoke.log >&2
+  echo "[test] ERROR: the fuzz smoke failed (above; the input is in fuzz/artifacts/)" >&2
+  exit 1
+fi
