@@ -9,7 +9,7 @@
 //!   governor (a move it stops early is measured again, never repeated);
 //! - pick: `interact` (gripper open, arm over the cube, down, close, lift);
 //! - verify: the gripper's `holding`, `touch` (no contact), and `vision`
-//!   with the arm in its `look` pose (the cube in front of the camera).
+//!   with the arm lifted (logged only: the gripper can hide what it holds).
 use std::f64::consts::PI;
 
 use serde_json::{json, Value};
@@ -32,7 +32,8 @@ const CUBE_HALF_M: f64 = 0.0175;
 const HEAD_PIVOT_X_M: f64 = -0.10;
 /// Head pans of the scan, degrees (the camera sees 62° across).
 const SCAN_PANS_DEG: [f64; 7] = [0.0, 50.0, -50.0, 100.0, -100.0, 140.0, -140.0];
-const SCAN_TILT_DEG: f64 = 15.0;
+/// Tilts of the scan, degrees down: far (0.9-1.5 m), then near.
+const SCAN_TILTS_DEG: [f64; 2] = [15.0, 40.0];
 /// Fewest red pixels that count as the cube.
 const MIN_RED_PIXELS: usize = 3;
 /// Close enough to grasp: reach error, m.
@@ -51,16 +52,30 @@ pub struct Point {
 /// Red pixels of an RGB picture: (centroid u, centroid v, count), in the
 /// picture's own pixel coordinates.
 pub fn red_blob(rgb: &image::RgbImage) -> Option<(f64, f64, usize)> {
-    let (mut su, mut sv, mut n) = (0.0, 0.0, 0usize);
-    for (u, v, pixel) in rgb.enumerate_pixels() {
-        let [r, g, b] = pixel.0.map(f64::from);
-        if r >= 90.0 && r > 2.0 * g && r > 2.0 * b {
-            su += f64::from(u);
-            sv += f64::from(v);
-            n += 1;
-        }
-    }
+    let pixels = red_pixels(rgb);
+    let n = pixels.len();
+    let (su, sv) = pixels.iter().fold((0.0, 0.0), |(a, b), (u, v)| (a + f64::from(*u), b + f64::from(*v)));
     (n >= MIN_RED_PIXELS).then(|| (su / n as f64, sv / n as f64, n))
+}
+
+fn is_red(pixel: &image::Rgb<u8>) -> bool {
+    let [r, g, b] = pixel.0.map(f64::from);
+    r >= 90.0 && r > 2.0 * g && r > 2.0 * b
+}
+
+fn red_pixels(rgb: &image::RgbImage) -> Vec<(u32, u32)> {
+    rgb.enumerate_pixels().filter(|(_, _, p)| is_red(p)).map(|(u, v, _)| (u, v)).collect()
+}
+
+/// Up to `k` red pixels nearest (u, v): points surely on the cube.
+fn nearest_red(rgb: &image::RgbImage, u: f64, v: f64, k: usize) -> Vec<(u32, u32)> {
+    let mut pixels = red_pixels(rgb);
+    pixels.sort_by(|a, b| {
+        let d = |p: &(u32, u32)| (f64::from(p.0) - u).powi(2) + (f64::from(p.1) - v).powi(2);
+        d(a).total_cmp(&d(b))
+    });
+    pixels.truncate(k);
+    pixels
 }
 
 /// What went wrong, as the run's summary.
@@ -84,10 +99,17 @@ impl Pick {
         self.io.call(tool, input).await.map_err(stopped)
     }
 
-    /// A call that must succeed.
+    /// A call that must succeed; one more try after a short wait when it
+    /// failed on stale data (a simulator falling behind). The loop refuses
+    /// the second try of an actuator whose error was not retryable.
     async fn must(&mut self, tool: &str, input: Value) -> Result<Value, Failed> {
-        match self.call(tool, input).await? {
+        match self.call(tool, input.clone()).await? {
             Ok(output) => Ok(output),
+            Err(error) if error.retryable || error.message.contains(" old ") => {
+                self.log.push(describe(tool, &error));
+                self.call("wait", json!({ "ticks": 5 })).await?.map_err(|e| describe("wait", &e))?;
+                self.call(tool, input).await?.map_err(|e| describe(tool, &e))
+            }
             Err(error) => Err(describe(tool, &error)),
         }
     }
@@ -106,33 +128,39 @@ impl Pick {
         Err("the robot's sensors did not answer".into())
     }
 
-    /// The red cube in the current camera frame, in native pixels.
-    async fn find_red(&mut self) -> Result<Option<(u32, u32, usize)>, Failed> {
+    /// The red cube in the current camera frame: its pixel count and a
+    /// few of its pixels nearest its centre, in native pixels.
+    async fn find_red(&mut self) -> Result<Option<(usize, Vec<(u32, u32)>)>, Failed> {
         let output = self.must("vision", json!({ "format": "jpeg" })).await?;
         let picture = picture_from_output(&output).map_err(|e| format!("vision: {e}"))?;
         let rgb = image::load_from_memory(&picture.png).map_err(|e| format!("vision: {e}"))?.to_rgb8();
         let Some((u, v, n)) = red_blob(&rgb) else { return Ok(None) };
         let scale_u = output.get("source_width").and_then(Value::as_f64).unwrap_or(f64::from(picture.width)) / f64::from(picture.width);
         let scale_v = output.get("source_height").and_then(Value::as_f64).unwrap_or(f64::from(picture.height)) / f64::from(picture.height);
-        Ok(Some(((u * scale_u).round() as u32, (v * scale_v).round() as u32, n)))
+        let near = nearest_red(&rgb, u, v, 4).into_iter().map(|(pu, pv)| ((f64::from(pu) * scale_u).round() as u32, (f64::from(pv) * scale_v).round() as u32)).collect();
+        Ok(Some((n, near)))
     }
 
-    /// Where the red cube's centre is, if the camera sees it now.
+    /// Where the red cube's centre is, if the camera sees it now. A
+    /// point off the pedestal's height (depth of what lies behind the
+    /// cube's edge) is not taken: the next red pixel is inspected.
     async fn locate(&mut self) -> Result<Option<Point>, Failed> {
-        let Some((u, v, n)) = self.find_red().await? else { return Ok(None) };
-        let output = self.must("inspect", json!({ "u": u, "v": v, "width": 3, "height": 3 })).await?;
-        let Some(p) = output.get("point_base_m").filter(|p| p.is_object()) else {
-            self.log.push(format!("red at ({u}, {v}), {n} px, but no point: {}", output.get("notes").unwrap_or(&Value::Null)));
-            return Ok(None);
-        };
-        let (x, y, z) = (p["x"].as_f64().unwrap_or(f64::NAN), p["y"].as_f64().unwrap_or(f64::NAN), p["z"].as_f64().unwrap_or(f64::NAN));
-        if !(x.is_finite() && y.is_finite() && z.is_finite()) {
-            return Ok(None);
+        let Some((n, pixels)) = self.find_red().await? else { return Ok(None) };
+        for (u, v) in pixels {
+            let output = self.must("inspect", json!({ "u": u, "v": v, "width": 1, "height": 1 })).await?;
+            let Some(p) = output.get("point_base_m").filter(|p| p.is_object()) else { continue };
+            let (x, y, z) = (p["x"].as_f64().unwrap_or(f64::NAN), p["y"].as_f64().unwrap_or(f64::NAN), p["z"].as_f64().unwrap_or(f64::NAN));
+            if !(x.is_finite() && y.is_finite() && (0.05..=0.25).contains(&z)) {
+                self.log.push(format!("red at ({u}, {v}) ranged off the cube: z {z:.3}"));
+                continue;
+            }
+            self.log.push(format!("red {n} px, at ({u}, {v})"));
+            // The face seen is half a cube nearer than the centre.
+            let (dx, dy) = (x - HEAD_PIVOT_X_M, y);
+            let d = dx.hypot(dy).max(1e-6);
+            return Ok(Some(Point { x: x + CUBE_HALF_M * dx / d, y: y + CUBE_HALF_M * dy / d, z }));
         }
-        // The face seen is half a cube nearer than the centre.
-        let (dx, dy) = (x - HEAD_PIVOT_X_M, y);
-        let d = dx.hypot(dy).max(1e-6);
-        Ok(Some(Point { x: x + CUBE_HALF_M * dx / d, y: y + CUBE_HALF_M * dy / d, z }))
+        Ok(None)
     }
 
     async fn look_at_point(&mut self, p: Point) -> Result<(), Failed> {
@@ -142,11 +170,13 @@ impl Pick {
     /// Pans the head around (and turns the base once) until the cube is seen.
     async fn scan(&mut self) -> Result<Point, Failed> {
         for round in 0..2 {
-            for pan in SCAN_PANS_DEG {
-                self.must("look_at", json!({ "pan_deg": pan, "tilt_deg": SCAN_TILT_DEG })).await?;
-                if let Some(p) = self.locate().await? {
-                    self.log.push(format!("seen at pan {pan}°: ({:.3}, {:.3}, {:.3})", p.x, p.y, p.z));
-                    return Ok(p);
+            for tilt in SCAN_TILTS_DEG {
+                for pan in SCAN_PANS_DEG {
+                    self.must("look_at", json!({ "pan_deg": pan, "tilt_deg": tilt })).await?;
+                    if let Some(p) = self.locate().await? {
+                        self.log.push(format!("seen at pan {pan}° tilt {tilt}°: ({:.3}, {:.3}, {:.3})", p.x, p.y, p.z));
+                        return Ok(p);
+                    }
                 }
             }
             if round == 0 {
@@ -160,7 +190,7 @@ impl Pick {
         match self.call("turn", json!({ "yaw": yaw })).await? {
             Ok(_) => Ok(()),
             // Stopped early (e.g. the governor): measured again by the caller.
-            Err(error) if error.retryable => {
+            Err(error) if error.retryable || error.code == "execution_failed" => {
                 self.log.push(describe("turn", &error));
                 Ok(())
             }
@@ -171,7 +201,7 @@ impl Pick {
     async fn forward(&mut self, metres: f64) -> Result<(), Failed> {
         match self.call("move", json!({ "forward": metres })).await? {
             Ok(_) => Ok(()),
-            Err(error) if error.retryable => {
+            Err(error) if error.retryable || error.code == "execution_failed" => {
                 self.log.push(describe("move", &error));
                 Ok(())
             }
@@ -226,18 +256,20 @@ impl Pick {
         Ok(holding)
     }
 
-    /// The gripper still holds something, nothing touches the bumper, and
-    /// the camera sees red in front of it with the arm in its look pose.
-    async fn verify(&mut self) -> Result<bool, Failed> {
+    /// With the arm lifted: the fingers stopped on something the cube's
+    /// size (neither closed nor open), and nothing touches the bumper. What
+    /// the camera sees of it is logged only: from the camera's place the
+    /// gripper's own links can hide what it holds (in the `look` pose the
+    /// wrist is between the camera and the cube).
+    async fn verify(&mut self, p: Point) -> Result<bool, Failed> {
         let joints = self.must("proprioception", json!({})).await?;
         let gap = joints.pointer("/joints/gripper_left_joint/position").and_then(Value::as_f64);
         let touch = self.must("touch", json!({})).await?;
         let in_contact = touch.get("in_contact").and_then(Value::as_bool).unwrap_or(false);
-        self.must("interact", json!({ "pose": "look" })).await?;
-        self.must("look_at", json!({ "pan_deg": 0, "tilt_deg": 0 })).await?;
-        let seen = self.find_red().await?;
-        self.log.push(format!("verify: gripper gap {gap:?}, bumper contact {in_contact}, red in view {seen:?}"));
-        Ok(gap.is_none_or(|g| g > 0.002) && seen.is_some())
+        self.look_at_point(Point { z: p.z + 0.08, ..p }).await?;
+        let seen = self.find_red().await?.map(|(n, _)| n);
+        self.log.push(format!("verify: gripper gap {gap:?} m, bumper contact {in_contact}, red pixels in view {seen:?}"));
+        Ok(gap.is_some_and(|g| (0.005..0.028).contains(&g)) && !in_contact)
     }
 
     async fn run(&mut self) -> Result<String, Failed> {
@@ -246,7 +278,7 @@ impl Pick {
         let mut p = self.scan().await?;
         for attempt in 1..=2 {
             p = self.approach(p).await?;
-            if self.grasp(p).await? && self.verify().await? {
+            if self.grasp(p).await? && self.verify(p).await? {
                 return Ok(format!("picked the red cube (attempt {attempt}); {}", self.log.join("; ")));
             }
             self.log.push(format!("attempt {attempt}: not holding it"));
@@ -260,7 +292,7 @@ impl Pick {
                 None => self.scan().await?,
             };
         }
-        Err(format!("the cube was not picked; {}", self.log.join("; ")))
+        Err("the cube was not picked".into())
     }
 }
 
@@ -269,7 +301,7 @@ pub async fn pick_red_cube(io: ScriptIo) -> (bool, String) {
     let mut pick = Pick { io, log: Vec::new() };
     match pick.run().await {
         Ok(summary) => (true, summary),
-        Err(why) => (false, why),
+        Err(why) => (false, format!("{why}; {}", pick.log.join("; "))),
     }
 }
 
