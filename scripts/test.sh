@@ -9,7 +9,8 @@
 #   3. the whole workspace built once (release; step 1's artifacts are reused);
 #   4. the tests that need the simulated robot (crate aicc-sim-tests: the real
 #      bridge binary beside the MuJoCo robot on real ROS 2 topics, in a ROS
-#      domain of their own), the colcon build of the package with its
+#      domain of their own; pick_bench.rs runs the reference agent in two
+#      seeded worlds: figures in target/bench/pick.json), the colcon build of the package with its
 #      install and launch file checked (scripts/colcon-check.sh, sharing
 #      step 3's artifacts), the simulator's Python tests;
 #   5. the conformance suites: the agent harness against the project's own

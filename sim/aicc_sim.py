@@ -36,6 +36,7 @@ from std_msgs.msg import String
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ros_controllers  # noqa: E402
+import world  # noqa: E402
 import ros_publishers as pubs  # noqa: E402
 from camera import RgbdCamera  # noqa: E402
 from control_loop import CONTROL_PERIOD_S, ControlLoop  # noqa: E402
@@ -84,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--real-time-factor", type=float, default=1.0)
     p.add_argument("--no-sensor-noise", action="store_true", help="IMU without noise")
     p.add_argument("--seed", type=int, default=0, help="noise seed")
+    p.add_argument("--world-seed", type=int,
+                   help="a seeded pick-task world (world.seeded_objects): the red cube on a pedestal, "
+                        "distractor cubes and obstacles; default: the fixed room of world.OBJECTS")
     p.add_argument("--gripper-abort-on-stall", action="store_true",
                    help="a GripperCommand that stalls before its goal ends aborted "
                         "(gripper_action_controller's allow_stalling=false); default: succeeded, stalled=true")
@@ -110,6 +114,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     tf.add_argument("--tf-topic", default="/tf")
     tf.add_argument("--tf-static-topic", default="/tf_static")
     tf.add_argument("--robot-description-topic", default="/robot_description")
+    p.add_argument("--world-topic", default="/sim_world",
+                   help='std_msgs/String JSON {"place": {"object", "x_m", "y_m", "yaw_rad"?, "z_m"?}}: '
+                        "moves an object (what the bridge's place_object generator sends)")
     p.add_argument("--control-topic", default="/sim_control",
                    help='std_msgs/String JSON {"pause": [...]} / {"resume": [...]} of ' + ", ".join(PAUSABLE))
     return p.parse_args(argv)
@@ -132,7 +139,8 @@ class AiccSim:
         height_px = args.height or camera_sensor.height_px
         self.camera_period_s = 1.0 / (args.camera_hz or camera_sensor.update_rate_hz)
         self.sim = Simulation(self.robot, MjcfOptions(image_width_px=width_px, image_height_px=height_px,
-                                                      x_m=args.x, y_m=args.y, yaw_rad=args.yaw))
+                                                      x_m=args.x, y_m=args.y, yaw_rad=args.yaw),
+                              objects=world.OBJECTS if args.world_seed is None else world.seeded_objects(args.world_seed))
         self.loop = ControlLoop(self.sim, parse_joint_overrides(args.joint), CONTROL_PERIOD_S)
         self.rng = np.random.default_rng(args.seed)
         self.noise = not args.no_sensor_noise
@@ -142,6 +150,8 @@ class AiccSim:
         self.real_time_factor = 1.0
         self.bumper_contacts = []
         self.paused: set[str] = set()
+        # Placements from the world topic, applied by the loop (ROS threads never touch MuJoCo).
+        self.placements: list[dict] = []
         self.camera = RgbdCamera(self.sim.model, camera_sensor.name, width_px, height_px, camera_sensor.far_m)
         self.camera_body_id = int(self.sim.model.cam_bodyid[self.sim.model.camera(camera_sensor.name).id])
         self.bumper_geoms = self.sim.geom_ids(self.robot.contact_collisions)
@@ -187,6 +197,19 @@ class AiccSim:
             self.tf = TfPublisher(node, self.robot, Path(a.urdf).read_text(), a.odom_frame, a.tf_omit_frame,
                                   a.tf_topic, a.tf_static_topic, a.robot_description_topic)
         node.create_subscription(String, a.control_topic, self._on_control, RELIABLE)
+        node.create_subscription(String, a.world_topic, self._on_world, RELIABLE)
+
+    def _on_world(self, msg) -> None:
+        try:
+            place = json.loads(msg.data)["place"]
+            request = {"object": str(place["object"]), "x_m": float(place["x_m"]), "y_m": float(place["y_m"]),
+                       "yaw_rad": None if place.get("yaw_rad") is None else float(place["yaw_rad"]),
+                       "z_m": None if place.get("z_m") is None else float(place["z_m"])}
+        except (ValueError, KeyError, TypeError) as error:
+            self.logger.error(f"{self.args.world_topic}: not a place request {{\"place\": {{object, x_m, y_m}}}}: {error}")
+            return
+        with self.shared.lock:
+            self.placements.append(request)
 
     def _on_control(self, msg) -> None:
         try:
@@ -262,6 +285,13 @@ class AiccSim:
             for controller in self.controllers:
                 controller.tick(now_s, self.loop.period_s)
             self.loop.apply_controls()
+            placements, self.placements = self.placements, []
+        for request in placements:
+            try:
+                self.sim.place_object(request["object"], request["x_m"], request["y_m"], request["yaw_rad"], request["z_m"])
+                self.logger.info(f"placed {request}")
+            except (KeyError, ValueError) as error:
+                self.logger.error(f"{self.args.world_topic}: {error}")
         self.loop.step()  # physics runs unlocked: ROS threads never touch MuJoCo data
         self._share_joints()
         self._publish(pubs.to_time(self.sim.time_s))

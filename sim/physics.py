@@ -179,5 +179,32 @@ class Simulation:
         return None if distance < 0 else float(distance)
 
     # ------------------------------------------------------------ world
+    def place_object(self, name: str, x_m: float, y_m: float, yaw_rad: float | None = None,
+                     z_m: float | None = None) -> None:
+        """Moves an object of the world (generators: AICC place_object). A
+        movable one is teleported at rest; a fixed one moves with its body.
+        Raises KeyError for an unknown name, ValueError outside the room."""
+        obj = next((o for o in self.objects if o.name == name), None)
+        if obj is None:
+            raise KeyError(f"no object '{name}' (objects: {', '.join(o.name for o in self.objects)})")
+        limit = world.ROOM_HALF_SIZE_M - 0.05
+        if not (abs(x_m) <= limit and abs(y_m) <= limit):
+            raise ValueError(f"({x_m:.2f}, {y_m:.2f}) is outside the room (|x|, |y| <= {limit} m)")
+        body = self.model.body(name)
+        if obj.movable:
+            adr = int(self.model.joint(f"{name}_freejoint").qposadr[0])
+            qpos = self.data.qpos[adr:adr + 7]
+            z = float(qpos[2]) if z_m is None else z_m
+            yaw = quat_to_yaw(qpos[3:7]) if yaw_rad is None else yaw_rad
+            qpos[:] = (x_m, y_m, z, math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+            dof = int(self.model.joint(f"{name}_freejoint").dofadr[0])
+            self.data.qvel[dof:dof + 6] = 0.0
+        else:
+            z = float(self.model.body_pos[body.id][2]) if z_m is None else z_m
+            self.model.body_pos[body.id] = (x_m, y_m, z)
+            if yaw_rad is not None:
+                self.model.body_quat[body.id] = (math.cos(yaw_rad / 2), 0.0, 0.0, math.sin(yaw_rad / 2))
+        mujoco.mj_forward(self.model, self.data)
+
     def object_positions(self) -> dict[str, np.ndarray]:
         return {obj.name: self.data.xpos[self.model.body(obj.name).id].copy() for obj in self.objects}

@@ -147,3 +147,88 @@ def add_world(mujoco: ET.Element, objects: tuple[WorldObject, ...] = OBJECTS) ->
     _add_room(worldbody)
     for obj in objects:
         _add_object(worldbody, obj)
+
+
+# ---------------------------------------------------------------- seeded worlds
+# `seeded_objects(seed)`: the pick task's worlds. The red cube (the target)
+# stands on a pedestal somewhere around the spawn point; cubes of other
+# colours on pedestals of their own are distractors; grey boxes are
+# obstacles. What the seed decides, it decides the same way every time
+# (Python's random.Random is stable across versions for these calls).
+# Every world keeps a corridor free from the spawn point to the target's
+# pedestal (the robot can drive there), and keeps every object away from
+# the walls and the spawn point.
+TARGET_NAME = "red_cube"
+SEEDED_PEDESTAL_SIZE_M = PEDESTAL_SIZE_M
+TARGET_DISTANCE_M = (0.9, 1.5)  # from the spawn point
+DISTRACTOR_COLORS = (
+    ("green", (0.1, 0.7, 0.2, 1)),
+    ("blue", (0.15, 0.3, 0.9, 1)),
+    ("yellow", (0.95, 0.85, 0.1, 1)),
+)
+OBSTACLE_SIZE_M = (0.25, 0.25, 0.3)
+OBSTACLE_RGBA = (0.5, 0.5, 0.52, 1)
+# Keep-outs: objects from the walls, from the spawn point, from each other,
+# and from the straight way to the target (half-width of the corridor).
+WALL_MARGIN_M = 0.45
+SPAWN_CLEARANCE_M = 0.6
+OBJECT_SPACING_M = 0.5
+CORRIDOR_HALF_WIDTH_M = 0.4
+RED_RGBA = (0.85, 0.1, 0.1, 1)
+
+
+def _cube_on_pedestal(name: str, color: str, rgba, x: float, y: float, yaw: float) -> tuple[WorldObject, WorldObject]:
+    pedestal = WorldObject(f"{name}_pedestal", "box", SEEDED_PEDESTAL_SIZE_M, (x, y, SEEDED_PEDESTAL_SIZE_M[2] / 2),
+                           (0.55, 0.42, 0.3, 1), "brown", yaw_rad=yaw)
+    cube = WorldObject(name, "box", (CUBE_SIZE_M,) * 3, (x, y, SEEDED_PEDESTAL_SIZE_M[2] + CUBE_SIZE_M / 2 + 0.0005),
+                       rgba, color, mass_kg=0.03, yaw_rad=yaw)
+    return pedestal, cube
+
+
+def _distance_to_segment(p, a, b) -> float:
+    ax, ay = a
+    bx, by = b
+    px, py = p
+    dx, dy = bx - ax, by - ay
+    length2 = dx * dx + dy * dy
+    t = 0.0 if length2 == 0 else max(0.0, min(1.0, ((px - ax) * dx + (py - ay) * dy) / length2))
+    return math.hypot(px - (ax + t * dx), py - (ay + t * dy))
+
+
+def seeded_objects(seed: int, distractors: int = 3, obstacles: int = 2) -> tuple[WorldObject, ...]:
+    """The objects of world `seed`: the red cube on its pedestal first, then
+    distractor cubes on pedestals, then obstacles."""
+    import random
+
+    rng = random.Random(seed)
+    limit = ROOM_HALF_SIZE_M - WALL_MARGIN_M
+    bearing = rng.uniform(-math.pi, math.pi)
+    distance = rng.uniform(*TARGET_DISTANCE_M)
+    tx, ty = distance * math.cos(bearing), distance * math.sin(bearing)
+    tx, ty = max(-limit, min(limit, tx)), max(-limit, min(limit, ty))
+    # The cube faces the spawn point, give or take 15 degrees.
+    yaw = math.atan2(ty, tx) + math.radians(rng.uniform(-15.0, 15.0))
+    objects = list(_cube_on_pedestal(TARGET_NAME, "red", RED_RGBA, tx, ty, yaw))
+    placed = [(tx, ty)]
+
+    def free_spot(clearance: float) -> tuple[float, float]:
+        for _ in range(1000):
+            x, y = rng.uniform(-limit, limit), rng.uniform(-limit, limit)
+            if math.hypot(x, y) < SPAWN_CLEARANCE_M + clearance:
+                continue
+            if any(math.hypot(x - px, y - py) < OBJECT_SPACING_M + clearance for px, py in placed):
+                continue
+            if _distance_to_segment((x, y), (0.0, 0.0), (tx, ty)) < CORRIDOR_HALF_WIDTH_M + clearance:
+                continue
+            placed.append((x, y))
+            return x, y
+        raise ValueError(f"world seed {seed}: no free spot left")
+
+    for color, rgba in [DISTRACTOR_COLORS[i % len(DISTRACTOR_COLORS)] for i in range(distractors)]:
+        x, y = free_spot(0.0)
+        objects.extend(_cube_on_pedestal(f"{color}_cube", color, rgba, x, y, rng.uniform(-math.pi, math.pi)))
+    for i in range(obstacles):
+        x, y = free_spot(OBSTACLE_SIZE_M[0] / 2)
+        objects.append(WorldObject(f"obstacle_{i}", "box", OBSTACLE_SIZE_M, (x, y, OBSTACLE_SIZE_M[2] / 2),
+                                   OBSTACLE_RGBA, "grey", yaw_rad=rng.uniform(-math.pi, math.pi)))
+    return tuple(objects)

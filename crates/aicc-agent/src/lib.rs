@@ -2,7 +2,8 @@
 //! `aicc` library and command line, the bridge conformance runner (an
 //! independent oracle: it imports nothing it tests), and the harness that
 //! plays a scripted bridge to certify agents, and the MCP front end
-//! (`aicc mcp`).
+//! (`aicc mcp`), and the agent loop with its backends (`aicc agent`).
+pub mod agent;
 pub mod agent_conformance;
 pub mod ai_control;
 pub mod client;

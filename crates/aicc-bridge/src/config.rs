@@ -224,6 +224,10 @@ pub struct Actuators {
     pub say_topic: String,
     /// diagnostic_msgs/DiagnosticArray topic for clamps, stops and rejections.
     pub diagnostics_topic: String,
+    /// std_msgs/String topic of a simulator's world commands (JSON), for
+    /// the generator tools (`place_object`, capability can_modify_world);
+    /// "" = none, as on every real robot: the generators leave the manifest.
+    pub world_topic: String,
 }
 
 impl Default for Actuators {
@@ -239,6 +243,7 @@ impl Default for Actuators {
             gripper_joint: "gripper_left_joint".into(),
             say_topic: "say".into(),
             diagnostics_topic: "/diagnostics".into(),
+            world_topic: String::new(),
         }
     }
 }

@@ -85,6 +85,35 @@ enum Verb {
         #[arg(long, value_name = "VAR", default_value = "AICC_MCP_TOKEN")]
         http_token_env: String,
     },
+    /// The agent loop: a backend decides, the loop calls the tools, until
+    /// the goal, the budget or the timeout. Prints its report (JSON).
+    /// Exit 0 when the goal was reached, 4 otherwise.
+    Agent {
+        /// reference (the scripted pick-the-red-cube policy), openai
+        /// (AICC_LLM_BASE_URL, AICC_LLM_MODEL, AICC_LLM_API_KEY), or command.
+        #[arg(long, default_value = "reference")]
+        backend: String,
+        /// For --backend command: the program and its arguments (after --).
+        #[arg(last = true)]
+        command: Vec<String>,
+        #[arg(long, default_value = "Find the red cube, drive to it and pick it up with the gripper.")]
+        goal: String,
+        /// Requests the backend may make.
+        #[arg(long, default_value_t = 200)]
+        max_calls: u32,
+        /// The whole run, seconds.
+        #[arg(long, default_value_t = 300.0)]
+        run_timeout_s: f64,
+        /// One decision of the backend, seconds.
+        #[arg(long, default_value_t = 60.0)]
+        think_timeout_s: f64,
+        /// Wake the backend after this long without calls or events, seconds.
+        #[arg(long, default_value_t = 5.0)]
+        timer_s: f64,
+        /// Also write the report here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -114,7 +143,7 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
         Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
         Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
-        Verb::Shell | Verb::Mcp { .. } => None,
+        Verb::Shell | Verb::Mcp { .. } | Verb::Agent { .. } => None,
     };
     let options = session_options(&cli)?;
     let tls = tls_options(&cli)?;
@@ -123,6 +152,9 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
     }
     let stream = transport::connect(&cli.host, cli.port, tls.as_ref(), options.timeout).await?;
     let mut session = Session::open(stream, options).await?;
+    if let Verb::Agent { backend, command, goal, max_calls, run_timeout_s, think_timeout_s, timer_s, report } = &cli.command {
+        return run_agent(session, backend, command, goal, *max_calls, [*run_timeout_s, *think_timeout_s, *timer_s], report.as_deref()).await;
+    }
     let Some(command) = command else { return shell::run_shell(session).await };
     let mut stdout = std::io::stdout();
     let outcome = commands::run(&mut session, &command, &mut stdout, &mut |warning| eprintln!("aicc: warning: {warning}")).await;
@@ -131,6 +163,39 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         let _ = session.close().await;
     }
     outcome
+}
+
+async fn run_agent(session: Session, backend: &str, command: &[String], goal: &str, max_calls: u32, seconds: [f64; 3], report_file: Option<&std::path::Path>) -> Result<(), ClientError> {
+    use aicc_agent::agent::{self, Backend};
+    for (name, value) in ["--run-timeout-s", "--think-timeout-s", "--timer-s"].iter().zip(seconds) {
+        if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+            return Err(ClientError::Usage(format!("{name} must be a positive number of seconds (at most a day), got {value}")));
+        }
+    }
+    let [run_timeout_s, think_timeout_s, timer_s] = seconds;
+    let limits = agent::Limits { max_calls, timeout: Duration::from_secs_f64(run_timeout_s), think_timeout: Duration::from_secs_f64(think_timeout_s), timer: Duration::from_secs_f64(timer_s), ..agent::Limits::default() };
+    let mut backend: Box<dyn Backend> = match backend {
+        "reference" => Box::new(agent::script::ScriptBackend::start("reference pick policy", agent::reference::pick_red_cube)),
+        "openai" => {
+            let endpoint = agent::openai::Endpoint::from_env().map_err(ClientError::Usage)?;
+            Box::new(agent::openai::OpenAiBackend::new(endpoint, goal, Duration::from_secs_f64(think_timeout_s)))
+        }
+        "command" => Box::new(agent::command::CommandBackend::spawn(command, goal).map_err(ClientError::Usage)?),
+        other => return Err(ClientError::Usage(format!("--backend must be reference, openai or command, got '{other}'"))),
+    };
+    let mut link = agent::link::SessionLink::new(session);
+    let report = agent::run(&mut link, backend.as_mut(), limits).await;
+    let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
+    println!("{text}");
+    if let Some(path) = report_file {
+        std::fs::write(path, format!("{text}\n")).map_err(|e| ClientError::Usage(format!("--report {}: {e}", path.display())))?;
+    }
+    let _ = link.session.close().await;
+    if report.ending == agent::Ending::Goal {
+        Ok(())
+    } else {
+        std::process::exit(4)
+    }
 }
 
 fn tls_options(cli: &Cli) -> Result<Option<TlsOptions>, ClientError> {

@@ -28,7 +28,7 @@ impl Scope {
         match self {
             Scope::Observe => &["can_observe_world", CAN_HALT],
             Scope::Actuate => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate"],
-            Scope::Admin => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate", "can_administer_bridge"],
+            Scope::Admin => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate", "can_administer_bridge", "can_modify_world"],
         }
     }
 

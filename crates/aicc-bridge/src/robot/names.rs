@@ -19,6 +19,7 @@ pub struct Names {
     sensors: Vec<(Sensor, String)>,
     endpoints: Vec<(Endpoint, String)>,
     say: String,
+    world: String,
 }
 
 impl Names {
@@ -32,7 +33,7 @@ impl Names {
             (Endpoint::Arm, resolve(ns, &actuators.arm_action)),
             (Endpoint::Gripper, resolve(ns, &actuators.gripper_action)),
         ];
-        Self { sensors, endpoints, say: resolve(ns, &actuators.say_topic) }
+        Self { sensors, endpoints, say: resolve(ns, &actuators.say_topic), world: resolve(ns, &actuators.world_topic) }
     }
 
     /// The topic of `sensor`; "" when the profile has no such sensor.
@@ -47,6 +48,11 @@ impl Names {
 
     pub fn say(&self) -> &str {
         &self.say
+    }
+
+    /// The world command topic of a simulator ("" when not configured).
+    pub fn world(&self) -> &str {
+        &self.world
     }
 
     /// These names with `sensor` read from `topic` (a robot not built from

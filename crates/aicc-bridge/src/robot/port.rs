@@ -175,6 +175,14 @@ pub trait SignalPort: Send + Sync + 'static {
     fn say_topic(&self) -> String;
     /// Publishes operator diagnostics.
     fn publish_diagnostics(&self, diagnostics: &[Diagnostic]);
+    /// Publishes a world command (JSON) to a simulator (generator tools).
+    fn world_command(&self, _command: &str) -> Result<(), PortError> {
+        Err(PortError::NotConfigured { what: "world topic".into() })
+    }
+    /// The world command topic ("" when not configured).
+    fn world_topic(&self) -> String {
+        String::new()
+    }
 }
 
 /// A robot, as the bridge is given it.

@@ -70,6 +70,7 @@ impl ActuatorPort for RecordingActuators {
 pub struct RecordingSignals {
     said: Mutex<Vec<String>>,
     diagnostics: Mutex<Vec<Diagnostic>>,
+    world_commands: Mutex<Vec<String>>,
     names: Names,
 }
 
@@ -80,6 +81,11 @@ impl RecordingSignals {
 
     pub fn diagnostics(&self) -> Vec<Diagnostic> {
         self.diagnostics.lock().clone()
+    }
+
+    /// Every world command published (JSON), oldest first.
+    pub fn world_commands(&self) -> Vec<String> {
+        self.world_commands.lock().clone()
     }
 }
 
@@ -95,6 +101,18 @@ impl SignalPort for RecordingSignals {
 
     fn publish_diagnostics(&self, diagnostics: &[Diagnostic]) {
         self.diagnostics.lock().extend_from_slice(diagnostics);
+    }
+
+    fn world_command(&self, command: &str) -> Result<(), PortError> {
+        if self.names.world().is_empty() {
+            return Err(PortError::NotConfigured { what: "world topic".into() });
+        }
+        self.world_commands.lock().push(command.to_string());
+        Ok(())
+    }
+
+    fn world_topic(&self) -> String {
+        self.names.world().to_string()
     }
 }
 

@@ -7,6 +7,8 @@ pub mod shared;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod move_base;
+// Generators (simulated worlds only).
+pub mod place_object;
 pub mod proprioception;
 // Sensor tools (vision, depth, inspect, touch): module lines here.
 pub mod depth;
@@ -123,6 +125,8 @@ impl Registry {
             Arc::new(say::Say),
             Arc::new(wait::Wait::new(config.tick_rate_hz)),
             Arc::new(stop::Stop),
+            // Generators: present only where a world topic is configured.
+            Arc::new(place_object::PlaceObject),
         ];
         Self { tools }
     }
@@ -153,6 +157,7 @@ mod layering {
         ("interact", include_str!("interact.rs")),
         ("look_at", include_str!("look_at.rs")),
         ("move_base", include_str!("move_base.rs")),
+        ("place_object", include_str!("place_object.rs")),
         ("proprioception", include_str!("proprioception.rs")),
         ("say", include_str!("say.rs")),
         ("stop", include_str!("stop.rs")),

@@ -45,6 +45,8 @@ pub struct RosRobot {
     /// Publishers are Send but not Sync; mutexes make the port shareable.
     cmd_vel: Mutex<CmdVelPublisher>,
     say: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
+    /// A simulator's world commands (generator tools); None on real robots.
+    world: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
     diagnostics: Mutex<r2r::Publisher<diagnostic_msgs::msg::DiagnosticArray>>,
     head: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
     arm: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
@@ -263,6 +265,10 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         "" => None,
         topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?)),
     };
+    let world = match actuators.world_topic.as_str() {
+        "" => None,
+        topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?)),
+    };
     let diagnostics = Mutex::new(node.create_publisher(&resolve(&config.namespace, &actuators.diagnostics_topic), publisher_qos)?);
     let action = |node: &mut r2r::Node, name: &str| -> anyhow::Result<Option<r2r::ActionClient<FollowJointTrajectory::Action>>> {
         if name.is_empty() {
@@ -279,6 +285,7 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
     let robot = Arc::new(RosRobot {
         cmd_vel: Mutex::new(cmd_vel),
         say,
+        world,
         diagnostics,
         head,
         arm,
@@ -546,6 +553,15 @@ impl SignalPort for RosRobot {
 
     fn say_topic(&self) -> String {
         self.names.say().to_string()
+    }
+
+    fn world_command(&self, command: &str) -> Result<(), PortError> {
+        let publisher = self.world.as_ref().ok_or_else(|| PortError::NotConfigured { what: "world topic".into() })?;
+        publisher.lock().publish(&std_msgs::msg::String { data: command.to_string() }).map_err(|e| failed(self.names.world(), e))
+    }
+
+    fn world_topic(&self) -> String {
+        self.names.world().to_string()
     }
 
     fn publish_diagnostics(&self, diagnostics: &[Diagnostic]) {
