@@ -3,6 +3,7 @@
 pub mod base;
 pub mod braking;
 pub mod joints;
+pub mod laser;
 pub mod obstacles;
 pub mod safety;
 

@@ -71,6 +71,7 @@ impl crate::config::SensorConfig {
             Sensor::JointStates => &self.joint_states,
             Sensor::Bumper => &self.bumper,
             Sensor::Battery => &self.battery,
+            Sensor::Scan => &self.scan,
         }
     }
 }

@@ -25,7 +25,7 @@ use aicc_bridge::robot::names::{resolve, Names};
 use aicc_bridge::robot::frames::TransformSample;
 use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::{
-    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
+    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot, SignalPort,
     Stamped, TrajectoryGoal, TrajectoryOutcome,
 };
 
@@ -247,6 +247,17 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         // POWER_SUPPLY_STATUS_CHARGING = 1
         let value = Battery { fraction: f64::from(m.percentage), voltage_v: f64::from(m.voltage), charging: m.power_supply_status == 1 };
         keep(&mut l.battery, stamped(value, m.header, t))
+    })?;
+
+    subscribe_latest::<sensor_msgs::msg::LaserScan, _>(&mut node, &config, Sensor::Scan, slot.clone(), s, |l, m, t| {
+        let value = LaserScan {
+            angle_min_rad: f64::from(m.angle_min),
+            angle_increment_rad: f64::from(m.angle_increment),
+            range_min_m: f64::from(m.range_min),
+            range_max_m: f64::from(m.range_max),
+            ranges_m: m.ranges,
+        };
+        keep(&mut l.scan, stamped(value, m.header, t))
     })?;
 
     subscribe_transforms(&mut node, &config, &slot)?;
