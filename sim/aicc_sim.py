@@ -64,7 +64,7 @@ ODOM_TWIST_VARIANCES = [1e-3, 1e-6, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE
 GROUND_TRUTH_VARIANCES = [1e-9] * 6
 
 # What a test may silence through the control topic (a sensor gone quiet).
-PAUSABLE = ("camera", "odom", "imu", "joint_states", "bumper", "tf", "scan")
+PAUSABLE = ("camera", "odom", "imu", "joint_states", "bumper", "tf", "scan", "hazards")
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 # Images: reliable (best effort lost 10-40 % of frames on loopback), short queue.
@@ -195,6 +195,14 @@ class AiccSim:
         self.pub_depth_info = node.create_publisher(pubs.CameraInfo,
                                                     a.depth_info_topic or f"{a.camera_ns}/depth/camera_info",
                                                     RELIABLE_IMAGES)
+        self.pub_hazards = None
+        # Hazards injected through the control topic: (type, frame_id, until sim time).
+        self.injected_hazards: list[tuple[int, str, float]] = []
+        if self.profile.hazards_topic:
+            if pubs.CREATE_IMPORT_ERROR is None:
+                self.pub_hazards = node.create_publisher(pubs.HazardDetectionVector, self.profile.hazards_topic, SENSOR_DATA)
+            else:
+                self.logger.warning(f"irobot_create_msgs unavailable ({pubs.CREATE_IMPORT_ERROR}): no {self.profile.hazards_topic}")
         self.pub_battery = None
         if self.profile.battery_topic:
             self.pub_battery = node.create_publisher(pubs.BatteryState, self.profile.battery_topic, RELIABLE)
@@ -226,6 +234,13 @@ class AiccSim:
     def _on_control(self, msg) -> None:
         try:
             command = json.loads(msg.data)
+            hazard = command.get("hazard")
+            if hazard is not None:
+                # {"hazard": {"type": 1, "frame_id": "bump_front_center", "for_s": 0.5}}
+                until = self.sim.time_s + float(hazard.get("for_s", 0.5))
+                self.injected_hazards.append((int(hazard["type"]), str(hazard.get("frame_id", "base_link")), until))
+                self.logger.info(f"hazard injected: {hazard}")
+                return
             pause, resume = set(command.get("pause", [])), set(command.get("resume", []))
         except (ValueError, AttributeError, TypeError) as error:
             self.logger.error(f"{self.args.control_topic}: not a JSON object with pause/resume lists: {error}")
@@ -358,6 +373,13 @@ class AiccSim:
         if self.tf is not None and "tf" not in paused:
             self.tf.publish(stamp, shared.positions, odo)
         self.bumper_contacts = self.sim.contacts_of(self.bumper_geoms)
+        if self.pub_hazards is not None and "hazards" not in paused:
+            now_s = self.sim.time_s
+            self.injected_hazards = [h for h in self.injected_hazards if h[2] > now_s]
+            hazards = [(t, f) for t, f, _ in self.injected_hazards]
+            # The bumper's contacts, as the Create 3 reports them.
+            hazards += [(pubs.HAZARD_BUMP, "bump_front_center")] if self.bumper_contacts else []
+            self.pub_hazards.publish(pubs.hazards_message(stamp, hazards))
         if self.pub_bumper is not None and "bumper" not in paused:
             self.pub_bumper.publish(pubs.contacts_message(stamp, self.args.world_frame, self.bumper_contacts,
                                                           self.robot.name))

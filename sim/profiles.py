@@ -40,9 +40,17 @@ class Profile:
     without: tuple = ()
     # Publish sensor_msgs/BatteryState on this topic ("" = none).
     battery_topic: str = ""
+    # Publish irobot_create_msgs/HazardDetectionVector here ("" = none).
+    hazards_topic: str = ""
     # Depth image encoding: "32FC1" (m) or "16UC1" (mm, as the OAK-D's stereo).
     depth_encoding: str = "32FC1"
 
+
+# The TurtleBots spawn 0.25 m to the right of the bundled robot's spawn: the
+# pedestal beside that spawn (within reach of the bundled arm) would
+# otherwise stand inside their wider corridors, and the red box 1.5 m ahead
+# stays inside them. (--y still overrides.)
+SPAWN_Y_M = -0.25
 
 PROFILES = {
     "sim": Profile("sim"),
@@ -53,7 +61,7 @@ PROFILES = {
     # 0.12..3.5 m, 360 beams, 5 Hz; no bumper; no head.
     "turtlebot3": Profile(
         "turtlebot3",
-        defaults={"bumper_topic": ""},
+        defaults={"bumper_topic": "", "y": SPAWN_Y_M},
         chassis_box=((0.282, 0.31, 0.10), -0.064),
         lidar=("base_scan", (-0.064, 0.0, 0.099, 0.0), (0.12, 3.5, 360, 5.0)),
         without=("head",),
@@ -67,6 +75,7 @@ PROFILES = {
         "turtlebot4",
         defaults={
             "bumper_topic": "",
+            "y": SPAWN_Y_M,
             "rgb_topic": "/oakd/rgb/preview/image_raw",
             "rgb_info_topic": "/oakd/rgb/preview/camera_info",
             "depth_topic": "/oakd/stereo/image_raw",
@@ -76,6 +85,7 @@ PROFILES = {
         lidar=("rplidar_link", (-0.04, 0.0, 0.157, math.pi / 2), (0.15, 12.0, 720, 7.6)),
         without=("head", "arm", "gripper"),
         battery_topic="/battery_state",
+        hazards_topic="/hazard_detection",
         depth_encoding="16UC1",
     ),
 }

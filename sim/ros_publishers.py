@@ -13,6 +13,14 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import BatteryState, CameraInfo, Image, Imu, JointState, LaserScan
 
 try:
+    from irobot_create_msgs.msg import HazardDetection, HazardDetectionVector
+    CREATE_IMPORT_ERROR = None
+except ImportError as error:  # built by scripts/build-interfaces.sh
+    HazardDetection = HazardDetectionVector = None
+    CREATE_IMPORT_ERROR = error
+HAZARD_BUMP = 1
+
+try:
     from ros_gz_interfaces.msg import Contact as GzContact
     from ros_gz_interfaces.msg import Contacts as GzContacts
     from ros_gz_interfaces.msg import Entity as GzEntity
@@ -195,4 +203,18 @@ def battery_message(stamp: Time) -> BatteryState:
     msg.percentage = 0.9
     msg.power_supply_status = 2  # discharging
     msg.present = True
+    return msg
+
+
+def hazards_message(stamp: Time, hazards) -> "HazardDetectionVector":
+    """irobot_create_msgs/HazardDetectionVector of (type, sensor frame) pairs."""
+    msg = HazardDetectionVector()
+    msg.header.stamp = stamp
+    msg.header.frame_id = "base_link"
+    for kind, frame_id in hazards:
+        detection = HazardDetection()
+        detection.header.stamp = stamp
+        detection.header.frame_id = frame_id
+        detection.type = kind
+        msg.detections.append(detection)
     return msg

@@ -321,6 +321,10 @@ pub struct SensorConfig {
     /// none): obstacle sensing ahead, behind and, for a non-round
     /// footprint, around the robot for turning in place.
     pub scan: SensorTopic,
+    /// irobot_create_msgs/HazardDetectionVector from a Create 3 base ("" when
+    /// none): bumps feed the contact latch, cliffs stop forward motion, the
+    /// backup limit stops reverse; stale = no forward motion.
+    pub hazards: SensorTopic,
     /// Below this charge (0..1) a battery-low state_change event is raised.
     pub battery_low_fraction: f64,
     /// A sensor silent this long is taken out of the manifest (and put back
@@ -342,6 +346,7 @@ impl Default for SensorConfig {
             bumper: SensorTopic::new("bumper", 0.5),
             battery: SensorTopic::new("", 10.0),
             scan: SensorTopic::new("", 0.5),
+            hazards: SensorTopic::new("", 0.5),
             battery_low_fraction: 0.2,
             unavailable_after_s: 2.0,
         }
@@ -641,6 +646,7 @@ impl Config {
             ("bumper", &sensors.bumper),
             ("battery", &sensors.battery),
             ("scan", &sensors.scan),
+            ("hazards", &sensors.hazards),
         ] {
             if !(sensor.max_age_s.is_finite() && sensor.max_age_s > 0.0) {
                 return Err(InvalidConfig::NotPositive { name: format!("sensors.{name}.max_age_s"), value: sensor.max_age_s });

@@ -23,6 +23,10 @@
 //!   would approach the stop distance asymptotically and never arrive);
 //!   at the stop distance and nearer it is zero. A NaN distance counts as
 //!   an obstacle at 0 (a blind laser zone is reported that way).
+//! - `cliff` / `backup_limit` / `hazard_stop` (a Create 3 base's hazard
+//!   reports, see [`super::hazards`]): a cliff stops forward motion, the
+//!   base's backup limit stops reverse, a wheel drop or a hazard type not
+//!   understood stops everything. A bump feeds the contact latch.
 //! - `obstacle_turning`: something lies inside the circle a non-round
 //!   footprint sweeps turning in place (from the laser scan): no turning
 //!   (straight motion is for the obstacle rules to judge).
@@ -164,6 +168,12 @@ pub struct SafetyInputs {
     /// Distance from the origin to the nearest obstacle inside the circle
     /// the footprint sweeps turning in place, m (NaN: that zone is blind).
     pub obstacle_turning_m: Option<f64>,
+    /// A cliff sensor (all in the front half) reports a drop.
+    pub cliff_ahead: bool,
+    /// The base reports its backup limit reached.
+    pub backup_limit: bool,
+    /// A hazard that stops everything (a wheel drop, an unknown type).
+    pub hazard_stop: bool,
     /// The robot's pose in the geofence frame, if known.
     pub pose: Option<Pose2D>,
 }
@@ -190,6 +200,9 @@ pub enum Rule {
     ContactSensingStale,
     ObstacleTurning,
     ScanSensingStale,
+    Cliff,
+    BackupLimit,
+    HazardStop,
 }
 
 impl Rule {
@@ -207,6 +220,9 @@ impl Rule {
             Rule::ContactSensingStale => "contact_sensing_stale",
             Rule::ObstacleTurning => "obstacle_turning",
             Rule::ScanSensingStale => "scan_sensing_stale",
+            Rule::Cliff => "cliff",
+            Rule::BackupLimit => "backup_limit",
+            Rule::HazardStop => "hazard_stop",
         }
     }
 }
@@ -529,6 +545,19 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
         };
         let linear = if rule == Rule::ObstacleAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
         envelope.restrict(rule, Why { reason, cause, distance_m: Some(distance) }, linear, any_angular);
+    }
+
+    if inputs.cliff_ahead {
+        let why = Why::new("cliff sensor reports a drop ahead: forward motion stopped (reverse and turning allowed)".into(), "a cliff ahead (the base's cliff sensors)".into());
+        envelope.restrict(Rule::Cliff, why, (-full_linear, 0.0), any_angular);
+    }
+    if inputs.backup_limit {
+        let why = Why::new("the base reports its backup limit reached: reverse stopped (forward and turning allowed)".into(), "the base's backup limit".into());
+        envelope.restrict(Rule::BackupLimit, why, (0.0, full_linear), any_angular);
+    }
+    if inputs.hazard_stop {
+        let why = Why::new("the base reports a hazard that stops everything (a wheel drop, or a hazard type not understood): stopped".into(), "a hazard reported by the base (wheel drop or unknown type)".into());
+        envelope.restrict(Rule::HazardStop, why, (0.0, 0.0), (0.0, 0.0));
     }
 
     if let Some(distance) = inputs.obstacle_turning_m {
@@ -1044,6 +1073,7 @@ mod tests {
                     obstacle_ahead_m in option_distance(), obstacle_behind_m in option_distance(),
                     pose in proptest::option::of((-6.0..6.0f64, -6.0..6.0f64, -4.0..4.0f64))) -> SafetyInputs {
             SafetyInputs { odometry_age_s, imu_age_s, commanded_to_move, in_contact, obstacle_ahead_m, obstacle_behind_m, obstacle_turning_m: None,
+                           cliff_ahead: false, backup_limit: false, hazard_stop: false,
                            pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }) }
         }
     }

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::config::SensorConfig;
 use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth};
+use crate::governor::hazards::{hazard_state, HazardFlags};
 use crate::governor::laser::{most_restrictive, ScanReading};
 use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use super::halt::Halts;
@@ -85,6 +86,8 @@ pub struct SensorSnapshot {
     pub bumper: BumperContact,
     pub obstacle_ahead: ObstacleAhead,
     pub scan: ScanGuard,
+    /// What the base's hazard reports ask (None: no fresh report, or none configured).
+    pub hazards: Option<HazardFlags>,
     /// Pose in the odometry frame.
     pub pose: Option<Pose2D>,
 }
@@ -118,13 +121,14 @@ pub struct GuardSensors {
     pub depth_max_age: Option<Duration>,
     pub bumper_max_age: Option<Duration>,
     pub scan_max_age: Option<Duration>,
+    pub hazards_max_age: Option<Duration>,
 }
 
 impl GuardSensors {
     /// As configured: a sensor with an empty topic is not configured.
     pub fn from_config(sensors: &SensorConfig) -> Self {
         let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
-        Self { depth_max_age: max_age(&sensors.depth), bumper_max_age: max_age(&sensors.bumper), scan_max_age: max_age(&sensors.scan) }
+        Self { depth_max_age: max_age(&sensors.depth), bumper_max_age: max_age(&sensors.bumper), scan_max_age: max_age(&sensors.scan), hazards_max_age: max_age(&sensors.hazards) }
     }
 }
 
@@ -436,10 +440,13 @@ impl BaseDriver {
             odometry_age_s: sensors.odometry_age_s,
             imu_age_s: sensors.imu_age_s,
             commanded_to_move: is_commanded_to_move(state.last_command, requested),
-            in_contact: sensors.bumper == BumperContact::Touching,
+            in_contact: sensors.bumper == BumperContact::Touching || sensors.hazards.is_some_and(|h| h.contact),
             obstacle_ahead_m: most_restrictive(depth_ahead, scan_ahead),
             obstacle_behind_m: scan_behind,
             obstacle_turning_m: scan_turning,
+            cliff_ahead: sensors.hazards.is_some_and(|h| h.cliff),
+            backup_limit: sensors.hazards.is_some_and(|h| h.backup_limit),
+            hazard_stop: sensors.hazards.is_some_and(|h| h.stop),
             pose: sensors.pose,
         };
         let config = SafetyConfig { geofence: state.geofence, ..self.safety };
@@ -488,6 +495,14 @@ impl BaseDriver {
     /// capture where a sample's stamp can be trusted ([`crate::robot::Age`]).
     pub fn snapshot(&self, robot: &dyn SensorPort, now: Now, guards: GuardSensors) -> SensorSnapshot {
         let odometry = robot.odometry();
+        // A Create 3's hazard reports stand in for the bumper: stale = not clear.
+        let (hazards, hazards_health) = match guards.hazards_max_age {
+            None => (None, None),
+            Some(max_age) => match robot.hazards() {
+                Some(h) if h.age(now).effective() <= max_age => (Some(hazard_state(&h.value).flags()), None),
+                last => (None, Some(BumperContact::Unknown { age_s: last.map(|h| h.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() })),
+            },
+        };
         let bumper = match guards.bumper_max_age {
             None => BumperContact::NotSensed,
             Some(max_age) => match robot.contacts() {
@@ -497,7 +512,13 @@ impl BaseDriver {
                 last => BumperContact::Unknown { age_s: last.map(|c| c.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() },
             },
         };
+        let bumper = match (bumper, hazards_health) {
+            (BumperContact::NotSensed, Some(stale)) => stale,
+            (BumperContact::NotSensed, None) if hazards.is_some() => BumperContact::Clear,
+            (bumper, _) => bumper,
+        };
         SensorSnapshot {
+            hazards,
             odometry_age_s: odometry.as_ref().map(|o| o.age(now).effective().as_secs_f64()),
             imu_age_s: robot.imu().map(|i| i.age(now).effective().as_secs_f64()),
             bumper,
@@ -542,7 +563,7 @@ mod tests {
     }
 
     fn fresh() -> SensorSnapshot {
-        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), bumper: BumperContact::Clear, obstacle_ahead: ObstacleAhead::Clear, scan: ScanGuard::NotSensed, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
+        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), bumper: BumperContact::Clear, obstacle_ahead: ObstacleAhead::Clear, scan: ScanGuard::NotSensed, hazards: None, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
     }
 
     #[test]
@@ -694,7 +715,7 @@ mod tests {
         sensors.depth.topic = "camera/depth/image_raw".into();
         sensors.depth.max_age_s = 0.4;
         sensors.bumper.topic = String::new();
-        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None, scan_max_age: None });
+        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None, scan_max_age: None, hazards_max_age: None });
     }
 
     #[test]
@@ -825,5 +846,38 @@ mod tests {
         assert!(matches!(d.scan_guard(t + Duration::from_millis(400), Some(Duration::from_millis(500))), ScanGuard::Fresh(_)));
         assert!(matches!(d.scan_guard(t + Duration::from_millis(600), Some(Duration::from_millis(500))), ScanGuard::Unknown { age_s: Some(_), .. }));
         assert_eq!(d.scan_guard(t, None), ScanGuard::NotSensed);
+    }
+
+    #[test]
+    fn create3_hazards_bump_latches_cliff_stops_forward_backup_limit_stops_reverse() {
+        let d = driver();
+        let mut t = Instant::now();
+        let step = Duration::from_millis(20);
+        let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
+        let back = BaseVelocity { linear_mps: -0.2, angular_radps: 0.0 };
+        let with = |flags: HazardFlags| SensorSnapshot { hazards: Some(flags), ..fresh() };
+        let mut run = |velocity: BaseVelocity, snapshot: SensorSnapshot, t: &mut Instant| {
+            for _ in 0..10 {
+                *t += step;
+                d.request(d.begin_motion(), velocity, *t);
+                d.step(*t, snapshot);
+            }
+            d.last_command()
+        };
+        assert_eq!(run(forward, with(HazardFlags { contact: true, ..HazardFlags::default() }), &mut t).linear_mps, 0.0, "a bump stops forward");
+        assert_eq!(d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactLatched]);
+        assert!(d.blocked_by(back).is_empty(), "reverse is the escape");
+        assert_eq!(run(forward, with(HazardFlags::default()), &mut t).linear_mps, 0.0, "the bump stays latched when clear");
+        assert!(run(back, with(HazardFlags::default()), &mut t).linear_mps < 0.0);
+        let cliff = with(HazardFlags { cliff: true, ..HazardFlags::default() });
+        run(forward, cliff, &mut t);
+        assert!(d.blocked_by(forward).iter().any(|r| r.rule == Rule::Cliff));
+        assert!(!d.blocked_by(back).iter().any(|r| r.rule == Rule::Cliff));
+        let limit = with(HazardFlags { backup_limit: true, ..HazardFlags::default() });
+        assert_eq!(run(back, limit, &mut t).linear_mps, 0.0, "the backup limit stops reverse");
+        assert_eq!(d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::BackupLimit]);
+        let stop = with(HazardFlags { stop: true, ..HazardFlags::default() });
+        run(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, stop, &mut t);
+        assert!(d.last_command().is_zero());
     }
 }

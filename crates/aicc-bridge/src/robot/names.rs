@@ -72,6 +72,7 @@ impl crate::config::SensorConfig {
             Sensor::Bumper => &self.bumper,
             Sensor::Battery => &self.battery,
             Sensor::Scan => &self.scan,
+            Sensor::Hazards => &self.hazards,
         }
     }
 }

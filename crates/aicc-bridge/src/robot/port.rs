@@ -33,10 +33,11 @@ pub enum Sensor {
     Bumper,
     Battery,
     Scan,
+    Hazards,
 }
 
 impl Sensor {
-    pub const ALL: [Sensor; 10] = [Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery, Sensor::Scan];
+    pub const ALL: [Sensor; 11] = [Sensor::Hazards, Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery, Sensor::Scan];
 
     /// The key under `sensors:` in the configuration.
     pub fn key(self) -> &'static str {
@@ -51,6 +52,7 @@ impl Sensor {
             Sensor::Bumper => "bumper",
             Sensor::Battery => "battery",
             Sensor::Scan => "scan",
+            Sensor::Hazards => "hazards",
         }
     }
 }
@@ -110,6 +112,10 @@ pub trait SensorPort: Send + Sync + 'static {
     fn battery(&self) -> Option<Stamped<Battery>>;
     /// The latest laser scan (a robot without a scanner has none).
     fn scan(&self) -> Option<Stamped<LaserScan>> {
+        None
+    }
+    /// The latest hazard report of a Create 3 base (a robot without one has none).
+    fn hazards(&self) -> Option<Stamped<Vec<crate::governor::hazards::Hazard>>> {
         None
     }
 

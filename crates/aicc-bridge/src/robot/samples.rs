@@ -28,6 +28,7 @@ pub struct Latest {
     pub contacts: Option<Stamped<Contacts>>,
     pub battery: Option<Stamped<Battery>>,
     pub scan: Option<Stamped<LaserScan>>,
+    pub hazards: Option<Stamped<Vec<crate::governor::hazards::Hazard>>>,
 }
 
 impl Latest {
@@ -43,6 +44,7 @@ impl Latest {
             Sensor::Bumper => self.contacts.as_ref().map(|s| s.received),
             Sensor::Battery => self.battery.as_ref().map(|s| s.received),
             Sensor::Scan => self.scan.as_ref().map(|s| s.received),
+            Sensor::Hazards => self.hazards.as_ref().map(|s| s.received),
         }
     }
 }
@@ -146,6 +148,9 @@ impl SensorPort for SampleStore {
     }
     fn scan(&self) -> Option<Stamped<LaserScan>> {
         self.latest.lock().scan.clone()
+    }
+    fn hazards(&self) -> Option<Stamped<Vec<crate::governor::hazards::Hazard>>> {
+        self.latest.lock().hazards.clone()
     }
     fn received(&self, sensor: Sensor) -> Option<Instant> {
         self.latest.lock().received(sensor)

@@ -13,12 +13,13 @@ use futures::{FutureExt, Stream, StreamExt};
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use parking_lot::Mutex;
 use r2r::control_msgs::action::{FollowJointTrajectory, GripperCommand};
-use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, tf2_msgs, trajectory_msgs, QosProfile};
+use r2r::{diagnostic_msgs, geometry_msgs, irobot_create_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, tf2_msgs, trajectory_msgs, QosProfile};
 
 pub mod parameters;
 pub mod rosout;
 
 use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
+use aicc_bridge::governor::hazards::Hazard;
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
 use aicc_bridge::robot::names::{resolve, Names};
@@ -258,6 +259,11 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
             ranges_m: m.ranges,
         };
         keep(&mut l.scan, stamped(value, m.header, t))
+    })?;
+
+    subscribe_latest::<irobot_create_msgs::msg::HazardDetectionVector, _>(&mut node, &config, Sensor::Hazards, slot.clone(), s, |l, m, t| {
+        let value = m.detections.into_iter().map(|d| Hazard { kind: d.type_, frame_id: d.header.frame_id }).collect();
+        keep(&mut l.hazards, stamped(value, m.header, t))
     })?;
 
     subscribe_transforms(&mut node, &config, &slot)?;
