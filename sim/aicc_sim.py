@@ -35,10 +35,12 @@ from std_msgs.msg import String
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import profiles  # noqa: E402
 import ros_controllers  # noqa: E402
 import world  # noqa: E402
 import ros_publishers as pubs  # noqa: E402
 from camera import RgbdCamera  # noqa: E402
+from lidar import Lidar, LidarSpec  # noqa: E402
 from control_loop import CONTROL_PERIOD_S, ControlLoop  # noqa: E402
 from physics import Simulation, quat_to_yaw  # noqa: E402
 from tf_publisher import TfPublisher  # noqa: E402
@@ -63,15 +65,19 @@ ODOM_TWIST_VARIANCES = [1e-3, 1e-6, pubs.UNKNOWN_VARIANCE, pubs.UNKNOWN_VARIANCE
 GROUND_TRUTH_VARIANCES = [1e-9] * 6
 
 # What a test may silence through the control topic (a sensor gone quiet).
-PAUSABLE = ("camera", "odom", "imu", "joint_states", "bumper", "tf")
+PAUSABLE = ("camera", "odom", "imu", "joint_states", "bumper", "tf", "scan", "hazards")
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 # Images: reliable (best effort lost 10-40 % of frames on loopback), short queue.
 RELIABLE_IMAGES = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+# The LiDAR: sensor-data QoS (best effort), as the TurtleBot LDS and RPLIDAR drivers publish.
+SENSOR_DATA = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", choices=sorted(profiles.PROFILES), default="sim",
+                   help="impersonate the robot of a shipped bridge profile (sim/profiles.py)")
     p.add_argument("--urdf", default=str(DEFAULT_URDF))
     p.add_argument("--width", type=int, help="image width (default: the URDF camera's)")
     p.add_argument("--height", type=int, help="image height (default: the URDF camera's)")
@@ -96,8 +102,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     topics.add_argument("--odom-topic", default="/odom")
     topics.add_argument("--imu-topic", default="/imu")
     topics.add_argument("--camera-ns", default="/camera", help="<ns>/image_raw, <ns>/depth/image_raw, ...")
+    topics.add_argument("--rgb-topic", default="", help="default <camera-ns>/image_raw")
+    topics.add_argument("--rgb-info-topic", default="", help="default <camera-ns>/camera_info")
+    topics.add_argument("--depth-topic", default="", help="default <camera-ns>/depth/image_raw")
+    topics.add_argument("--depth-info-topic", default="", help="default <camera-ns>/depth/camera_info")
     topics.add_argument("--joint-states-topic", default="/joint_states")
     topics.add_argument("--bumper-topic", default="/bumper")
+    topics.add_argument("--scan-topic", default="/scan", help="sensor_msgs/LaserScan of the URDF's lidar")
     topics.add_argument("--clock-topic", default="/clock")
     topics.add_argument("--ground-truth-ns", default="/ground_truth")
     topics.add_argument("--head-controller", default="/head_controller")
@@ -119,6 +130,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "moves an object (what the bridge's place_object generator sends)")
     p.add_argument("--control-topic", default="/sim_control",
                    help='std_msgs/String JSON {"pause": [...]} / {"resume": [...]} of ' + ", ".join(PAUSABLE))
+    known, _ = p.parse_known_args(argv)
+    p.set_defaults(**profiles.PROFILES[known.profile].defaults)
     return p.parse_args(argv)
 
 
@@ -133,7 +146,9 @@ def parse_joint_overrides(items: list[str]) -> dict[str, float]:
 class AiccSim:
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.robot = parse_urdf(args.urdf)
+        self.profile = profiles.PROFILES[args.profile]
+        self.urdf_text = profiles.reshape_urdf(Path(args.urdf).read_text(), self.profile)
+        self.robot = parse_urdf(self.urdf_text)
         camera_sensor = self.robot.camera
         width_px = args.width or camera_sensor.width_px
         height_px = args.height or camera_sensor.height_px
@@ -155,6 +170,15 @@ class AiccSim:
         self.camera = RgbdCamera(self.sim.model, camera_sensor.name, width_px, height_px, camera_sensor.far_m)
         self.camera_body_id = int(self.sim.model.cam_bodyid[self.sim.model.camera(camera_sensor.name).id])
         self.bumper_geoms = self.sim.geom_ids(self.robot.contact_collisions)
+        self.lidar = None
+        self.next_scan_s = 0.0
+        if self.robot.lidar is not None:
+            spec = self.robot.lidar
+            self.lidar = Lidar(self.sim.model, LidarSpec(spec.link, spec.name, spec.samples, spec.angle_min_rad,
+                                                         spec.angle_max_rad, spec.range_min_m, spec.range_max_m,
+                                                         spec.update_rate_hz),
+                               self.robot.link_pose_in(spec.link, self.robot.root_link), self.sim.root_body_id)
+            self.scan_period_s = 1.0 / spec.update_rate_hz
         self.node = rclpy.create_node("aicc_sim")
         self.logger = self.node.get_logger()
         self.shared = ros_controllers.SharedState()
@@ -173,13 +197,32 @@ class AiccSim:
         self.pub_truth_odom = node.create_publisher(pubs.Odometry, f"{a.ground_truth_ns}/odom", RELIABLE)
         self.pub_truth_world = node.create_publisher(String, f"{a.ground_truth_ns}/world", RELIABLE)
         self.camera_frames_published = 0
-        self.pub_rgb = node.create_publisher(pubs.Image, f"{a.camera_ns}/image_raw", RELIABLE_IMAGES)
-        self.pub_rgb_info = node.create_publisher(pubs.CameraInfo, f"{a.camera_ns}/camera_info", RELIABLE_IMAGES)
-        self.pub_depth = node.create_publisher(pubs.Image, f"{a.camera_ns}/depth/image_raw", RELIABLE_IMAGES)
-        self.pub_depth_info = node.create_publisher(pubs.CameraInfo, f"{a.camera_ns}/depth/camera_info",
+        self.pub_rgb = node.create_publisher(pubs.Image, a.rgb_topic or f"{a.camera_ns}/image_raw", RELIABLE_IMAGES)
+        self.pub_rgb_info = node.create_publisher(pubs.CameraInfo, a.rgb_info_topic or f"{a.camera_ns}/camera_info",
+                                                  RELIABLE_IMAGES)
+        self.pub_depth = node.create_publisher(pubs.Image, a.depth_topic or f"{a.camera_ns}/depth/image_raw",
+                                               RELIABLE_IMAGES)
+        self.pub_depth_info = node.create_publisher(pubs.CameraInfo,
+                                                    a.depth_info_topic or f"{a.camera_ns}/depth/camera_info",
                                                     RELIABLE_IMAGES)
+        self.pub_hazards = None
+        # Hazards injected through the control topic: (type, frame_id, until sim time).
+        self.injected_hazards: list[tuple[int, str, float]] = []
+        if self.profile.hazards_topic:
+            if pubs.CREATE_IMPORT_ERROR is None:
+                self.pub_hazards = node.create_publisher(pubs.HazardDetectionVector, self.profile.hazards_topic, SENSOR_DATA)
+            else:
+                self.logger.warning(f"irobot_create_msgs unavailable ({pubs.CREATE_IMPORT_ERROR}): no {self.profile.hazards_topic}")
+        self.pub_battery = None
+        if self.profile.battery_topic:
+            self.pub_battery = node.create_publisher(pubs.BatteryState, self.profile.battery_topic, RELIABLE)
+        self.pub_scan = None
+        if self.robot.lidar is not None:
+            self.pub_scan = node.create_publisher(pubs.LaserScan, a.scan_topic, SENSOR_DATA)
         self.pub_bumper = None
-        if pubs.ROS_GZ_IMPORT_ERROR is None:
+        if not a.bumper_topic:
+            pass  # the profile's robot has no bumper
+        elif pubs.ROS_GZ_IMPORT_ERROR is None:
             self.pub_bumper = node.create_publisher(pubs.GzContacts, a.bumper_topic, RELIABLE)
         else:
             self.logger.warning(f"ros_gz_interfaces unavailable ({pubs.ROS_GZ_IMPORT_ERROR}): no {a.bumper_topic}")
@@ -191,10 +234,10 @@ class AiccSim:
         self.joint_msg = pubs.JointStateMessage(self.joint_names)
         if a.camera_frame not in self.robot.links:
             self.logger.warning(f"camera frame {a.camera_frame} is not a URDF link")
-        self.camera_msgs = pubs.CameraMessages(a.camera_frame, self.camera.intrinsics)
+        self.camera_msgs = pubs.CameraMessages(a.camera_frame, self.camera.intrinsics, self.profile.depth_encoding)
         self.tf = None
         if not a.no_tf:
-            self.tf = TfPublisher(node, self.robot, Path(a.urdf).read_text(), a.odom_frame, a.tf_omit_frame,
+            self.tf = TfPublisher(node, self.robot, self.urdf_text, a.odom_frame, a.tf_omit_frame,
                                   a.tf_topic, a.tf_static_topic, a.robot_description_topic)
         node.create_subscription(String, a.control_topic, self._on_control, RELIABLE)
         node.create_subscription(String, a.world_topic, self._on_world, RELIABLE)
@@ -214,6 +257,13 @@ class AiccSim:
     def _on_control(self, msg) -> None:
         try:
             command = json.loads(msg.data)
+            hazard = command.get("hazard")
+            if hazard is not None:
+                # {"hazard": {"type": 1, "frame_id": "bump_front_center", "for_s": 0.5}}
+                until = self.sim.time_s + float(hazard.get("for_s", 0.5))
+                self.injected_hazards.append((int(hazard["type"]), str(hazard.get("frame_id", "base_link")), until))
+                self.logger.info(f"hazard injected: {hazard}")
+                return
             pause, resume = set(command.get("pause", [])), set(command.get("resume", []))
         except (ValueError, AttributeError, TypeError) as error:
             self.logger.error(f"{self.args.control_topic}: not a JSON object with pause/resume lists: {error}")
@@ -232,13 +282,19 @@ class AiccSim:
         actions = ReentrantCallbackGroup()  # execute callbacks block: let goals run side by side
         a = self.args
         groups = self.loop.groups
+        without = self.profile.without
         self.controllers = [
-            ros_controllers.TrajectoryControllerRos(self.node, a.head_controller, groups["head"], self.shared, actions),
-            ros_controllers.TrajectoryControllerRos(self.node, a.arm_controller, groups["arm"], self.shared, actions),
+            ros_controllers.TrajectoryControllerRos(self.node, a.head_controller, groups["head"], self.shared, actions)
+            if "head" not in without else None,
+            ros_controllers.TrajectoryControllerRos(self.node, a.arm_controller, groups["arm"], self.shared, actions)
+            if "arm" not in without else None,
             ros_controllers.GripperControllerRos(self.node, a.gripper_controller, groups["gripper"], self.shared,
                                                  self.sim.set_effort_limit, actions,
-                                                 allow_stalling=not a.gripper_abort_on_stall),
+                                                 allow_stalling=not a.gripper_abort_on_stall)
+            if "gripper" not in without else None,
         ]
+        # A profile without a part serves no controller for it.
+        self.controllers = [c for c in self.controllers if c is not None]
 
     def _init_cmd_vel(self) -> None:
         group = MutuallyExclusiveCallbackGroup()
@@ -310,8 +366,14 @@ class AiccSim:
             self._publish_imu(stamp)
         if self.tick_index % STATE_DIVIDER == 0:
             self._publish_state(stamp)
+        if self.pub_battery is not None and self.tick_index % 100 == 0:
+            self.pub_battery.publish(pubs.battery_message(stamp))
         if self.tick_index % WORLD_DIVIDER == 0:
             self.pub_truth_world.publish(String(data=json.dumps(self.world_truth())))
+        if self.lidar is not None and self.sim.time_s >= self.next_scan_s:
+            if "scan" not in self.paused:
+                self.pub_scan.publish(pubs.laser_scan_message(stamp, self.lidar.spec, self.lidar.scan(self.sim.data)))
+            self.next_scan_s = max(self.next_scan_s + self.scan_period_s, self.sim.time_s)
         if self.sim.time_s >= self.next_camera_s and "camera" not in self.paused:
             self._publish_camera(stamp)
             # Skip frames rather than burst when rendering falls behind.
@@ -341,6 +403,13 @@ class AiccSim:
         if self.tf is not None and "tf" not in paused:
             self.tf.publish(stamp, shared.positions, odo)
         self.bumper_contacts = self.sim.contacts_of(self.bumper_geoms)
+        if self.pub_hazards is not None and "hazards" not in paused:
+            now_s = self.sim.time_s
+            self.injected_hazards = [h for h in self.injected_hazards if h[2] > now_s]
+            hazards = [(t, f) for t, f, _ in self.injected_hazards]
+            # The bumper's contacts, as the Create 3 reports them.
+            hazards += [(pubs.HAZARD_BUMP, "bump_front_center")] if self.bumper_contacts else []
+            self.pub_hazards.publish(pubs.hazards_message(stamp, hazards))
         if self.pub_bumper is not None and "bumper" not in paused:
             self.pub_bumper.publish(pubs.contacts_message(stamp, self.args.world_frame, self.bumper_contacts,
                                                           self.robot.name))

@@ -10,7 +10,15 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Vector3
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
+from sensor_msgs.msg import BatteryState, CameraInfo, Image, Imu, JointState, LaserScan
+
+try:
+    from irobot_create_msgs.msg import HazardDetection, HazardDetectionVector
+    CREATE_IMPORT_ERROR = None
+except ImportError as error:  # built by scripts/build-interfaces.sh
+    HazardDetection = HazardDetectionVector = None
+    CREATE_IMPORT_ERROR = error
+HAZARD_BUMP = 1
 
 try:
     from ros_gz_interfaces.msg import Contact as GzContact
@@ -105,15 +113,16 @@ class CameraMessages:
     """rgb8 image, 32FC1 depth image (metres) and their CameraInfo, with one
     stamp per frame."""
 
-    def __init__(self, frame_id: str, intrinsics):
+    def __init__(self, frame_id: str, intrinsics, depth_encoding: str = "32FC1"):
         self.rgb = Image(encoding="rgb8", is_bigendian=0)
-        self.depth = Image(encoding="32FC1", is_bigendian=0)
+        self.depth = Image(encoding=depth_encoding, is_bigendian=0)
+        self.depth_encoding = depth_encoding
         self.info = CameraInfo()
         for msg in (self.rgb, self.depth, self.info):
             msg.header.frame_id = frame_id
             msg.width, msg.height = intrinsics.width_px, intrinsics.height_px
         self.rgb.step = 3 * intrinsics.width_px
-        self.depth.step = 4 * intrinsics.width_px
+        self.depth.step = (4 if depth_encoding == "32FC1" else 2) * intrinsics.width_px
         self.info.distortion_model = "plumb_bob"
         self.info.d = [0.0] * 5
         self.info.k = intrinsics.k()
@@ -125,7 +134,12 @@ class CameraMessages:
             msg.header.stamp = stamp
         # array.array from bytes is a memcpy; the message setter accepts it as is.
         self.rgb.data = array.array("B", rgb.tobytes())
-        self.depth.data = array.array("B", depth_m.astype("<f4", copy=False).tobytes())
+        if self.depth_encoding == "16UC1":
+            # Millimetres; 0 = no reading (REP-118), as depth drivers publish it.
+            mm = np.where(np.isfinite(depth_m), np.clip(depth_m * 1000.0, 0, 65535), 0).astype("<u2")
+            self.depth.data = array.array("B", mm.tobytes())
+        else:
+            self.depth.data = array.array("B", depth_m.astype("<f4", copy=False).tobytes())
         return self.rgb, self.depth, self.info
 
 
@@ -163,3 +177,44 @@ def contacts_message(stamp: Time, frame_id: str, contacts, robot_model: str):
 
 def _vector3(xyz) -> Vector3:
     return Vector3(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
+
+
+def laser_scan_message(stamp: Time, spec, ranges) -> LaserScan:
+    """A sensor_msgs/LaserScan of `ranges` (m) from the scanner `spec` (lidar.LidarSpec)."""
+    msg = LaserScan()
+    msg.header.stamp = stamp
+    msg.header.frame_id = spec.link
+    msg.angle_min = float(spec.angle_min_rad)
+    msg.angle_increment = float(spec.angle_increment_rad)
+    msg.angle_max = float(spec.angle_min_rad + spec.angle_increment_rad * (len(ranges) - 1))
+    msg.scan_time = float(1.0 / spec.update_rate_hz)
+    msg.time_increment = float(msg.scan_time / max(len(ranges), 1))
+    msg.range_min = float(spec.range_min_m)
+    msg.range_max = float(spec.range_max_m)
+    msg.ranges = array.array("f", np.asarray(ranges, dtype=np.float32).tobytes())
+    return msg
+
+
+def battery_message(stamp: Time) -> BatteryState:
+    """A steady, discharging-free battery (90 %), as a docked-but-driving robot reports."""
+    msg = BatteryState()
+    msg.header.stamp = stamp
+    msg.voltage = 14.4
+    msg.percentage = 0.9
+    msg.power_supply_status = 2  # discharging
+    msg.present = True
+    return msg
+
+
+def hazards_message(stamp: Time, hazards) -> "HazardDetectionVector":
+    """irobot_create_msgs/HazardDetectionVector of (type, sensor frame) pairs."""
+    msg = HazardDetectionVector()
+    msg.header.stamp = stamp
+    msg.header.frame_id = "base_link"
+    for kind, frame_id in hazards:
+        detection = HazardDetection()
+        detection.header.stamp = stamp
+        detection.header.frame_id = frame_id
+        detection.type = kind
+        msg.detections.append(detection)
+    return msg

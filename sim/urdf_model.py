@@ -102,6 +102,18 @@ class CameraSensor:
     height_px: int
 
 
+@dataclass(frozen=True)
+class LidarSensor:
+    link: str
+    name: str
+    samples: int
+    angle_min_rad: float
+    angle_max_rad: float
+    range_min_m: float
+    range_max_m: float
+    update_rate_hz: float
+
+
 @dataclass
 class Robot:
     name: str
@@ -110,6 +122,7 @@ class Robot:
     # link name -> (mu1, mu2) from <gazebo reference=...>
     friction: dict[str, tuple[float, float]] = field(default_factory=dict)
     camera: CameraSensor | None = None
+    lidar: "LidarSensor | None" = None
     imu_link: str | None = None
     contact_collisions: list[str] = field(default_factory=list)
 
@@ -283,6 +296,17 @@ def _parse_gazebo(robot: Robot, elem: ET.Element) -> None:
                 update_rate_hz=_text_float(sensor, "update_rate", 15.0),
                 width_px=int(_text_float(sensor, "camera/image/width", 320)),
                 height_px=int(_text_float(sensor, "camera/image/height", 240)),
+            )
+        elif kind in ("ray", "gpu_ray", "lidar", "gpu_lidar"):
+            robot.lidar = LidarSensor(
+                link=reference,
+                name=sensor.get("name", "lidar"),
+                samples=int(_text_float(sensor, "ray/scan/horizontal/samples", 360)),
+                angle_min_rad=_text_float(sensor, "ray/scan/horizontal/min_angle", 0.0),
+                angle_max_rad=_text_float(sensor, "ray/scan/horizontal/max_angle", 6.283185),
+                range_min_m=_text_float(sensor, "ray/range/min", 0.12),
+                range_max_m=_text_float(sensor, "ray/range/max", 3.5),
+                update_rate_hz=_text_float(sensor, "update_rate", 10.0),
             )
         elif kind == "imu":
             robot.imu_link = reference

@@ -36,7 +36,7 @@ def test_urdf_has_the_agreed_links_and_joints(robot):
 
 
 def test_every_physical_link_has_visual_collision_inertial(robot):
-    frames = {"base_footprint", "camera_link", "camera_optical_frame", "end_effector_link"}
+    frames = {"base_footprint", "camera_link", "camera_optical_frame", "end_effector_link", "base_scan"}
     for name, link in robot.links.items():
         if name in frames:
             continue

@@ -132,6 +132,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
     let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s) };
     tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
+    tasks.push(tokio::spawn(monitor::watch_scan(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
 
     let registry = Registry::new(&config);
     let catalog = Arc::new(registry.catalog().map_err(|e| anyhow::anyhow!("{e}"))?);

@@ -322,6 +322,14 @@ pub struct SensorConfig {
     pub bumper: SensorTopic,
     /// sensor_msgs/BatteryState ("" when not configured).
     pub battery: SensorTopic,
+    /// sensor_msgs/LaserScan from a planar scanner ("" when the robot has
+    /// none): obstacle sensing ahead, behind and, for a non-round
+    /// footprint, around the robot for turning in place.
+    pub scan: SensorTopic,
+    /// irobot_create_msgs/HazardDetectionVector from a Create 3 base ("" when
+    /// none): bumps feed the contact latch, cliffs stop forward motion, the
+    /// backup limit stops reverse; stale = no forward motion.
+    pub hazards: SensorTopic,
     /// Below this charge (0..1) a battery-low state_change event is raised.
     pub battery_low_fraction: f64,
     /// A sensor silent this long is taken out of the manifest (and put back
@@ -342,6 +350,8 @@ impl Default for SensorConfig {
             joint_states: SensorTopic::new("joint_states", 0.5),
             bumper: SensorTopic::new("bumper", 0.5),
             battery: SensorTopic::new("", 10.0),
+            scan: SensorTopic::new("", 0.5),
+            hazards: SensorTopic::new("", 0.5),
             battery_low_fraction: 0.2,
             unavailable_after_s: 2.0,
         }
@@ -373,6 +383,19 @@ pub struct SafetySettings {
     /// Deceleration of an emergency stop (agent gone, stop, stale sensors).
     pub emergency_decel_mps2: f64,
     pub emergency_decel_radps2: f64,
+    /// The robot's outline in base_footprint, for the laser scan's zones:
+    /// front edge ahead of the origin, rear edge behind it, half the width.
+    pub footprint_front_m: f64,
+    pub footprint_rear_m: f64,
+    pub footprint_half_width_m: f64,
+    /// > 0: the robot is round with this radius about the origin (turning
+    /// in place sweeps nothing new); the rectangle keys are then unused.
+    pub footprint_radius_m: f64,
+    /// Clearance beside the footprint the laser zones add, m.
+    pub scan_margin_m: f64,
+    /// A laser zone with more than this fraction of beams with no usable
+    /// return (NaN, inf, out of range) is blind: no motion into it.
+    pub scan_max_unknown_fraction: f64,
 }
 
 impl Default for SafetySettings {
@@ -390,6 +413,12 @@ impl Default for SafetySettings {
             contact_release_turn_rad: rules.contact_release_turn_rad,
             emergency_decel_mps2: emergency.max_emergency_decel_mps2,
             emergency_decel_radps2: emergency.max_emergency_decel_radps2,
+            footprint_front_m: 0.14,
+            footprint_rear_m: 0.12,
+            footprint_half_width_m: 0.14,
+            footprint_radius_m: 0.18,
+            scan_margin_m: 0.03,
+            scan_max_unknown_fraction: 0.1,
         }
     }
 }
@@ -410,6 +439,21 @@ impl SafetySettings {
 
     pub fn emergency(&self) -> crate::governor::EmergencyLimits {
         crate::governor::EmergencyLimits { max_emergency_decel_mps2: self.emergency_decel_mps2, max_emergency_decel_radps2: self.emergency_decel_radps2 }
+    }
+
+    /// The footprint the laser zones are built around.
+    pub fn footprint(&self) -> crate::governor::laser::Footprint {
+        use crate::governor::laser::Footprint;
+        if self.footprint_radius_m > 0.0 {
+            Footprint::Circle { radius_m: self.footprint_radius_m }
+        } else {
+            Footprint::Rectangle { front_m: self.footprint_front_m, rear_m: self.footprint_rear_m, half_width_m: self.footprint_half_width_m }
+        }
+    }
+
+    /// The laser scan's zones: the footprint, the margin, out to the slow-down distance.
+    pub fn scan_zones(&self) -> crate::governor::laser::ScanZones {
+        crate::governor::laser::ScanZones { footprint: self.footprint(), margin_m: self.scan_margin_m, reach_m: self.slow_down_distance_m, max_unknown_fraction: self.scan_max_unknown_fraction }
     }
 
     pub fn geofence_radius(&self) -> Option<f64> {
@@ -520,6 +564,12 @@ pub enum InvalidConfig {
     /// A negative or non-finite geofence radius.
     #[error("safety.geofence_radius_m must be 0 (none) or positive, got {0}")]
     GeofenceRadius(f64),
+    /// A length that must be finite and zero or more.
+    #[error("{name} must be a finite number >= 0, got {value}")]
+    Negative { name: String, value: f64 },
+    /// A fraction outside 0..1.
+    #[error("{name} must be within 0..1, got {value}")]
+    Fraction { name: String, value: f64 },
     /// A TLS certificate without its key, or the other way round.
     #[error("security.tls_cert_file and security.tls_key_file go together: set both or neither")]
     HalfTls,
@@ -600,6 +650,8 @@ impl Config {
             ("joint_states", &sensors.joint_states),
             ("bumper", &sensors.bumper),
             ("battery", &sensors.battery),
+            ("scan", &sensors.scan),
+            ("hazards", &sensors.hazards),
         ] {
             if !(sensor.max_age_s.is_finite() && sensor.max_age_s > 0.0) {
                 return Err(InvalidConfig::NotPositive { name: format!("sensors.{name}.max_age_s"), value: sensor.max_age_s });
@@ -629,6 +681,20 @@ impl Config {
             if !(value.is_finite() && value > 0.0) {
                 return Err(InvalidConfig::NotPositive { name: name.into(), value });
             }
+        }
+        for (name, value) in [
+            ("safety.footprint_front_m", self.safety.footprint_front_m),
+            ("safety.footprint_rear_m", self.safety.footprint_rear_m),
+            ("safety.footprint_half_width_m", self.safety.footprint_half_width_m),
+            ("safety.footprint_radius_m", self.safety.footprint_radius_m),
+            ("safety.scan_margin_m", self.safety.scan_margin_m),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(InvalidConfig::Negative { name: name.into(), value });
+            }
+        }
+        if !(0.0..=1.0).contains(&self.safety.scan_max_unknown_fraction) {
+            return Err(InvalidConfig::Fraction { name: "safety.scan_max_unknown_fraction".into(), value: self.safety.scan_max_unknown_fraction });
         }
         if self.dead_peer_intervals == 0 {
             return Err(InvalidConfig::Zero { name: "dead_peer_intervals".into() });

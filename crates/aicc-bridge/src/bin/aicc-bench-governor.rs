@@ -27,6 +27,10 @@ fn main() {
             in_contact: i % 5000 == 0,
             obstacle_ahead_m: Some(0.3 + phase),
             obstacle_behind_m: None,
+            obstacle_turning_m: None,
+            cliff_ahead: false,
+            backup_limit: false,
+            hazard_stop: false,
             pose: Some(Pose2D { x_m: phase, y_m: 0.0, yaw_rad: 0.0 }),
         };
         state.update(&config, &inputs, f64::from(i) * 0.02);

@@ -312,6 +312,10 @@ mod tests {
                 in_contact,
                 obstacle_ahead_m,
                 obstacle_behind_m,
+                obstacle_turning_m: None,
+                cliff_ahead: false,
+                backup_limit: false,
+                hazard_stop: false,
                 pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }),
             })
     }

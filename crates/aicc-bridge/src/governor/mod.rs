@@ -2,7 +2,9 @@
 //! and publishes what it decides; nothing here does I/O or reads a clock.
 pub mod base;
 pub mod braking;
+pub mod hazards;
 pub mod joints;
+pub mod laser;
 pub mod obstacles;
 pub mod safety;
 

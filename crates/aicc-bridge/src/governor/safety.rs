@@ -22,7 +22,14 @@
 //!   obstacle is beyond the stop distance (without that floor the robot
 //!   would approach the stop distance asymptotically and never arrive);
 //!   at the stop distance and nearer it is zero. A NaN distance counts as
-//!   an obstacle at 0.
+//!   an obstacle at 0 (a blind laser zone is reported that way).
+//! - `cliff` / `backup_limit` / `hazard_stop` (a Create 3 base's hazard
+//!   reports, see [`super::hazards`]): a cliff stops forward motion, the
+//!   base's backup limit stops reverse, a wheel drop or a hazard type not
+//!   understood stops everything. A bump feeds the contact latch.
+//! - `obstacle_turning`: something lies inside the circle a non-round
+//!   footprint sweeps turning in place (from the laser scan): no turning
+//!   (straight motion is for the obstacle rules to judge).
 //! - `geofence`: the robot is at or outside the fence: only motion that does
 //!   not increase the distance from the centre (forward only when the
 //!   heading points inward, reverse only when it points outward; turning is
@@ -35,6 +42,11 @@
 //!   its max age while the base is commanded to move: no forward motion
 //!   (reverse and turning allowed). An absent reading never means "clear":
 //!   stop if in doubt. A robot without such a sensor gets no such rule.
+//! - `scan_sensing_stale` (added by [`safety_envelope_with_sensing`]): the
+//!   robot has a laser scanner guarding its base but no usable scan is
+//!   within its max age (none received, too old, its frame not resolvable)
+//!   while commanded to move: no linear motion either way, and no turning
+//!   where the footprint sweeps new ground when it turns.
 
 use std::f64::consts::PI;
 
@@ -153,6 +165,15 @@ pub struct SafetyInputs {
     pub obstacle_ahead_m: Option<f64>,
     /// Distance to the nearest obstacle behind (along -x, positive), m.
     pub obstacle_behind_m: Option<f64>,
+    /// Distance from the origin to the nearest obstacle inside the circle
+    /// the footprint sweeps turning in place, m (NaN: that zone is blind).
+    pub obstacle_turning_m: Option<f64>,
+    /// A cliff sensor (all in the front half) reports a drop.
+    pub cliff_ahead: bool,
+    /// The base reports its backup limit reached.
+    pub backup_limit: bool,
+    /// A hazard that stops everything (a wheel drop, an unknown type).
+    pub hazard_stop: bool,
     /// The robot's pose in the geofence frame, if known.
     pub pose: Option<Pose2D>,
 }
@@ -177,6 +198,11 @@ pub enum Rule {
     PositionUnknown,
     ObstacleSensingStale,
     ContactSensingStale,
+    ObstacleTurning,
+    ScanSensingStale,
+    Cliff,
+    BackupLimit,
+    HazardStop,
 }
 
 impl Rule {
@@ -192,6 +218,11 @@ impl Rule {
             Rule::PositionUnknown => "position_unknown",
             Rule::ObstacleSensingStale => "obstacle_sensing_stale",
             Rule::ContactSensingStale => "contact_sensing_stale",
+            Rule::ObstacleTurning => "obstacle_turning",
+            Rule::ScanSensingStale => "scan_sensing_stale",
+            Rule::Cliff => "cliff",
+            Rule::BackupLimit => "backup_limit",
+            Rule::HazardStop => "hazard_stop",
         }
     }
 }
@@ -507,13 +538,41 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
             )
         };
         let cause = if distance.is_nan() {
-            format!("an obstacle {direction} at an unknown distance (the depth reading is not a number; stop distance {stop_m:.2} m)")
+            format!("an obstacle {direction} at an unknown distance (no valid reading: a depth that is not a number, or a laser zone whose beams return nothing usable; stop distance {stop_m:.2} m)")
         } else {
             // Three decimals: at the stop, "0.199" says inside where "0.20" would not.
             format!("an obstacle {distance:.3} m {direction} (stop distance {stop_m:.2} m)")
         };
         let linear = if rule == Rule::ObstacleAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
         envelope.restrict(rule, Why { reason, cause, distance_m: Some(distance) }, linear, any_angular);
+    }
+
+    if inputs.cliff_ahead {
+        let why = Why::new("cliff sensor reports a drop ahead: forward motion stopped (reverse and turning allowed)".into(), "a cliff ahead (the base's cliff sensors)".into());
+        envelope.restrict(Rule::Cliff, why, (-full_linear, 0.0), any_angular);
+    }
+    if inputs.backup_limit {
+        let why = Why::new("the base reports its backup limit reached: reverse stopped (forward and turning allowed)".into(), "the base's backup limit".into());
+        envelope.restrict(Rule::BackupLimit, why, (0.0, full_linear), any_angular);
+    }
+    if inputs.hazard_stop {
+        let why = Why::new("the base reports a hazard that stops everything (a wheel drop, or a hazard type not understood): stopped".into(), "a hazard reported by the base (wheel drop or unknown type)".into());
+        envelope.restrict(Rule::HazardStop, why, (0.0, 0.0), (0.0, 0.0));
+    }
+
+    if let Some(distance) = inputs.obstacle_turning_m {
+        let (reason, cause) = if distance.is_nan() {
+            (
+                "the turning sweep is blind (the laser's beams there return nothing usable): turning stopped (straight motion allowed)".to_string(),
+                "a blind turning sweep (no usable laser returns around the robot)".to_string(),
+            )
+        } else {
+            (
+                format!("obstacle {distance:.2} m from the centre, inside the circle the footprint sweeps turning in place: turning stopped (straight motion allowed)"),
+                format!("an obstacle {distance:.3} m from the centre, inside the turning sweep"),
+            )
+        };
+        envelope.restrict(Rule::ObstacleTurning, Why { reason, cause, distance_m: Some(distance) }, (-full_linear, full_linear), (0.0, 0.0));
     }
 
     if let Some(fence) = config.geofence {
@@ -572,11 +631,25 @@ pub struct SensingHealth {
     /// Why the depth camera's frames gave no measurement (its frame not in
     /// TF, an undecodable image), when they did not: said in the reason.
     pub depth_unmeasured: Option<String>,
+    /// The laser scanner, as obstacle sensing around the base.
+    pub scan: SensorHealth,
+    /// Why the scans give no reading (their frame not in TF, a malformed scan).
+    pub scan_unmeasured: Option<String>,
+    /// Whether the footprint sweeps new ground turning in place (so a stale
+    /// scanner stops turning too).
+    pub scan_guards_turning: bool,
 }
 
 impl SensingHealth {
     /// No sensor configured: the rules of [`safety_envelope`] alone.
-    pub const NOT_CONFIGURED: SensingHealth = SensingHealth { depth: SensorHealth::NotConfigured, bumper: SensorHealth::NotConfigured, depth_unmeasured: None };
+    pub const NOT_CONFIGURED: SensingHealth = SensingHealth {
+        depth: SensorHealth::NotConfigured,
+        bumper: SensorHealth::NotConfigured,
+        depth_unmeasured: None,
+        scan: SensorHealth::NotConfigured,
+        scan_unmeasured: None,
+        scan_guards_turning: false,
+    };
 }
 
 /// [`safety_envelope`] plus the sensing rules: while the base is commanded
@@ -607,6 +680,20 @@ pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, 
         let reason = format!("{sensor} ({sensing_what} sensing): {age}: forward motion stopped (reverse and turning allowed)");
         let cause = format!("stale {sensing_what} sensing (the {sensor}: {age})");
         envelope.restrict(rule, Why::new(reason, cause), (-full_linear, 0.0), (-full_angular, full_angular));
+    }
+    if let SensorHealth::Stale { age_s, max_age_s } = sensing.scan {
+        let mut age = match age_s {
+            Some(age) if age.is_finite() && age >= 0.0 => format!("its last usable scan is {age:.2} s old (max {max_age_s:.2} s)"),
+            Some(age) => format!("its scan's age is {age}, not a valid age"),
+            None => format!("no usable scan received (max age {max_age_s:.2} s)"),
+        };
+        if let Some(why) = sensing.scan_unmeasured.as_deref() {
+            age = format!("{age}; its scans give no reading: {why}");
+        }
+        let (angular, allowed) = if sensing.scan_guards_turning { ((0.0, 0.0), "stopped") } else { ((-full_angular, full_angular), "linear motion stopped (turning in place allowed)") };
+        let reason = format!("laser scanner (obstacle sensing around the base): {age}: {allowed}");
+        let cause = format!("stale obstacle sensing (the laser scanner: {age})");
+        envelope.restrict(Rule::ScanSensingStale, Why::new(reason, cause), (0.0, 0.0), angular);
     }
     envelope
 }
@@ -920,7 +1007,7 @@ mod tests {
         assert!(bad_fence.validate().unwrap_err().contains("radius"));
     }
 
-    const STALE_DEPTH: SensingHealth = SensingHealth { depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 }, bumper: SensorHealth::Fresh, depth_unmeasured: None };
+    const STALE_DEPTH: SensingHealth = SensingHealth { depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 }, bumper: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
 
     fn with_sensing(inputs: &SafetyInputs, sensing: &SensingHealth) -> Envelope {
         safety_envelope_with_sensing(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), inputs, sensing)
@@ -941,7 +1028,7 @@ mod tests {
         let e = with_sensing(&fresh(), &never);
         assert!(e.restrictions[0].reason.contains("no reading received"), "{:?}", e.restrictions);
         // A stale bumper: its own rule.
-        let bumper = SensingHealth { bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 }, depth: SensorHealth::Fresh, depth_unmeasured: None };
+        let bumper = SensingHealth { bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 }, depth: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
         let e = with_sensing(&fresh(), &bumper);
         assert_eq!(e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(), ["contact_sensing_stale"]);
         assert!(e.restrictions[0].reason.starts_with("bumper (contact sensing): its last reading is 2.00 s old"), "{}", e.restrictions[0].reason);
@@ -956,7 +1043,7 @@ mod tests {
 
     #[test]
     fn fresh_or_unconfigured_sensing_adds_no_rule() {
-        let fresh_sensing = SensingHealth { depth: SensorHealth::Fresh, bumper: SensorHealth::Fresh, depth_unmeasured: None };
+        let fresh_sensing = SensingHealth { depth: SensorHealth::Fresh, bumper: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
         for sensing in [fresh_sensing, SensingHealth::NOT_CONFIGURED] {
             let e = with_sensing(&fresh(), &sensing);
             assert_eq!(e, Envelope::unrestricted(&LIMITS), "{sensing:?}");
@@ -985,7 +1072,8 @@ mod tests {
         fn inputs()(odometry_age_s in option_age(), imu_age_s in option_age(), commanded_to_move in any::<bool>(), in_contact in any::<bool>(),
                     obstacle_ahead_m in option_distance(), obstacle_behind_m in option_distance(),
                     pose in proptest::option::of((-6.0..6.0f64, -6.0..6.0f64, -4.0..4.0f64))) -> SafetyInputs {
-            SafetyInputs { odometry_age_s, imu_age_s, commanded_to_move, in_contact, obstacle_ahead_m, obstacle_behind_m,
+            SafetyInputs { odometry_age_s, imu_age_s, commanded_to_move, in_contact, obstacle_ahead_m, obstacle_behind_m, obstacle_turning_m: None,
+                           cliff_ahead: false, backup_limit: false, hazard_stop: false,
                            pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }) }
         }
     }
@@ -1039,7 +1127,7 @@ mod tests {
         fn stale_sensing_never_lets_a_forward_command_through(inputs in inputs(), depth in sensor_health(), bumper in sensor_health(),
                                                                request in (0.001..1.0f64, -3.0..3.0f64)) {
             let inputs = SafetyInputs { commanded_to_move: true, ..inputs };
-            let sensing = SensingHealth { depth, bumper, depth_unmeasured: None };
+            let sensing = SensingHealth { depth, bumper, ..SensingHealth::NOT_CONFIGURED };
             let state = SafetyState::new();
             let e = safety_envelope_with_sensing(&LIMITS, &fenced(), &state, &inputs, &sensing);
             let without = safety_envelope(&LIMITS, &fenced(), &state, &inputs);

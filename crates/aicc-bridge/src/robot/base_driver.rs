@@ -10,6 +10,8 @@ use parking_lot::Mutex;
 
 use crate::config::SensorConfig;
 use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth};
+use crate::governor::hazards::{hazard_state, HazardFlags};
+use crate::governor::laser::{most_restrictive, ScanReading};
 use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use super::halt::Halts;
 use super::age::Now;
@@ -55,6 +57,27 @@ pub enum BumperContact {
     Unknown { age_s: Option<f64>, max_age_s: f64 },
 }
 
+/// What the laser scanner says around the base.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum ScanGuard {
+    /// The robot has no laser scanner for obstacle sensing.
+    #[default]
+    NotSensed,
+    /// A usable scan within its max age.
+    Fresh(ScanReading),
+    /// No usable scan within `max_age_s` (`age_s: None`: none yet).
+    Unknown { age_s: Option<f64>, max_age_s: f64 },
+}
+
+impl ScanGuard {
+    fn zones(&self) -> (Option<f64>, Option<f64>, Option<f64>) {
+        match self {
+            ScanGuard::Fresh(r) => (r.ahead.obstacle_m(), r.behind.obstacle_m(), r.turning.and_then(|z| z.obstacle_m())),
+            ScanGuard::NotSensed | ScanGuard::Unknown { .. } => (None, None, None),
+        }
+    }
+}
+
 /// What the sensors say, as the loop gathered it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SensorSnapshot {
@@ -62,6 +85,9 @@ pub struct SensorSnapshot {
     pub imu_age_s: Option<f64>,
     pub bumper: BumperContact,
     pub obstacle_ahead: ObstacleAhead,
+    pub scan: ScanGuard,
+    /// What the base's hazard reports ask (None: no fresh report, or none configured).
+    pub hazards: Option<HazardFlags>,
     /// Pose in the odometry frame.
     pub pose: Option<Pose2D>,
 }
@@ -79,7 +105,12 @@ impl SensorSnapshot {
             BumperContact::Clear | BumperContact::Touching => SensorHealth::Fresh,
             BumperContact::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
         };
-        SensingHealth { depth, bumper, depth_unmeasured: None }
+        let scan = match self.scan {
+            ScanGuard::NotSensed => SensorHealth::NotConfigured,
+            ScanGuard::Fresh(_) => SensorHealth::Fresh,
+            ScanGuard::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
+        };
+        SensingHealth { depth, bumper, scan, ..SensingHealth::NOT_CONFIGURED }
     }
 }
 
@@ -89,13 +120,15 @@ impl SensorSnapshot {
 pub struct GuardSensors {
     pub depth_max_age: Option<Duration>,
     pub bumper_max_age: Option<Duration>,
+    pub scan_max_age: Option<Duration>,
+    pub hazards_max_age: Option<Duration>,
 }
 
 impl GuardSensors {
     /// As configured: a sensor with an empty topic is not configured.
     pub fn from_config(sensors: &SensorConfig) -> Self {
         let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
-        Self { depth_max_age: max_age(&sensors.depth), bumper_max_age: max_age(&sensors.bumper) }
+        Self { depth_max_age: max_age(&sensors.depth), bumper_max_age: max_age(&sensors.bumper), scan_max_age: max_age(&sensors.scan), hazards_max_age: max_age(&sensors.hazards) }
     }
 }
 
@@ -143,6 +176,12 @@ pub struct BaseDriver {
     obstacle_ahead: Mutex<Option<(Option<f64>, Instant)>>,
     /// Why the latest depth frames gave no measurement (cleared by one that does).
     obstacle_unmeasured: Mutex<Option<String>>,
+    /// The latest usable laser scan's reading, and when it was captured.
+    scan: Mutex<Option<(ScanReading, Instant)>>,
+    /// Why the latest scans gave no reading (cleared by one that does).
+    scan_unmeasured: Mutex<Option<String>>,
+    /// Whether the footprint sweeps new ground turning in place.
+    scan_guards_turning: bool,
     /// Wakes the loop when motion starts or stops, so that the first
     /// governed command goes out at once rather than at the next period.
     wake: tokio::sync::Notify,
@@ -160,6 +199,9 @@ pub struct BaseSettings {
     pub geofence_radius_m: Option<f64>,
     pub setpoint_timeout: Duration,
     pub control_rate_hz: f64,
+    /// Whether the footprint sweeps new ground turning in place (a stale
+    /// laser scanner then stops turning too).
+    pub scan_guards_turning: bool,
 }
 
 impl BaseSettings {
@@ -178,6 +220,7 @@ impl BaseSettings {
             geofence_radius_m: config.safety.geofence_radius(),
             setpoint_timeout: Duration::from_secs_f64(base.setpoint_timeout_s),
             control_rate_hz: base.control_rate_hz,
+            scan_guards_turning: config.safety.footprint().sweeps_when_turning(),
         }
     }
 }
@@ -188,7 +231,7 @@ const EXIT_ZEROS: u32 = 3;
 
 impl BaseDriver {
     pub fn new(settings: BaseSettings, actuators: Arc<dyn ActuatorPort>, halts: Arc<Halts>) -> Self {
-        let BaseSettings { limits, emergency, safety, geofence_radius_m, setpoint_timeout, control_rate_hz } = settings;
+        let BaseSettings { limits, emergency, safety, geofence_radius_m, setpoint_timeout, control_rate_hz, scan_guards_turning } = settings;
         Self {
             actuators,
             limits,
@@ -211,6 +254,9 @@ impl BaseDriver {
             }),
             obstacle_ahead: Mutex::new(None),
             obstacle_unmeasured: Mutex::new(None),
+            scan: Mutex::new(None),
+            scan_unmeasured: Mutex::new(None),
+            scan_guards_turning,
             wake: tokio::sync::Notify::new(),
             halts,
         }
@@ -330,6 +376,27 @@ impl BaseDriver {
         }
     }
 
+    /// Records a usable laser scan's reading, captured at `measured`.
+    /// Returns whether the scans before gave no reading (for logging the recovery).
+    pub fn note_scan(&self, reading: ScanReading, measured: Instant) -> bool {
+        *self.scan.lock() = Some((reading, measured));
+        self.scan_unmeasured.lock().take().is_some()
+    }
+
+    /// Records why a scan gave no reading; returns whether the one before did.
+    pub fn note_scan_unmeasured(&self, reason: String) -> bool {
+        self.scan_unmeasured.lock().replace(reason).is_none()
+    }
+
+    /// What the laser scanner says at `now` (`max_age` None: no scanner).
+    pub fn scan_guard(&self, now: Instant, max_age: Option<Duration>) -> ScanGuard {
+        let Some(max_age) = max_age else { return ScanGuard::NotSensed };
+        match *self.scan.lock() {
+            Some((reading, at)) if now.saturating_duration_since(at) <= max_age => ScanGuard::Fresh(reading),
+            last => ScanGuard::Unknown { age_s: last.map(|(_, at)| age_s(now, at)), max_age_s: max_age.as_secs_f64() },
+        }
+    }
+
     /// The safety rules that hold the direction of `velocity` at zero at
     /// the last step; empty when that direction is allowed (so that a tool
     /// can give up, saying why, rather than wait for a timeout). An
@@ -363,22 +430,34 @@ impl BaseDriver {
                 state.geofence = Some(Geofence { centre_x_m: pose.x_m, centre_y_m: pose.y_m, radius_m });
             }
         }
+        let depth_ahead = match sensors.obstacle_ahead {
+            ObstacleAhead::At { distance_m } => Some(distance_m),
+            ObstacleAhead::NotSensed | ObstacleAhead::Clear | ObstacleAhead::Unknown { .. } => None,
+        };
+        // Depth camera and laser both watch ahead: the most restrictive wins.
+        let (scan_ahead, scan_behind, scan_turning) = sensors.scan.zones();
         let inputs = SafetyInputs {
             odometry_age_s: sensors.odometry_age_s,
             imu_age_s: sensors.imu_age_s,
             commanded_to_move: is_commanded_to_move(state.last_command, requested),
-            in_contact: sensors.bumper == BumperContact::Touching,
-            obstacle_ahead_m: match sensors.obstacle_ahead {
-                ObstacleAhead::At { distance_m } => Some(distance_m),
-                ObstacleAhead::NotSensed | ObstacleAhead::Clear | ObstacleAhead::Unknown { .. } => None,
-            },
-            obstacle_behind_m: None,
+            in_contact: sensors.bumper == BumperContact::Touching || sensors.hazards.is_some_and(|h| h.contact),
+            obstacle_ahead_m: most_restrictive(depth_ahead, scan_ahead),
+            obstacle_behind_m: scan_behind,
+            obstacle_turning_m: scan_turning,
+            cliff_ahead: sensors.hazards.is_some_and(|h| h.cliff),
+            backup_limit: sensors.hazards.is_some_and(|h| h.backup_limit),
+            hazard_stop: sensors.hazards.is_some_and(|h| h.stop),
             pose: sensors.pose,
         };
         let config = SafetyConfig { geofence: state.geofence, ..self.safety };
         let now_s = now.saturating_duration_since(state.started).as_secs_f64();
         state.safety.update(&config, &inputs, now_s);
-        let mut envelope = safety_envelope_with_sensing(&self.limits, &config, &state.safety, &inputs, &SensingHealth { depth_unmeasured: self.obstacle_unmeasured(), ..sensors.sensing_health() });
+        let mut envelope = safety_envelope_with_sensing(&self.limits, &config, &state.safety, &inputs, &SensingHealth {
+            depth_unmeasured: self.obstacle_unmeasured(),
+            scan_unmeasured: self.scan_unmeasured.lock().clone(),
+            scan_guards_turning: self.scan_guards_turning,
+            ..sensors.sensing_health()
+        });
         if state.braking {
             // An explicit stop: a zero envelope makes the governor brake at
             // the emergency rate.
@@ -416,6 +495,14 @@ impl BaseDriver {
     /// capture where a sample's stamp can be trusted ([`crate::robot::Age`]).
     pub fn snapshot(&self, robot: &dyn SensorPort, now: Now, guards: GuardSensors) -> SensorSnapshot {
         let odometry = robot.odometry();
+        // A Create 3's hazard reports stand in for the bumper: stale = not clear.
+        let (hazards, hazards_health) = match guards.hazards_max_age {
+            None => (None, None),
+            Some(max_age) => match robot.hazards() {
+                Some(h) if h.age(now).effective() <= max_age => (Some(hazard_state(&h.value).flags()), None),
+                last => (None, Some(BumperContact::Unknown { age_s: last.map(|h| h.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() })),
+            },
+        };
         let bumper = match guards.bumper_max_age {
             None => BumperContact::NotSensed,
             Some(max_age) => match robot.contacts() {
@@ -425,11 +512,18 @@ impl BaseDriver {
                 last => BumperContact::Unknown { age_s: last.map(|c| c.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() },
             },
         };
+        let bumper = match (bumper, hazards_health) {
+            (BumperContact::NotSensed, Some(stale)) => stale,
+            (BumperContact::NotSensed, None) if hazards.is_some() => BumperContact::Clear,
+            (bumper, _) => bumper,
+        };
         SensorSnapshot {
+            hazards,
             odometry_age_s: odometry.as_ref().map(|o| o.age(now).effective().as_secs_f64()),
             imu_age_s: robot.imu().map(|i| i.age(now).effective().as_secs_f64()),
             bumper,
             obstacle_ahead: self.obstacle_ahead(now.instant, guards.depth_max_age),
+            scan: self.scan_guard(now.instant, guards.scan_max_age),
             pose: odometry.map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 }),
         }
     }
@@ -460,15 +554,16 @@ impl BaseDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::governor::laser::Zone;
 
     fn driver() -> BaseDriver {
         let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 2.0, max_angular_accel_radps2: 2.0 };
-        let settings = BaseSettings { limits, emergency: EmergencyLimits::DEFAULT, safety: SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0 };
+        let settings = BaseSettings { limits, emergency: EmergencyLimits::DEFAULT, safety: SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: true };
         BaseDriver::new(settings, Arc::new(crate::robot::testing::RecordingActuators::default()), Arc::new(Halts::default()))
     }
 
     fn fresh() -> SensorSnapshot {
-        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), bumper: BumperContact::Clear, obstacle_ahead: ObstacleAhead::Clear, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
+        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), bumper: BumperContact::Clear, obstacle_ahead: ObstacleAhead::Clear, scan: ScanGuard::NotSensed, hazards: None, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
     }
 
     #[test]
@@ -620,7 +715,7 @@ mod tests {
         sensors.depth.topic = "camera/depth/image_raw".into();
         sensors.depth.max_age_s = 0.4;
         sensors.bumper.topic = String::new();
-        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None });
+        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None, scan_max_age: None, hazards_max_age: None });
     }
 
     #[test]
@@ -672,5 +767,117 @@ mod tests {
         let unsensed = SensorSnapshot { obstacle_ahead: ObstacleAhead::NotSensed, bumper: BumperContact::NotSensed, ..fresh() };
         d.step(t + step, unsensed);
         assert!(d.restrictions().is_empty());
+    }
+
+    fn scan_reading(ahead: Zone, behind: Zone, turning: Option<Zone>) -> ScanReading {
+        ScanReading { ahead, behind, turning, beams: 360, valid: 360, self_hits: 0 }
+    }
+
+    #[test]
+    fn the_laser_checks_reverse_moves_and_a_stale_or_blind_scanner_is_not_clear() {
+        let d = driver();
+        let mut t = Instant::now();
+        let step = Duration::from_millis(20);
+        let back = BaseVelocity { linear_mps: -0.2, angular_radps: 0.0 };
+        let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
+        let turn = BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 };
+        let with = |guard: ScanGuard| SensorSnapshot { scan: guard, ..fresh() };
+        // An obstacle 0.2 m behind (the stop distance): reverse held at zero, forward free.
+        let behind = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::At { distance_m: 0.2 }, Some(Zone::Clear))));
+        for _ in 0..10 {
+            t += step;
+            d.request(d.begin_motion(), back, t);
+            d.step(t, behind);
+        }
+        assert_eq!(d.last_command().linear_mps, 0.0);
+        assert_eq!(d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleBehind]);
+        assert!(d.blocked_by(forward).is_empty() && d.blocked_by(turn).is_empty());
+        // Nearer than the slow-down distance: reverse limited, never below the creep floor.
+        let near = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::At { distance_m: 0.21 }, Some(Zone::Clear))));
+        for _ in 0..10 {
+            t += step;
+            d.request(d.begin_motion(), back, t);
+            d.step(t, near);
+        }
+        assert_eq!(d.last_command().linear_mps, -0.04, "{:?}", d.last_command());
+        // The laser ahead and the depth camera: the nearer wins.
+        let both = SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.45 }, ..with(ScanGuard::Fresh(scan_reading(Zone::At { distance_m: 0.19 }, Zone::Clear, Some(Zone::Clear)))) };
+        for _ in 0..5 {
+            t += step;
+            d.request(d.begin_motion(), forward, t);
+            d.step(t, both);
+        }
+        assert_eq!(d.blocked_by(forward).first().and_then(|r| r.distance_m), Some(0.19));
+        // Something in the turning sweep: turning held, straight motion allowed.
+        let beside = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::Clear, Some(Zone::At { distance_m: 0.16 }))));
+        for _ in 0..5 {
+            t += step;
+            d.request(d.begin_motion(), turn, t);
+            d.step(t, beside);
+        }
+        assert_eq!(d.last_command().angular_radps, 0.0);
+        assert_eq!(d.blocked_by(turn).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleTurning]);
+        // A blind zone behind reads as an obstacle at an unknown distance.
+        let blind = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::Blind { unknown: 50, beams: 60 }, Some(Zone::Clear))));
+        for _ in 0..5 {
+            t += step;
+            d.request(d.begin_motion(), back, t);
+            d.step(t, blind);
+        }
+        assert_eq!(d.last_command().linear_mps, 0.0);
+        assert!(d.blocked_by(back)[0].distance_m.is_some_and(f64::is_nan));
+        // No scan at all: nothing moves (this footprint sweeps when turning), and the reason says why.
+        d.note_scan_unmeasured("frame 'base_scan' is not in the TF tree".into());
+        let stale = with(d.scan_guard(t, Some(Duration::from_millis(500))));
+        assert_eq!(stale.scan, ScanGuard::Unknown { age_s: None, max_age_s: 0.5 });
+        for velocity in [back, forward, turn] {
+            for _ in 0..5 {
+                t += step;
+                d.request(d.begin_motion(), velocity, t);
+                d.step(t, stale);
+            }
+            assert!(d.last_command().is_zero(), "{velocity:?} let through: {:?}", d.last_command());
+            let blocking = d.blocked_by(velocity);
+            assert_eq!(blocking.iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ScanSensingStale], "{blocking:?}");
+            assert!(blocking[0].cause.contains("base_scan"), "{blocking:?}");
+        }
+        // A fresh reading counts only while fresh.
+        assert!(d.note_scan(scan_reading(Zone::Clear, Zone::Clear, Some(Zone::Clear)), t), "a recovery");
+        assert!(matches!(d.scan_guard(t + Duration::from_millis(400), Some(Duration::from_millis(500))), ScanGuard::Fresh(_)));
+        assert!(matches!(d.scan_guard(t + Duration::from_millis(600), Some(Duration::from_millis(500))), ScanGuard::Unknown { age_s: Some(_), .. }));
+        assert_eq!(d.scan_guard(t, None), ScanGuard::NotSensed);
+    }
+
+    #[test]
+    fn create3_hazards_bump_latches_cliff_stops_forward_backup_limit_stops_reverse() {
+        let d = driver();
+        let mut t = Instant::now();
+        let step = Duration::from_millis(20);
+        let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
+        let back = BaseVelocity { linear_mps: -0.2, angular_radps: 0.0 };
+        let with = |flags: HazardFlags| SensorSnapshot { hazards: Some(flags), ..fresh() };
+        let mut run = |velocity: BaseVelocity, snapshot: SensorSnapshot, t: &mut Instant| {
+            for _ in 0..10 {
+                *t += step;
+                d.request(d.begin_motion(), velocity, *t);
+                d.step(*t, snapshot);
+            }
+            d.last_command()
+        };
+        assert_eq!(run(forward, with(HazardFlags { contact: true, ..HazardFlags::default() }), &mut t).linear_mps, 0.0, "a bump stops forward");
+        assert_eq!(d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactLatched]);
+        assert!(d.blocked_by(back).is_empty(), "reverse is the escape");
+        assert_eq!(run(forward, with(HazardFlags::default()), &mut t).linear_mps, 0.0, "the bump stays latched when clear");
+        assert!(run(back, with(HazardFlags::default()), &mut t).linear_mps < 0.0);
+        let cliff = with(HazardFlags { cliff: true, ..HazardFlags::default() });
+        run(forward, cliff, &mut t);
+        assert!(d.blocked_by(forward).iter().any(|r| r.rule == Rule::Cliff));
+        assert!(!d.blocked_by(back).iter().any(|r| r.rule == Rule::Cliff));
+        let limit = with(HazardFlags { backup_limit: true, ..HazardFlags::default() });
+        assert_eq!(run(back, limit, &mut t).linear_mps, 0.0, "the backup limit stops reverse");
+        assert_eq!(d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::BackupLimit]);
+        let stop = with(HazardFlags { stop: true, ..HazardFlags::default() });
+        run(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, stop, &mut t);
+        assert!(d.last_command().is_zero());
     }
 }

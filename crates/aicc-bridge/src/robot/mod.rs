@@ -100,6 +100,17 @@ pub struct CameraInfo {
     pub k: [f64; 9],
 }
 
+/// sensor_msgs/LaserScan, the part the bridge uses (angles in the
+/// scanner's frame, counter-clockwise from its +x).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LaserScan {
+    pub angle_min_rad: f64,
+    pub angle_increment_rad: f64,
+    pub range_min_m: f64,
+    pub range_max_m: f64,
+    pub ranges_m: Vec<f32>,
+}
+
 /// sensor_msgs/JointState.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct JointStates {

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::live::Live;
+use crate::governor::laser::{read_scan, LaserPose, ScanView};
 use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as ScanIntrinsics, Corridor, DepthImage as DepthView};
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
@@ -135,6 +136,72 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
     }
 }
 
+/// The scan plane may tilt this much (rad) before a scan is refused: a
+/// tilted scanner's ranges do not lie on the floor plane the zones are in.
+const MAX_SCAN_TILT_RAD: f64 = 0.1;
+
+/// The scanner's planar pose in the base frame from its 3D pose, refused
+/// when the scan plane is tilted (pure: unit-tested).
+pub fn planar_laser_pose(pose: &nalgebra::Isometry3<f64>) -> Result<LaserPose, String> {
+    let (roll, pitch, yaw) = pose.rotation.euler_angles();
+    if !(roll.is_finite() && pitch.is_finite()) {
+        return Err("the scanner's orientation is not finite".into());
+    }
+    // A scanner mounted upside down (roll = pi) scans clockwise: refuse it too.
+    if roll.abs() > MAX_SCAN_TILT_RAD || pitch.abs() > MAX_SCAN_TILT_RAD {
+        return Err(format!("the scan plane is tilted (roll {roll:.2} rad, pitch {pitch:.2} rad; at most {MAX_SCAN_TILT_RAD} rad)"));
+    }
+    let t = pose.translation.vector;
+    Ok(LaserPose { x_m: t.x, y_m: t.y, yaw_rad: yaw })
+}
+
+/// Reads each new laser scan against the footprint's zones and hands the
+/// reading to the base driver's safety rules. A scan that gives no reading
+/// (its frame not resolvable, malformed) is noted with the base driver,
+/// whose stale-sensing rule then says why; logged when it starts and when
+/// reading resumes, not per scan.
+pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frames: Frames, config: Arc<Config>) {
+    if !config.sensors.scan.is_configured() {
+        return;
+    }
+    let zones = config.safety.scan_zones();
+    let mut last_stamp = f64::NAN;
+    let mut last_received = None;
+    let mut interval = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        interval.tick().await;
+        let Some(scan) = robot.scan() else { continue };
+        if scan.stamp_s == last_stamp && last_received == Some(scan.received) {
+            continue;
+        }
+        (last_stamp, last_received) = (scan.stamp_s, Some(scan.received));
+        let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
+        let now = robot.now();
+        let reading = frames
+            .lookup(BASE_FRAME, &scan.frame_id, &joints, now)
+            .map_err(|e| format!("the scan's frame: {e}"))
+            .and_then(|(pose, _)| planar_laser_pose(&pose))
+            .and_then(|laser| {
+                let s = &scan.value;
+                let view = ScanView { angle_min_rad: s.angle_min_rad, angle_increment_rad: s.angle_increment_rad, range_min_m: s.range_min_m, range_max_m: s.range_max_m, ranges_m: &s.ranges_m };
+                read_scan(&view, &laser, &zones).map_err(|e| e.to_string())
+            });
+        match reading {
+            Ok(reading) => {
+                let captured = now.instant.checked_sub(Age::of(scan.stamp_s, scan.received, now).effective()).unwrap_or(scan.received);
+                if base.note_scan(reading, captured) {
+                    tracing::info!("obstacle sensing: {} reads again", robot.topic(Sensor::Scan));
+                }
+            }
+            Err(reason) => {
+                if base.note_scan_unmeasured(reason.clone()) {
+                    tracing::warn!("obstacle sensing: no reading from {}: {reason}", robot.topic(Sensor::Scan));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +225,18 @@ mod tests {
         assert!(again.is_empty(), "no repeat while the contact lasts");
         let (_, ended) = contact_and_battery_events(&state, Some(&Contacts::default()), None, 0.2);
         assert_eq!(ended[0].1["change"], "contact_ended");
+    }
+
+    #[test]
+    fn a_level_scanner_gives_its_planar_pose_and_a_tilted_one_is_refused() {
+        use nalgebra::{Isometry3, Translation3, UnitQuaternion};
+        let level = Isometry3::from_parts(Translation3::new(-0.032, 0.0, 0.172), UnitQuaternion::from_euler_angles(0.0, 0.0, 1.5));
+        let pose = planar_laser_pose(&level).unwrap();
+        assert!((pose.x_m + 0.032).abs() < 1e-12 && (pose.yaw_rad - 1.5).abs() < 1e-12, "{pose:?}");
+        let tilted = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.2), UnitQuaternion::from_euler_angles(0.0, 0.3, 0.0));
+        assert!(planar_laser_pose(&tilted).unwrap_err().contains("tilted"));
+        let upside_down = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.2), UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0));
+        assert!(planar_laser_pose(&upside_down).is_err());
     }
 
     #[test]

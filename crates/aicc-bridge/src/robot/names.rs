@@ -77,6 +77,8 @@ impl crate::config::SensorConfig {
             Sensor::JointStates => &self.joint_states,
             Sensor::Bumper => &self.bumper,
             Sensor::Battery => &self.battery,
+            Sensor::Scan => &self.scan,
+            Sensor::Hazards => &self.hazards,
         }
     }
 }

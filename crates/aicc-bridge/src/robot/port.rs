@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 
 use super::age::{Now, StampStatus};
 use super::frames::SharedFrames;
-use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
+use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
 use crate::governor::BaseVelocity;
 use crate::perception::RawImage;
 
@@ -32,10 +32,12 @@ pub enum Sensor {
     JointStates,
     Bumper,
     Battery,
+    Scan,
+    Hazards,
 }
 
 impl Sensor {
-    pub const ALL: [Sensor; 9] = [Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery];
+    pub const ALL: [Sensor; 11] = [Sensor::Hazards, Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery, Sensor::Scan];
 
     /// The key under `sensors:` in the configuration.
     pub fn key(self) -> &'static str {
@@ -49,6 +51,8 @@ impl Sensor {
             Sensor::JointStates => "joint_states",
             Sensor::Bumper => "bumper",
             Sensor::Battery => "battery",
+            Sensor::Scan => "scan",
+            Sensor::Hazards => "hazards",
         }
     }
 }
@@ -106,6 +110,14 @@ pub trait SensorPort: Send + Sync + 'static {
     fn joint_states(&self) -> Option<Stamped<JointStates>>;
     fn contacts(&self) -> Option<Stamped<Contacts>>;
     fn battery(&self) -> Option<Stamped<Battery>>;
+    /// The latest laser scan (a robot without a scanner has none).
+    fn scan(&self) -> Option<Stamped<LaserScan>> {
+        None
+    }
+    /// The latest hazard report of a Create 3 base (a robot without one has none).
+    fn hazards(&self) -> Option<Stamped<Vec<crate::governor::hazards::Hazard>>> {
+        None
+    }
 
     /// When the latest sample of `sensor` arrived, without copying it: the
     /// availability watch asks often, and frames are large.

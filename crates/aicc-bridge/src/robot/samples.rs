@@ -12,7 +12,7 @@ use super::age::{stamp_status, NodeClock, Now, StampStatus, SystemClock};
 use super::frames::SharedFrames;
 use super::names::Names;
 use super::port::{Sensor, SensorPort, SensorStatistics};
-use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Stamped};
+use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample, Stamped};
 use crate::perception::RawImage;
 
 /// One slot per sensor.
@@ -27,6 +27,8 @@ pub struct Latest {
     pub joint_states: Option<Stamped<JointStates>>,
     pub contacts: Option<Stamped<Contacts>>,
     pub battery: Option<Stamped<Battery>>,
+    pub scan: Option<Stamped<LaserScan>>,
+    pub hazards: Option<Stamped<Vec<crate::governor::hazards::Hazard>>>,
 }
 
 impl Latest {
@@ -41,6 +43,8 @@ impl Latest {
             Sensor::JointStates => self.joint_states.as_ref().map(|s| s.received),
             Sensor::Bumper => self.contacts.as_ref().map(|s| s.received),
             Sensor::Battery => self.battery.as_ref().map(|s| s.received),
+            Sensor::Scan => self.scan.as_ref().map(|s| s.received),
+            Sensor::Hazards => self.hazards.as_ref().map(|s| s.received),
         }
     }
 }
@@ -141,6 +145,12 @@ impl SensorPort for SampleStore {
     }
     fn battery(&self) -> Option<Stamped<Battery>> {
         self.latest.lock().battery.clone()
+    }
+    fn scan(&self) -> Option<Stamped<LaserScan>> {
+        self.latest.lock().scan.clone()
+    }
+    fn hazards(&self) -> Option<Stamped<Vec<crate::governor::hazards::Hazard>>> {
+        self.latest.lock().hazards.clone()
     }
     fn received(&self, sensor: Sensor) -> Option<Instant> {
         self.latest.lock().received(sensor)

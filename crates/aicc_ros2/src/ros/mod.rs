@@ -13,19 +13,20 @@ use futures::{FutureExt, Stream, StreamExt};
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use parking_lot::Mutex;
 use r2r::control_msgs::action::{FollowJointTrajectory, GripperCommand};
-use r2r::{diagnostic_msgs, geometry_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, tf2_msgs, trajectory_msgs, QosProfile};
+use r2r::{diagnostic_msgs, geometry_msgs, irobot_create_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, tf2_msgs, trajectory_msgs, QosProfile};
 
 pub mod parameters;
 pub mod rosout;
 
 use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
+use aicc_bridge::governor::hazards::Hazard;
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
 use aicc_bridge::robot::names::{resolve, Names};
 use aicc_bridge::robot::frames::TransformSample;
 use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::{
-    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, OdometrySample, PortError, Robot, SignalPort,
+    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot, SignalPort,
     Stamped, TrajectoryGoal, TrajectoryOutcome,
 };
 
@@ -249,6 +250,22 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         // POWER_SUPPLY_STATUS_CHARGING = 1
         let value = Battery { fraction: f64::from(m.percentage), voltage_v: f64::from(m.voltage), charging: m.power_supply_status == 1 };
         keep(&mut l.battery, stamped(value, m.header, t))
+    })?;
+
+    subscribe_latest::<sensor_msgs::msg::LaserScan, _>(&mut node, &config, Sensor::Scan, slot.clone(), s, |l, m, t| {
+        let value = LaserScan {
+            angle_min_rad: f64::from(m.angle_min),
+            angle_increment_rad: f64::from(m.angle_increment),
+            range_min_m: f64::from(m.range_min),
+            range_max_m: f64::from(m.range_max),
+            ranges_m: m.ranges,
+        };
+        keep(&mut l.scan, stamped(value, m.header, t))
+    })?;
+
+    subscribe_latest::<irobot_create_msgs::msg::HazardDetectionVector, _>(&mut node, &config, Sensor::Hazards, slot.clone(), s, |l, m, t| {
+        let value = m.detections.into_iter().map(|d| Hazard { kind: d.type_, frame_id: d.header.frame_id }).collect();
+        keep(&mut l.hazards, stamped(value, m.header, t))
     })?;
 
     subscribe_transforms(&mut node, &config, &slot)?;

@@ -211,7 +211,7 @@ mod tests {
         use crate::governor::safety::{safety_envelope_with_sensing, SensingHealth, SensorHealth};
         use crate::governor::{BaseLimits, SafetyConfig, SafetyState};
         let limits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
-        let sensing = SensingHealth { depth: SensorHealth::Stale { age_s: Some(3.0), max_age_s: 1.0 }, bumper: SensorHealth::Fresh, depth_unmeasured: None };
+        let sensing = SensingHealth { depth: SensorHealth::Stale { age_s: Some(3.0), max_age_s: 1.0 }, bumper: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
         let envelope = safety_envelope_with_sensing(&limits, &SafetyConfig::DEFAULT, &SafetyState::new(), &fresh_inputs(), &sensing);
         let blocking: Vec<Restriction> = envelope.blocking(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }).into_iter().cloned().collect();
         let mut watch = BlockedWatch::default();
