@@ -144,11 +144,13 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         config: config.clone(),
         live,
         kinematics,
-        events: events_tx,
+        events: events_tx.clone(),
         session: String::new(),
         call_id: String::new(),
     };
     let bridge = Bridge::new(core, registry, tools);
+    // Subscribed before any connection: the recording misses nothing.
+    let recorder = crate::recorder::Recorder::start(&bridge.tap, &config.record, events_tx);
     tasks.push(tokio::spawn(bridge.clone().run_tool_events(events_rx)));
     if let Some(listener) = listeners.ai_control {
         let settings = crate::fonline::Settings {
@@ -177,6 +179,8 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         task.abort();
     }
     base.shutdown().await;
+    // The recording's summary and footer, on disk before the process ends.
+    let _ = tokio::task::spawn_blocking(move || recorder.close()).await;
     Ok(())
 }
 
