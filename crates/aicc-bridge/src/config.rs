@@ -89,6 +89,9 @@ pub enum RecordMode {
     Off,
     /// Everything, from start to shutdown.
     Always,
+    /// The last `flight_window_s` seconds kept in memory, written out on
+    /// an emergency stop, a contact or an agent lost mid-call.
+    OnFault,
 }
 
 /// The flight recorder's settings.
@@ -104,6 +107,10 @@ pub struct RecordConfig {
     /// Records waiting for the disk; beyond it they are lost (counted in
     /// the file), never waited for.
     pub queue: usize,
+    /// Mode on_fault: the seconds kept in memory before a fault...
+    pub flight_window_s: f64,
+    /// ...and at most this many bytes of them (the oldest forgotten first).
+    pub flight_max_bytes: usize,
 }
 
 /// The smallest file size rotation accepts (a few chunks' worth).
@@ -111,7 +118,7 @@ pub const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
 
 impl Default for RecordConfig {
     fn default() -> Self {
-        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096 }
+        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20 }
     }
 }
 
@@ -621,6 +628,7 @@ impl Config {
             ("tool_timeout_s", self.tool_timeout_s),
             ("write_stall_timeout_s", self.write_stall_timeout_s),
             ("handshake_timeout_s", self.handshake_timeout_s),
+            ("record.flight_window_s", self.record.flight_window_s),
         ];
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
@@ -686,6 +694,7 @@ impl Config {
             ("fonline.max_queued_commands", self.fonline.max_queued_commands),
             ("fonline.max_events", self.fonline.max_events),
             ("record.queue", self.record.queue),
+            ("record.flight_max_bytes", self.record.flight_max_bytes),
         ] {
             if value == 0 {
                 return Err(InvalidConfig::Zero { name: name.into() });

@@ -96,6 +96,8 @@ const DOMAINS: &[(&str, Range)] = &[
     ("fonline.max_queued_commands", AT_LEAST_ONE),
     ("fonline.max_events", AT_LEAST_ONE),
     ("record.queue", AT_LEAST_ONE),
+    ("record.flight_max_bytes", AT_LEAST_ONE),
+    ("record.flight_window_s", POSITIVE),
     ("record.max_file_bytes", Range::Integer { from: crate::config::MIN_RECORD_FILE_BYTES as i64, to: i64::MAX }),
 ];
 /// Above zero (ROS ranges are closed: zero itself is refused by the checks).

@@ -141,3 +141,61 @@ fn an_unwritable_directory_is_logged_and_the_bridge_serves_on() {
     drop(bridge);
     let _ = std::fs::remove_file(&blocker);
 }
+
+#[test]
+fn record_start_and_record_stop_give_the_file_which_holds_the_calls_between() {
+    let dir = temp_dir("tools");
+    let bridge = start(config(&format!("    record:\n      dir: \"{}\"\n", dir.display())), &[]);
+    let (mut client, init) = AiccClient::connect(bridge.port);
+    let actuators = init["capabilities"]["actuators"].as_array().unwrap();
+    assert!(actuators.contains(&json!("record_start")) && actuators.contains(&json!("record_stop")), "{}", init["capabilities"]);
+    let before = client.call("before", "bridge_status", json!({}));
+    assert_eq!(before["ok"], true);
+    let started = client.call("start", "record_start", json!({ "note": "regression run" }));
+    assert_eq!(started["ok"], true, "{started}");
+    let path = PathBuf::from(started["output"]["path"].as_str().unwrap());
+    assert!(path.starts_with(&dir), "{}", path.display());
+    let bad = client.call("bad", "record_start", json!({ "note": 5 }));
+    assert_eq!(bad["error"]["code"], "invalid_input", "{bad}");
+    let during = client.call("during", "bridge_status", json!({}));
+    assert_eq!(during["ok"], true);
+    let stopped = client.call("stop-rec", "record_stop", json!({}));
+    assert_eq!((stopped["ok"].as_bool(), stopped["output"]["was_recording"].as_bool()), (Some(true), Some(true)), "{stopped}");
+    assert_eq!(stopped["output"]["path"], path.display().to_string());
+    // The file is complete as soon as record_stop answers.
+    let file = read_back(&path);
+    let calls: Vec<&str> = file["messages"].as_array().unwrap().iter().filter(|m| m["topic"] == "/aicc/in").filter_map(|m| m["data"]["message"]["call_id"].as_str()).collect();
+    // record_stop's own line may or may not reach the file before it ends.
+    assert_eq!(&calls[..2], ["bad", "during"], "the calls after record_start, none before: {calls:?}");
+    assert!(calls.len() == 2 || calls[2] == "stop-rec", "{calls:?}");
+    assert!(file["metadata"]["aicc_recording"]["detail"].as_str().unwrap().contains("regression run"), "{}", file["metadata"]);
+    let again = client.call("again", "record_stop", json!({}));
+    assert_eq!((again["ok"].as_bool(), again["output"]["was_recording"].as_bool()), (Some(true), Some(false)), "{again}");
+    drop(client);
+    drop(bridge);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn on_fault_an_agent_lost_mid_call_writes_the_last_seconds() {
+    let dir = temp_dir("flight");
+    let bridge = start(config(&format!("    record:\n      mode: on_fault\n      dir: \"{}\"\n", dir.display())), &[]);
+    let (mut client, _) = AiccClient::connect(bridge.port);
+    assert_eq!(client.call("c1", "bridge_status", json!({}))["ok"], true);
+    assert!(recordings(&dir).is_empty(), "nothing on disk before a fault");
+    // A long wait in flight, then the connection drops.
+    client.send_line(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": "m-w", "call_id": "w", "tool": "wait", "input": { "seconds": 5.0 } }).to_string());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(client);
+    assert!(support::logged_soon("flight recorder: the last seconds written"), "the dump is logged");
+    let files = recordings(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let file = read_back(&files[0]);
+    assert_eq!(file["metadata"]["aicc_recording"]["reason"], "on_fault");
+    assert!(file["metadata"]["aicc_recording"]["detail"].as_str().unwrap().contains("agent lost"), "{}", file["metadata"]);
+    let messages = file["messages"].as_array().unwrap();
+    assert!(messages.iter().any(|m| m["data"]["message"]["call_id"] == "c1"), "the seconds before the fault are in it");
+    assert_eq!(messages.last().unwrap()["data"]["kind"], "trigger");
+    drop(bridge);
+    let _ = std::fs::remove_dir_all(&dir);
+}

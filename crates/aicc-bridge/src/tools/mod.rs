@@ -20,6 +20,9 @@ pub mod say;
 pub mod stop;
 pub mod turn;
 pub mod wait;
+// Bridge administration (admin scope): module lines here.
+pub mod record_start;
+pub mod record_stop;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,6 +63,8 @@ pub struct ToolContext {
     /// Events to agents (e.g. progress of a long action). Bounded; a full
     /// queue drops the event with a warning rather than block a tool.
     pub events: tokio::sync::mpsc::Sender<ToolEvent>,
+    /// The flight recorder (record_start, record_stop).
+    pub recorder: Arc<crate::recorder::Recorder>,
     /// The session and call this context serves ("" outside a call).
     pub session: String,
     pub call_id: String,
@@ -123,6 +128,9 @@ impl Registry {
             Arc::new(say::Say),
             Arc::new(wait::Wait::new(config.tick_rate_hz)),
             Arc::new(stop::Stop),
+            // Bridge administration (admin scope): registered here.
+            Arc::new(record_start::RecordStart),
+            Arc::new(record_stop::RecordStop),
         ];
         Self { tools }
     }
@@ -154,6 +162,8 @@ mod layering {
         ("look_at", include_str!("look_at.rs")),
         ("move_base", include_str!("move_base.rs")),
         ("proprioception", include_str!("proprioception.rs")),
+        ("record_start", include_str!("record_start.rs")),
+        ("record_stop", include_str!("record_stop.rs")),
         ("say", include_str!("say.rs")),
         ("stop", include_str!("stop.rs")),
         ("touch", include_str!("touch.rs")),
