@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the MCP hosts the `aicc mcp` tests use: the official MCP Python SDK
 # in a venv of its own, .deps/mcp-venv, and, where npm is, the MCP Inspector's
-# CLI in .deps/mcp-inspector (both project-local, git-ignored). No ROS:
+# CLI in .deps/mcp-inspector (both project-local, git-ignored); and the MCAP
+# readers the recording tests use (scripts/requirements-mcap.txt) in
+# .deps/mcap-venv. No ROS:
 # scripts/test.sh runs it before the ROS-free tests; scripts/setup.sh too.
 # Idempotent: skipped when the venv matches scripts/requirements-mcp.txt.
 set -euo pipefail
@@ -26,24 +28,31 @@ if command -v npm >/dev/null; then
   fi
 fi
 
-want="$(sha256sum "$requirements" | cut -c1-16)"
-if [ -f "$venv/.aicc-stamp" ] && [ "$(cat "$venv/.aicc-stamp")" = "$want" ]; then
-  exit 0
-fi
-python_bin="$(command -v python3 || true)"
-[ -n "$python_bin" ] || die "python3 not found: install Python 3.10 or newer (apt-get install python3 python3-venv)"
-"$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "the MCP SDK needs Python 3.10 or newer; $python_bin is older"
-if ! "$python_bin" -c 'import ensurepip, venv' 2>/dev/null; then
-  command -v apt-get >/dev/null || die "python3 has no venv module: install python3-venv"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  log "installing python3-venv"
-  "${sudo_cmd[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-venv >/dev/null \
-    || die "apt-get install python3-venv failed"
-fi
-log "creating $venv with $(grep -v '^#' "$requirements" | tr '\n' ' ')"
-rm -rf "$venv"
-mkdir -p "$(dirname "$venv")"
-"$python_bin" -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements" || die "pip install -r $requirements failed (is PyPI reachable?)"
-echo "$want" > "$venv/.aicc-stamp"
+# One venv per requirements file, each recreated only when its file changed.
+python_venv() {
+  local venv="$1" requirements="$2"
+  local want
+  want="$(sha256sum "$requirements" | cut -c1-16)"
+  if [ -f "$venv/.aicc-stamp" ] && [ "$(cat "$venv/.aicc-stamp")" = "$want" ]; then
+    return 0
+  fi
+  python_bin="$(command -v python3 || true)"
+  [ -n "$python_bin" ] || die "python3 not found: install Python 3.10 or newer (apt-get install python3 python3-venv)"
+  "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "the MCP SDK needs Python 3.10 or newer; $python_bin is older"
+  if ! "$python_bin" -c 'import ensurepip, venv' 2>/dev/null; then
+    command -v apt-get >/dev/null || die "python3 has no venv module: install python3-venv"
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    log "installing python3-venv"
+    "${sudo_cmd[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-venv >/dev/null \
+      || die "apt-get install python3-venv failed"
+  fi
+  log "creating $venv with $(grep -v '^#' "$requirements" | tr '\n' ' ')"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$python_bin" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements" || die "pip install -r $requirements failed (is PyPI reachable?)"
+  echo "$want" > "$venv/.aicc-stamp"
+}
+python_venv "$venv" "$requirements"
+python_venv "$repo/.deps/mcap-venv" "$repo/scripts/requirements-mcap.txt"

@@ -137,6 +137,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     let registry = Registry::new(&config);
     let catalog = Arc::new(registry.catalog().map_err(|e| anyhow::anyhow!("{e}"))?);
     let core = Core::new(core_config(&config, &tokens, &joint_limits), catalog.clone(), Instant::now());
+    let recorder = crate::recorder::Recorder::new(&config.record, events_tx.clone());
     let tools = ToolContext {
         sensors: robot.sensors.clone(),
         base: base.clone(),
@@ -146,10 +147,13 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         live,
         kinematics,
         events: events_tx,
+        recorder: recorder.clone(),
         session: String::new(),
         call_id: String::new(),
     };
     let bridge = Bridge::new(core, registry, tools);
+    // Subscribed before any connection: the recording misses nothing.
+    recorder.attach(bridge.tap.source());
     tasks.push(tokio::spawn(bridge.clone().run_tool_events(events_rx)));
     if let Some(listener) = listeners.ai_control {
         let settings = crate::fonline::Settings {
@@ -178,6 +182,8 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         task.abort();
     }
     base.shutdown().await;
+    // The recording's summary and footer, on disk before the process ends.
+    let _ = tokio::task::spawn_blocking(move || recorder.close()).await;
     Ok(())
 }
 

@@ -77,6 +77,49 @@ pub struct Config {
     pub tf: TfConfig,
     /// The AI-control (FOnline dialect) front end: off unless enabled.
     pub fonline: FonlineConfig,
+    /// The flight recorder: what crosses the core, to MCAP files.
+    pub record: RecordConfig,
+}
+
+/// When the flight recorder writes (docs/recording.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordMode {
+    /// Nothing recorded (nothing copied for it either).
+    Off,
+    /// Everything, from start to shutdown.
+    Always,
+    /// The last `flight_window_s` seconds kept in memory, written out on
+    /// an emergency stop, a contact or an agent lost mid-call.
+    OnFault,
+}
+
+/// The flight recorder's settings.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecordConfig {
+    pub mode: RecordMode,
+    /// Directory of the recordings (created when missing; relative to the
+    /// working directory).
+    pub dir: String,
+    /// A file reaching this size is closed and the next one started.
+    pub max_file_bytes: u64,
+    /// Records waiting for the disk; beyond it they are lost (counted in
+    /// the file), never waited for.
+    pub queue: usize,
+    /// Mode on_fault: the seconds kept in memory before a fault...
+    pub flight_window_s: f64,
+    /// ...and at most this many bytes of them (the oldest forgotten first).
+    pub flight_max_bytes: usize,
+}
+
+/// The smallest file size rotation accepts (a few chunks' worth).
+pub const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20 }
+    }
 }
 
 /// Where the robot's transforms come from (tf2_msgs/TFMessage).
@@ -130,6 +173,7 @@ impl Default for Config {
             sensors: SensorConfig::default(),
             tf: TfConfig::default(),
             fonline: FonlineConfig::default(),
+            record: RecordConfig::default(),
         }
     }
 }
@@ -570,6 +614,12 @@ pub enum InvalidConfig {
     /// A fraction outside 0..1.
     #[error("{name} must be within 0..1, got {value}")]
     Fraction { name: String, value: f64 },
+    /// A recording file size below the minimum.
+    #[error("record.max_file_bytes must be at least {MIN_RECORD_FILE_BYTES}, got {0}")]
+    RecordFileTooSmall(u64),
+    /// Recording asked for without a directory.
+    #[error("record.dir is empty: name the directory recordings go to")]
+    NoRecordDir,
     /// A TLS certificate without its key, or the other way round.
     #[error("security.tls_cert_file and security.tls_key_file go together: set both or neither")]
     HalfTls,
@@ -633,6 +683,7 @@ impl Config {
             ("tool_timeout_s", self.tool_timeout_s),
             ("write_stall_timeout_s", self.write_stall_timeout_s),
             ("handshake_timeout_s", self.handshake_timeout_s),
+            ("record.flight_window_s", self.record.flight_window_s),
         ];
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
@@ -713,10 +764,18 @@ impl Config {
             ("max_connections", self.max_connections),
             ("fonline.max_queued_commands", self.fonline.max_queued_commands),
             ("fonline.max_events", self.fonline.max_events),
+            ("record.queue", self.record.queue),
+            ("record.flight_max_bytes", self.record.flight_max_bytes),
         ] {
             if value == 0 {
                 return Err(InvalidConfig::Zero { name: name.into() });
             }
+        }
+        if self.record.max_file_bytes < MIN_RECORD_FILE_BYTES {
+            return Err(InvalidConfig::RecordFileTooSmall(self.record.max_file_bytes));
+        }
+        if self.record.dir.is_empty() {
+            return Err(InvalidConfig::NoRecordDir);
         }
         Ok(())
     }

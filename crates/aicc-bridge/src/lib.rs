@@ -13,6 +13,7 @@ pub mod motion;
 pub mod parameters;
 pub mod perception;
 pub mod protocol;
+pub mod recorder;
 pub mod robot;
 pub mod server;
 pub mod tap;

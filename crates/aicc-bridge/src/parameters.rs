@@ -95,6 +95,10 @@ const DOMAINS: &[(&str, Range)] = &[
     ("max_connections", AT_LEAST_ONE),
     ("fonline.max_queued_commands", AT_LEAST_ONE),
     ("fonline.max_events", AT_LEAST_ONE),
+    ("record.queue", AT_LEAST_ONE),
+    ("record.flight_max_bytes", AT_LEAST_ONE),
+    ("record.flight_window_s", POSITIVE),
+    ("record.max_file_bytes", Range::Integer { from: crate::config::MIN_RECORD_FILE_BYTES as i64, to: i64::MAX }),
 ];
 /// Above zero (ROS ranges are closed: zero itself is refused by the checks).
 const POSITIVE: Range = Range::Double { from: 0.0, to: f64::MAX };

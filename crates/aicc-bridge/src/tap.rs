@@ -102,6 +102,19 @@ impl TapReceiver {
     }
 }
 
+/// Subscribes to a [`Tap`] whenever asked.
+#[derive(Debug, Clone)]
+pub struct TapSource {
+    sender: broadcast::Sender<Arc<TapRecord>>,
+}
+
+impl TapSource {
+    /// A new observer, seeing records from now on.
+    pub fn subscribe(&self) -> TapReceiver {
+        TapReceiver { receiver: self.sender.subscribe() }
+    }
+}
+
 impl Tap {
     /// A tap keeping at most `capacity` records (at least one) for its slowest observer.
     pub fn new(capacity: usize) -> Self {
@@ -112,6 +125,12 @@ impl Tap {
     /// A new observer, seeing records from now on.
     pub fn subscribe(&self) -> TapReceiver {
         TapReceiver { receiver: self.sender.subscribe() }
+    }
+
+    /// A handle that can subscribe later (an observer that starts and
+    /// stops observing while the bridge runs: the recorder).
+    pub fn source(&self) -> TapSource {
+        TapSource { sender: self.sender.clone() }
     }
 
     /// Whether anyone observes: callers skip building records otherwise

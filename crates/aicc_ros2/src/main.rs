@@ -44,6 +44,10 @@ struct Args {
     /// well (port 0 picks a free port). Overrides and enables `fonline`.
     #[arg(long)]
     fonline_listen: Option<String>,
+    /// Record every session into DIR as MCAP files (record.mode: always,
+    /// record.dir: DIR). Overrides the config; see docs/recording.md.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
 }
 
 /// What the command line's ROS arguments say about parameters (rcl reads
@@ -81,7 +85,7 @@ fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
 }
 
 /// Defaults, then `--config`, then the ROS parameter files (the sections
-/// for this node), then `-p` overrides, then `--listen` and `--fonline-listen`.
+/// for this node), then `-p` overrides, then `--listen`, `--fonline-listen` and `--record`.
 fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters::NodeIdentity) -> anyhow::Result<Config> {
     let files: Vec<PathBuf> = args.config.iter().cloned().chain(ros.files.iter().cloned()).collect();
     let mut config = aicc_bridge::parameters::load(node, &files, &ros.overrides)?;
@@ -91,6 +95,10 @@ fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters:
     if let Some(listen) = &args.fonline_listen {
         config.fonline.enabled = true;
         config.fonline.listen = listen.clone();
+    }
+    if let Some(dir) = &args.record {
+        config.record.mode = aicc_bridge::config::RecordMode::Always;
+        config.record.dir = dir.display().to_string();
     }
     // A node started in a namespace (-r __ns:=/robot1) names its topics
     // there: say so in messages, as the configured namespace would.

@@ -22,6 +22,9 @@ pub mod say;
 pub mod stop;
 pub mod turn;
 pub mod wait;
+// Bridge administration (admin scope): module lines here.
+pub mod record_start;
+pub mod record_stop;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,6 +65,8 @@ pub struct ToolContext {
     /// Events to agents (e.g. progress of a long action). Bounded; a full
     /// queue drops the event with a warning rather than block a tool.
     pub events: tokio::sync::mpsc::Sender<ToolEvent>,
+    /// The flight recorder (record_start, record_stop).
+    pub recorder: Arc<crate::recorder::Recorder>,
     /// The session and call this context serves ("" outside a call).
     pub session: String,
     pub call_id: String,
@@ -127,6 +132,9 @@ impl Registry {
             Arc::new(stop::Stop),
             // Generators: present only where a world topic is configured.
             Arc::new(place_object::PlaceObject),
+            // Bridge administration (admin scope): registered here.
+            Arc::new(record_start::RecordStart),
+            Arc::new(record_stop::RecordStop),
         ];
         Self { tools }
     }
@@ -159,6 +167,8 @@ mod layering {
         ("move_base", include_str!("move_base.rs")),
         ("place_object", include_str!("place_object.rs")),
         ("proprioception", include_str!("proprioception.rs")),
+        ("record_start", include_str!("record_start.rs")),
+        ("record_stop", include_str!("record_stop.rs")),
         ("say", include_str!("say.rs")),
         ("stop", include_str!("stop.rs")),
         ("touch", include_str!("touch.rs")),

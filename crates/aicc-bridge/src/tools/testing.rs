@@ -72,6 +72,7 @@ pub fn context_with(robot: Arc<FakeRobot>, configure: impl FnOnce(&mut Config)) 
         live: Arc::new(crate::live::Live::from_config(&config)),
         config: Arc::new(config),
         kinematics: Arc::new(Kinematics::from_urdf(URDF).unwrap()),
+        recorder: crate::recorder::Recorder::new(&crate::config::RecordConfig::default(), events.clone()),
         events,
         session: "s".into(),
         call_id: "c".into(),

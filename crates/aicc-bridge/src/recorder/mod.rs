@@ -1,0 +1,520 @@
+//! The flight recorder: an observer on the bridge's tap ([`crate::tap`])
+//! that writes what crosses the core to MCAP files (docs/recording.md).
+//!
+//! It never slows the robot's control nor blocks a tool: a task copies tap
+//! records into a bounded queue (a full queue loses records, counted in
+//! the file), and a thread of its own does the encoding and the disk
+//! writes. A directory that cannot be written, or a disk that fills up,
+//! ends the recording with an error in the log and a `state_change` event
+//! (`change: recording_failed`); the bridge goes on.
+//!
+//! Modes: `always` records from start to shutdown; `on_fault` keeps the
+//! last `flight_window_s` seconds in a bounded ring in memory and writes
+//! them out (a file of their own) on an emergency stop, a contact, an
+//! agent lost with calls in flight, or on request (`record_start`);
+//! `record_start` / `record_stop` (admin scope) start and end a recording
+//! in any mode.
+pub mod flight;
+pub mod layout;
+pub mod sink;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use crate::config::{RecordConfig, RecordMode};
+use crate::tap::{Lagged, TapRecord, TapSource};
+use crate::tools::ToolEvent;
+use flight::{FlightRing, Trigger};
+use layout::{Channel, Encoder};
+use sink::{Origin, Sink};
+
+/// How often buffered records are put on disk when traffic is light.
+const FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// How long a control request waits for the recorder thread.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the recorder is doing, for tools and diagnostics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Status {
+    /// The file being written, if any.
+    pub path: Option<PathBuf>,
+    /// Every file of the current (or last) recording, in order.
+    pub parts: Vec<PathBuf>,
+    /// Messages written to the current recording.
+    pub messages: u64,
+    /// Records the recorder lost (slow disk, full queue) since it started.
+    pub lost: u64,
+    /// Why the last recording ended early.
+    pub last_error: Option<String>,
+    /// The last flight-recorder dump: its file and trigger.
+    pub last_dump: Option<(PathBuf, String)>,
+}
+
+/// What a control request answers.
+pub type Reply = Result<Status, String>;
+
+enum Job {
+    Record(Arc<TapRecord>),
+    /// Start recording (a no-op when recording); `with_ring`: begin with
+    /// the flight ring's content.
+    Start { with_ring: bool, detail: String, reply: tokio::sync::oneshot::Sender<Reply> },
+    /// End the recording.
+    Stop { reply: tokio::sync::oneshot::Sender<Reply> },
+    Shutdown,
+}
+
+/// The handle the bridge and the record tools keep.
+pub struct Recorder {
+    jobs: SyncSender<Job>,
+    status: Arc<Mutex<Status>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    mode: RecordMode,
+    lost: Arc<AtomicU64>,
+    /// Whether a forwarder copies the tap now.
+    forwarding: Arc<AtomicBool>,
+    tap: Mutex<Option<TapSource>>,
+}
+
+impl Recorder {
+    /// The recorder thread, idle until [`Self::attach`]. `events` receives
+    /// the recorder's state_change events. Needs no runtime.
+    pub fn new(config: &RecordConfig, events: tokio::sync::mpsc::Sender<ToolEvent>) -> Arc<Self> {
+        let (jobs, receiver) = std::sync::mpsc::sync_channel(config.queue.max(1));
+        let status = Arc::new(Mutex::new(Status::default()));
+        let lost = Arc::new(AtomicU64::new(0));
+        let ring = (config.mode == RecordMode::OnFault).then(|| FlightRing::new(Duration::from_secs_f64(config.flight_window_s), config.flight_max_bytes));
+        let mut writer = Writer { config: config.clone(), sink: None, encoder: Encoder::default(), ring, status: status.clone(), lost: lost.clone(), lost_written: 0, events };
+        if config.mode == RecordMode::Always {
+            writer.begin(Origin { reason: "always".into(), detail: String::new() }, false);
+        }
+        let thread = std::thread::Builder::new()
+            .name("aicc-recorder".into())
+            .spawn(move || {
+                loop {
+                    match receiver.recv_timeout(FLUSH_PERIOD) {
+                        Ok(Job::Record(record)) => writer.record(&record),
+                        Ok(Job::Start { with_ring, detail, reply }) => {
+                            if writer.sink.is_none() {
+                                writer.begin(Origin { reason: "request".into(), detail }, with_ring);
+                            }
+                            let status = writer.status.lock().clone();
+                            let _ = reply.send(match (&status.path, &status.last_error) {
+                                (Some(_), _) => Ok(status),
+                                (None, Some(error)) => Err(error.clone()),
+                                (None, None) => Err("the recording did not start".into()),
+                            });
+                        }
+                        Ok(Job::Stop { reply }) => {
+                            writer.end();
+                            let _ = reply.send(Ok(writer.status.lock().clone()));
+                        }
+                        Ok(Job::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
+                        Err(RecvTimeoutError::Timeout) => writer.flush(),
+                    }
+                }
+                writer.end();
+            })
+            .expect("starting the recorder thread");
+        Arc::new(Self { jobs, status, thread: Mutex::new(Some(thread)), mode: config.mode, lost, forwarding: Arc::new(AtomicBool::new(false)), tap: Mutex::new(None) })
+    }
+
+    /// Starts observing `tap` (only when the mode records something;
+    /// otherwise when a recording is asked for).
+    pub fn attach(&self, tap: TapSource) {
+        *self.tap.lock() = Some(tap);
+        if self.mode != RecordMode::Off {
+            self.forward();
+        }
+    }
+
+    /// Copies the tap into the writer's queue from now on (once).
+    fn forward(&self) {
+        let Some(tap) = self.tap.lock().clone() else { return };
+        if self.forwarding.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.forwarding.store(false, Ordering::SeqCst);
+            return;
+        };
+        runtime.spawn(forward(tap.subscribe(), self.jobs.clone(), self.lost.clone()));
+    }
+
+    /// What it is doing now.
+    pub fn status(&self) -> Status {
+        self.status.lock().clone()
+    }
+
+    async fn ask(&self, job: impl FnOnce(tokio::sync::oneshot::Sender<Reply>) -> Job) -> Reply {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        match self.jobs.try_send(job(reply)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err("the recorder is busy writing (its queue is full); try again".into()),
+            Err(TrySendError::Disconnected(_)) => return Err("the recorder has stopped".into()),
+        }
+        match tokio::time::timeout(CONTROL_TIMEOUT, answer).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err("the recorder has stopped".into()),
+            Err(_) => Err(format!("the recorder did not answer within {} s (a slow disk?)", CONTROL_TIMEOUT.as_secs())),
+        }
+    }
+
+    /// Starts a recording (or reports the one under way); `with_ring`
+    /// begins it with the flight ring (mode on_fault).
+    pub async fn start_recording(&self, with_ring: bool, detail: String) -> Reply {
+        self.forward();
+        self.ask(|reply| Job::Start { with_ring, detail, reply }).await
+    }
+
+    /// Ends the recording under way; its files are complete when this returns.
+    pub async fn stop_recording(&self) -> Reply {
+        self.ask(|reply| Job::Stop { reply }).await
+    }
+
+    /// Writes what is queued, ends the file (summary and footer) and
+    /// returns when it is on disk.
+    pub fn close(&self) {
+        // Blocking here is fine: the bridge is shutting down.
+        let _ = self.jobs.send(Job::Shutdown);
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Copies tap records into the writer's queue; never waits for it.
+async fn forward(mut tap: crate::tap::TapReceiver, jobs: SyncSender<Job>, lost: Arc<AtomicU64>) {
+    while let Some(item) = tap.recv().await {
+        match item {
+            Ok(record) => match jobs.try_send(Job::Record(record)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    lost.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => return,
+            },
+            Err(Lagged(count)) => {
+                lost.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The recorder thread's state.
+struct Writer {
+    config: RecordConfig,
+    sink: Option<Sink>,
+    encoder: Encoder,
+    /// The last seconds, kept for a dump (mode on_fault).
+    ring: Option<FlightRing>,
+    status: Arc<Mutex<Status>>,
+    /// Records lost before reaching the thread (counted by the forwarder).
+    lost: Arc<AtomicU64>,
+    /// The count last written to the file's recorder channel.
+    lost_written: u64,
+    events: tokio::sync::mpsc::Sender<ToolEvent>,
+}
+
+fn wall_ns(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+impl Writer {
+    fn notify(&self, payload: Value) {
+        // The event queue is bounded; a full one loses the event, never waits.
+        let _ = self.events.try_send(("state_change".into(), payload, None));
+    }
+
+    /// Starts a recording; an error is reported, never raised.
+    fn begin(&mut self, origin: Origin, with_ring: bool) {
+        let dir = PathBuf::from(&self.config.dir);
+        self.adopt(Sink::create(&dir, self.config.max_file_bytes, origin, SystemTime::now()));
+        if with_ring {
+            let kept: Vec<_> = self.ring.as_ref().map(|ring| ring.contents().cloned().collect()).unwrap_or_default();
+            for (channel, at, data) in kept {
+                self.write_bytes(channel, at, &data);
+            }
+        }
+    }
+
+    /// Records into `sink` from now on, or reports why it could not be opened.
+    fn adopt(&mut self, sink: Result<Sink, sink::SinkError>) {
+        match sink {
+            Ok(sink) => {
+                let path = sink.path().map(PathBuf::from);
+                tracing::info!(path = %path.as_deref().unwrap_or(std::path::Path::new("?")).display(), "recording");
+                {
+                    let mut status = self.status.lock();
+                    status.path = path.clone();
+                    status.parts = sink.parts();
+                    status.messages = 0;
+                    status.last_error = None;
+                }
+                self.sink = Some(sink);
+                self.notify(json!({ "change": "recording_started", "entity": "recorder", "path": path }));
+            }
+            Err(error) => self.fail(error.to_string()),
+        }
+    }
+
+    /// Ends the recording after an error: logged, told to agents, kept in the status.
+    fn fail(&mut self, reason: String) {
+        tracing::error!(%reason, "recording stopped; the bridge goes on without it");
+        if let Some(sink) = self.sink.take() {
+            // Best effort: the summary may not fit on a full disk either.
+            let _ = sink.finish();
+        }
+        {
+            let mut status = self.status.lock();
+            status.path = None;
+            status.last_error = Some(reason.clone());
+        }
+        self.notify(json!({ "change": "recording_failed", "entity": "recorder", "reason": reason }));
+    }
+
+    fn write_bytes(&mut self, channel: Channel, log_time_ns: u64, data: &[u8]) {
+        let Some(sink) = self.sink.as_mut() else { return };
+        match sink.write(channel, log_time_ns, data) {
+            Ok(()) => {
+                let mut status = self.status.lock();
+                status.messages += 1;
+                if status.path.as_deref() != sink.path() {
+                    status.path = sink.path().map(PathBuf::from);
+                    status.parts = sink.parts();
+                }
+            }
+            Err(error) => self.fail(error.to_string()),
+        }
+    }
+
+    fn record(&mut self, record: &TapRecord) {
+        let at = wall_ns(record.wall);
+        let mut messages = Vec::new();
+        let lost = self.lost.load(Ordering::Relaxed);
+        if lost != self.lost_written {
+            self.status.lock().lost = lost;
+            messages.push((Channel::Recorder, json!({ "kind": "lost", "records": lost - self.lost_written })));
+            self.lost_written = lost;
+        }
+        let trigger = self.ring.as_mut().and_then(|ring| ring.trigger(record));
+        messages.extend(self.encoder.encode(record));
+        for (channel, message) in messages {
+            let data = serde_json::to_vec(&message).expect("JSON serialises");
+            if let Some(ring) = self.ring.as_mut() {
+                ring.push(channel, at, data.clone(), record.at);
+            }
+            self.write_bytes(channel, at, &data);
+        }
+        if let Some(trigger) = trigger {
+            self.dump(trigger, at);
+        }
+    }
+
+    /// Writes the flight ring to a file of its own (mode on_fault).
+    fn dump(&mut self, trigger: Trigger, at: u64) {
+        let Some(ring) = self.ring.as_mut() else { return };
+        let reason = trigger.to_string();
+        let note = serde_json::to_vec(&json!({ "kind": "trigger", "reason": reason })).expect("JSON serialises");
+        let kept: Vec<_> = ring.drain().collect();
+        let written = (|| {
+            let mut sink = Sink::create(std::path::Path::new(&self.config.dir), self.config.max_file_bytes, Origin { reason: "on_fault".into(), detail: reason.clone() }, SystemTime::now())?;
+            for (channel, time, data) in &kept {
+                sink.write(*channel, *time, data)?;
+            }
+            sink.write(Channel::Recorder, at, &note)?;
+            sink.finish()
+        })();
+        match written {
+            Ok(parts) => {
+                let path = parts.first().cloned().unwrap_or_default();
+                tracing::warn!(trigger = %reason, path = %path.display(), messages = kept.len(), "flight recorder: the last seconds written");
+                self.status.lock().last_dump = Some((path.clone(), reason.clone()));
+                self.notify(json!({ "change": "flight_recording_written", "entity": "recorder", "path": path, "trigger": reason, "messages": kept.len() }));
+            }
+            Err(error) => {
+                let reason = format!("flight recorder dump ({reason}): {error}");
+                tracing::error!(%reason, "the bridge goes on without it");
+                self.status.lock().last_error = Some(reason.clone());
+                self.notify(json!({ "change": "recording_failed", "entity": "recorder", "reason": reason }));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(sink) = self.sink.as_mut() {
+            if let Err(error) = sink.flush() {
+                self.fail(error.to_string());
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        if let Some(sink) = self.sink.take() {
+            match sink.finish() {
+                Ok(parts) => {
+                    tracing::info!(files = ?parts, "recording finished");
+                    let mut status = self.status.lock();
+                    status.path = None;
+                    status.parts = parts;
+                }
+                Err(error) => {
+                    let reason = error.to_string();
+                    tracing::error!(%reason, "recording could not be finished");
+                    self.status.lock().last_error = Some(reason);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::tap::{Tap, TapBody};
+
+    fn config(dir: &std::path::Path) -> RecordConfig {
+        RecordConfig { mode: RecordMode::Always, dir: dir.display().to_string(), ..RecordConfig::default() }
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("aicc-recorder-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    #[tokio::test]
+    async fn the_tap_is_recorded_and_the_file_finished_on_close() {
+        let dir = temp_dir("tap");
+        let tap = Tap::new(64);
+        let (events, mut told) = tokio::sync::mpsc::channel(8);
+        let recorder = Recorder::new(&config(&dir), events);
+        recorder.attach(tap.source());
+        assert_eq!(told.try_recv().unwrap().1["change"], "recording_started");
+        tap.record(Some(1), || TapBody::Connected { peer: "127.0.0.1:5".into() });
+        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&b"{\"type\":\"manifest_request\"}"[..]) });
+        tap.record(Some(1), || TapBody::Outbound { message: Arc::new(json!({ "type": "session_init", "session_id": "s" })), droppable: false });
+        tap.record(None, || TapBody::LeaseReleased);
+        settle().await;
+        let path = recorder.status().path.expect("recording");
+        recorder.close();
+        let bytes = std::fs::read(&path).unwrap();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        assert_eq!(topics, ["/aicc/connections", "/aicc/in", "/aicc/out", "/aicc/lease"]);
+        assert_eq!(recorder.status().parts, vec![path]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_directory_is_an_event_and_the_status_not_a_panic() {
+        let blocker = temp_dir("blocker");
+        std::fs::write(&blocker, b"not a directory").unwrap();
+        let tap = Tap::new(64);
+        let (events, mut told) = tokio::sync::mpsc::channel(8);
+        let recorder = Recorder::new(&config(&blocker.join("sub")), events);
+        recorder.attach(tap.source());
+        let (topic, payload, _) = told.try_recv().unwrap();
+        assert_eq!((topic.as_str(), &payload["change"]), ("state_change", &json!("recording_failed")));
+        assert!(payload["reason"].as_str().unwrap().contains("aicc-recorder-"), "{payload}");
+        tap.record(Some(1), || TapBody::Disconnected);
+        settle().await;
+        let status = recorder.status();
+        assert!(status.path.is_none() && status.last_error.is_some(), "{status:?}");
+        recorder.close();
+        let _ = std::fs::remove_file(&blocker);
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_ends_the_recording_with_an_event() {
+        // /dev/full: every write fails with ENOSPC, as on a full disk.
+        if !std::path::Path::new("/dev/full").exists() {
+            return;
+        }
+        let tap = Tap::new(64);
+        let (events, mut told) = tokio::sync::mpsc::channel(8);
+        let mut writer = Writer { config: config(std::path::Path::new("/dev")), sink: None, encoder: Encoder::default(), ring: None, status: Arc::new(Mutex::new(Status::default())), lost: Arc::new(AtomicU64::new(0)), lost_written: 0, events };
+        // The disk may be found full when the file is opened or on a later write.
+        writer.adopt(Sink::on_file(PathBuf::from("/dev/full"), 1 << 20));
+        let started = Instant::now();
+        let record = TapRecord { seq: 1, at: started, wall: SystemTime::now(), conn: Some(1), body: TapBody::Outbound { message: Arc::new(json!({ "big": "x".repeat(100_000) })), droppable: false } };
+        for _ in 0..40 {
+            writer.record(&record);
+        }
+        writer.flush();
+        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|(_, payload, _)| payload).find(|p| p["change"] != "recording_started").expect("an event");
+        assert_eq!(payload["change"], "recording_failed");
+        assert!(payload["reason"].as_str().unwrap().contains("/dev/full"), "{payload}");
+        assert!(writer.sink.is_none());
+        drop(tap);
+    }
+
+    #[tokio::test]
+    async fn record_start_and_stop_in_mode_off_give_the_file() {
+        let dir = temp_dir("control");
+        let tap = Tap::new(64);
+        let (events, _told) = tokio::sync::mpsc::channel(8);
+        let recorder = Recorder::new(&RecordConfig { mode: RecordMode::Off, ..config(&dir) }, events);
+        recorder.attach(tap.source());
+        assert!(!tap.is_observed());
+        let started = recorder.start_recording(false, "test".into()).await.unwrap();
+        let path = started.path.clone().expect("a file");
+        assert!(tap.is_observed(), "observing once asked to record");
+        let again = recorder.start_recording(false, "again".into()).await.unwrap();
+        assert_eq!(again.path, Some(path.clone()), "one recording at a time");
+        tap.record(Some(1), || TapBody::Connected { peer: "p".into() });
+        settle().await;
+        let stopped = recorder.stop_recording().await.unwrap();
+        assert_eq!((stopped.path, stopped.parts), (None, vec![path.clone()]));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(mcap::MessageStream::new(&bytes).unwrap().count(), 1);
+        recorder.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn on_fault_a_stop_writes_the_last_seconds_and_nothing_before() {
+        let dir = temp_dir("flight");
+        let tap = Tap::new(64);
+        let (events, mut told) = tokio::sync::mpsc::channel(8);
+        let recorder = Recorder::new(&RecordConfig { mode: RecordMode::OnFault, ..config(&dir) }, events);
+        recorder.attach(tap.source());
+        tap.record(Some(1), || TapBody::Connected { peer: "p".into() });
+        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&br#"{"type":"tool_call","tool":"bridge_status","call_id":"a"}"#[..]) });
+        settle().await;
+        assert!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) == 0, "nothing written before a fault");
+        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&br#"{"type":"tool_call","tool":"stop","call_id":"halt"}"#[..]) });
+        settle().await;
+        let (path, trigger) = recorder.status().last_dump.expect("a dump");
+        assert!(trigger.contains("emergency stop"), "{trigger}");
+        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|(_, p, _)| p).find(|p| p["change"] == "flight_recording_written").expect("an event");
+        assert_eq!(payload["path"], path.display().to_string());
+        let bytes = std::fs::read(&path).unwrap();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        assert_eq!(topics, ["/aicc/connections", "/aicc/in", "/aicc/in", "/aicc/recorder"]);
+        recorder.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn mode_off_records_nothing_and_copies_nothing() {
+        let tap = Tap::new(8);
+        let (events, mut told) = tokio::sync::mpsc::channel(8);
+        let recorder = Recorder::new(&RecordConfig::default(), events);
+        recorder.attach(tap.source());
+        assert!(!tap.is_observed(), "no observer: the tap copies nothing");
+        assert!(told.try_recv().is_err());
+        recorder.close();
+    }
+}
