@@ -12,7 +12,8 @@ cd "$repo"
 minutes="${1:-30}"
 shift || true
 bash scripts/setup.sh
-cargo build --release --locked --workspace --bins
+# The same build as scripts/test.sh (all targets): no second build.
+cargo build --release --locked --workspace --all-targets
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + $$ % 100))}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 work="$(mktemp -d)"
 pids=()

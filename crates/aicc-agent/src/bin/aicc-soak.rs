@@ -149,7 +149,7 @@ async fn main() {
         "samples": samples,
     });
     println!("{}", serde_json::to_string(&summary["rss_mib"]).unwrap());
-    println!("summary: {} calls ({} failed) in {} sessions ({} failed to open), {} events; RSS {:.1} -> {:.1} MiB ({:+.2} MiB per 10 min after warm-up); threads {:?}..{:?}; fds {:?}..{:?}",
+    println!("summary: {} calls ({} failed) in {} sessions ({} failed to open), {} events; RSS {:.1} -> {:.1} MiB ({:+.2} MiB per 10 min after warm-up); threads {}..{}; fds {}..{}",
         counts.calls, counts.failed, counts.sessions, counts.sessions_failed, counts.events, first.rss_mib, last.rss_mib, growth,
         summary["threads"]["min"], summary["threads"]["max"], summary["fds"]["min"], summary["fds"]["max"]);
     for failure in &failures {

@@ -57,7 +57,8 @@ pub struct Dialect {
     state: Mutex<DialectState>,
     session: Session,
     catalog: Arc<Catalog>,
-    /// Every actuator of the catalog.
+    /// Every actuator of the catalog that acts on the robot (the bridge's
+    /// own administration, e.g. record_start, is no robot action).
     actuators: Vec<String>,
     /// The actions and their field mappings, for the observation.
     actions: Value,
@@ -72,7 +73,7 @@ pub struct Dialect {
 
 impl Dialect {
     pub fn new(catalog: Arc<Catalog>, settings: Settings) -> Arc<Self> {
-        let actuators = catalog.descriptors().filter(|d| d.class == ToolClass::Actuator).map(|d| d.id.to_string()).collect();
+        let actuators = catalog.descriptors().filter(|d| d.class == ToolClass::Actuator && d.capability != "can_administer_bridge").map(|d| d.id.to_string()).collect();
         Arc::new(Self {
             state: Mutex::new(DialectState::new(settings.max_queued_commands, settings.max_events)),
             session: Session::default(),

@@ -856,7 +856,7 @@ mod tests {
         let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
         let back = BaseVelocity { linear_mps: -0.2, angular_radps: 0.0 };
         let with = |flags: HazardFlags| SensorSnapshot { hazards: Some(flags), ..fresh() };
-        let mut run = |velocity: BaseVelocity, snapshot: SensorSnapshot, t: &mut Instant| {
+        let run = |velocity: BaseVelocity, snapshot: SensorSnapshot, t: &mut Instant| {
             for _ in 0..10 {
                 *t += step;
                 d.request(d.begin_motion(), velocity, *t);
