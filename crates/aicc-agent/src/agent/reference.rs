@@ -9,7 +9,8 @@
 //!   governor (a move it stops early is measured again, never repeated);
 //! - pick: `interact` (gripper open, arm over the cube, down, close, lift);
 //! - verify: the gripper's `holding`, `touch` (no contact), and `vision`
-//!   with the arm lifted (logged only: the gripper can hide what it holds).
+//!   of the cube in the fingers, with the arm in the `look` pose (raised to
+//!   the front left, seen from the side).
 use std::f64::consts::PI;
 
 use serde_json::{json, Value};
@@ -26,6 +27,10 @@ pub const GRASP_REACH_M: f64 = 0.311;
 /// (URDF kinematics; the gripper pitched down, facing away from joint1).
 pub const ABOVE: [f64; 3] = [0.686, -0.594, 0.408];
 pub const GRASP: [f64; 3] = [1.063, -0.425, -0.138];
+/// Where a held cube is with the arm in the `look` pose (base_footprint,
+/// m): below the fingertips, which the bridge's pose puts at (0.17, 0.14,
+/// 0.43).
+const SHOWN_CUBE: Point = Point { x: 0.17, y: 0.14, z: 0.40 };
 /// Half the cube's side: the centre lies this far behind the face seen.
 const CUBE_HALF_M: f64 = 0.0175;
 /// The camera head's pivot in base_footprint (x), m.
@@ -257,19 +262,19 @@ impl Pick {
     }
 
     /// With the arm lifted: the fingers stopped on something the cube's
-    /// size (neither closed nor open), and nothing touches the bumper. What
-    /// the camera sees of it is logged only: from the camera's place the
-    /// gripper's own links can hide what it holds (in the `look` pose the
-    /// wrist is between the camera and the cube).
-    async fn verify(&mut self, p: Point) -> Result<bool, Failed> {
+    /// size (neither closed nor open), nothing touches the bumper, and the
+    /// camera sees red in the fingers once the arm shows them from the side
+    /// (the `look` pose: from straight behind, the wrist hides them).
+    async fn verify(&mut self) -> Result<bool, Failed> {
         let joints = self.must("proprioception", json!({})).await?;
         let gap = joints.pointer("/joints/gripper_left_joint/position").and_then(Value::as_f64);
         let touch = self.must("touch", json!({})).await?;
         let in_contact = touch.get("in_contact").and_then(Value::as_bool).unwrap_or(false);
-        self.look_at_point(Point { z: p.z + 0.08, ..p }).await?;
+        self.must("interact", json!({ "pose": "look" })).await?;
+        self.look_at_point(SHOWN_CUBE).await?;
         let seen = self.find_red().await?.map(|(n, _)| n);
-        self.log.push(format!("verify: gripper gap {gap:?} m, bumper contact {in_contact}, red pixels in view {seen:?}"));
-        Ok(gap.is_some_and(|g| (0.005..0.028).contains(&g)) && !in_contact)
+        self.log.push(format!("verify: gripper gap {gap:?} m, bumper contact {in_contact}, red pixels in the fingers {seen:?}"));
+        Ok(gap.is_some_and(|g| (0.005..0.028).contains(&g)) && !in_contact && seen.is_some())
     }
 
     async fn run(&mut self) -> Result<String, Failed> {
@@ -278,7 +283,7 @@ impl Pick {
         let mut p = self.scan().await?;
         for attempt in 1..=2 {
             p = self.approach(p).await?;
-            if self.grasp(p).await? && self.verify(p).await? {
+            if self.grasp(p).await? && self.verify().await? {
                 return Ok(format!("picked the red cube (attempt {attempt}); {}", self.log.join("; ")));
             }
             self.log.push(format!("attempt {attempt}: not holding it"));

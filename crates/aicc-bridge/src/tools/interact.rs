@@ -29,7 +29,7 @@ use crate::robot::{Controller, Endpoint, GripperOutcome, Sensor, TrajectoryGoal}
 pub const NAMED_POSES: &[(&str, [f64; 4], &str)] = &[
     ("home", [0.0, 0.0, 0.0, 0.0], "the arm's zero pose: upper arm up, forearm and gripper level, pointing forward (gripper 0.31 m ahead, 0.33 m up)"),
     ("ready", [0.0, -0.3, 0.6, 0.5], "gripper in front, pitched down 46°, below the camera's line of sight, ready to reach (0.24 m ahead, 0.23 m up)"),
-    ("look", [0.0, -0.2, -0.7, 0.9], "gripper raised level in front of the camera, to show it what the gripper holds (0.24 m ahead, 0.43 m up)"),
+    ("look", [0.9, -0.2, -0.7, 0.9], "gripper raised level at the robot's front left, where the camera sees what the fingers hold from the side, below the gripper (look_at pan 30°, tilt 0°); from straight behind, the wrist would hide it (0.17 m ahead, 0.14 m left, 0.43 m up)"),
     ("pick_front", [0.0, 1.063, -0.425, -0.138], "gripper pitched down 29° reaching 0.37 m ahead at 0.12 m up: an object on a 10 cm ledge straight ahead"),
     ("stow", [0.0, -1.2, 1.3, 1.2], "folded back over the base, out of the camera's view: the pose to drive in"),
 ];
@@ -338,11 +338,11 @@ mod tests {
             let joints = arm();
             k.transform("base_footprint", "end_effector_link", &|j| joints.iter().position(|n| n == j).map(|i| positions[i])).unwrap().translation.vector
         };
-        let expected = [("home", 0.31, 0.333), ("ready", 0.235, 0.225), ("look", 0.237, 0.432), ("pick_front", 0.373, 0.124), ("stow", 0.102, 0.165)];
-        for ((name, positions, _), (expected_name, x, z)) in NAMED_POSES.iter().zip(expected) {
+        let expected = [("home", 0.31, 0.0, 0.333), ("ready", 0.235, 0.0, 0.225), ("look", 0.171, 0.137, 0.432), ("pick_front", 0.373, 0.0, 0.124), ("stow", 0.102, 0.0, 0.165)];
+        for ((name, positions, _), (expected_name, x, y, z)) in NAMED_POSES.iter().zip(expected) {
             assert_eq!(*name, expected_name);
             let at = gripper(positions);
-            assert!((at.x - x).abs() < 0.005 && at.y.abs() < 1e-9 && (at.z - z).abs() < 0.005, "{name}: {at}");
+            assert!((at.x - x).abs() < 0.005 && (at.y - y).abs() < 0.005 && (at.z - z).abs() < 0.005, "{name}: {at}");
             assert!(at.z > 0.1, "{name} keeps the gripper off the floor: {at}");
         }
     }
