@@ -38,6 +38,8 @@ echo "== governor: cost of one step"
 "$bin"/aicc-bench-governor
 echo "== vision: decode and encode a 640x480 frame"
 "$bin"/aicc-bench-vision
+echo "== recording: overhead on proprioception and vision round trips, bytes per minute"
+"$bin"/aicc-bench-recording
 echo "== idle bridge beside a 30 Hz 640x480 camera (no agent asking)"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 idle_out="$work/idle.out"

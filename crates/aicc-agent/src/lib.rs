@@ -9,3 +9,4 @@ pub mod ai_control;
 pub mod client;
 pub mod conformance;
 pub mod mcp;
+pub mod replay;

@@ -14,6 +14,7 @@ pub mod parameters;
 pub mod perception;
 pub mod protocol;
 pub mod recorder;
+pub mod replay;
 pub mod robot;
 pub mod server;
 pub mod tap;

@@ -2,6 +2,7 @@
 //! JSON framed with a hard line limit ([`codec`]), the protocol name, and
 //! the JSON type names error messages use.
 pub mod codec;
+pub mod recording;
 
 use serde_json::Value;
 

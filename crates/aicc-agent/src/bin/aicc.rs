@@ -1,6 +1,7 @@
 //! `aicc`: a command-line AICC agent for the bridge (see docs/cli.md).
 //! Exit codes: 0 ok; 1 transport or protocol failure; 2 usage or refused
-//! locally; 3 the bridge answered with an AICC error.
+//! locally; 3 the bridge answered with an AICC error; 4 the agent loop
+//! did not reach its goal; 5 a replay found differences.
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -85,6 +86,27 @@ enum Verb {
         #[arg(long, value_name = "VAR", default_value = "AICC_MCP_TOKEN")]
         http_token_env: String,
     },
+    /// Re-run a recording's tool calls and compare every result with the
+    /// recorded one (docs/recording.md, "Replay"). Exit 0: no difference;
+    /// 5: differences (listed); 2: the file was refused (named offset).
+    Replay {
+        /// The recording (an .mcap file the bridge wrote).
+        file: PathBuf,
+        /// Against the recording itself, served in-process: every field
+        /// but the messages' addressing must be equal.
+        #[arg(long, conflicts_with = "against")]
+        check: bool,
+        /// Against a live bridge at HOST:PORT: time, ticks and timing are
+        /// not compared (see docs/recording.md), nor any --ignore key.
+        #[arg(long, value_name = "HOST:PORT")]
+        against: Option<String>,
+        /// A key not to compare, wherever it appears; repeatable.
+        #[arg(long, value_name = "KEY")]
+        ignore: Vec<String>,
+        /// Numbers differing by at most this are equal (--against only).
+        #[arg(long, default_value_t = 0.0)]
+        tolerance: f64,
+    },
     /// The agent loop: a backend decides, the loop calls the tools, until
     /// the goal, the budget or the timeout. Prints its report (JSON).
     /// Exit 0 when the goal was reached, 4 otherwise.
@@ -143,12 +165,15 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
         Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
         Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
-        Verb::Shell | Verb::Mcp { .. } | Verb::Agent { .. } => None,
+        Verb::Shell | Verb::Mcp { .. } | Verb::Agent { .. } | Verb::Replay { .. } => None,
     };
     let options = session_options(&cli)?;
     let tls = tls_options(&cli)?;
     if let Verb::Mcp { http, http_token_env } = &cli.command {
         return serve_mcp(&cli, options, tls, *http, http_token_env).await;
+    }
+    if let Verb::Replay { file, check, against, ignore, tolerance } = &cli.command {
+        return replay(file, *check, against.as_deref(), ignore, *tolerance, options, tls.as_ref()).await;
     }
     let stream = transport::connect(&cli.host, cli.port, tls.as_ref(), options.timeout).await?;
     let mut session = Session::open(stream, options).await?;
@@ -195,6 +220,39 @@ async fn run_agent(session: Session, backend: &str, command: &[String], goal: &s
         Ok(())
     } else {
         std::process::exit(4)
+    }
+}
+
+/// `aicc replay`: the recorded calls against the recording itself
+/// (`--check`, served in-process on a loopback port) or a live bridge.
+async fn replay(file: &std::path::Path, check: bool, against: Option<&str>, ignore: &[String], tolerance: f64, options: SessionOptions, tls: Option<&TlsOptions>) -> Result<(), ClientError> {
+    use aicc_agent::replay::{self, compare::Rules};
+    if !(tolerance.is_finite() && tolerance >= 0.0) {
+        return Err(ClientError::Usage(format!("--tolerance must be a number of at least 0, got {tolerance}")));
+    }
+    let book = aicc_wire::recording::load(file).map_err(ClientError::Usage)?;
+    let calls = book.calls.clone();
+    let (stream, rules, token) = match (check, against) {
+        (true, _) => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| ClientError::Transport(format!("cannot listen on a loopback port: {e}")))?;
+            let port = listener.local_addr().map_err(|e| ClientError::Transport(e.to_string()))?.port();
+            tokio::spawn(aicc_wire::recording::serve::serve(listener, std::sync::Arc::new(std::sync::Mutex::new(book))));
+            let mut rules = Rules::exact();
+            rules.ignored.extend(ignore.iter().cloned());
+            (transport::connect("127.0.0.1", port, None, options.timeout).await?, rules, None)
+        }
+        (false, Some(address)) => {
+            let (host, port) = address.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?))).ok_or_else(|| ClientError::Usage(format!("--against {address}: expected HOST:PORT")))?;
+            (transport::connect(host, port, tls, options.timeout).await?, Rules::live(ignore, tolerance), options.token.clone())
+        }
+        (false, None) => return Err(ClientError::Usage("aicc replay needs --check or --against HOST:PORT".into())),
+    };
+    let report = replay::run(&calls, stream, token.as_deref(), &rules, options.timeout).await?;
+    print!("{}", report.text());
+    if report.is_clean() {
+        Ok(())
+    } else {
+        std::process::exit(5)
     }
 }
 

@@ -11,14 +11,9 @@ use serde_json::{json, Value};
 use crate::protocol::core::ConnId;
 use crate::tap::{TapBody, TapRecord};
 
-/// The recording format's version, in the file's `aicc_recording`
-/// metadata record. A reader refuses a file whose version is newer than
-/// the one it knows.
-pub const FORMAT_VERSION: u64 = 1;
-/// The MCAP profile of the file's header.
-pub const PROFILE: &str = "aicc";
-/// The name of the metadata record that describes the recording.
-pub const METADATA_NAME: &str = "aicc_recording";
+/// The format's version, profile and metadata name: shared with the
+/// reader (`aicc_wire::recording`), which refuses a newer version.
+pub use aicc_wire::recording::{FORMAT_VERSION, METADATA_NAME, PROFILE};
 
 /// A channel of a recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

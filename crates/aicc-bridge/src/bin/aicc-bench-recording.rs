@@ -1,0 +1,259 @@
+//! The flight recorder's cost, on the test robot (no ROS): prints figures,
+//! asserts nothing. Two bridges in this process, one recording
+//! (`record.mode: always`) and one not, fed the same sensors (odometry,
+//! IMU, joints, a 640x480 camera); rounds alternate between them so that
+//! the machine's noise falls on both, and the figures are ratios of the
+//! one run:
+//! - the round trip of `proprioception` and of `vision`, median and p90,
+//!   with and without recording, and the overhead in percent;
+//! - the bytes the recording holds per call of each tool, and per minute
+//!   of a typical session (one proprioception a second, a vision every
+//!   five seconds), from the file read back.
+//!
+//! aicc-bench-recording [--rounds 6] [--proprioception 100] [--vision 10]
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use aicc_bridge::bridge::{run, Listeners, Startup};
+use aicc_bridge::config::{Config, RecordMode, DEFAULT_NODE_NAME};
+use aicc_bridge::perception::RawImage;
+use aicc_bridge::robot::samples::SampleStore;
+use aicc_bridge::robot::testing::TestRobot;
+use aicc_bridge::robot::{CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped};
+use nalgebra::{UnitQuaternion, Vector3};
+use serde_json::{json, Value};
+
+const WIDTH: u32 = 640;
+const HEIGHT: u32 = 480;
+
+struct Bridge {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn start(record_dir: Option<&Path>) -> Bridge {
+    let mut config = Config::from_params_yaml(&format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n"), DEFAULT_NODE_NAME).expect("the default configuration");
+    config.listen = "127.0.0.1:0".into();
+    if let Some(dir) = record_dir {
+        config.record.mode = RecordMode::Always;
+        config.record.dir = dir.display().to_string();
+    }
+    let config = Arc::new(config);
+    let startup = Startup::from_config(config.clone(), |_| None).expect("the bridge starts");
+    let robot = TestRobot::new(&config);
+    let port_robot = robot.robot.clone();
+    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let bridge = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+        runtime.block_on(async move {
+            let listeners = Listeners::bind(&config).await.expect("binding 127.0.0.1:0");
+            port_tx.send(listeners.aicc.local_addr().unwrap().port()).unwrap();
+            run(startup, listeners, port_robot, async {
+                let _ = shutdown_rx.await;
+            })
+            .await
+            .expect("the bridge runs");
+        });
+    });
+    let port = port_rx.recv().expect("the bridge's port");
+    let stop = Arc::new(AtomicBool::new(false));
+    let samples = robot.samples.clone();
+    let feeding = stop.clone();
+    let feeder = std::thread::spawn(move || feed(&samples, &feeding));
+    Bridge { port, stop, shutdown: Some(shutdown_tx), threads: vec![bridge, feeder] }
+}
+
+fn stamped<T>(value: T, frame_id: &str, stamp_s: f64, received: Instant) -> Stamped<T> {
+    Stamped { value, frame_id: frame_id.into(), stamp_s, received }
+}
+
+/// A robot standing still, its sensors at 30 Hz.
+fn feed(samples: &SampleStore, stop: &AtomicBool) {
+    let frame: Vec<u8> = (0..HEIGHT).flat_map(|y| (0..WIDTH).flat_map(move |x| [(x % 256) as u8, (y % 256) as u8, 128])).collect();
+    let names: Vec<String> = ["head_pan_joint", "head_tilt_joint", "joint1", "joint2", "joint3", "joint4", "gripper_left_joint", "gripper_right_joint"].map(String::from).to_vec();
+    let zeros = vec![0.0; names.len()];
+    let focal = f64::from(WIDTH);
+    let info = CameraInfo { width: WIDTH, height: HEIGHT, k: [focal, 0.0, f64::from(WIDTH) / 2.0, 0.0, focal, f64::from(HEIGHT) / 2.0, 0.0, 0.0, 1.0] };
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(33));
+        let now = Instant::now();
+        let stamp_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs_f64();
+        {
+            let mut latest = samples.lock();
+            let orientation = UnitQuaternion::identity();
+            latest.odom = Some(OdometrySample { frame_id: "odom".into(), child_frame_id: "base_footprint".into(), position_m: Vector3::zeros(), orientation, linear_velocity_mps: Vector3::zeros(), angular_velocity_radps: Vector3::zeros(), stamp_s, received: now });
+            latest.imu = Some(ImuSample { frame_id: "imu_link".into(), orientation: Some(orientation), angular_velocity_radps: Vector3::zeros(), linear_acceleration_mps2: Vector3::new(0.0, 0.0, 9.81), stamp_s, received: now });
+            latest.joint_states = Some(stamped(JointStates { names: names.clone(), positions: zeros.clone(), velocities: zeros.clone(), efforts: zeros.clone() }, "", stamp_s, now));
+            latest.contacts = Some(stamped(Contacts::default(), "bumper", stamp_s, now));
+            let image = RawImage { width: WIDTH, height: HEIGHT, encoding: "rgb8".into(), is_bigendian: false, step: WIDTH * 3, data: frame.clone() };
+            latest.camera = Some(stamped(CameraFrame::Raw(image), "camera_optical_frame", stamp_s, now));
+            latest.camera_info = Some(stamped(info.clone(), "camera_optical_frame", stamp_s, now));
+        }
+        for sensor in [Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper, Sensor::Camera, Sensor::CameraInfo] {
+            samples.delivered(sensor, stamp_s);
+        }
+    }
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    next: u64,
+}
+
+impl Client {
+    fn connect(port: u16) -> Self {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+        stream.set_nodelay(true).unwrap();
+        let mut client = Self { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, next: 0 };
+        assert_eq!(client.read()["type"], "session_init");
+        client
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("reading");
+        serde_json::from_str(&line).expect("a JSON line")
+    }
+
+    /// One call's result and round trip.
+    fn call(&mut self, tool: &str) -> (Value, Duration) {
+        self.next += 1;
+        let call_id = format!("c{}", self.next);
+        let line = json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m{}", self.next), "call_id": call_id, "tool": tool, "input": {} }).to_string();
+        let started = Instant::now();
+        self.writer.write_all(format!("{line}\n").as_bytes()).unwrap();
+        loop {
+            let message = self.read();
+            if message["type"] == "tool_result" && message["call_id"] == call_id.as_str() {
+                return (message, started.elapsed());
+            }
+        }
+    }
+
+    /// Waits until `tool` answers ok (its sensors seen fresh).
+    fn until_ok(&mut self, tool: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.call(tool).0["ok"] != true {
+            assert!(Instant::now() < deadline, "{tool} never answered ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn number(words: &mut impl Iterator<Item = String>, name: &str) -> usize {
+    words.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} takes a number"))
+}
+
+fn quantile(samples: &mut [Duration], q: f64) -> f64 {
+    samples.sort();
+    samples[((samples.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3
+}
+
+fn main() {
+    let (mut rounds, mut proprioception, mut vision) = (6, 100, 10);
+    let mut words = std::env::args().skip(1);
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--rounds" => rounds = number(&mut words, &word),
+            "--proprioception" => proprioception = number(&mut words, &word),
+            "--vision" => vision = number(&mut words, &word),
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let dir: PathBuf = std::env::temp_dir().join(format!("aicc-bench-recording-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let plain = start(None);
+    let recording = start(Some(&dir));
+    let mut clients = [Client::connect(plain.port), Client::connect(recording.port)];
+    for client in &mut clients {
+        client.until_ok("proprioception");
+        client.until_ok("vision");
+    }
+    // [bridge][tool] round trips.
+    let mut times: [[Vec<Duration>; 2]; 2] = Default::default();
+    let started = Instant::now();
+    for round in 0..rounds {
+        // Alternate which bridge goes first.
+        for which in [round % 2, 1 - round % 2] {
+            let client = &mut clients[which];
+            for _ in 0..proprioception {
+                let (result, took) = client.call("proprioception");
+                assert_eq!(result["ok"], true, "{result}");
+                times[which][0].push(took);
+            }
+            for _ in 0..vision {
+                let (result, took) = client.call("vision");
+                assert_eq!(result["ok"], true, "{result}");
+                times[which][1].push(took);
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    drop(clients);
+    drop(recording); // the file finished
+    drop(plain);
+    println!("recording overhead ({rounds} alternating rounds of {proprioception} proprioception + {vision} vision calls per bridge, 640x480 camera):");
+    for (index, tool) in ["proprioception", "vision"].iter().enumerate() {
+        let (off_median, off_p90) = (quantile(&mut times[0][index], 0.5), quantile(&mut times[0][index], 0.9));
+        let (on_median, on_p90) = (quantile(&mut times[1][index], 0.5), quantile(&mut times[1][index], 0.9));
+        println!(
+            "  {tool:<15} median {off_median:.3} ms off, {on_median:.3} ms recording ({:+.1} %); p90 {off_p90:.3} / {on_p90:.3} ms ({:+.1} %)",
+            (on_median / off_median - 1.0) * 100.0,
+            (on_p90 / off_p90 - 1.0) * 100.0
+        );
+    }
+    // What the file holds per call of each tool: the call's line and its result.
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir).expect("the recording directory").map(|e| e.unwrap().path()).collect();
+    let mut file_bytes = 0;
+    let mut per_tool: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    for file in &files {
+        file_bytes += std::fs::metadata(file).unwrap().len();
+        let recording = aicc_wire::recording::read_file(file).expect("the recording reads back");
+        let mut tools: std::collections::HashMap<String, String> = Default::default();
+        for message in &recording.messages {
+            let body = &message.data["message"];
+            let bytes = serde_json::to_vec(&message.data).unwrap().len() as u64;
+            let tool = match (message.topic.as_str(), body["type"].as_str()) {
+                ("/aicc/in", Some("tool_call")) => {
+                    let tool = body["tool"].as_str().unwrap_or_default().to_string();
+                    tools.insert(body["call_id"].as_str().unwrap_or_default().to_string(), tool.clone());
+                    tool
+                }
+                ("/aicc/out", Some("tool_result")) => tools.get(body["call_id"].as_str().unwrap_or_default()).cloned().unwrap_or_default(),
+                _ => continue,
+            };
+            let entry = per_tool.entry(tool).or_default();
+            entry.1 += bytes;
+            if message.topic == "/aicc/in" {
+                entry.0 += 1;
+            }
+        }
+    }
+    let per_call = |tool: &str| per_tool.get(tool).map_or(0.0, |(calls, bytes)| *bytes as f64 / (*calls).max(1) as f64);
+    let (p, v) = (per_call("proprioception"), per_call("vision"));
+    println!("recording size: {file_bytes} bytes in {} file(s) for {:.1} s of calls ({:.1} MB/min at this bench's rate)", files.len(), elapsed.as_secs_f64(), file_bytes as f64 / elapsed.as_secs_f64() * 60.0 / 1e6);
+    println!("  per call: proprioception {p:.0} bytes, vision {v:.0} bytes (call line + result)");
+    println!("  a typical session (1 proprioception/s, 1 vision/5 s): {:.2} MB/min", (60.0 * p + 12.0 * v) / 1e6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
