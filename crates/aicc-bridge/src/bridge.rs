@@ -238,6 +238,12 @@ fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreCo
         max_auth_failures: config.security.max_auth_failures,
         handshake_timeout: Duration::from_secs_f64(config.handshake_timeout_s),
         limits: limits_in_force(config, joints),
+        approvals: crate::protocol::core::ApprovalRules {
+            tools: config.approvals.tools.clone(),
+            move_longer_than_m: (config.approvals.move_longer_than_m > 0.0).then_some(config.approvals.move_longer_than_m),
+            approval_mode: config.approvals.approval_mode,
+            timeout: Duration::from_secs_f64(config.approvals.timeout_s),
+        },
     }
 }
 

@@ -73,6 +73,12 @@ enum Verb {
         out: PathBuf,
         json: Option<String>,
     },
+    /// Operators' approvals (admin token): list the calls waiting, approve
+    /// or deny one, switch approval mode. Prints the bridge's answer as JSON.
+    Approvals {
+        #[command(subcommand)]
+        action: ApprovalsVerb,
+    },
     /// Interactive: history, completion of commands and tool names.
     Shell,
     /// An MCP server for MCP hosts, over stdio (default) or streamable HTTP;
@@ -138,6 +144,50 @@ enum Verb {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum ApprovalsVerb {
+    /// The calls waiting for an approval, oldest first.
+    List,
+    /// Approve a waiting call (its approval_id from `list`): it runs at once.
+    Approve {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deny a waiting call: it ends with an error and nothing moves.
+    Deny {
+        approval_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Approval mode on or off: every actuator call but stop waits.
+    Mode { on_off: String },
+}
+
+/// The approval tool call an `approvals` command stands for.
+fn approvals_command(action: &ApprovalsVerb) -> Result<Command, ClientError> {
+    let decide = |tool: &str, approval_id: &str, reason: &Option<String>| {
+        let mut input = serde_json::json!({ "approval_id": approval_id });
+        if let Some(reason) = reason {
+            input["reason"] = serde_json::json!(reason);
+        }
+        Command::Call { tool: tool.into(), input }
+    };
+    Ok(match action {
+        ApprovalsVerb::List => Command::Call { tool: "approvals_list".into(), input: serde_json::json!({}) },
+        ApprovalsVerb::Approve { approval_id, reason } => decide("approve", approval_id, reason),
+        ApprovalsVerb::Deny { approval_id, reason } => decide("deny", approval_id, reason),
+        ApprovalsVerb::Mode { on_off } => {
+            let on = match on_off.as_str() {
+                "on" => true,
+                "off" => false,
+                other => return Err(ClientError::Usage(format!("approvals mode takes on or off, got '{other}'"))),
+            };
+            Command::Call { tool: "approval_mode".into(), input: serde_json::json!({ "on": on }) }
+        }
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -165,6 +215,7 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
         Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
         Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
+        Verb::Approvals { action } => Some(approvals_command(action)?),
         Verb::Shell | Verb::Mcp { .. } | Verb::Agent { .. } | Verb::Replay { .. } => None,
     };
     let options = session_options(&cli)?;

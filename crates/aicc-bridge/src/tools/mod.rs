@@ -152,6 +152,7 @@ impl Registry {
     pub fn catalog(&self) -> Result<Catalog, crate::protocol::catalog::CatalogError> {
         let mut descriptors: Vec<ToolDescriptor> = self.tools.iter().map(|t| t.descriptor()).collect();
         descriptors.extend(crate::protocol::core::core_tool_descriptors());
+        descriptors.extend(crate::protocol::core::approval_tool_descriptors());
         Catalog::new(descriptors)
     }
 }

@@ -14,7 +14,7 @@ use crate::protocol::message::{Correlation, ToolCall};
 
 /// A call the shell is running.
 pub(super) struct InFlight {
-    started: Instant,
+    pub(super) started: Instant,
     pub(super) tool: &'static str,
     pub(super) conn: ConnId,
     /// Extra input fields dropped from a non-strict tool's input.
@@ -22,12 +22,27 @@ pub(super) struct InFlight {
     /// An actuator call: it gets `command` lifecycle events.
     command: bool,
     idempotency_key: Option<String>,
+    /// Waiting for an operator's approval: nothing runs yet.
+    pub(super) awaiting: Option<Awaiting>,
+}
+
+/// A call parked until an operator decides (see `approvals`).
+pub(super) struct Awaiting {
+    pub(super) approval_id: String,
+    /// The validated input, for the run an approval starts.
+    pub(super) input: Map<String, Value>,
+    pub(super) deadline: Option<Duration>,
+    pub(super) reason: String,
+    pub(super) since: Instant,
+    pub(super) expires: Instant,
 }
 
 /// What an admitted call turns into.
 enum Admitted {
     /// Answered by the core itself.
-    Internal { output: Value, ignored_fields: Vec<String> },
+    Internal { output: Value, ignored_fields: Vec<String>, extra: Vec<Output> },
+    /// Refused, with what the refusal audits (an approval that was not waiting).
+    Refused { error: AiccError, extra: Vec<Output> },
     /// A cancel of a call in flight (its connection and tool).
     Cancel { target_conn: ConnId, cancelled: String, output: Value },
     Execute { descriptor_id: &'static str, input: Map<String, Value>, ignored_fields: Vec<String>, acquired_lease: bool, command: bool },
@@ -64,8 +79,19 @@ impl Core {
                 self.counters.tool_errors += 1;
                 vec![self.failed_result(conn, &session_id, &correlation, error, now)]
             }
+            Ok(Admitted::Refused { error, mut extra }) => {
+                self.counters.tool_errors += 1;
+                extra.push(self.failed_result(conn, &session_id, &correlation, error, now));
+                extra
+            }
             Ok(Admitted::Cancel { target_conn, cancelled, output }) => {
-                let mut out = vec![Output::Abort { conn: target_conn, call_id: cancelled.clone() }];
+                let mut out = Vec::new();
+                let waiting = self.sessions[&session_id].in_flight.get(&cancelled).and_then(|f| f.awaiting.as_ref()).map(|a| a.approval_id.clone());
+                match waiting {
+                    // A waiting call runs nothing to abort; the admins are told it is withdrawn.
+                    Some(approval_id) => self.tell_admins(json!({ "decision": "withdrawn", "approval_id": approval_id, "call_id": cancelled, "why": "cancelled by its agent" }), now, &mut out),
+                    None => out.push(Output::Abort { conn: target_conn, call_id: cancelled.clone() }),
+                }
                 let error = AiccError::execution_failed(false, format!("cancelled by the agent (call '{call_id}'); the robot was stopped"));
                 out.extend(self.finish_call(&session_id, &cancelled, Err(error), now));
                 let tick = self.tick(now);
@@ -76,7 +102,7 @@ impl Core {
                 out.push(self.reply(conn, result));
                 out
             }
-            Ok(Admitted::Internal { output, ignored_fields }) => {
+            Ok(Admitted::Internal { output, ignored_fields, extra }) => {
                 let tick = self.tick(now);
                 let mut result = self.message("tool_result", &session_id, json!({
                     "call_id": call_id, "ok": true, "output": output,
@@ -85,23 +111,40 @@ impl Core {
                 if !ignored_fields.is_empty() {
                     result["meta"]["ignored_fields"] = json!(ignored_fields);
                 }
-                vec![self.reply(conn, result)]
+                let mut out = extra;
+                out.push(self.reply(conn, result));
+                out
             }
             Ok(Admitted::Execute { descriptor_id, input, ignored_fields, acquired_lease, command }) => {
+                let mut out = Vec::new();
+                let deadline = options.deadline_ms.map(Duration::from_millis);
+                let held = self.catalog.descriptor(descriptor_id).and_then(|d| self.config.approvals.reason(d, &input, self.approval_mode));
+                let awaiting = held.map(|reason| Awaiting { approval_id: self.ids.next_id(), input: input.clone(), deadline, reason, since: now, expires: now + self.config.approvals.timeout });
+                if descriptor_id == "stop" {
+                    self.deny_all_waiting("the robot was stopped", now, &mut out);
+                }
+                let waits = awaiting.is_some();
                 let session = self.sessions.get_mut(&session_id).expect("admitted");
                 if let Some(key) = &options.idempotency_key {
                     session.idempotency.start(key, &call_id);
                 }
-                session.in_flight.insert(call_id.clone(), InFlight { started: now, tool: descriptor_id, conn, ignored_fields, command, idempotency_key: options.idempotency_key.clone() });
-                let mut out = Vec::new();
+                session.in_flight.insert(call_id.clone(), InFlight { started: now, tool: descriptor_id, conn, ignored_fields, command, idempotency_key: options.idempotency_key.clone(), awaiting });
                 if acquired_lease {
                     self.broadcast_lease(now, &mut out);
+                }
+                if waits {
+                    // Parked: announced to its agent and the admins; nothing runs until an operator decides.
+                    let pending = self.pending_approvals(now).into_iter().find(|p| p["call_id"] == call_id.as_str() && p["session"] == super::short_id(&session_id));
+                    let payload = json!({ "call_id": call_id, "tool": descriptor_id, "state": "awaiting_approval", "reason": pending.as_ref().map(|p| p["reason"].clone()), "approval_id": pending.as_ref().map(|p| p["approval_id"].clone()), "expires_in_s": self.config.approvals.timeout.as_secs_f64() });
+                    self.push_event(&session_id, "command", payload, now, &mut out);
+                    self.announce_waiting(&session_id, &call_id, descriptor_id, now, &mut out);
+                    return out;
                 }
                 if command {
                     let payload = json!({ "call_id": call_id, "tool": descriptor_id, "state": "accepted", "deadline_ms": options.deadline_ms });
                     self.push_event(&session_id, "command", payload, now, &mut out);
                 }
-                out.push(Output::Execute { conn, session: session_id, call_id, tool, input, deadline: options.deadline_ms.map(Duration::from_millis) });
+                out.push(Output::Execute { conn, session: session_id, call_id, tool, input, deadline });
                 out
             }
         }
@@ -137,9 +180,16 @@ impl Core {
         }
         let acquired_lease = needs_lease && self.lease.acquire(session_id, now);
         self.advance_event_tick();
+        let mut extra = Vec::new();
+        if let Some(answer) = self.answer_approval_tool(session_id, descriptor.id, &valid.input, now, &mut extra) {
+            return Ok(match answer {
+                Ok(output) => Admitted::Internal { output, ignored_fields: valid.ignored_fields, extra },
+                Err(error) => Admitted::Refused { error, extra },
+            });
+        }
         if let Some(answer) = self.answer_builtin(session_id, descriptor.id, &valid.input, now) {
             return answer.map(|answer| match answer {
-                BuiltinAnswer::Output(output) => Admitted::Internal { output, ignored_fields: valid.ignored_fields },
+                BuiltinAnswer::Output(output) => Admitted::Internal { output, ignored_fields: valid.ignored_fields, extra: Vec::new() },
                 BuiltinAnswer::Cancel { target_conn, cancelled, output } => Admitted::Cancel { target_conn, cancelled, output },
             });
         }
@@ -208,6 +258,10 @@ impl Core {
     pub(super) fn abort_call(&mut self, session_id: &str, call_id: &str, flight: &InFlight, reason: &str, now: Instant, out: &mut Vec<Output>) {
         let payload = json!({ "call_id": call_id, "tool": flight.tool, "reason": reason });
         self.push_event(session_id, "call_aborted", payload, now, out);
+        if let Some(waiting) = &flight.awaiting {
+            let audit = json!({ "decision": "withdrawn", "approval_id": waiting.approval_id, "session": super::short_id(session_id), "call_id": call_id, "tool": flight.tool, "why": reason });
+            self.tell_admins(audit, now, out);
+        }
         if flight.command {
             let error = AiccError::execution_failed(false, format!("aborted: {reason}; the robot was stopped"));
             self.command_completed(session_id, call_id, flight.tool, Some(error.to_json()), now, out);

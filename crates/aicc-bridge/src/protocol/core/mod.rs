@@ -35,6 +35,7 @@ use super::error::{AiccError, ErrorCode};
 use super::ids::{IdSource, RandomIds};
 use super::message::{decode, envelope, Correlation, Inbound};
 
+mod approvals;
 mod builtin;
 mod calls;
 mod connections;
@@ -44,6 +45,7 @@ mod lease;
 mod memory;
 mod sessions;
 
+pub use approvals::{approval_tool_descriptors, ApprovalRules, APPROVALS_LIST, APPROVAL_MODE, APPROVAL_TOPIC, APPROVE, DENY};
 pub use builtin::{core_tool_descriptors, BRIDGE_STATUS, CANCEL, MEMORY_QUERY, TICK_NOW};
 pub use sessions::AgentModel;
 
@@ -66,9 +68,9 @@ pub type ConnId = u64;
 /// Event topics every session is subscribed to unless it says otherwise:
 /// the reserved topics of AICC section 6 (but `tick`, which is opt-in) and
 /// the bridge's own.
-pub const DEFAULT_TOPICS: &[&str] = &["collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted"];
+pub const DEFAULT_TOPICS: &[&str] = &["collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted", "approval"];
 /// Every topic a session may subscribe to.
-pub const KNOWN_TOPICS: &[&str] = &["tick", "collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted", "tool_result"];
+pub const KNOWN_TOPICS: &[&str] = &["tick", "collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted", "tool_result", "approval"];
 
 /// How the tick advances (AICC section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -122,6 +124,8 @@ pub struct CoreConfig {
     /// The safety limits in force, stated in the manifest (session
     /// metadata: what the governor allows, not the state of the world).
     pub limits: Value,
+    /// What waits for an operator's approval.
+    pub approvals: ApprovalRules,
 }
 
 /// What the core asks the shell to do.
@@ -159,6 +163,8 @@ pub struct Core {
     shell: ShellFacts,
     /// Every message id and session id the core hands out.
     ids: Box<dyn IdSource>,
+    /// Every actuator call waits for approval while on (admins switch it).
+    approval_mode: bool,
 }
 
 /// The first characters of a session id: enough to tell sessions apart,
@@ -178,6 +184,7 @@ impl Core {
     /// on every run with the same input.
     pub fn with_ids(config: CoreConfig, catalog: Arc<Catalog>, start: Instant, ids: impl IdSource + 'static) -> Self {
         Self {
+            approval_mode: config.approvals.approval_mode,
             clock: TickClock::new(start, config.tick_rate_hz),
             config,
             catalog,
@@ -359,6 +366,7 @@ impl Core {
         self.check_peers(tick, now, &mut out);
         self.expire_detached_sessions(now);
         self.lapse_idle_lease(now, &mut out);
+        self.time_out_approvals(now, &mut out);
         out
     }
 

@@ -3,7 +3,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::*;
 use crate::protocol::auth::{Scope, Tokens};
@@ -43,6 +43,7 @@ fn config() -> CoreConfig {
         max_auth_failures: 3,
         handshake_timeout: Duration::from_secs(10),
         limits: json!({ "base": { "max_linear_mps": 0.22 } }),
+        approvals: ApprovalRules::default(),
     }
 }
 
@@ -812,4 +813,175 @@ fn every_example_in_the_protocol_doc_is_a_line_of_the_transcript() {
     for example in examples {
         assert!(transcript.lines().any(|l| l == example), "docs/protocol.md shows a line the protocol does not produce: {example}");
     }
+}
+
+// ---- Operator approvals ----
+
+/// A core whose `move` longer than 1 m and every `speak` wait for approval;
+/// connection 1 is an actuating agent, 9 an admin (operator).
+fn approvals_core(t0: Instant) -> (Core, String, String) {
+    let mut tokens = Tokens::default();
+    tokens.add("agent-secret", Scope::Actuate).unwrap();
+    tokens.add("admin-secret", Scope::Admin).unwrap();
+    let mut tools = vec![
+        tool("probe", ToolClass::Sensor, "can_observe_world", false, None),
+        tool("move", ToolClass::Actuator, "can_move_self", true, None),
+        tool("speak", ToolClass::Actuator, "can_communicate", false, None),
+        tool("stop", ToolClass::Actuator, "can_halt", false, None),
+    ];
+    tools.extend(core_tool_descriptors());
+    tools.extend(approval_tool_descriptors());
+    let approvals = ApprovalRules { tools: vec!["speak".into()], move_longer_than_m: Some(1.0), approval_mode: false, timeout: Duration::from_secs(30) };
+    let mut core = Core::new(CoreConfig { tokens, approvals, heartbeat_interval: Duration::from_secs(1000), ..config() }, Arc::new(Catalog::new(tools).unwrap()), t0);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    core.on_connect(1, t0);
+    let agent = session_id(&only(&core.on_line(1, &open("agent-secret"), t0), 1));
+    core.on_connect(9, t0);
+    let admin = session_id(&only(&core.on_line(9, &open("admin-secret"), t0), 9));
+    (core, agent, admin)
+}
+
+fn events_on(outputs: &[Output], conn: ConnId, topic: &str) -> Vec<Value> {
+    sent(outputs, conn).into_iter().filter(|m| m["type"] == "event" && m["payload"].is_object() && m["topic"] == topic).map(|m| m["payload"].clone()).collect()
+}
+
+/// Parks a long move from the agent; returns its approval id.
+fn park_long_move(core: &mut Core, call_id: &str, now: Instant) -> String {
+    let out = core.on_line(1, &call(call_id, "move", json!({ "forward": 2.5 })), now);
+    assert!(!executes(&out), "a move longer than the rule waits: {out:?}");
+    let command = events_on(&out, 1, "command");
+    assert_eq!(command.last().unwrap()["state"], "awaiting_approval", "{command:?}");
+    assert!(command.last().unwrap()["reason"].as_str().unwrap().contains("longer than 1 m"));
+    let told = events_on(&out, 9, "approval");
+    assert_eq!(told[0]["decision"], "awaiting", "the admins are told: {out:?}");
+    told[0]["approval_id"].as_str().unwrap().to_string()
+}
+
+fn admin_call(core: &mut Core, call_id: &str, tool: &str, input: Value, now: Instant) -> (Vec<Output>, Value) {
+    let out = core.on_line(9, &call(call_id, tool, input), now);
+    let result = result_of(&out, 9);
+    (out, result)
+}
+
+#[test]
+fn a_long_move_waits_for_an_approval_and_runs_once_approved_and_a_replayed_approval_is_refused() {
+    let t0 = Instant::now();
+    let (mut core, agent, _admin) = approvals_core(t0);
+    assert!(executes(&core.on_line(1, &call("short", "move", json!({ "forward": 0.5 })), t0)), "a short move does not wait");
+    core.on_tool_finished(&agent, "short", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
+    let approval_id = park_long_move(&mut core, "long", t0);
+    let (_, listed) = admin_call(&mut core, "l1", "approvals_list", json!({}), t0 + Duration::from_secs(1));
+    let pending = listed["output"]["pending"].as_array().unwrap().clone();
+    assert_eq!(pending.len(), 1);
+    assert_eq!((pending[0]["call_id"].as_str(), pending[0]["tool"].as_str(), pending[0]["input"]["forward"].as_f64()), (Some("long"), Some("move"), Some(2.5)));
+    assert_eq!(pending[0]["expires_in_s"], 29.0);
+    let (out, approved) = admin_call(&mut core, "a1", "approve", json!({ "approval_id": approval_id }), t0 + Duration::from_secs(2));
+    assert_eq!((approved["ok"].as_bool(), approved["output"]["decision"].as_str()), (Some(true), Some("approved")));
+    let Some(Output::Execute { call_id, tool, input, conn, .. }) = out.iter().find(|o| matches!(o, Output::Execute { .. })) else { panic!("approval runs it: {out:?}") };
+    assert_eq!((call_id.as_str(), tool.as_str(), *conn, input["forward"].as_f64()), ("long", "move", 1, Some(2.5)));
+    assert_eq!(events_on(&out, 1, "command")[0]["state"], "accepted");
+    assert_eq!(events_on(&out, 9, "approval")[0]["decision"], "approved", "audited to the admins");
+    let (out, replayed) = admin_call(&mut core, "a2", "approve", json!({ "approval_id": approval_id }), t0 + Duration::from_secs(3));
+    assert_eq!(error_code(&replayed), ("invalid_input".into(), false));
+    assert!(!executes(&out), "a replayed approval runs nothing");
+    assert_eq!(events_on(&out, 9, "approval")[0]["decision"], "refused", "and is audited");
+    let done = result_of(&core.on_tool_finished(&agent, "long", Ok(ToolSuccess { output: json!({ "moved": 2.5 }), source: "/odom".into() }), t0 + Duration::from_secs(9)), 1);
+    assert_eq!(done["ok"], true);
+    assert_eq!(done["meta"]["latency_ms"], 7000.0, "latency counts from the approval");
+}
+
+#[test]
+fn a_denied_or_timed_out_call_ends_with_a_non_retryable_error_and_runs_nothing() {
+    let t0 = Instant::now();
+    let (mut core, _agent, _admin) = approvals_core(t0);
+    let first = park_long_move(&mut core, "m1", t0);
+    let (out, denied) = admin_call(&mut core, "d1", "deny", json!({ "approval_id": first, "reason": "too far" }), t0);
+    assert_eq!(denied["output"]["decision"], "denied");
+    assert!(!executes(&out));
+    let result = result_of(&out, 1);
+    assert_eq!(error_code(&result), ("execution_failed".into(), false));
+    assert!(result["error"]["message"].as_str().unwrap().contains("denied by an operator: too far"), "{result}");
+    let completed = events_on(&out, 1, "command");
+    assert_eq!((completed[0]["state"].as_str(), completed[0]["ok"].as_bool()), (Some("completed"), Some(false)));
+    // The next one nobody decides.
+    park_long_move(&mut core, "m2", t0);
+    let out = core.on_timer(t0 + Duration::from_secs(29));
+    assert!(sent(&out, 1).iter().all(|m| m["type"] != "tool_result"), "not before the timeout");
+    let out = core.on_timer(t0 + Duration::from_secs(30));
+    assert!(!executes(&out));
+    let result = result_of(&out, 1);
+    assert_eq!(error_code(&result), ("execution_failed".into(), false));
+    assert!(result["error"]["message"].as_str().unwrap().contains("within 30 s"), "{result}");
+    assert_eq!(events_on(&out, 9, "approval")[0]["decision"], "timed_out");
+    let (_, listed) = admin_call(&mut core, "l1", "approvals_list", json!({}), t0 + Duration::from_secs(31));
+    assert_eq!(listed["output"]["pending"], json!([]));
+}
+
+#[test]
+fn cancel_and_stop_end_waiting_calls_and_nothing_runs_or_is_aborted() {
+    let t0 = Instant::now();
+    let (mut core, _agent, _admin) = approvals_core(t0);
+    let first = park_long_move(&mut core, "m1", t0);
+    let out = core.on_line(1, &call("c1", "cancel", json!({ "call_id": "m1" })), t0);
+    assert!(!out.iter().any(|o| matches!(o, Output::Abort { .. } | Output::Execute { .. })), "nothing ran, nothing to abort: {out:?}");
+    let results: Vec<Value> = sent(&out, 1).into_iter().filter(|m| m["type"] == "tool_result").collect();
+    assert_eq!(results.len(), 2, "the cancelled call's result and cancel's own");
+    assert_eq!(events_on(&out, 9, "approval")[0]["decision"], "withdrawn");
+    let (_, late) = admin_call(&mut core, "a1", "approve", json!({ "approval_id": first }), t0);
+    assert_eq!(error_code(&late).0, "invalid_input", "a cancelled call cannot be approved");
+    // stop: the waiting speak is ended before stop runs.
+    let out = core.on_line(1, &call("s1", "speak", json!({})), t0);
+    assert!(!executes(&out));
+    let out = core.on_line(1, &call("halt", "stop", json!({})), t0);
+    let executed: Vec<&str> = out.iter().filter_map(|o| match o { Output::Execute { call_id, .. } => Some(call_id.as_str()), _ => None }).collect();
+    assert_eq!(executed, vec!["halt"], "stop runs, the waiting call does not");
+    let ended = sent(&out, 1).into_iter().find(|m| m["type"] == "tool_result").unwrap();
+    assert_eq!((ended["call_id"].as_str(), ended["ok"].as_bool()), (Some("s1"), Some(false)));
+    assert!(ended["error"]["message"].as_str().unwrap().contains("stopped"));
+}
+
+#[test]
+fn only_admins_decide_and_a_call_whose_session_ended_cannot_be_approved() {
+    let t0 = Instant::now();
+    let (mut core, _agent, _admin) = approvals_core(t0);
+    let approval_id = park_long_move(&mut core, "m1", t0);
+    let refused = result_of(&core.on_line(1, &call("self", "approve", json!({ "approval_id": approval_id })), t0), 1);
+    assert_eq!(error_code(&refused), ("tool_unavailable".into(), false), "an agent cannot approve its own call");
+    let gone = core.on_disconnect(1, t0);
+    assert_eq!(events_on(&gone, 9, "approval")[0]["decision"], "withdrawn", "the admins are told the call is gone");
+    let (out, late) = admin_call(&mut core, "a1", "approve", json!({ "approval_id": approval_id }), t0);
+    assert_eq!(error_code(&late), ("invalid_input".into(), false));
+    assert!(!executes(&out));
+    let (_, forged) = admin_call(&mut core, "a2", "deny", json!({ "approval_id": "made-up" }), t0);
+    assert_eq!(error_code(&forged).0, "invalid_input");
+}
+
+#[test]
+fn in_approval_mode_every_actuator_call_but_stop_waits() {
+    let t0 = Instant::now();
+    let (mut core, agent, _admin) = approvals_core(t0);
+    assert!(executes(&core.on_line(1, &call("p1", "probe", json!({})), t0)));
+    core.on_tool_finished(&agent, "p1", Ok(ToolSuccess { output: json!({}), source: "t".into() }), t0);
+    let (_, on) = admin_call(&mut core, "on", "approval_mode", json!({ "on": true }), t0);
+    assert_eq!(on["output"]["approval_mode"], true);
+    let out = core.on_line(1, &call("short", "move", json!({ "forward": 0.2 })), t0);
+    assert!(!executes(&out), "a short move waits in approval mode");
+    assert!(executes(&core.on_line(1, &call("p2", "probe", json!({})), t0)), "sensors never wait");
+    admin_call(&mut core, "off", "approval_mode", json!({ "on": false }), t0);
+    assert!(executes(&core.on_line(9, &call("s", "stop", json!({})), t0)));
+}
+
+#[test]
+fn rules_name_tools_and_move_distances_and_never_hold_stop_or_administration() {
+    let rules = ApprovalRules { tools: vec!["interact".into(), "stop".into()], move_longer_than_m: Some(1.0), approval_mode: false, timeout: Duration::from_secs(1) };
+    let descriptor = |id: &'static str, class, capability| tool(id, class, capability, true, None);
+    let input = |v: Value| v.as_object().unwrap().clone();
+    let mv = descriptor("move", ToolClass::Actuator, "can_move_self");
+    assert!(rules.reason(&mv, &input(json!({ "forward": 0.8, "left": 0.8 })), false).is_some(), "1.13 m diagonally");
+    assert!(rules.reason(&mv, &input(json!({ "forward": -0.9 })), false).is_none());
+    assert!(rules.reason(&mv, &input(json!({ "velocity_mps": -0.2, "duration_s": 6 })), false).is_some(), "1.2 m by velocity");
+    assert!(rules.reason(&descriptor("interact", ToolClass::Actuator, "can_move_self"), &Map::new(), false).is_some());
+    assert!(rules.reason(&descriptor("stop", ToolClass::Actuator, "can_halt"), &Map::new(), true).is_none(), "stop never waits");
+    assert!(rules.reason(&descriptor("record_start", ToolClass::Actuator, "can_administer_bridge"), &Map::new(), true).is_none());
+    assert!(rules.reason(&descriptor("say", ToolClass::Actuator, "can_communicate"), &Map::new(), true).is_some());
 }
