@@ -136,6 +136,10 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
 
     let registry = Registry::new(&config);
     let catalog = Arc::new(registry.catalog().map_err(|e| anyhow::anyhow!("{e}"))?);
+    // A misspelt name would let the calls it meant run unapproved.
+    if let Some(unknown) = config.approvals.tools.iter().find(|tool| catalog.descriptor(tool).is_none()) {
+        anyhow::bail!("approvals.tools: '{unknown}' is not a tool of this bridge (its tools: {})", catalog.descriptors().map(|d| d.id).collect::<Vec<_>>().join(", "));
+    }
     let core = Core::new(core_config(&config, &tokens, &joint_limits), catalog.clone(), Instant::now());
     let recorder = crate::recorder::Recorder::new(&config.record, events_tx.clone());
     let tools = ToolContext {

@@ -81,11 +81,9 @@ pub struct Config {
     pub record: RecordConfig,
     /// What waits for an operator's approval (default: nothing).
     pub approvals: ApprovalsConfig,
-    /// The operator's web console: off unless enabled.
-    pub console: ConsoleConfig,
 }
 
-/// Calls that wait for an operator's approval (docs/console.md).
+/// Calls that wait for an operator's approval (docs/approvals.md).
 #[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalsConfig {
@@ -103,32 +101,6 @@ pub struct ApprovalsConfig {
 impl Default for ApprovalsConfig {
     fn default() -> Self {
         Self { tools: Vec::new(), move_longer_than_m: 0.0, approval_mode: false, timeout_s: 60.0 }
-    }
-}
-
-pub const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:43012";
-
-/// The operator's web console (one page served by the bridge).
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ConsoleConfig {
-    pub enabled: bool,
-    /// Loopback by default; another address needs security.allow_remote
-    /// and TLS (security.tls).
-    pub listen: String,
-    /// Requests one page may make per second (beyond: 429).
-    pub max_requests_per_s: f64,
-    /// Records queued to one page's stream; a slower page loses the oldest.
-    pub stream_queue: usize,
-    /// Pages open at once.
-    pub max_pages: usize,
-    /// The camera picture is served at most this often, per page.
-    pub camera_max_hz: f64,
-}
-
-impl Default for ConsoleConfig {
-    fn default() -> Self {
-        Self { enabled: false, listen: DEFAULT_CONSOLE_LISTEN.into(), max_requests_per_s: 20.0, stream_queue: 256, max_pages: 16, camera_max_hz: 5.0 }
     }
 }
 
@@ -226,7 +198,6 @@ impl Default for Config {
             fonline: FonlineConfig::default(),
             record: RecordConfig::default(),
             approvals: ApprovalsConfig::default(),
-            console: ConsoleConfig::default(),
         }
     }
 }
@@ -715,7 +686,7 @@ impl Config {
 
     /// Checks values serde cannot: ranges, finiteness, parseable addresses.
     pub fn validate(&self) -> Result<(), InvalidConfig> {
-        for (name, value) in [("listen", &self.listen), ("fonline.listen", &self.fonline.listen), ("console.listen", &self.console.listen)] {
+        for (name, value) in [("listen", &self.listen), ("fonline.listen", &self.fonline.listen)] {
             value.parse::<SocketAddr>().map_err(|source| InvalidConfig::NotAnAddress { name, value: value.clone(), source })?;
         }
         let positive = [
@@ -738,8 +709,6 @@ impl Config {
             ("handshake_timeout_s", self.handshake_timeout_s),
             ("record.flight_window_s", self.record.flight_window_s),
             ("approvals.timeout_s", self.approvals.timeout_s),
-            ("console.max_requests_per_s", self.console.max_requests_per_s),
-            ("console.camera_max_hz", self.console.camera_max_hz),
         ];
         if !(self.approvals.move_longer_than_m.is_finite() && self.approvals.move_longer_than_m >= 0.0) {
             return Err(InvalidConfig::NotPositive { name: "approvals.move_longer_than_m".into(), value: self.approvals.move_longer_than_m });
