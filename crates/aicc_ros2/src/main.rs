@@ -48,6 +48,11 @@ struct Args {
     /// record.dir: DIR). Overrides the config; see docs/recording.md.
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
+    /// Serve a recording instead of a robot (docs/recording.md, "Replay"):
+    /// each tool call gets its recorded result. No ROS is started; only
+    /// `--listen` applies.
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    replay: Option<PathBuf>,
 }
 
 /// What the command line's ROS arguments say about parameters (rcl reads
@@ -123,6 +128,9 @@ async fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().collect();
     let (own_args, ros_parameters) = split_args(&argv)?;
     let args = Args::parse_from(own_args);
+    if let Some(file) = &args.replay {
+        return serve_replay(file, args.listen.as_deref()).await;
+    }
     let mut node = aicc_ros2::ros::create_node(DEFAULT_NODE_NAME)?;
     let logger = node.logger().to_string();
     aicc_ros2::ros::rosout::connect(&mut node, logger)?;
@@ -142,6 +150,21 @@ async fn main() -> anyhow::Result<()> {
     aicc_bridge::bridge::run(startup, listeners, ros.robot(), wait_for_shutdown_signal()).await?;
     drop(ros);
     Ok(())
+}
+
+/// `--replay FILE`: the recording served on `listen` (the configured
+/// default when not given), with no ROS node, until SIGTERM or Ctrl-C.
+async fn serve_replay(file: &std::path::Path, listen: Option<&str>) -> anyhow::Result<()> {
+    // Refused before listening: a bad file names its byte offset.
+    aicc_bridge::replay::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listen = listen.map(str::to_owned).unwrap_or_else(|| Config::default().listen);
+    let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| anyhow::anyhow!("binding {listen}: {e}"))?;
+    let bound = listener.local_addr()?;
+    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": false, "replay": file.display().to_string() }));
+    tokio::select! {
+        served = aicc_bridge::replay::serve_file(file, listener) => served.map_err(|e| anyhow::anyhow!("{e}")),
+        _ = wait_for_shutdown_signal() => Ok(()),
+    }
 }
 
 async fn wait_for_shutdown_signal() {
