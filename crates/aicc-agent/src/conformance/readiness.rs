@@ -161,7 +161,9 @@ async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) ->
         let mut reasons = Map::new();
         if !missing.is_empty() {
             // What the profile has not configured will never come.
-            reasons = unavailable_reasons(run, &manifest, answer_within).await;
+            // Asked briefly: a bridge that does not answer its status tool
+            // must not hold up a pushed update.
+            reasons = unavailable_reasons(run, &manifest, refetch_period.min(answer_within)).await;
             missing.retain(|tool| !reasons.get(tool).and_then(Value::as_str).is_some_and(says_not_configured));
         }
         if missing.is_empty() {
