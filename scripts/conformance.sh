@@ -3,14 +3,32 @@
 # beside the simulated robot: installs what is missing, builds the bridge and
 # the runner, starts the simulator and the bridge (with random tokens) in a
 # ROS domain of their own, runs aicc-conformance, stops both.
-#   scripts/conformance.sh [aicc-conformance options, e.g. --area protocol]
-# Reports go to target/conformance/. Exit status: the runner's.
+#   scripts/conformance.sh [--profile P] [aicc-conformance options, e.g. --area protocol]
+# The profile (--profile, else AICC_PROFILE, else sim) is one of the shipped
+# robot profiles: sim, turtlebot3, turtlebot4. The simulator impersonates
+# that robot (sim/aicc_sim.py --profile P) and the bridge runs its
+# config/P.yaml unchanged; only the listen address (--listen) and the
+# tokens (environment) are the test's own. Scenarios needing a tool the
+# profile lacks (no head, no arm) are reported as skipped, with the reason.
+# Reports go to target/conformance/P/ (the sim profile's also to
+# target/conformance/, where they have always been). Exit status: the runner's.
 # AICC_CONFORMANCE_NO_BUILD=1 skips setup and build (scripts/test.sh has
 # already built every target: building two binaries alone would resolve
 # dependency features without the dev-dependencies and rebuild the crate).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+profile="${AICC_PROFILE:-sim}"
+case "${1:-}" in
+  --profile) [ $# -ge 2 ] || { echo "[conformance] --profile needs a name" >&2; exit 2; }; profile="$2"; shift 2 ;;
+  --profile=*) profile="${1#--profile=}"; shift ;;
+esac
+case "$profile" in
+  sim|turtlebot3|turtlebot4) ;;
+  *) echo "[conformance] unknown profile '$profile' (sim, turtlebot3, turtlebot4)" >&2; exit 2 ;;
+esac
+config="config/$profile.yaml"
+reports="target/conformance/$profile"
 if [ "${AICC_CONFORMANCE_NO_BUILD:-}" != 1 ]; then
   bash scripts/setup.sh
   echo "[conformance] building the bridge and the runner (release)" >&2
@@ -48,8 +66,8 @@ export AICC_TOKEN="$(random_token)"
 export AICC_ACTUATE_TOKEN="$(random_token)"
 export AICC_OBSERVE_TOKEN="$(random_token)"
 
-echo "[conformance] starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
-scripts/ros-env python3 sim/aicc_sim.py {lock_fd}>&- > "$logs/sim.log" 2>&1 &
+echo "[conformance] profile $profile: starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
+scripts/ros-env python3 sim/aicc_sim.py --profile "$profile" {lock_fd}>&- > "$logs/sim.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1200); do
   grep -q '^AICC_SIM_READY' "$logs/sim.log" && break
@@ -58,8 +76,8 @@ for _ in $(seq 1200); do
 done
 grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[conformance] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
 
-echo "[conformance] starting the bridge; log: $logs/bridge.log" >&2
-target/release/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
+echo "[conformance] starting the bridge with $config; log: $logs/bridge.log" >&2
+target/release/aicc-ros2 --listen 127.0.0.1:0 --config "$config" {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
 pids+=($!)
 port=""
 for _ in $(seq 300); do
@@ -70,13 +88,17 @@ for _ in $(seq 300); do
 done
 [ -n "$port" ] || { echo "[conformance] the bridge did not print AICC_READY in 30 s: $logs/bridge.log" >&2; exit 1; }
 
-echo "[conformance] running the scenarios against 127.0.0.1:$port" >&2
+echo "[conformance] running the scenarios against 127.0.0.1:$port (profile $profile)" >&2
 status=0
+started=$SECONDS
 # A bridge started a moment ago offers the robot's tools once their topics
 # flow: the runner waits for them before the first scenario (a later
 # --wait-ready-s among "$@" overrides this one).
-target/release/aicc-conformance --host 127.0.0.1 --port "$port" --report-dir target/conformance --wait-ready-s 60 "$@" {lock_fd}>&- || status=$?
-echo "[conformance] reports: target/conformance/conformance-report.json, target/conformance/conformance-junit.xml" >&2
+target/release/aicc-conformance --host 127.0.0.1 --port "$port" --profile "$profile" --report-dir "$reports" --wait-ready-s 60 "$@" {lock_fd}>&- || status=$?
+if [ "$profile" = sim ] && [ -f "$reports/conformance-report.json" ]; then
+  cp "$reports/conformance-report.json" "$reports/conformance-junit.xml" target/conformance/
+fi
+echo "[conformance] profile $profile: the scenarios took $((SECONDS - started)) s; reports: $reports/conformance-report.json, $reports/conformance-junit.xml" >&2
 if [ "$status" -ne 0 ]; then
   echo "[conformance] logs: $logs (bridge.log, sim.log); last bridge lines:" >&2
   tail -20 "$logs/bridge.log" >&2 || true

@@ -15,7 +15,11 @@
 #      step 3's artifacts), the simulator's Python tests;
 #   5. the conformance suites: the agent harness against the project's own
 #      client (aicc), and every scenario of conformance/scenarios against the
-#      bridge beside the simulated robot. Reports: target/conformance/;
+#      bridge beside the simulated robot, once per shipped robot profile
+#      (sim, turtlebot3, turtlebot4: the simulator impersonates the robot,
+#      the bridge runs its profile unchanged; scenarios needing a part the
+#      robot lacks are skipped, naming it). Reports: target/conformance/<profile>/
+#      (the sim profile's also in target/conformance/);
 #   6. beside all of the above, from the start, at low priority: a 30-second
 #      smoke run of each fuzz target (scripts/fuzz.sh 30, unoptimised; log:
 #      target/fuzz-smoke.log), waited for at the end.
@@ -56,8 +60,18 @@ scripts/ros-env python3 -m pytest -q sim/tests
 step "agent conformance: the aicc client against the scripted bridge"
 mkdir -p target/conformance
 target/release/aicc-agent-conformance --client "target/release/aicc --port {port}" --report-dir target/conformance
-step "bridge conformance: every scenario against the simulated robot"
-AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh
+# Every profile runs even when one fails, so that one run shows them all.
+conformance_failed=()
+for profile in sim turtlebot3 turtlebot4; do
+  step "bridge conformance, profile $profile: every scenario against the simulated robot"
+  profile_started=$SECONDS
+  AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh --profile "$profile" || conformance_failed+=("$profile")
+  step "bridge conformance, profile $profile: $((SECONDS - profile_started)) s in all"
+done
+if [ ${#conformance_failed[@]} -gt 0 ]; then
+  echo "[test] ERROR: bridge conformance failed for profile(s): ${conformance_failed[*]} (above; reports in target/conformance/<profile>/)" >&2
+  exit 1
+fi
 step "fuzz smoke: waiting for it"
 if wait "$fuzz_pid"; then
   grep '^\[fuzz\]' target/fuzz-smoke.log >&2

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use aicc_agent::conformance::connection::{tls_client, Endpoint, SYSTEM_CA_BUNDLE};
 use aicc_agent::conformance::progress::Progress;
-use aicc_agent::conformance::readiness::wait_until_ready;
+use aicc_agent::conformance::offered::Offered;
+use aicc_agent::conformance::readiness::{survey, wait_until_ready};
 use aicc_agent::conformance::report::{self, Failure, RunReport, ScenarioResult, Status};
-use aicc_agent::conformance::runner::{run_scenario, RunnerOptions, TokenSource, DEFAULT_CLOSE_WAIT};
+use aicc_agent::conformance::runner::{run_or_skip, RunnerOptions, TokenSource, DEFAULT_CLOSE_WAIT};
 use aicc_agent::conformance::scenario::{load_all, Loaded, RobotNeed, AREAS, MAX_SECONDS};
 use clap::Parser;
 
@@ -64,6 +65,10 @@ struct Args {
     /// wait for its robot's data); 0: do not wait.
     #[arg(long, default_value_t = 0.0, value_name = "N", overrides_with = "wait_ready_s")]
     wait_ready_s: f64,
+    /// The robot profile under test (e.g. turtlebot3), named in the
+    /// reports; what it offers is read from the bridge's manifest.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
@@ -144,6 +149,7 @@ fn malformed_result(file: &std::path::Path, area: &str, error: &str) -> Scenario
         status: Status::Failed,
         duration_s: 0.0,
         failure: Some(Failure { step: None, label: Some("loading the file".into()), reason: error.to_string() }),
+        skip_reason: None,
         transcript: Vec::new(),
     }
 }
@@ -152,7 +158,10 @@ fn list(loaded: &[Loaded]) -> ExitCode {
     let mut malformed = false;
     for entry in loaded {
         match entry {
-            Loaded::Ok { file, scenario } => println!("{:<12} {:<60} robot: {:<17} {}  ({})", scenario.area, scenario.name, scenario.robot.as_str(), scenario.checks, file.display()),
+            Loaded::Ok { file, scenario } => {
+                let needs: Vec<String> = scenario.needed_tools().into_iter().collect();
+                println!("{:<12} {:<60} robot: {:<17} tools: {}  {}  ({})", scenario.area, scenario.name, scenario.robot.as_str(), if needs.is_empty() { "-".to_string() } else { needs.join(",") }, scenario.checks, file.display())
+            }
             Loaded::Malformed { error, .. } => {
                 malformed = true;
                 println!("MALFORMED    {error}");
@@ -190,15 +199,29 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let started_at = SystemTime::now();
     let started = Instant::now();
     let to_run = loaded.iter().filter(|l| matches!(l, Loaded::Ok { scenario, .. } if selection.selects(scenario))).count();
+    // What the profile offers: scenarios needing a tool it lacks are skipped.
+    let mut offered = Offered::default();
     if let Some(within) = wait_ready.filter(|_| to_run > 0) {
         eprintln!("[aicc-conformance] waiting up to {:.0} s for every tool of {}'s manifest to be available", within.as_secs_f64(), endpoint.describe());
         match runtime.block_on(wait_until_ready(&options, within)) {
-            Ok(ready) => eprintln!("[aicc-conformance] ready after {:.1} s: all {} tools available", ready.waited_s, ready.tools),
+            Ok(ready) => {
+                let available = ready.tools.saturating_sub(ready.offered.not_configured.len());
+                eprintln!("[aicc-conformance] ready after {:.1} s: {available} of {} tools available (the others: not configured on this robot)", ready.waited_s, ready.tools);
+                offered = ready.offered;
+            }
             Err(reason) => {
                 eprintln!("aicc-conformance: the bridge is not ready (--wait-ready-s {}): {reason}", args.wait_ready_s);
                 return Ok(ExitCode::from(1));
             }
         }
+    } else if to_run > 0 {
+        match runtime.block_on(survey(&options)) {
+            Ok(survey) => offered = survey,
+            Err(reason) => eprintln!("[aicc-conformance] could not read the manifest before the first scenario ({reason}): no scenario is skipped for what the profile lacks"),
+        }
+    }
+    for (tool, reason) in &offered.not_configured {
+        eprintln!("[aicc-conformance] not configured on this robot: {tool} ({reason})");
     }
     let mut progress = Progress::stderr(to_run);
     let mut results = Vec::with_capacity(loaded.len());
@@ -208,8 +231,8 @@ fn run(args: Args) -> Result<ExitCode, String> {
             Loaded::Ok { file, scenario } if selection.selects(scenario) => {
                 let label = format!("{}/{}", scenario.area, scenario.name);
                 progress.start(&label);
-                let result = runtime.block_on(run_scenario(scenario, file, &options));
-                let reason = result.failure.as_ref().map(|f| f.describe(&scenario.name));
+                let result = runtime.block_on(run_or_skip(scenario, file, &options, &offered));
+                let reason = result.failure.as_ref().map(|f| f.describe(&scenario.name)).or_else(|| result.skip_reason.clone());
                 progress.finish(&label, result.status, result.duration_s, reason.as_deref());
                 results.push(result);
             }
@@ -222,12 +245,13 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 status: Status::NotSelected,
                 duration_s: 0.0,
                 failure: None,
+                skip_reason: None,
                 transcript: Vec::new(),
             }),
         }
     }
     progress.end();
-    let run_report = RunReport { endpoint: endpoint.describe(), started_at, duration_s: started.elapsed().as_secs_f64(), results };
+    let run_report = RunReport { endpoint: endpoint.describe(), profile: args.profile.clone(), started_at, duration_s: started.elapsed().as_secs_f64(), results };
     print!("{}", report::summary_table(&run_report));
     if let Some(dir) = &args.report_dir {
         match report::write_reports(&run_report, dir) {

@@ -5,6 +5,7 @@
 pub mod checks;
 pub mod connection;
 pub mod matcher;
+pub mod offered;
 pub mod progress;
 pub mod readiness;
 pub mod report;

@@ -28,6 +28,7 @@ pub fn result_line(index: usize, total: usize, scenario: &str, status: Status, d
     let word = match status {
         Status::Passed => "pass",
         Status::Failed => "FAIL",
+        Status::Skipped => "SKIP",
         Status::NotSelected => "skip",
     };
     match reason {
@@ -60,7 +61,7 @@ impl Progress {
         match status {
             Status::Passed => self.passed += 1,
             Status::Failed => self.failed += 1,
-            Status::NotSelected => {}
+            Status::Skipped | Status::NotSelected => {}
         }
         let line = result_line(self.done, self.total, scenario, status, duration_s, reason);
         if self.terminal {

@@ -4,12 +4,18 @@
 //! `capabilities.sensors` / `actuators` / `generators` (what the session
 //! may use now), and pushes the change in a heartbeat's `manifest_update`
 //! when the data comes (AICC §3, §8; docs/protocol.md).
+//!
+//! Tools the robot's profile does not have (the bridge's status tool says
+//! they are not configured: a TurtleBot's missing head) never become
+//! available: the wait does not wait for them, and the survey it returns
+//! ([`Offered`]) lets the run skip the scenarios that need them.
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
 use super::matcher::{show, Mismatch};
+use super::offered::{says_not_configured, Offered};
 use super::runner::{Found, Run, RunnerOptions};
 use super::scenario::DEFAULT_WITHIN_S;
 
@@ -24,9 +30,11 @@ const STATUS_TOOL: &str = "bridge_status";
 /// A bridge found ready.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ready {
-    /// Tools of the manifest, all available.
+    /// Tools of the manifest, all available but those not configured.
     pub tools: usize,
     pub waited_s: f64,
+    /// What the profile offers (and the tools it has not configured).
+    pub offered: Offered,
 }
 
 /// Why the bridge was not found ready.
@@ -119,24 +127,50 @@ async fn wait_refetching_every(options: &RunnerOptions, within: Duration, refetc
     let mut run = Run::new(options);
     let outcome = watch(&mut run, within, refetch_period).await;
     run.close_connections().await;
-    outcome.map(|tools| Ready { tools, waited_s: started.elapsed().as_secs_f64() })
+    outcome.map(|(tools, offered)| Ready { tools, waited_s: started.elapsed().as_secs_f64(), offered })
 }
 
-/// The wait itself; returns how many tools the manifest has.
-async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) -> Result<usize, NotReady> {
+/// One look, no wait: the manifest and the status tool's reasons, for a
+/// run without `--wait-ready-s` (which still skips what the profile lacks).
+pub async fn survey(options: &RunnerOptions) -> Result<Offered, NotReady> {
+    let mut run = Run::new(options);
+    let outcome = look(&mut run).await;
+    run.close_connections().await;
+    outcome
+}
+
+async fn look(run: &mut Run<'_>) -> Result<Offered, NotReady> {
+    let within = Duration::from_secs_f64(DEFAULT_WITHIN_S);
+    let token = run.options.admin.value.clone();
+    run.open(CONN, token.clone()).await.map_err(NotReady::Run)?;
+    let manifest = run.handshake(CONN, token.as_deref(), None, None, within).await.map_err(NotReady::Run)?;
+    let missing = unavailable_tools(&manifest)?;
+    let reasons = if missing.is_empty() { Map::new() } else { unavailable_reasons(run, &manifest, within).await };
+    Ok(Offered::from_manifest(&manifest, &reasons))
+}
+
+/// The wait itself; returns how many tools the manifest has, and the survey.
+async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) -> Result<(usize, Offered), NotReady> {
     let deadline = Instant::now() + within;
     let answer_within = Duration::from_secs_f64(DEFAULT_WITHIN_S);
     let token = run.options.admin.value.clone();
     run.open(CONN, token.clone()).await.map_err(NotReady::Run)?;
     let mut manifest = run.handshake(CONN, token.as_deref(), None, None, answer_within).await.map_err(NotReady::Run)?;
     loop {
-        let missing = unavailable_tools(&manifest)?;
+        let mut missing = unavailable_tools(&manifest)?;
+        let mut reasons = Map::new();
+        if !missing.is_empty() {
+            // What the profile has not configured will never come.
+            // Asked briefly: a bridge that does not answer its status tool
+            // must not hold up a pushed update.
+            reasons = unavailable_reasons(run, &manifest, refetch_period.min(answer_within)).await;
+            missing.retain(|tool| !reasons.get(tool).and_then(Value::as_str).is_some_and(says_not_configured));
+        }
         if missing.is_empty() {
-            return Ok(manifest["tools"].as_array().map_or(0, Vec::len));
+            return Ok((manifest["tools"].as_array().map_or(0, Vec::len), Offered::from_manifest(&manifest, &reasons)));
         }
         let now = Instant::now();
         if now >= deadline {
-            let reasons = unavailable_reasons(run, &manifest, answer_within).await;
             let listed: Vec<String> = missing.iter().map(|tool| match reasons.get(tool).and_then(Value::as_str) {
                 Some(reason) => format!("{tool} ({reason})"),
                 None => tool.clone(),
@@ -318,6 +352,27 @@ mod tests {
         }).await;
         let error = wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20)).await.unwrap_err().to_string();
         assert!(error.contains("2 tool(s) of the manifest are still unavailable: probe, bridge_status"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn tools_the_profile_has_not_configured_are_not_waited_for_and_are_surveyed() {
+        // probe is never available: no controller is configured for it.
+        let answer = |message: &Value| match (message["type"].as_str(), message["tool"].as_str()) {
+            (Some("manifest_request"), _) => vec![session_init(&["bridge_status"], Some(&message["message_id"]))],
+            (Some("tool_call"), Some("bridge_status")) => vec![json!({
+                "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "meta": { "tick": 3 },
+                "output": { "unavailable_tools": { "probe": "no controller is configured for it" } },
+            })],
+            _ => Vec::new(),
+        };
+        let options = scripted_bridge(vec![session_init(&["bridge_status"], None)], answer).await;
+        let ready = wait_refetching_every(&options, Duration::from_secs(5), Duration::from_millis(20)).await.unwrap();
+        assert_eq!(ready.offered.not_configured.get("probe").map(String::as_str), Some("no controller is configured for it"));
+        assert!(ready.offered.skip_reason(&["probe".to_string()].into()).unwrap().contains("needs tool probe"));
+        // The one-shot survey sees the same.
+        let offered = survey(&options).await.unwrap();
+        assert_eq!(offered, ready.offered);
+        assert_eq!(offered.tools.unwrap().len(), 2);
     }
 
     fn manifest(sensors: &[&str], actuators: &[&str], granted: Option<&[&str]>) -> Value {

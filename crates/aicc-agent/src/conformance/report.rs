@@ -12,6 +12,9 @@ use super::scenario::{RobotNeed, AREAS};
 pub enum Status {
     Passed,
     Failed,
+    /// Not run: the endpoint's profile lacks what it needs (a tool its
+    /// robot has no part for); the reason says what. Never counted as passed.
+    Skipped,
     /// Left out by --area, --robot or --only: never counted as passed.
     NotSelected,
 }
@@ -21,6 +24,7 @@ impl Status {
         match self {
             Status::Passed => "passed",
             Status::Failed => "failed",
+            Status::Skipped => "skipped",
             Status::NotSelected => "not selected",
         }
     }
@@ -61,6 +65,8 @@ pub struct ScenarioResult {
     pub status: Status,
     pub duration_s: f64,
     pub failure: Option<Failure>,
+    /// Why it was skipped (Status::Skipped).
+    pub skip_reason: Option<String>,
     /// The last lines sent and received (failed scenarios).
     pub transcript: Vec<String>,
 }
@@ -75,21 +81,24 @@ impl ScenarioResult {
 #[derive(Debug, Clone)]
 pub struct RunReport {
     pub endpoint: String,
+    /// The robot profile the run certifies (`--profile`), when named.
+    pub profile: Option<String>,
     pub started_at: SystemTime,
     pub duration_s: f64,
     pub results: Vec<ScenarioResult>,
 }
 
 impl RunReport {
-    /// (passed, failed, not selected) in `area` (all areas: None).
-    pub fn counts(&self, area: Option<&str>) -> (usize, usize, usize) {
+    /// (passed, failed, skipped, not selected) in `area` (all areas: None).
+    pub fn counts(&self, area: Option<&str>) -> (usize, usize, usize, usize) {
         let of = |status| self.results.iter().filter(|r| area.is_none_or(|a| r.area == a) && r.status == status).count();
-        (of(Status::Passed), of(Status::Failed), of(Status::NotSelected))
+        (of(Status::Passed), of(Status::Failed), of(Status::Skipped), of(Status::NotSelected))
     }
 
-    /// Every selected scenario passed (and at least one was selected).
+    /// Every selected scenario passed or was skipped for what the profile
+    /// lacks, and at least one passed.
     pub fn all_passed(&self) -> bool {
-        let (passed, failed, _) = self.counts(None);
+        let (passed, failed, _, _) = self.counts(None);
         failed == 0 && passed > 0
     }
 }
@@ -97,7 +106,7 @@ impl RunReport {
 /// The table printed on stdout.
 pub fn summary_table(report: &RunReport) -> String {
     let mut out = String::new();
-    out.push_str(&format!("{:<12} {:>7} {:>7} {:>13}\n", "area", "passed", "failed", "not selected"));
+    out.push_str(&format!("{:<12} {:>7} {:>7} {:>8} {:>13}\n", "area", "passed", "failed", "skipped", "not selected"));
     let mut areas: Vec<&str> = AREAS.to_vec();
     for result in &report.results {
         if !areas.contains(&result.area.as_str()) {
@@ -105,11 +114,18 @@ pub fn summary_table(report: &RunReport) -> String {
         }
     }
     for area in areas {
-        let (passed, failed, skipped) = report.counts(Some(area));
-        out.push_str(&format!("{area:<12} {passed:>7} {failed:>7} {skipped:>13}\n"));
+        let (passed, failed, skipped, not_selected) = report.counts(Some(area));
+        out.push_str(&format!("{area:<12} {passed:>7} {failed:>7} {skipped:>8} {not_selected:>13}\n"));
     }
-    let (passed, failed, skipped) = report.counts(None);
-    out.push_str(&format!("{:<12} {passed:>7} {failed:>7} {skipped:>13}\n", "total"));
+    let (passed, failed, skipped, not_selected) = report.counts(None);
+    out.push_str(&format!("{:<12} {passed:>7} {failed:>7} {skipped:>8} {not_selected:>13}\n", "total"));
+    let skips: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.status == Status::Skipped).collect();
+    if !skips.is_empty() {
+        out.push_str("\nSkipped (this profile lacks what they need):\n");
+        for result in skips {
+            out.push_str(&format!("  {}/{}: {}\n", result.area, result.name, result.skip_reason.as_deref().unwrap_or("")));
+        }
+    }
     let failures: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.status == Status::Failed).collect();
     if !failures.is_empty() {
         out.push_str("\nFailures:\n");
@@ -124,8 +140,10 @@ pub fn summary_table(report: &RunReport) -> String {
             out.push_str(&format!("  {}/{}  {step}{label}: {reason}\n", result.area, result.name));
         }
     }
-    if passed == 0 && failed == 0 {
+    if passed == 0 && failed == 0 && skipped == 0 {
         out.push_str("\nNo scenario was selected.\n");
+    } else if passed == 0 && failed == 0 {
+        out.push_str("\nNo scenario ran: every one selected was skipped.\n");
     }
     out.push_str(&format!("\nTotal time: {:.1} s against {}\n", report.duration_s, report.endpoint));
     out
@@ -133,12 +151,13 @@ pub fn summary_table(report: &RunReport) -> String {
 
 /// `conformance-report.json`.
 pub fn to_json(report: &RunReport) -> Value {
-    let (passed, failed, not_selected) = report.counts(None);
+    let (passed, failed, skipped, not_selected) = report.counts(None);
     json!({
         "endpoint": report.endpoint,
+        "profile": report.profile,
         "started_at": rfc3339(report.started_at),
         "duration_s": report.duration_s,
-        "counts": { "passed": passed, "failed": failed, "not_selected": not_selected },
+        "counts": { "passed": passed, "failed": failed, "skipped": skipped, "not_selected": not_selected },
         "scenarios": report.results.iter().map(|r| json!({
             "name": r.name,
             "area": r.area,
@@ -150,6 +169,7 @@ pub fn to_json(report: &RunReport) -> Value {
             "failing_step": r.failure.as_ref().and_then(|f| f.step.clone()),
             "failing_step_label": r.failure.as_ref().and_then(|f| f.label.clone()),
             "reason": r.failure.as_ref().map(|f| f.reason.clone()),
+            "skip_reason": r.skip_reason,
             "transcript_tail": r.transcript,
         })).collect::<Vec<_>>(),
     })
@@ -179,7 +199,8 @@ pub fn xml_attr(text: &str) -> String {
 
 /// `conformance-junit.xml`: a testsuite per area, a testcase per scenario.
 pub fn junit_xml(report: &RunReport) -> String {
-    let (passed, failed, skipped) = report.counts(None);
+    let (passed, failed, skipped, not_selected) = report.counts(None);
+    let skipped = skipped + not_selected;
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
         "<testsuites name=\"aicc-conformance\" tests=\"{}\" failures=\"{failed}\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">\n",
@@ -195,7 +216,8 @@ pub fn junit_xml(report: &RunReport) -> String {
     }
     for area in areas {
         let results: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.area == area).collect();
-        let (passed, failed, skipped) = report.counts(Some(area));
+        let (passed, failed, skipped, not_selected) = report.counts(Some(area));
+        let skipped = skipped + not_selected;
         let time: f64 = results.iter().map(|r| r.duration_s).sum();
         out.push_str(&format!("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failed}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time:.3}\">\n", xml_attr(area), passed + failed + skipped));
         for result in results {
@@ -203,6 +225,7 @@ pub fn junit_xml(report: &RunReport) -> String {
             match result.status {
                 Status::Passed => out.push_str("/>\n"),
                 Status::NotSelected => out.push_str(">\n      <skipped message=\"not selected\"/>\n    </testcase>\n"),
+                Status::Skipped => out.push_str(&format!(">\n      <skipped message=\"{}\"/>\n    </testcase>\n", xml_attr(result.skip_reason.as_deref().unwrap_or("skipped")))),
                 Status::Failed => {
                     let message = result.failure_message().unwrap_or_else(|| "failed".to_string());
                     let mut body = format!("{message}\nchecks: {}\n", result.checks);
@@ -266,6 +289,7 @@ mod tests {
             status,
             duration_s: 0.25,
             failure: (status == Status::Failed).then(|| Failure { step: Some("2".into()), label: Some("call <teleport> & \"more\"".into()), reason: "at error.code: expected \"tool_unknown\", got 'x'\u{1}".into() }),
+            skip_reason: (status == Status::Skipped).then(|| "needs tool look_at (no controller is configured for it), which this profile does not offer".into()),
             transcript: vec!["main> {\"a\":\"<b>\"}".into()],
         }
     }
@@ -273,9 +297,10 @@ mod tests {
     fn report() -> RunReport {
         RunReport {
             endpoint: "tcp://127.0.0.1:43010".into(),
+            profile: Some("turtlebot3".into()),
             started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
             duration_s: 3.5,
-            results: vec![result("a_passes", "protocol", Status::Passed), result("b_fails", "protocol", Status::Failed), result("c_skipped", "governor", Status::NotSelected)],
+            results: vec![result("a_passes", "protocol", Status::Passed), result("b_fails", "protocol", Status::Failed), result("c_skipped", "governor", Status::NotSelected), result("d_no_head", "governor", Status::Skipped)],
         }
     }
 
@@ -290,8 +315,9 @@ mod tests {
     fn junit_has_a_suite_per_area_and_escaped_failures() {
         let xml = junit_xml(&report());
         assert!(xml.contains("<testsuite name=\"protocol\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\""), "{xml}");
-        assert!(xml.contains("<testsuite name=\"governor\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\""), "{xml}");
+        assert!(xml.contains("<testsuite name=\"governor\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"2\""), "{xml}");
         assert!(xml.contains("<skipped message=\"not selected\"/>"), "{xml}");
+        assert!(xml.contains("<testcase name=\"d_no_head\" classname=\"conformance.governor\" file=\"conformance/scenarios/governor/01_d_no_head.yaml\" time=\"0.250\">\n      <skipped message=\"needs tool look_at (no controller is configured for it), which this profile does not offer\"/>"), "{xml}");
         assert!(xml.contains("failure message=\"scenario &apos;b_fails&apos;, step 2 &quot;call &lt;teleport&gt; &amp; &quot;more&quot;&quot;"), "{xml}");
         assert!(xml.contains("got &apos;x&apos;\u{FFFD}\""), "{xml}");
         assert!(xml.contains("main&gt; {\"a\":\"&lt;b&gt;\"}"), "{xml}");
@@ -301,9 +327,10 @@ mod tests {
     #[test]
     fn the_table_counts_per_area_and_lists_failures() {
         let table = summary_table(&report());
-        assert!(table.contains("protocol           1       1             0"), "{table}");
-        assert!(table.contains("governor           0       0             1"), "{table}");
-        assert!(table.contains("total              1       1             1"), "{table}");
+        assert!(table.contains("protocol           1       1        0             0"), "{table}");
+        assert!(table.contains("governor           0       0        1             1"), "{table}");
+        assert!(table.contains("total              1       1        1             1"), "{table}");
+        assert!(table.contains("governor/d_no_head: needs tool look_at"), "{table}");
         assert!(table.contains("protocol/b_fails  step 2 \"call <teleport>"), "{table}");
         assert!(!report().all_passed());
     }
@@ -312,7 +339,9 @@ mod tests {
     fn json_names_status_step_and_transcript() {
         let json = to_json(&report());
         assert_eq!(json["started_at"], "2023-11-14T22:13:20Z");
-        assert_eq!(json["counts"], json!({ "passed": 1, "failed": 1, "not_selected": 1 }));
+        assert_eq!(json["counts"], json!({ "passed": 1, "failed": 1, "skipped": 1, "not_selected": 1 }));
+        assert_eq!(json["profile"], "turtlebot3");
+        assert_eq!((json["scenarios"][3]["status"].as_str(), json["scenarios"][3]["skip_reason"].as_str().map(|r| r.starts_with("needs tool look_at"))), (Some("skipped"), Some(true)));
         let failed = &json["scenarios"][1];
         assert_eq!((failed["status"].as_str(), failed["failing_step"].as_str()), (Some("failed"), Some("2")));
         assert_eq!(failed["transcript_tail"][0], "main> {\"a\":\"<b>\"}");

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::checks::LineChecker;
 use super::connection::{Connection, Endpoint, Incoming, Tagged};
 use super::matcher::{self, show, Captures, Mismatch};
+use super::offered::Offered;
 use super::report::{Failure, ScenarioResult, Status};
 use super::scenario::{Action, CallSpec, ConnectScope, ConnectSpec, Scenario, Step, DEFAULT_FOR_S, MAX_REPEAT};
 use super::transcript::{Direction, Transcript};
@@ -131,6 +132,31 @@ pub(super) struct Run<'a> {
     calls_made: u64,
 }
 
+/// Runs one scenario, or skips it without connecting when the endpoint's
+/// profile lacks a tool it needs ([`Scenario::needed_tools`]).
+pub async fn run_or_skip(scenario: &Scenario, file: &Path, options: &RunnerOptions, offered: &Offered) -> ScenarioResult {
+    match offered.skip_reason(&scenario.needed_tools()) {
+        Some(reason) => skipped(scenario, file, reason),
+        None => run_scenario(scenario, file, options).await,
+    }
+}
+
+/// The result of a scenario not run because the profile lacks what it needs.
+pub fn skipped(scenario: &Scenario, file: &Path, reason: String) -> ScenarioResult {
+    ScenarioResult {
+        name: scenario.name.clone(),
+        area: scenario.area.clone(),
+        file: file.display().to_string(),
+        robot: Some(scenario.robot),
+        checks: scenario.checks.clone(),
+        status: Status::Skipped,
+        duration_s: 0.0,
+        failure: None,
+        skip_reason: Some(reason),
+        transcript: Vec::new(),
+    }
+}
+
 /// Runs one scenario; never panics on what the bridge sends.
 pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOptions) -> ScenarioResult {
     let started = Instant::now();
@@ -155,6 +181,7 @@ pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOpti
         duration_s: started.elapsed().as_secs_f64(),
         transcript: if failure.is_some() { run.transcript.lines() } else { Vec::new() },
         failure,
+        skip_reason: None,
     }
 }
 

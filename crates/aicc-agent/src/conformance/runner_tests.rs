@@ -461,3 +461,41 @@ async fn a_bridge_that_never_closes_does_not_hold_the_run() {
     assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
     assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 1, "the runner closed its end");
 }
+
+/// A survey of a profile that lists `probe` and `look_at`, without a
+/// controller for `look_at`.
+fn offered_without_a_head() -> Offered {
+    let manifest = json!({ "tools": [{ "id": "probe" }, { "id": "look_at" }] });
+    let reasons = json!({ "look_at": "no controller is configured for it" });
+    Offered::from_manifest(&manifest, reasons.as_object().unwrap())
+}
+
+#[tokio::test]
+async fn a_scenario_needing_a_tool_the_profile_lacks_is_skipped_without_connecting() {
+    let (port, seen_closed) = peer_noting_closes(false).await;
+    let steps = format!("{CALL_PROBE}  - call: {{tool: look_at, input: {{pan_deg: 10}}}}\n");
+    let result = run_or_skip(&scenario(&steps), Path::new("test.yaml"), &options(port, None), &offered_without_a_head()).await;
+    assert_eq!(result.status, Status::Skipped, "never passed");
+    assert_eq!(result.skip_reason.as_deref(), Some("needs tool look_at (no controller is configured for it), which this profile does not offer"));
+    assert!(result.failure.is_none());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 0, "no connection was opened");
+    // A tool absent from the manifest, named in needs_tools, skips too.
+    let listed = scenario(CALL_PROBE);
+    let listed = Scenario { needs_tools: vec!["interact".into()], ..listed };
+    let result = run_or_skip(&listed, Path::new("test.yaml"), &options(port, None), &offered_without_a_head()).await;
+    assert_eq!((result.status, result.skip_reason.as_deref()), (Status::Skipped, Some("needs tool interact (not in the manifest), which this profile does not offer")));
+}
+
+#[tokio::test]
+async fn a_scenario_the_profile_can_serve_runs_and_a_call_expecting_tool_unknown_needs_nothing() {
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let result = run_or_skip(&scenario(CALL_PROBE), Path::new("test.yaml"), &options(port, None), &offered_without_a_head()).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
+    // Without a survey (no manifest read), nothing is skipped: the call runs (and here fails).
+    let steps = "  - call: {tool: look_at, input: {}}\n    expect_error: {code: tool_unavailable}\n";
+    let result = run_or_skip(&scenario(steps), Path::new("test.yaml"), &options(port, None), &Offered::default()).await;
+    assert_eq!(result.status, Status::Failed, "ran, and the good bridge's success is not the error expected");
+    let unknown = "  - call: {tool: look_at, input: {}}\n    expect_error: {code: tool_unknown}\n";
+    assert!(scenario(unknown).needed_tools().is_empty());
+}

@@ -77,7 +77,39 @@ pub struct Scenario {
     /// Open connection "main" and do the handshake first.
     #[serde(default = "default_true")]
     pub session: bool,
+    /// Tools the scenario needs beyond those its `call` steps name (e.g.
+    /// one whose offer it checks in the manifest): where the endpoint's
+    /// profile lacks one, the scenario is skipped, naming it.
+    #[serde(default)]
+    pub needs_tools: Vec<String>,
     pub steps: Vec<Step>,
+}
+
+impl Scenario {
+    /// Every tool the scenario needs the endpoint to offer: `needs_tools`
+    /// and the tools its `call` steps name (inside `repeat` too), in name
+    /// order. A call that expects `tool_unknown` tests a tool's absence and
+    /// needs nothing; a tool named through a variable is not known here.
+    pub fn needed_tools(&self) -> std::collections::BTreeSet<String> {
+        let mut needed: std::collections::BTreeSet<String> = self.needs_tools.iter().cloned().collect();
+        collect_called_tools(&self.steps, &mut needed);
+        needed
+    }
+}
+
+fn collect_called_tools(steps: &[Step], into: &mut std::collections::BTreeSet<String>) {
+    for step in steps {
+        if let Some(call) = &step.call {
+            let expects_unknown = |matcher: Option<&Value>| matcher.and_then(|m| m.get("code")).and_then(Value::as_str) == Some("tool_unknown");
+            let absent = expects_unknown(step.expect_error.as_ref()) || expects_unknown(step.expect.as_ref().and_then(|m| m.get("error")));
+            if !absent && !call.tool.contains("${") {
+                into.insert(call.tool.clone());
+            }
+        }
+        if let Some(repeat) = &step.repeat {
+            collect_called_tools(&repeat.steps, into);
+        }
+    }
 }
 
 /// One step: exactly one action key, plus modifiers.
@@ -325,6 +357,15 @@ fn check(scenario: &Scenario) -> Result<(), String> {
     }
     if scenario.steps.is_empty() {
         return Err("steps: a scenario needs at least one step".into());
+    }
+    let mut seen = HashSet::new();
+    for tool in &scenario.needs_tools {
+        if !is_snake_case(tool) {
+            return Err(format!("needs_tools: '{tool}' is not a tool id (snake_case: a-z, 0-9, _)"));
+        }
+        if !seen.insert(tool.as_str()) {
+            return Err(format!("needs_tools: '{tool}' is listed twice"));
+        }
     }
     validate_steps(&scenario.steps, "steps")
 }
@@ -599,6 +640,28 @@ steps:
         for scenario in &loaded {
             assert!(matches!(scenario, Loaded::Ok { .. }), "{scenario:?}");
         }
+    }
+
+    #[test]
+    fn needed_tools_are_the_called_ones_and_the_listed_ones() {
+        let text = GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [look_at]").replace(
+            "  - repeat:",
+            "  - call: {tool: move, input: {forward: 0.1}}\n  - call: {tool: \"${tools.x.id}\"}\n  - call: {tool: gone}\n    expect: {ok: false, error: {code: tool_unknown}}\n  - repeat:",
+        ).replace("        - expect_event: {topic: tick, payload: {tick: {$gt: 0}}}\n          capture: {last: meta.tick}", "        - call: {tool: touch}");
+        let scenario = parse_str(&text).unwrap();
+        // teleport and gone expect tool_unknown; the variable's tool is unknown here.
+        assert_eq!(scenario.needed_tools().into_iter().collect::<Vec<_>>(), ["look_at", "move", "touch"]);
+        assert!(parse_str(GOOD).unwrap().needed_tools().is_empty());
+    }
+
+    #[test]
+    fn needs_tools_are_tool_ids_listed_once() {
+        let bad = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [Look-At]")).unwrap_err();
+        assert!(bad.contains("needs_tools") && bad.contains("Look-At"), "{bad}");
+        let twice = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [look_at, look_at]")).unwrap_err();
+        assert!(twice.contains("listed twice"), "{twice}");
+        let wrong_key = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tool: [look_at]")).unwrap_err();
+        assert!(wrong_key.contains("needs_tool"), "{wrong_key}");
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl Tool for PlaceObject {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, _now: Instant) -> Option<String> {
-        ctx.config.actuators.world_topic.is_empty().then(|| "this robot's world cannot be modified (no actuators.world_topic: only a simulator has one)".to_string())
+        ctx.config.actuators.world_topic.is_empty().then(|| "this robot's world cannot be modified (actuators.world_topic is not configured: only a simulator has one)".to_string())
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
