@@ -51,6 +51,13 @@ fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_ref
     assert!(support::logged_soon("refused: no call waits for this approval"), "the refusal is logged");
     // Denied: the agent's call ends with a non-retryable error.
     send_call(&mut agent, "again", "say", json!({ "text": "again" }));
+    // The operator's connection is another: list once the call is known to wait.
+    loop {
+        let event = agent.read_until("event");
+        if event["topic"] == "command" && event["payload"]["state"] == "awaiting_approval" {
+            break;
+        }
+    }
     let listed = operator.call("l2", "approvals_list", json!({}));
     let approval_id = listed["output"]["pending"][0]["approval_id"].as_str().unwrap().to_string();
     let denied = operator.call("d1", "deny", json!({ "approval_id": approval_id, "reason": "not now" }));
