@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use aicc_bridge::protocol::auth::{Scope, Tokens};
 use aicc_bridge::protocol::catalog::Catalog;
-use aicc_bridge::protocol::core::{Core, CoreConfig, Output, TickMode, ToolSuccess};
+use aicc_bridge::protocol::core::{ApprovalRules, Core, CoreConfig, Output, TickMode, ToolSuccess};
 use aicc_bridge::protocol::ids::SequentialIds;
 use libfuzzer_sys::fuzz_target;
 
@@ -41,6 +41,9 @@ fn config() -> CoreConfig {
         max_auth_failures: 3,
         handshake_timeout: Duration::from_secs(2),
         limits: serde_json::json!({}),
+        // Some calls wait for approval, so that approve, deny, cancel and
+        // the timeout are reached too.
+        approvals: ApprovalRules { tools: vec!["say".into()], move_longer_than_m: Some(1.0), approval_mode: false, timeout: Duration::from_secs(2) },
     }
 }
 
