@@ -143,16 +143,21 @@ pub async fn run_or_skip(scenario: &Scenario, file: &Path, options: &RunnerOptio
 
 /// The result of a scenario not run because the profile lacks what it needs.
 pub fn skipped(scenario: &Scenario, file: &Path, reason: String) -> ScenarioResult {
+    ScenarioResult { skip_reason: Some(reason), ..base_result(scenario, file, Status::Skipped, 0.0) }
+}
+
+/// What every result says of its scenario, with no failure, skip or transcript.
+fn base_result(scenario: &Scenario, file: &Path, status: Status, duration_s: f64) -> ScenarioResult {
     ScenarioResult {
         name: scenario.name.clone(),
         area: scenario.area.clone(),
         file: file.display().to_string(),
         robot: Some(scenario.robot),
         checks: scenario.checks.clone(),
-        status: Status::Skipped,
-        duration_s: 0.0,
+        status,
+        duration_s,
         failure: None,
-        skip_reason: Some(reason),
+        skip_reason: None,
         transcript: Vec::new(),
     }
 }
@@ -171,17 +176,11 @@ pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOpti
     // Deterministic: the next scenario starts once the bridge has let go
     // of this one's connections (and with them its motion lease).
     run.close_connections().await;
+    let status = if failure.is_some() { Status::Failed } else { Status::Passed };
     ScenarioResult {
-        name: scenario.name.clone(),
-        area: scenario.area.clone(),
-        file: file.display().to_string(),
-        robot: Some(scenario.robot),
-        checks: scenario.checks.clone(),
-        status: if failure.is_some() { Status::Failed } else { Status::Passed },
-        duration_s: started.elapsed().as_secs_f64(),
         transcript: if failure.is_some() { run.transcript.lines() } else { Vec::new() },
         failure,
-        skip_reason: None,
+        ..base_result(scenario, file, status, started.elapsed().as_secs_f64())
     }
 }
 
