@@ -93,10 +93,18 @@ struct Link {
     view: SessionView,
 }
 
-/// The session's client side, shared by the dialect's tasks.
-#[derive(Default)]
+/// The session's client side, shared by the dialect's tasks (and by the
+/// operator's console, which opens one of its own).
 pub struct Session {
     link: Mutex<Link>,
+    /// Who the session serves: its call ids' prefix and its log lines' subject.
+    name: &'static str,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::named("fonline")
+    }
 }
 
 /// A message from the core, as the dialect cares about it.
@@ -146,6 +154,11 @@ pub fn mirrored_event(topic: &str, tick: Option<u64>, payload: &Value) -> Option
 }
 
 impl Session {
+    /// A session whose call ids are `NAME-1`, `NAME-2`, ...
+    pub fn named(name: &'static str) -> Self {
+        Self { link: Mutex::default(), name }
+    }
+
     pub fn view(&self) -> SessionView {
         self.link.lock().view.clone()
     }
@@ -158,7 +171,7 @@ impl Session {
         if link.pending.len() >= MAX_PENDING_CALLS {
             return Err(SendError::TooManyPending);
         }
-        let call_id = Self::send_call(&mut link, tool, input)?;
+        let call_id = Self::send_call(&mut link, self.name, tool, input)?;
         let (tx, rx) = oneshot::channel();
         link.pending.insert(call_id.clone(), tx);
         Ok((call_id, rx))
@@ -167,15 +180,15 @@ impl Session {
     /// Sends a call whose result nobody awaits (a cancel, a stop): no
     /// pending slot is taken, so that a busy session never refuses it.
     fn send_untracked(&self, tool: &str, input: Map<String, Value>) -> Result<String, SendError> {
-        Self::send_call(&mut self.link.lock(), tool, input)
+        Self::send_call(&mut self.link.lock(), self.name, tool, input)
     }
 
-    fn send_call(link: &mut Link, tool: &str, input: Map<String, Value>) -> Result<String, SendError> {
+    fn send_call(link: &mut Link, name: &str, tool: &str, input: Map<String, Value>) -> Result<String, SendError> {
         let Some(outgoing) = link.outgoing.clone().filter(|_| link.view.open) else {
             return Err(SendError::NotOpen { last_error: link.view.last_error.clone() });
         };
         link.next_call += 1;
-        let call_id = format!("fonline-{}", link.next_call);
+        let call_id = format!("{name}-{}", link.next_call);
         outgoing.try_send(tool_call_line(&call_id, tool, input)).map_err(|error| match error {
             TrySendError::Full(_) => SendError::QueueFull,
             TrySendError::Closed(_) => SendError::ConnectionClosed,
@@ -232,7 +245,7 @@ impl Session {
     {
         loop {
             let reason = self.serve(connect(), &on_event).await;
-            tracing::warn!(%reason, "AI-control: the bridge session was lost; reopening");
+            tracing::warn!(%reason, session = self.name, "the in-process bridge session was lost; reopening");
             self.close(&reason);
             tokio::time::sleep(REOPEN_DELAY).await;
         }
@@ -260,7 +273,7 @@ impl Session {
                 _ = heartbeat.tick() => {
                     let line = line_of(json!({ "protocol": PROTOCOL, "type": "heartbeat" }));
                     if tx.try_send(line).is_err() {
-                        tracing::debug!("AI-control: heartbeat skipped, outgoing queue full");
+                        tracing::debug!(session = self.name, "heartbeat skipped, outgoing queue full");
                     }
                     continue;
                 }
@@ -282,7 +295,7 @@ impl Session {
                             heartbeat = tokio::time::interval(interval);
                         }
                     }
-                    Err(error) => tracing::warn!(%error, "AI-control: the bridge sent a line that is not JSON"),
+                    Err(error) => tracing::warn!(%error, session = self.name, "the bridge sent a line that is not JSON"),
                 }
             }
         };
@@ -303,7 +316,7 @@ impl Session {
                 // no longer hold (the core reports the current ones anew).
                 link.view.last_error = None;
                 link.view.unavailable.clear();
-                tracing::info!(session = ?link.view.session, "AI-control: bridge session open");
+                tracing::info!(session = ?link.view.session, name = self.name, "in-process bridge session open");
                 // A third of the interval: well within the dead-peer bound.
                 return heartbeat_interval.map(|i| (i / 3).max(Duration::from_millis(200)));
             }
@@ -321,7 +334,7 @@ impl Session {
                 }
             }
             Incoming::Error { message } => {
-                tracing::warn!(%message, "AI-control: the bridge session reported an error");
+                tracing::warn!(%message, session = self.name, "the bridge session reported an error");
                 self.link.lock().view.last_error = Some(message);
             }
             Incoming::Ignored => {}
