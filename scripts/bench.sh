@@ -55,3 +55,31 @@ sleep 10
 after=$(cpu_ticks "$idle"); ended=$(date +%s.%N)
 wait "$flood" || true
 python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); print(f'idle bridge CPU: {100*($after-$before)/t/($ended-$started):.2f} % of one core over {$ended-$started:.1f} s')"
+echo "== operator's console: the bridge's CPU and memory with 0, 1 and 10 pages open (docs/console.md)"
+bash scripts/setup-browser.sh
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+console_out="$work/console.out"
+AICC_TOKEN=bench-console-token "$bin"/aicc-ros2 --listen 127.0.0.1:0 --console-listen 127.0.0.1:0 --config config/sim.yaml > "$console_out" 2> "$work/console.err" &
+console_bridge=$!
+pids+=($console_bridge)
+for _ in $(seq 100); do grep -q CONSOLE_READY "$console_out" 2>/dev/null && break; sleep 0.1; done
+console_port="$(sed -n 's/^CONSOLE_READY .*"port":\([0-9]*\).*/\1/p' "$console_out")"
+[ -n "$console_port" ] || { echo "bridge with console did not start:"; cat "$work/console.err"; exit 1; }
+sleep 2
+for pages in 0 1 10; do
+  window=10
+  if [ "$pages" -eq 0 ]; then
+    before=$(cpu_ticks "$console_bridge"); started=$(date +%s.%N); sleep "$window"
+    after=$(cpu_ticks "$console_bridge"); ended=$(date +%s.%N); seen='{"pages": 0}'
+  else
+    fifo="$work/pages-$pages.out"
+    AICC_TOKEN=bench-console-token PLAYWRIGHT_CORE="$repo/.deps/browser/node_modules/playwright-core/index.mjs" \
+      node crates/aicc-sim-tests/tests/console/pages.mjs "http://127.0.0.1:$console_port" "$pages" "$window" "$work/profile-$pages" > "$fifo" &
+    node_pid=$!
+    for _ in $(seq 600); do grep -q PAGES_READY "$fifo" 2>/dev/null && break; sleep 0.1; done
+    before=$(cpu_ticks "$console_bridge"); started=$(date +%s.%N)
+    wait "$node_pid" || true
+    after=$(cpu_ticks "$console_bridge"); ended=$(date +%s.%N); seen="$(tail -n 1 "$fifo")"
+  fi
+  python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); print(f'console, $pages page(s) open: bridge CPU {100*($after-$before)/t/($ended-$started):.2f} % of one core over {$ended-$started:.1f} s, RSS $(( $(rss_kb "$console_bridge") / 1024 )) MB; pages saw: $seen')"
+done

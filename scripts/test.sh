@@ -5,12 +5,15 @@
 #      bridge tests (protocol over TCP, TLS, the agent harness, `aicc mcp`
 #      driven by the official MCP Python SDK over stdio and HTTP). This proves
 #      that they build and test without ROS (it runs before ROS is installed);
-#   2. setup (scripts/setup.sh: apt packages, ROS 2 Kilted wheels, MuJoCo);
+#   2. setup (scripts/setup.sh: apt packages, ROS 2 Kilted wheels, MuJoCo;
+#      scripts/setup-browser.sh: Chromium and playwright-core);
 #   3. the whole workspace built once (release; step 1's artifacts are reused);
 #   4. the tests that need the simulated robot (crate aicc-sim-tests: the real
 #      bridge binary beside the MuJoCo robot on real ROS 2 topics, in a ROS
 #      domain of their own; pick_bench.rs runs the reference agent in two
-#      seeded worlds: figures in target/bench/pick.json), the colcon build of the package with its
+#      seeded worlds: figures in target/bench/pick.json; console_sim.rs
+#      drives the operator's console in headless Chromium, screenshots in
+#      target/console/), the colcon build of the package with its
 #      install and launch file checked (scripts/colcon-check.sh, sharing
 #      step 3's artifacts), the simulator's Python tests;
 #   5. the conformance suites: the agent harness against the project's own
@@ -48,6 +51,8 @@ env -u ROS_DISTRO -u LD_LIBRARY_PATH AMENT_PREFIX_PATH=/nonexistent/ros-hidden C
   cargo test --release --locked "${ros_free[@]}"
 
 bash scripts/setup.sh
+# Chromium and playwright-core for the console's browser test (console_sim.rs).
+bash scripts/setup-browser.sh
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 step "building the workspace (release)"
 cargo build --release --locked --workspace --all-targets

@@ -71,15 +71,21 @@ impl Startup {
             "" => None,
             cert => Some(crate::server::tls::acceptor(cert, &config.security.tls_key_file)?),
         };
+        if config.console.enabled {
+            let address: SocketAddr = config.console.listen.parse().context("parsing console.listen")?;
+            crate::console::check(address, config.security.allow_remote, tls.is_some(), &tokens).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         let live = Arc::new(Live::from_config(&config));
         Ok(Self { config, node_name: crate::config::DEFAULT_NODE_NAME.to_string(), live, tokens, tls })
     }
 }
 
-/// The bound listeners: AICC, and the AI-control dialect when enabled.
+/// The bound listeners: AICC, and the AI-control dialect and the
+/// operator's console when enabled.
 pub struct Listeners {
     pub aicc: TcpListener,
     pub ai_control: Option<TcpListener>,
+    pub console: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -91,7 +97,11 @@ impl Listeners {
             true => Some(bind_with_backlog(&config.fonline.listen, config.listen_backlog).with_context(|| format!("binding the AI-control listener (fonline.listen) {}", config.fonline.listen))?),
             false => None,
         };
-        Ok(Self { aicc, ai_control })
+        let console = match config.console.enabled {
+            true => Some(bind_with_backlog(&config.console.listen, config.listen_backlog).with_context(|| format!("binding the console's listener (console.listen) {}", config.console.listen))?),
+            false => None,
+        };
+        Ok(Self { aicc, ai_control, console })
     }
 }
 
@@ -159,6 +169,12 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     // Subscribed before any connection: the recording misses nothing.
     recorder.attach(bridge.tap.source());
     tasks.push(tokio::spawn(bridge.clone().run_tool_events(events_rx)));
+    if let Some(listener) = listeners.console {
+        let parts = crate::console::Parts { bridge: bridge.clone(), sensors: robot.sensors.clone(), base: base.clone(), tokens: tokens.clone(), settings: config.console.clone(), tls: tls.clone() };
+        let (bound, console_tasks) = crate::console::start(parts, listener)?;
+        tracing::info!(%bound, "operator's console ready");
+        tasks.extend(console_tasks);
+    }
     if let Some(listener) = listeners.ai_control {
         let settings = crate::fonline::Settings {
             max_queued_commands: config.fonline.max_queued_commands,

@@ -81,6 +81,39 @@ pub struct Config {
     pub record: RecordConfig,
     /// What waits for an operator's approval (default: nothing).
     pub approvals: ApprovalsConfig,
+    /// The operator's web console (docs/console.md): off unless enabled.
+    pub console: ConsoleConfig,
+}
+
+/// The operator's web console, served by the bridge (docs/console.md).
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Needs an admin token in security.tokens; never served without one.
+    pub enabled: bool,
+    /// HOST:PORT; a non-loopback address needs security.allow_remote and TLS
+    /// (security.tls_cert_file).
+    pub listen: String,
+    /// How often the live camera picture is refreshed while a page is open.
+    pub camera_hz: f64,
+    /// How often pose, governor, lease and approvals are pushed to pages.
+    pub state_hz: f64,
+    /// Pages open at once (their event streams); one more is refused.
+    pub max_pages: usize,
+    /// Updates queued for one page; a page slower than this loses the
+    /// oldest and is told how many (the robot's control never waits).
+    pub page_queue: usize,
+    /// Requests (approve, deny, release, the live pictures) from all pages
+    /// in any minute; more are refused with 429 (STOP is never refused).
+    pub max_requests_per_minute: u32,
+}
+
+pub const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:8765";
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self { enabled: false, listen: DEFAULT_CONSOLE_LISTEN.into(), camera_hz: 2.0, state_hz: 5.0, max_pages: 16, page_queue: 64, max_requests_per_minute: 1200 }
+    }
 }
 
 /// Calls that wait for an operator's approval (docs/approvals.md).
@@ -198,6 +231,7 @@ impl Default for Config {
             fonline: FonlineConfig::default(),
             record: RecordConfig::default(),
             approvals: ApprovalsConfig::default(),
+            console: ConsoleConfig::default(),
         }
     }
 }
@@ -686,7 +720,7 @@ impl Config {
 
     /// Checks values serde cannot: ranges, finiteness, parseable addresses.
     pub fn validate(&self) -> Result<(), InvalidConfig> {
-        for (name, value) in [("listen", &self.listen), ("fonline.listen", &self.fonline.listen)] {
+        for (name, value) in [("listen", &self.listen), ("fonline.listen", &self.fonline.listen), ("console.listen", &self.console.listen)] {
             value.parse::<SocketAddr>().map_err(|source| InvalidConfig::NotAnAddress { name, value: value.clone(), source })?;
         }
         let positive = [
@@ -709,6 +743,8 @@ impl Config {
             ("handshake_timeout_s", self.handshake_timeout_s),
             ("record.flight_window_s", self.record.flight_window_s),
             ("approvals.timeout_s", self.approvals.timeout_s),
+            ("console.camera_hz", self.console.camera_hz),
+            ("console.state_hz", self.console.state_hz),
         ];
         if !(self.approvals.move_longer_than_m.is_finite() && self.approvals.move_longer_than_m >= 0.0) {
             return Err(InvalidConfig::NotPositive { name: "approvals.move_longer_than_m".into(), value: self.approvals.move_longer_than_m });
@@ -794,6 +830,9 @@ impl Config {
             ("fonline.max_events", self.fonline.max_events),
             ("record.queue", self.record.queue),
             ("record.flight_max_bytes", self.record.flight_max_bytes),
+            ("console.max_pages", self.console.max_pages),
+            ("console.page_queue", self.console.page_queue),
+            ("console.max_requests_per_minute", self.console.max_requests_per_minute as usize),
         ] {
             if value == 0 {
                 return Err(InvalidConfig::Zero { name: name.into() });

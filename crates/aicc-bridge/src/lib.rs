@@ -4,6 +4,7 @@
 //! replay robot implement it too.
 pub mod bridge;
 pub mod config;
+pub mod console;
 pub mod diagnostics;
 pub mod fonline;
 pub mod governor;

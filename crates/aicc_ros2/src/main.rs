@@ -44,6 +44,10 @@ struct Args {
     /// well (port 0 picks a free port). Overrides and enables `fonline`.
     #[arg(long)]
     fonline_listen: Option<String>,
+    /// Serve the operator's web console on HOST:PORT (port 0 picks a free
+    /// port). Overrides and enables `console`; needs an admin token.
+    #[arg(long)]
+    console_listen: Option<String>,
     /// Record every session into DIR as MCAP files (record.mode: always,
     /// record.dir: DIR). Overrides the config; see docs/recording.md.
     #[arg(long, value_name = "DIR")]
@@ -90,7 +94,7 @@ fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
 }
 
 /// Defaults, then `--config`, then the ROS parameter files (the sections
-/// for this node), then `-p` overrides, then `--listen`, `--fonline-listen` and `--record`.
+/// for this node), then `-p` overrides, then `--listen`, `--fonline-listen`, `--console-listen` and `--record`.
 fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters::NodeIdentity) -> anyhow::Result<Config> {
     let files: Vec<PathBuf> = args.config.iter().cloned().chain(ros.files.iter().cloned()).collect();
     let mut config = aicc_bridge::parameters::load(node, &files, &ros.overrides)?;
@@ -100,6 +104,10 @@ fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters:
     if let Some(listen) = &args.fonline_listen {
         config.fonline.enabled = true;
         config.fonline.listen = listen.clone();
+    }
+    if let Some(listen) = &args.console_listen {
+        config.console.enabled = true;
+        config.console.listen = listen.clone();
     }
     if let Some(dir) = &args.record {
         config.record.mode = aicc_bridge::config::RecordMode::Always;
@@ -146,6 +154,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(listener) = &listeners.ai_control {
         let bound = listener.local_addr()?;
         println!("AI_CONTROL_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port() }));
+    }
+    if let Some(listener) = &listeners.console {
+        let bound = listener.local_addr()?;
+        println!("CONSOLE_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": startup.tls.is_some() }));
     }
     aicc_bridge::bridge::run(startup, listeners, ros.robot(), wait_for_shutdown_signal()).await?;
     drop(ros);

@@ -77,6 +77,11 @@ impl Tokens {
         self.entries.is_empty()
     }
 
+    /// Whether some token grants `scope` (or more).
+    pub fn grants(&self, scope: Scope) -> bool {
+        self.entries.iter().any(|(_, granted)| *granted >= scope)
+    }
+
     /// The scope of `presented`, if it matches a token. Every configured
     /// token is compared in full, in constant time, whatever matches.
     pub fn check(&self, presented: &str) -> Option<Scope> {

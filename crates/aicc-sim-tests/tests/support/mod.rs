@@ -181,6 +181,15 @@ pub fn start_bridge_with_ai_control(extra_args: &[&str], envs: &[(&str, &str)]) 
     (guard, ports[0], ports[1], log)
 }
 
+/// Starts the bridge with the operator's console on a free port as well
+/// (`--console-listen 127.0.0.1:0`); returns it, the AICC port, the
+/// console's port (from its `CONSOLE_READY` line) and its log.
+pub fn start_bridge_with_console(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
+    let listen = ["--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0"];
+    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "CONSOLE_READY "]);
+    (guard, ports[0], ports[1], log)
+}
+
 /// Spawns the bridge and waits for its ready lines (`MARKER {"host","port"}`
 /// on stdout, in order); returns the port of each.
 fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], markers: &[&'static str]) -> (ChildGuard, Vec<u16>, Arc<Mutex<String>>) {
