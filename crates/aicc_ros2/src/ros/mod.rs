@@ -116,7 +116,12 @@ where
     }
     let topic = resolve(&config.namespace, &sensor.topic);
     let stream = node.subscribe::<T>(&topic, qos(sensor)).with_context(|| format!("subscribing to {topic}"))?;
-    let kind = wire_type::<T>(&topic, config);
+    // Recorded under its fully qualified name, as rosbag2 names topics.
+    let qualified = match (topic.starts_with('/'), node.namespace()) {
+        (false, Ok(namespace)) => format!("{}/{topic}", namespace.trim_end_matches('/')),
+        _ => topic.clone(),
+    };
+    let kind = wire_type::<T>(&qualified, config);
     let wire_store = samples.clone();
     let with_bytes = stream.map(move |msg: T| {
         // Outside the store's lock: readers never wait for a serialisation.
