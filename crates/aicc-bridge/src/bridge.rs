@@ -152,8 +152,12 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     }
     let core = Core::new(core_config(&config, &tokens, &joint_limits), catalog.clone(), Instant::now());
     let recorder = crate::recorder::Recorder::new(&config.record, events_tx.clone());
+    // Tools read through the recorder's sample hook (the governor and the
+    // monitors above read the store directly: only what a tool read is recorded).
+    robot.sensors.share_wire_switch(recorder.wire_switch());
+    let tool_sensors: Arc<dyn crate::robot::SensorPort> = Arc::new(crate::robot::wire::ToolSensors::new(robot.sensors.clone(), recorder.clone()));
     let tools = ToolContext {
-        sensors: robot.sensors.clone(),
+        sensors: tool_sensors,
         base: base.clone(),
         joints,
         signals: robot.signals.clone(),
@@ -168,6 +172,9 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     let bridge = Bridge::new(core, registry, tools);
     // Subscribed before any connection: the recording misses nothing.
     recorder.attach(bridge.tap.source());
+    if robot.signals.publishes_events() {
+        tasks.push(tokio::spawn(crate::event_lines::publish(bridge.tap.subscribe(), robot.signals.clone())));
+    }
     tasks.push(tokio::spawn(bridge.clone().run_tool_events(events_rx)));
     if let Some(listener) = listeners.console {
         let parts = crate::console::Parts { bridge: bridge.clone(), sensors: robot.sensors.clone(), base: base.clone(), tokens: tokens.clone(), settings: config.console.clone(), tls: tls.clone() };

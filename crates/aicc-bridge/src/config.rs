@@ -167,6 +167,15 @@ pub struct RecordConfig {
     pub flight_window_s: f64,
     /// ...and at most this many bytes of them (the oldest forgotten first).
     pub flight_max_bytes: usize,
+    /// Also record each sensor sample a tool read, as the robot sent it
+    /// (ROS: CDR on the sensor's topic, with its ros2msg schema), once per
+    /// sample. Not kept in the on_fault memory.
+    pub sensor_samples: bool,
+    /// The bridge's events and a summary of each tool call and result
+    /// (images left out) published as JSON (std_msgs/String) on this ROS
+    /// topic, relative to the node's namespace; "" = not published.
+    /// Independent of `mode`.
+    pub ros_events_topic: String,
 }
 
 /// The smallest file size rotation accepts (a few chunks' worth).
@@ -174,7 +183,7 @@ pub const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
 
 impl Default for RecordConfig {
     fn default() -> Self {
-        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20 }
+        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20, sensor_samples: true, ros_events_topic: "aicc/events".into() }
     }
 }
 

@@ -6,6 +6,7 @@ pub mod bridge;
 pub mod config;
 pub mod console;
 pub mod diagnostics;
+pub mod event_lines;
 pub mod fonline;
 pub mod governor;
 pub mod history;

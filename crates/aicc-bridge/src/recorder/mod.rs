@@ -16,20 +16,23 @@
 //! in any mode.
 pub mod flight;
 pub mod layout;
+pub mod ros2msg;
 pub mod sink;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::config::{RecordConfig, RecordMode};
-use crate::tap::{Lagged, TapRecord, TapSource};
+use crate::robot::wire::{SampleRecorder, WireSample, WireSwitch};
+use crate::tap::{Lagged, TapReceiver, TapRecord, TapSource};
 use crate::tools::ToolEvent;
 use flight::{FlightRing, Trigger};
 use layout::{Channel, Encoder};
@@ -37,6 +40,10 @@ use sink::{Origin, Sink};
 
 /// How often buffered records are put on disk when traffic is light.
 const FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// How often the recorder thread takes what the tap and the tools queued:
+/// records are written in batches, and nothing on the bridge's side wakes
+/// the thread (a wake-up per record cost more than the record itself).
+const DRAIN_PERIOD: Duration = Duration::from_millis(10);
 /// How long a control request waits for the recorder thread.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -61,7 +68,10 @@ pub struct Status {
 pub type Reply = Result<Status, String>;
 
 enum Job {
-    Record(Arc<TapRecord>),
+    /// Take the tap's records from this receiver from now on.
+    Observe(TapReceiver),
+    /// A sensor sample a tool read.
+    Sample(WireSample),
     /// Start recording (a no-op when recording); `with_ring`: begin with
     /// the flight ring's content.
     Start { with_ring: bool, detail: String, reply: tokio::sync::oneshot::Sender<Reply> },
@@ -79,7 +89,9 @@ pub struct Recorder {
     lost: Arc<AtomicU64>,
     /// Whether a forwarder copies the tap now.
     forwarding: Arc<AtomicBool>,
-    tap: Mutex<Option<TapSource>>,
+    tap: Arc<Mutex<Option<TapSource>>>,
+    /// On while a recording is written and sensor samples are wanted.
+    wire: WireSwitch,
 }
 
 impl Recorder {
@@ -90,39 +102,86 @@ impl Recorder {
         let status = Arc::new(Mutex::new(Status::default()));
         let lost = Arc::new(AtomicU64::new(0));
         let ring = (config.mode == RecordMode::OnFault).then(|| FlightRing::new(Duration::from_secs_f64(config.flight_window_s), config.flight_max_bytes));
-        let mut writer = Writer { config: config.clone(), sink: None, encoder: Encoder::default(), ring, status: status.clone(), lost: lost.clone(), lost_written: 0, events };
+        let wire = WireSwitch::default();
+        let mut writer = Writer { config: config.clone(), sink: None, encoder: Encoder::default(), ring, status: status.clone(), lost: lost.clone(), lost_written: 0, events, wire: wire.clone(), last_samples: HashMap::new() };
         if config.mode == RecordMode::Always {
             writer.begin(Origin { reason: "always".into(), detail: String::new() }, false);
         }
+        let forwarding = Arc::new(AtomicBool::new(false));
+        let observing = forwarding.clone();
+        let sources: Arc<Mutex<Option<TapSource>>> = Arc::default();
+        let source = sources.clone();
         let thread = std::thread::Builder::new()
             .name("aicc-recorder".into())
             .spawn(move || {
-                loop {
-                    match receiver.recv_timeout(FLUSH_PERIOD) {
-                        Ok(Job::Record(record)) => writer.record(&record),
-                        Ok(Job::Start { with_ring, detail, reply }) => {
-                            if writer.sink.is_none() {
-                                writer.begin(Origin { reason: "request".into(), detail }, with_ring);
+                let mut tap: Option<TapReceiver> = None;
+                let mut next_flush = Instant::now() + FLUSH_PERIOD;
+                'run: loop {
+                    // Idle (nothing observed, nothing to write): sleep until asked.
+                    let mut next = if tap.is_none() && writer.sink.is_none() {
+                        match receiver.recv_timeout(FLUSH_PERIOD) {
+                            Ok(job) => Some(job),
+                            Err(RecvTimeoutError::Timeout) => None,
+                            Err(RecvTimeoutError::Disconnected) => break 'run,
+                        }
+                    } else {
+                        std::thread::sleep(DRAIN_PERIOD);
+                        None
+                    };
+                    writer.drain(&mut tap);
+                    loop {
+                        let job = match next.take() {
+                            Some(job) => job,
+                            None => match receiver.try_recv() {
+                                Ok(job) => job,
+                                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                                Err(std::sync::mpsc::TryRecvError::Disconnected) => break 'run,
+                            },
+                        };
+                        match job {
+                            Job::Observe(receiver) => tap = Some(receiver),
+                            Job::Sample(sample) => writer.sample(&sample),
+                            Job::Start { with_ring, detail, reply } => {
+                                if tap.is_none() {
+                                    // Stopped observing after a recording ended: again from now on.
+                                    tap = source.lock().as_ref().map(TapSource::subscribe);
+                                    observing.store(tap.is_some(), Ordering::SeqCst);
+                                }
+                                writer.drain(&mut tap);
+                                if writer.sink.is_none() {
+                                    writer.begin(Origin { reason: "request".into(), detail }, with_ring);
+                                }
+                                let status = writer.status.lock().clone();
+                                let _ = reply.send(match (&status.path, &status.last_error) {
+                                    (Some(_), _) => Ok(status),
+                                    (None, Some(error)) => Err(error.clone()),
+                                    (None, None) => Err("the recording did not start".into()),
+                                });
                             }
-                            let status = writer.status.lock().clone();
-                            let _ = reply.send(match (&status.path, &status.last_error) {
-                                (Some(_), _) => Ok(status),
-                                (None, Some(error)) => Err(error.clone()),
-                                (None, None) => Err("the recording did not start".into()),
-                            });
+                            Job::Stop { reply } => {
+                                writer.drain(&mut tap);
+                                writer.end();
+                                // No ring to keep: stop observing (the tap copies
+                                // nothing again until a recording starts).
+                                if writer.ring.is_none() {
+                                    tap = None;
+                                    observing.store(false, Ordering::SeqCst);
+                                }
+                                let _ = reply.send(Ok(writer.status.lock().clone()));
+                            }
+                            Job::Shutdown => break 'run,
                         }
-                        Ok(Job::Stop { reply }) => {
-                            writer.end();
-                            let _ = reply.send(Ok(writer.status.lock().clone()));
-                        }
-                        Ok(Job::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
-                        Err(RecvTimeoutError::Timeout) => writer.flush(),
+                    }
+                    if Instant::now() >= next_flush {
+                        next_flush = Instant::now() + FLUSH_PERIOD;
+                        writer.flush();
                     }
                 }
+                writer.drain(&mut tap);
                 writer.end();
             })
             .expect("starting the recorder thread");
-        Arc::new(Self { jobs, status, thread: Mutex::new(Some(thread)), mode: config.mode, lost, forwarding: Arc::new(AtomicBool::new(false)), tap: Mutex::new(None) })
+        Arc::new(Self { jobs, status, thread: Mutex::new(Some(thread)), mode: config.mode, lost, forwarding, tap: sources, wire })
     }
 
     /// Starts observing `tap` (only when the mode records something;
@@ -134,17 +193,23 @@ impl Recorder {
         }
     }
 
-    /// Copies the tap into the writer's queue from now on (once).
+    /// Observes the tap from now on (once): the recorder thread takes its
+    /// records in batches.
     fn forward(&self) {
         let Some(tap) = self.tap.lock().clone() else { return };
         if self.forwarding.swap(true, Ordering::SeqCst) {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        // Subscribed here, before the request returns: nothing after it is missed.
+        if self.jobs.try_send(Job::Observe(tap.subscribe())).is_err() {
             self.forwarding.store(false, Ordering::SeqCst);
-            return;
-        };
-        runtime.spawn(forward(tap.subscribe(), self.jobs.clone(), self.lost.clone()));
+        }
+    }
+
+    /// The switch telling the robot side when to keep the wire form of
+    /// sensor samples (give it to [`crate::robot::SensorPort::share_wire_switch`]).
+    pub fn wire_switch(&self) -> WireSwitch {
+        self.wire.clone()
     }
 
     /// What it is doing now.
@@ -189,19 +254,16 @@ impl Recorder {
     }
 }
 
-/// Copies tap records into the writer's queue; never waits for it.
-async fn forward(mut tap: crate::tap::TapReceiver, jobs: SyncSender<Job>, lost: Arc<AtomicU64>) {
-    while let Some(item) = tap.recv().await {
-        match item {
-            Ok(record) => match jobs.try_send(Job::Record(record)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    lost.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(TrySendError::Disconnected(_)) => return,
-            },
-            Err(Lagged(count)) => {
-                lost.fetch_add(count, Ordering::Relaxed);
+impl SampleRecorder for Recorder {
+    fn wants_samples(&self) -> bool {
+        self.wire.is_on()
+    }
+
+    fn sample_read(&self, sample: WireSample) {
+        match self.jobs.try_send(Job::Sample(sample)) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -220,6 +282,10 @@ struct Writer {
     /// The count last written to the file's recorder channel.
     lost_written: u64,
     events: tokio::sync::mpsc::Sender<ToolEvent>,
+    /// On while a recording is written (and `sensor_samples`).
+    wire: WireSwitch,
+    /// The last sample written per topic (its receipt): each once.
+    last_samples: HashMap<Arc<str>, Instant>,
 }
 
 fn wall_ns(at: SystemTime) -> u64 {
@@ -258,6 +324,8 @@ impl Writer {
                     status.last_error = None;
                 }
                 self.sink = Some(sink);
+                self.last_samples.clear();
+                self.wire.set(self.config.sensor_samples);
                 self.notify(json!({ "change": "recording_started", "entity": "recorder", "path": path }));
             }
             Err(error) => self.fail(error.to_string()),
@@ -267,6 +335,7 @@ impl Writer {
     /// Ends the recording after an error: logged, told to agents, kept in the status.
     fn fail(&mut self, reason: String) {
         tracing::error!(%reason, "recording stopped; the bridge goes on without it");
+        self.wire.set(false);
         if let Some(sink) = self.sink.take() {
             // Best effort: the summary may not fit on a full disk either.
             let _ = sink.finish();
@@ -294,7 +363,23 @@ impl Writer {
         }
     }
 
+    /// Writes the records the tap holds for the recorder (counting those it lost).
+    fn drain(&mut self, tap: &mut Option<TapReceiver>) {
+        let Some(receiver) = tap.as_mut() else { return };
+        while let Some(item) = receiver.try_recv() {
+            match item {
+                Ok(record) => self.record(&record),
+                Err(Lagged(count)) => {
+                    self.lost.fetch_add(count, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     fn record(&mut self, record: &TapRecord) {
+        if self.sink.is_none() && self.ring.is_none() {
+            return;
+        }
         let at = wall_ns(record.wall);
         let mut messages = Vec::new();
         let lost = self.lost.load(Ordering::Relaxed);
@@ -314,6 +399,26 @@ impl Writer {
         }
         if let Some(trigger) = trigger {
             self.dump(trigger, at);
+        }
+    }
+
+    /// Writes a sensor sample a tool read, unless already written.
+    fn sample(&mut self, sample: &WireSample) {
+        let Some(sink) = self.sink.as_mut() else { return };
+        if self.last_samples.get(&sample.topic) == Some(&sample.received) {
+            return;
+        }
+        self.last_samples.insert(sample.topic.clone(), sample.received);
+        match sink.write_sample(sample, wall_ns(sample.received_wall)) {
+            Ok(()) => {
+                let mut status = self.status.lock();
+                status.messages += 1;
+                if status.path.as_deref() != sink.path() {
+                    status.path = sink.path().map(PathBuf::from);
+                    status.parts = sink.parts();
+                }
+            }
+            Err(error) => self.fail(error.to_string()),
         }
     }
 
@@ -356,6 +461,7 @@ impl Writer {
     }
 
     fn end(&mut self) {
+        self.wire.set(false);
         if let Some(sink) = self.sink.take() {
             match sink.finish() {
                 Ok(parts) => {
@@ -376,8 +482,6 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use super::*;
     use crate::tap::{Tap, TapBody};
 
@@ -444,7 +548,7 @@ mod tests {
         }
         let tap = Tap::new(64);
         let (events, mut told) = tokio::sync::mpsc::channel(8);
-        let mut writer = Writer { config: config(std::path::Path::new("/dev")), sink: None, encoder: Encoder::default(), ring: None, status: Arc::new(Mutex::new(Status::default())), lost: Arc::new(AtomicU64::new(0)), lost_written: 0, events };
+        let mut writer = Writer { config: config(std::path::Path::new("/dev")), sink: None, encoder: Encoder::default(), ring: None, status: Arc::new(Mutex::new(Status::default())), lost: Arc::new(AtomicU64::new(0)), lost_written: 0, events, wire: WireSwitch::default(), last_samples: HashMap::new() };
         // The disk may be found full when the file is opened or on a later write.
         writer.adopt(Sink::on_file(PathBuf::from("/dev/full"), 1 << 20));
         let started = Instant::now();
@@ -503,6 +607,40 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
         assert_eq!(topics, ["/aicc/connections", "/aicc/in", "/aicc/in", "/aicc/recorder"]);
+        recorder.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_sample_read_twice_is_written_once_and_only_while_recording() {
+        let dir = temp_dir("samples");
+        let (events, _told) = tokio::sync::mpsc::channel(8);
+        let recorder = Recorder::new(&RecordConfig { mode: RecordMode::Off, ..config(&dir) }, events);
+        let tap = Tap::new(64);
+        recorder.attach(tap.source());
+        assert!(!recorder.wants_samples(), "not recording: no samples wanted");
+        let received = Instant::now();
+        let sample = |received: Instant| WireSample {
+            topic: "/odom".into(),
+            type_name: "nav_msgs/msg/Odometry".into(),
+            schema: String::new().into(),
+            data: Arc::from(&[0u8, 1, 0, 0, 42][..]),
+            received,
+            received_wall: SystemTime::now(),
+        };
+        let started = recorder.start_recording(false, "samples".into()).await.unwrap();
+        assert!(recorder.wants_samples());
+        recorder.sample_read(sample(received));
+        recorder.sample_read(sample(received));
+        recorder.sample_read(sample(received + Duration::from_millis(1)));
+        settle().await;
+        recorder.stop_recording().await.unwrap();
+        assert!(!recorder.wants_samples());
+        recorder.sample_read(sample(received + Duration::from_millis(2)));
+        settle().await;
+        let bytes = std::fs::read(started.path.unwrap()).unwrap();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        assert_eq!(topics, ["/odom", "/odom"], "each sample once, none after the recording");
         recorder.close();
         let _ = std::fs::remove_dir_all(&dir);
     }

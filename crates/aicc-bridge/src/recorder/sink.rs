@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::layout::{Channel, FORMAT_VERSION, METADATA_NAME, PROFILE};
+use crate::robot::wire::WireSample;
 
 /// A failure of the recording, with the file it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +58,8 @@ struct Part {
     writer: mcap::Writer<Counted>,
     path: PathBuf,
     channels: HashMap<Channel, u16>,
+    /// The sensor topics (CDR channels) added to this part so far.
+    samples: HashMap<Arc<str>, u16>,
     bytes: Arc<AtomicU64>,
     sequence: u32,
 }
@@ -151,20 +154,44 @@ impl Sink {
             ("detail".to_string(), self.origin.detail.clone()),
         ]);
         writer.write_metadata(&mcap::records::Metadata { name: METADATA_NAME.into(), metadata }).map_err(write_error)?;
-        self.part = Some(Part { writer, path, channels, bytes, sequence: 0 });
+        self.part = Some(Part { writer, path, channels, samples: HashMap::new(), bytes, sequence: 0 });
         Ok(())
     }
 
     /// Writes one message; starts the next part first when this one has
     /// reached the size limit.
     pub fn write(&mut self, channel: Channel, log_time_ns: u64, data: &[u8]) -> Result<(), SinkError> {
+        self.write_on(|part| Ok(part.channels[&channel]), log_time_ns, data)
+    }
+
+    /// Writes a sensor sample on its topic's channel (message encoding
+    /// `cdr`, schema `ros2msg` named after its type), added to the part on
+    /// its first sample.
+    pub fn write_sample(&mut self, sample: &WireSample, log_time_ns: u64) -> Result<(), SinkError> {
+        self.write_on(
+            |part| {
+                if let Some(id) = part.samples.get(&sample.topic) {
+                    return Ok(*id);
+                }
+                let schema_id = part.writer.add_schema(&sample.type_name, "ros2msg", sample.schema.as_bytes())?;
+                let id = part.writer.add_channel(schema_id, &sample.topic, "cdr", &BTreeMap::new())?;
+                part.samples.insert(sample.topic.clone(), id);
+                Ok(id)
+            },
+            log_time_ns,
+            &sample.data,
+        )
+    }
+
+    fn write_on(&mut self, channel: impl FnOnce(&mut Part) -> Result<u16, mcap::McapError>, log_time_ns: u64, data: &[u8]) -> Result<(), SinkError> {
         if self.part.as_ref().is_some_and(|p| p.bytes.load(Ordering::Relaxed) + data.len() as u64 > self.max_file_bytes && p.sequence > 0) {
             self.finish_part()?;
             self.open_part()?;
         }
         let Some(part) = self.part.as_mut() else { return Ok(()) };
+        let channel_id = channel(part).map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })?;
         part.sequence += 1;
-        let header = mcap::records::MessageHeader { channel_id: part.channels[&channel], sequence: part.sequence, log_time: log_time_ns, publish_time: log_time_ns };
+        let header = mcap::records::MessageHeader { channel_id, sequence: part.sequence, log_time: log_time_ns, publish_time: log_time_ns };
         part.writer.write_to_known_channel(&header, data).map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })
     }
 
@@ -258,6 +285,39 @@ mod tests {
         let index = summary.metadata_indexes.iter().find(|m| m.name == METADATA_NAME).unwrap();
         let metadata = mcap::read::metadata(&bytes, index).unwrap();
         assert_eq!(metadata.metadata["format_version"], FORMAT_VERSION.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sensor_samples_get_a_cdr_channel_per_topic_with_their_schema_in_every_part() {
+        let dir = temp_dir("samples");
+        let mut sink = Sink::create(&dir, 64 * 1024, origin(), SystemTime::now()).unwrap();
+        let sample = |topic: &str, byte: u8| WireSample {
+            topic: topic.into(),
+            type_name: "sensor_msgs/msg/BatteryState".into(),
+            schema: "float32 voltage\n".into(),
+            data: Arc::from(vec![byte; 20_000]),
+            received: std::time::Instant::now(),
+            received_wall: SystemTime::now(),
+        };
+        for i in 0..8u8 {
+            sink.write_sample(&sample(if i % 2 == 0 { "/battery" } else { "/battery2" }, i), 1_000 + u64::from(i)).unwrap();
+        }
+        let parts = sink.finish().unwrap();
+        assert!(parts.len() >= 2, "{} parts", parts.len());
+        let mut seen = Vec::new();
+        for part in &parts {
+            let bytes = std::fs::read(part).unwrap();
+            for message in mcap::MessageStream::new(&bytes).unwrap() {
+                let message = message.unwrap();
+                assert_eq!(message.channel.message_encoding, "cdr");
+                let schema = message.channel.schema.as_ref().unwrap();
+                assert_eq!((schema.name.as_str(), schema.encoding.as_str(), &schema.data[..]), ("sensor_msgs/msg/BatteryState", "ros2msg", &b"float32 voltage\n"[..]));
+                seen.push((message.channel.topic.clone(), message.data[0]));
+            }
+        }
+        let expected: Vec<(String, u8)> = (0..8u8).map(|i| (if i % 2 == 0 { "/battery" } else { "/battery2" }.to_string(), i)).collect();
+        assert_eq!(seen, expected);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

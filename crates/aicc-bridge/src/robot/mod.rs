@@ -14,6 +14,7 @@ pub mod names;
 pub mod port;
 pub mod samples;
 pub mod testing;
+pub mod wire;
 
 pub use age::{Age, NodeClock, Now, StampStatus, SystemClock};
 pub use port::{ActuatorPort, Endpoint, PortError, Robot, SensorPort, Sensor, SignalPort};

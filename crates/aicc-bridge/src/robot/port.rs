@@ -141,6 +141,17 @@ pub trait SensorPort: Send + Sync + 'static {
     fn frames(&self) -> Option<SharedFrames> {
         None
     }
+
+    /// The wire form (ROS: CDR) of the latest sample of `sensor` if it is
+    /// the one received at `received`; None when not kept (no recording
+    /// wants samples) or a newer one arrived since.
+    fn wire_sample(&self, _sensor: Sensor, _received: Instant) -> Option<super::wire::WireSample> {
+        None
+    }
+
+    /// The switch telling the robot side when to keep wire samples (set by
+    /// the recorder while it records).
+    fn share_wire_switch(&self, _switch: super::wire::WireSwitch) {}
 }
 
 /// What one sensor has delivered, for `bridge_status` and diagnostics.
@@ -194,6 +205,14 @@ pub trait SignalPort: Send + Sync + 'static {
     /// The world command topic ("" when not configured).
     fn world_topic(&self) -> String {
         String::new()
+    }
+    /// Publishes one line of the bridge's events (JSON) for observers on
+    /// the robot's side (ROS: `/aicc/events`). Never blocks; lost when the
+    /// robot side cannot take it.
+    fn publish_event(&self, _json: &str) {}
+    /// Whether [`Self::publish_event`] goes anywhere.
+    fn publishes_events(&self) -> bool {
+        false
     }
 }
 

@@ -11,6 +11,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::age::{stamp_status, NodeClock, Now, StampStatus, SystemClock};
 use super::frames::SharedFrames;
 use super::names::Names;
+use super::wire::{WireSample, WireSwitch, WireType};
 use super::port::{Sensor, SensorPort, SensorStatistics};
 use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample, Stamped};
 use crate::perception::RawImage;
@@ -70,12 +71,16 @@ pub struct SampleStore {
     qos_notes: Mutex<[Option<String>; Sensor::ALL.len()]>,
     /// The TF tree, filled by the robot side from /tf and /tf_static.
     frames: SharedFrames,
+    /// On while a recorder wants the samples' wire form.
+    wire_switch: std::sync::OnceLock<WireSwitch>,
+    /// The latest sample's wire form per sensor, kept while the switch is on.
+    wire: Mutex<[Option<WireSample>; Sensor::ALL.len()]>,
 }
 
 impl SampleStore {
     /// A store whose capture ages count in `clock` (the node's clock).
     pub fn new(names: Names, clock: Arc<dyn NodeClock>) -> Self {
-        Self { latest: Mutex::new(Latest::default()), names, clock, deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]), qos_notes: Mutex::new(Default::default()), frames: SharedFrames::default() }
+        Self { latest: Mutex::new(Latest::default()), names, clock, deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]), qos_notes: Mutex::new(Default::default()), frames: SharedFrames::default(), wire_switch: std::sync::OnceLock::new(), wire: Mutex::new(Default::default()) }
     }
 
     /// A store on the system's wall clock (tests, robots without ROS time).
@@ -97,6 +102,19 @@ impl SampleStore {
         let changed = *slot != note;
         *slot = note;
         changed
+    }
+
+    /// Whether the robot side should keep the wire form of each message
+    /// now (a recorder wants samples): check before serialising.
+    pub fn wants_wire(&self) -> bool {
+        self.wire_switch.get().is_some_and(WireSwitch::is_on)
+    }
+
+    /// Keeps `data`, the wire form of the message of `sensor` received at
+    /// `received` (the instant given to its decoded sample).
+    pub fn put_wire(&self, sensor: Sensor, kind: &WireType, data: Arc<[u8]>, received: Instant, received_wall: std::time::SystemTime) {
+        let sample = WireSample { topic: kind.topic.clone(), type_name: kind.type_name.clone(), schema: kind.schema.clone(), data, received, received_wall };
+        self.wire.lock()[sensor as usize] = Some(sample);
     }
 
     /// Counts a message of `sensor` stamped `stamp_s`, just received.
@@ -163,6 +181,15 @@ impl SensorPort for SampleStore {
     }
     fn frames(&self) -> Option<SharedFrames> {
         Some(self.frames.clone())
+    }
+
+    fn wire_sample(&self, sensor: Sensor, received: Instant) -> Option<WireSample> {
+        let wire = self.wire.lock();
+        wire[sensor as usize].as_ref().filter(|sample| sample.received == received).cloned()
+    }
+
+    fn share_wire_switch(&self, switch: WireSwitch) {
+        let _ = self.wire_switch.set(switch);
     }
 
     fn statistics(&self) -> Vec<SensorStatistics> {

@@ -110,8 +110,14 @@ impl Bridge {
         for output in outputs {
             match output {
                 Output::Send { conn, message, droppable } => {
-                    self.tap.record(Some(conn), || TapBody::Outbound { message: Arc::new(message.clone()), droppable });
-                    if let Some(outbox) = outboxes.get(&conn) {
+                    // Observed: the tap shares the message (no copy under the core's lock).
+                    if self.tap.is_observed() {
+                        let message = Arc::new(message);
+                        self.tap.record(Some(conn), || TapBody::Outbound { message: message.clone(), droppable });
+                        if let Some(outbox) = outboxes.get(&conn) {
+                            outbox.push_ref(&message, droppable);
+                        }
+                    } else if let Some(outbox) = outboxes.get(&conn) {
                         outbox.push(message, droppable);
                     }
                 }

@@ -97,6 +97,11 @@ impl Outbox {
     /// Queues a message; a droppable one (an event) is dropped and counted
     /// when the queue is full.
     pub fn push(&self, message: Value, droppable: bool) {
+        self.push_ref(&message, droppable);
+    }
+
+    /// [`Self::push`] of a message shared with others (the tap).
+    pub fn push_ref(&self, message: &Value, droppable: bool) {
         let mut queue = self.queue.lock();
         if queue.closed {
             return;
@@ -125,7 +130,7 @@ impl Outbox {
             }
             queue.push_line(serialise(&notice));
         }
-        queue.push_line(serialise(&message));
+        queue.push_line(serialise(message));
         drop(queue);
         self.wake_writer.notify_one();
     }

@@ -24,7 +24,9 @@ use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
 use aicc_bridge::robot::names::{resolve, Names};
 use aicc_bridge::robot::frames::TransformSample;
+use aicc_bridge::recorder::ros2msg;
 use aicc_bridge::robot::samples::{Latest, SampleStore};
+use aicc_bridge::robot::wire::WireType;
 use aicc_bridge::robot::{
     NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot, SignalPort,
     Stamped, TrajectoryGoal, TrajectoryOutcome,
@@ -49,6 +51,8 @@ pub struct RosRobot {
     /// A simulator's world commands (generator tools); None on real robots.
     world: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
     diagnostics: Mutex<r2r::Publisher<diagnostic_msgs::msg::DiagnosticArray>>,
+    /// The bridge's events as JSON (record.ros_events_topic); None when off.
+    events: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
     head: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
     arm: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
     gripper: Option<r2r::ActionClient<GripperCommand::Action>>,
@@ -98,7 +102,9 @@ struct Subscribed {
 
 /// Subscribes to a configured sensor topic and keeps the latest message,
 /// converted by `store` (which returns the message's stamp, for the
-/// delivery counts). Unconfigured sensors ("" topic) are skipped.
+/// delivery counts). Unconfigured sensors ("" topic) are skipped. While a
+/// recording wants sensor samples, the message's CDR bytes are kept too
+/// (serialised before it is converted; nothing is done otherwise).
 fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, which: Sensor, samples: Arc<SampleStore>, subscribed: &mut Vec<Subscribed>, store: F) -> anyhow::Result<()>
 where
     T: r2r::WrappedTypesupport + Send + 'static,
@@ -110,9 +116,55 @@ where
     }
     let topic = resolve(&config.namespace, &sensor.topic);
     let stream = node.subscribe::<T>(&topic, qos(sensor)).with_context(|| format!("subscribing to {topic}"))?;
-    spawn_consumer(stream, which, samples, store);
+    // Recorded under its fully qualified name, as rosbag2 names topics.
+    let qualified = match (topic.starts_with('/'), node.namespace()) {
+        (false, Ok(namespace)) => format!("{}/{topic}", namespace.trim_end_matches('/')),
+        _ => topic.clone(),
+    };
+    let kind = wire_type::<T>(&qualified, config);
+    let wire_store = samples.clone();
+    let with_bytes = stream.map(move |msg: T| {
+        // Outside the store's lock: readers never wait for a serialisation.
+        let bytes = wire_store.wants_wire().then(|| msg.to_serialized_bytes().ok().map(Arc::<[u8]>::from)).flatten();
+        (msg, bytes)
+    });
+    let wire_store = samples.clone();
+    spawn_consumer(with_bytes, which, samples, move |latest, (msg, bytes), received| {
+        let stamp_s = store(latest, msg, received);
+        if let Some(bytes) = bytes {
+            wire_store.put_wire(which, &kind, bytes, received, std::time::SystemTime::now());
+        }
+        stamp_s
+    });
     subscribed.push(Subscribed { sensor: which, topic, reliable: sensor.reliability == Reliability::Reliable });
     Ok(())
+}
+
+/// `sensor_msgs/msg/Image` for r2r's `sensor_msgs::msg::Image`.
+fn ros_type_name<T>() -> String {
+    let parts: Vec<&str> = std::any::type_name::<T>().rsplit("::").take(3).collect();
+    match parts.as_slice() {
+        [name, kind, package] => format!("{package}/{kind}/{name}"),
+        _ => std::any::type_name::<T>().to_string(),
+    }
+}
+
+/// What a sensor topic carries, for its recorded samples: the schema from
+/// the installed .msg files (the node's ament prefixes, then the one the
+/// bridge was built against). A missing definition is a warning: the
+/// samples are still recorded, without a schema to decode them by.
+fn wire_type<T>(topic: &str, config: &Config) -> WireType {
+    let type_name = ros_type_name::<T>();
+    let schema = if config.record.sensor_samples {
+        let prefixes = ros2msg::prefixes(option_env!("AMENT_PREFIX_PATH"));
+        ros2msg::installed_schema(&type_name, &prefixes).unwrap_or_else(|error| {
+            tracing::warn!(%topic, %error, "recorded samples of this topic will have no schema");
+            String::new()
+        })
+    } else {
+        String::new()
+    };
+    WireType { topic: topic.into(), type_name: type_name.into(), schema: schema.into() }
 }
 
 /// Consumes a subscription promptly (r2r drops messages when its small
@@ -286,6 +338,11 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         "" => None,
         topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?)),
     };
+    let events = match config.record.ros_events_topic.as_str() {
+        "" => None,
+        // Keep-last: a slow subscriber loses the oldest lines, never blocks a publish.
+        topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), QosProfile::default().keep_last(100).reliable())?)),
+    };
     let diagnostics = Mutex::new(node.create_publisher(&resolve(&config.namespace, &actuators.diagnostics_topic), publisher_qos)?);
     let action = |node: &mut r2r::Node, name: &str| -> anyhow::Result<Option<r2r::ActionClient<FollowJointTrajectory::Action>>> {
         if name.is_empty() {
@@ -304,6 +361,7 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         say,
         world,
         diagnostics,
+        events,
         head,
         arm,
         gripper,
@@ -581,6 +639,18 @@ impl SignalPort for RosRobot {
         self.names.world().to_string()
     }
 
+    fn publish_event(&self, json: &str) {
+        if let Some(publisher) = &self.events {
+            if let Err(error) = publisher.lock().publish(&std_msgs::msg::String { data: json.to_string() }) {
+                tracing::debug!(%error, "publishing an event line failed");
+            }
+        }
+    }
+
+    fn publishes_events(&self) -> bool {
+        self.events.is_some()
+    }
+
     fn publish_diagnostics(&self, diagnostics: &[Diagnostic]) {
         let stamp = self.clock.lock().ok().and_then(|mut clock| clock.get_now().ok()).map(|t| r2r::Clock::to_builtin_time(&t)).unwrap_or_default();
         let status = diagnostics
@@ -597,5 +667,25 @@ impl SignalPort for RosRobot {
         if let Err(error) = self.diagnostics.lock().publish(&array) {
             tracing::warn!(%error, "publishing diagnostics failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ros_type_names_come_from_the_generated_paths() {
+        assert_eq!(ros_type_name::<sensor_msgs::msg::Image>(), "sensor_msgs/msg/Image");
+        assert_eq!(ros_type_name::<nav_msgs::msg::Odometry>(), "nav_msgs/msg/Odometry");
+    }
+
+    #[test]
+    fn the_installed_image_schema_has_its_dependencies() {
+        let prefixes = ros2msg::prefixes(option_env!("AMENT_PREFIX_PATH"));
+        let schema = ros2msg::installed_schema("sensor_msgs/msg/Image", &prefixes).unwrap();
+        assert!(schema.contains("uint8[] data"), "{schema}");
+        assert!(schema.contains(&format!("{}\nMSG: std_msgs/Header\n", ros2msg::SEPARATOR)), "{schema}");
+        assert!(schema.contains("MSG: builtin_interfaces/Time\n"), "{schema}");
     }
 }
