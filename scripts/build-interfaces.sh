@@ -25,6 +25,23 @@ src_root="$repo/interfaces"
 build_root="$repo/.deps/build"
 stamp_file="$prefix/.interfaces-stamp"
 
+# --- ROS distro of the prefix ---------------------------------------------------
+# control_msgs' FollowJointTrajectory text differs between distros (see
+# interfaces/README.md): Humble/Jazzy carry control_msgs 5.x, Kilted/Rolling
+# 6.x. The wheels' distribution names say which distro they are
+# (ros_kilted_rclpy-*.dist-info); AICC_ROS_DISTRO overrides.
+distro="${AICC_ROS_DISTRO:-}"
+if [ -z "$distro" ]; then
+  distro="$(ls "$prefix"/lib/python3.11/site-packages 2>/dev/null | sed -n 's/^ros_\([a-z]*\)_rclpy-.*\.dist-info$/\1/p' | head -n1)"
+fi
+case "$distro" in
+  humble|iron|jazzy) control_msgs_distro=jazzy ;;
+  kilted|rolling) control_msgs_distro=kilted ;;
+  "") die "cannot tell the ROS distro of $prefix (no ros_<distro>_rclpy wheel): set AICC_ROS_DISTRO=jazzy or kilted" ;;
+  *) die "unknown ROS distro '$distro' (AICC_ROS_DISTRO or the wheels): expected humble, jazzy, kilted or rolling" ;;
+esac
+log "ROS distro $distro: control_msgs FollowJointTrajectory as in $control_msgs_distro"
+
 # Every folder under interfaces/ with a package.xml is a package. They do not
 # depend on each other; if one ever does, list the order here explicitly.
 packages=()
@@ -39,6 +56,7 @@ want="$(
   {
     find "${packages[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
     sha256sum "$repo/scripts/build-interfaces.sh" | cut -d' ' -f1
+    echo "control_msgs_distro=$control_msgs_distro"
     cat "$prefix/.aicc-stamp" 2>/dev/null || true
   } | sha256sum | cut -c1-16
 )"
@@ -129,7 +147,8 @@ for pkg in "${packages[@]}"; do
     -DBUILD_TESTING=OFF \
     -DPython3_EXECUTABLE="$python" \
     -DPython3_FIND_VIRTUALENV=ONLY \
-    -DPYTHON_INSTALL_DIR="$py_install_dir"
+    -DPYTHON_INSTALL_DIR="$py_install_dir" \
+    -DCONTROL_MSGS_DISTRO="$control_msgs_distro"
   step "build" cmake --build "$build" --parallel "$jobs"
   step "install" cmake --install "$build"
   [ -e "$prefix/share/ament_index/resource_index/rosidl_interfaces/$pkg" ] \

@@ -94,6 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--world-seed", type=int,
                    help="a seeded pick-task world (world.seeded_objects): the red cube on a pedestal, "
                         "distractor cubes and obstacles; default: the fixed room of world.OBJECTS")
+    p.add_argument("--controller-interface", choices=("both", "action", "topic"), default="both",
+                   help="what the head, arm and gripper controllers serve: their actions and joint_trajectory topics "
+                        "(both, as ros2_control), or only the topics (topic: a bringup without the action servers); "
+                        "action still keeps the topics, as ros2_control's controllers always subscribe them")
     p.add_argument("--gripper-abort-on-stall", action="store_true",
                    help="a GripperCommand that stalls before its goal ends aborted "
                         "(gripper_action_controller's allow_stalling=false); default: succeeded, stalled=true")
@@ -283,14 +287,19 @@ class AiccSim:
         a = self.args
         groups = self.loop.groups
         without = self.profile.without
+        serve = a.controller_interface != "topic"
+        if not serve:
+            self.logger.info("controllers serve only their joint_trajectory topics (--controller-interface topic)")
         self.controllers = [
-            ros_controllers.TrajectoryControllerRos(self.node, a.head_controller, groups["head"], self.shared, actions)
+            ros_controllers.TrajectoryControllerRos(self.node, a.head_controller, groups["head"], self.shared, actions,
+                                                    serve_action=serve)
             if "head" not in without else None,
-            ros_controllers.TrajectoryControllerRos(self.node, a.arm_controller, groups["arm"], self.shared, actions)
+            ros_controllers.TrajectoryControllerRos(self.node, a.arm_controller, groups["arm"], self.shared, actions,
+                                                    serve_action=serve)
             if "arm" not in without else None,
             ros_controllers.GripperControllerRos(self.node, a.gripper_controller, groups["gripper"], self.shared,
                                                  self.sim.set_effort_limit, actions,
-                                                 allow_stalling=not a.gripper_abort_on_stall)
+                                                 allow_stalling=not a.gripper_abort_on_stall, serve_action=serve)
             if "gripper" not in without else None,
         ]
         # A profile without a part serves no controller for it.

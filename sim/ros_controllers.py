@@ -3,6 +3,10 @@
   <name>/follow_joint_trajectory action (control_msgs/FollowJointTrajectory);
 - gripper_action_controller: <name>/gripper_cmd (control_msgs/GripperCommand).
 
+With serve_action=False a controller serves only its joint_trajectory
+topic (a bringup without the action servers, for the bridge's topic
+fallback): the gripper then takes trajectories of its joint alone.
+
 Threading: ROS callbacks run on executor threads; the simulation loop calls
 tick() on its own thread. Both sides touch controller state only under the
 shared lock. An action's execute callback blocks its executor thread until
@@ -94,14 +98,15 @@ class SharedState:
 class TrajectoryControllerRos:
     """<name>/joint_trajectory + <name>/follow_joint_trajectory for one group."""
 
-    def __init__(self, node, name: str, group: traj.JointGroupController, shared: SharedState, callback_group):
+    def __init__(self, node, name: str, group: traj.JointGroupController, shared: SharedState, callback_group,
+                 serve_action: bool = True):
         self.node, self.name, self.group, self.shared = node, name, group, shared
         self.logger = node.get_logger()
         self.ticket: Ticket | None = None
         node.create_subscription(JointTrajectory, f"{name}/joint_trajectory", self._on_topic, COMMAND_QOS,
                                  callback_group=callback_group)
         self.action_server = None
-        if FollowJointTrajectory is not None:
+        if FollowJointTrajectory is not None and serve_action:
             self.action_server = ActionServer(
                 node, FollowJointTrajectory, f"{name}/follow_joint_trajectory", self._execute,
                 callback_group=callback_group, goal_callback=self._on_goal,
@@ -219,18 +224,18 @@ class GripperControllerRos:
     gripper_action_controller); max_effort 0 means the URDF effort limit."""
 
     def __init__(self, node, name: str, group: traj.JointGroupController, shared: SharedState, sim_effort_limit,
-                 callback_group, allow_stalling: bool = True):
+                 callback_group, allow_stalling: bool = True, serve_action: bool = True):
         self.node, self.name, self.group, self.shared = node, name, group, shared
         self.logger = node.get_logger()
         self.joint = next(iter(group.joints.values()))
         self.set_effort_limit = sim_effort_limit  # callable(joint_name, effort), loop thread only
         self.allow_stalling = allow_stalling
-        self.trajectory = TrajectoryControllerRos(node, name, group, shared, callback_group)
+        self.trajectory = TrajectoryControllerRos(node, name, group, shared, callback_group, serve_action=serve_action)
         self.execution: traj.GripperCommandExecution | None = None
         self.ticket: Ticket | None = None
         self.effort_limit = self.joint.effort
         self.action_server = None
-        if GripperCommand is not None:
+        if GripperCommand is not None and serve_action:
             self.action_server = ActionServer(
                 node, GripperCommand, f"{name}/gripper_cmd", self._execute, callback_group=callback_group,
                 goal_callback=self._on_goal, cancel_callback=lambda _goal: CancelResponse.ACCEPT,

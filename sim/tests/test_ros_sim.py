@@ -55,11 +55,11 @@ def duration(seconds: float) -> Duration:
 
 
 class SimProcess:
-    def __init__(self, domain_id: str):
+    def __init__(self, domain_id: str, extra_args: tuple = ()):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="aicc_sim_", suffix=".log", delete=False)
         env = dict(os.environ, ROS_DOMAIN_ID=domain_id, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
         self.proc = subprocess.Popen(
-            [sys.executable, str(SIM_DIR / "aicc_sim.py"), "--no-sensor-noise"],
+            [sys.executable, str(SIM_DIR / "aicc_sim.py"), "--no-sensor-noise", *extra_args],
             stdout=subprocess.PIPE, stderr=self.log, text=True, env=env,
         )
         self.ready = threading.Event()

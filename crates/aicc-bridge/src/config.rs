@@ -331,6 +331,30 @@ pub struct Actuators {
     pub gripper_action: String,
     /// The joint whose position the gripper command sets.
     pub gripper_joint: String,
+    /// How head goals reach the controller (see [`ControllerInterface`]).
+    pub head_interface: ControllerInterface,
+    /// trajectory_msgs/JointTrajectory topic of the head controller (with `topic`, `auto`).
+    pub head_trajectory_topic: String,
+    pub arm_interface: ControllerInterface,
+    pub arm_trajectory_topic: String,
+    pub gripper_interface: ControllerInterface,
+    /// JointTrajectory topic of a trajectory controller on the finger joint(s).
+    pub gripper_trajectory_topic: String,
+    /// Joints a gripper trajectory sets, each to the commanded position
+    /// (empty: `gripper_joint` alone).
+    pub gripper_trajectory_joints: Vec<String>,
+    /// `auto`: how long the action server has to answer before the topic is used.
+    pub action_detect_wait_s: f64,
+    /// Topic goals: how far (rad) a head or arm joint may be from the
+    /// trajectory's last point for the goal to count as reached.
+    pub topic_goal_tolerance_rad: f64,
+    /// Topic goals: the same for the gripper joint (m).
+    pub topic_goal_tolerance_m: f64,
+    /// Topic goals: how long after the trajectory's end the joints may
+    /// take to get there before the goal fails.
+    pub topic_result_margin_s: f64,
+    /// Gripper topic goals: the time given to reach the commanded position.
+    pub gripper_topic_duration_s: f64,
     /// std_msgs/String topic for `say` ("" = none).
     pub say_topic: String,
     /// diagnostic_msgs/DiagnosticArray topic for clamps, stops and rejections.
@@ -352,9 +376,46 @@ impl Default for Actuators {
             arm_joints: vec!["joint1".into(), "joint2".into(), "joint3".into(), "joint4".into()],
             gripper_action: "gripper_controller/gripper_cmd".into(),
             gripper_joint: "gripper_left_joint".into(),
+            head_interface: ControllerInterface::Action,
+            head_trajectory_topic: "head_controller/joint_trajectory".into(),
+            arm_interface: ControllerInterface::Action,
+            arm_trajectory_topic: "arm_controller/joint_trajectory".into(),
+            gripper_interface: ControllerInterface::Action,
+            gripper_trajectory_topic: "gripper_controller/joint_trajectory".into(),
+            gripper_trajectory_joints: Vec::new(),
+            action_detect_wait_s: 1.0,
+            topic_goal_tolerance_rad: 0.05,
+            topic_goal_tolerance_m: 0.002,
+            topic_result_margin_s: 1.0,
+            gripper_topic_duration_s: 1.0,
             say_topic: "say".into(),
             diagnostics_topic: "/diagnostics".into(),
             world_topic: String::new(),
+        }
+    }
+}
+
+/// How goals reach a head, arm or gripper controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControllerInterface {
+    /// The action (FollowJointTrajectory, GripperCommand); its result says how the goal ended.
+    Action,
+    /// The controller's trajectory_msgs/JointTrajectory topic; no result
+    /// comes back, so the outcome is judged from joint_states.
+    Topic,
+    /// The action when its server answers within `action_detect_wait_s`
+    /// at the first goal, else the topic; the choice is kept.
+    Auto,
+}
+
+impl Actuators {
+    /// The joints a gripper trajectory sets.
+    pub fn gripper_trajectory_joints(&self) -> Vec<String> {
+        if self.gripper_trajectory_joints.is_empty() {
+            vec![self.gripper_joint.clone()]
+        } else {
+            self.gripper_trajectory_joints.clone()
         }
     }
 }
@@ -666,6 +727,9 @@ pub enum InvalidConfig {
     /// A head action without exactly its pan and tilt joints.
     #[error("actuators.head_joints must name the pan and the tilt joint, got {0:?}")]
     HeadJoints(Vec<String>),
+    /// A controller to be reached through its topic without one.
+    #[error("actuators.{controller}_interface is topic or auto, but actuators.{controller}_trajectory_topic is empty: name the controller's trajectory_msgs/JointTrajectory topic")]
+    NoTrajectoryTopic { controller: &'static str },
     /// The governor's own check of its safety rules failed.
     #[error("safety: {0}")]
     Safety(String),
@@ -792,6 +856,27 @@ impl Config {
         }
         if self.actuators.head_joints.len() != 2 && !self.actuators.head_action.is_empty() {
             return Err(InvalidConfig::HeadJoints(self.actuators.head_joints.clone()));
+        }
+        let actuators = &self.actuators;
+        for (name, action, interface, topic) in [
+            ("head", &actuators.head_action, actuators.head_interface, &actuators.head_trajectory_topic),
+            ("arm", &actuators.arm_action, actuators.arm_interface, &actuators.arm_trajectory_topic),
+            ("gripper", &actuators.gripper_action, actuators.gripper_interface, &actuators.gripper_trajectory_topic),
+        ] {
+            if !action.is_empty() && interface != ControllerInterface::Action && topic.is_empty() {
+                return Err(InvalidConfig::NoTrajectoryTopic { controller: name });
+            }
+        }
+        for (name, value) in [
+            ("actuators.action_detect_wait_s", actuators.action_detect_wait_s),
+            ("actuators.topic_goal_tolerance_rad", actuators.topic_goal_tolerance_rad),
+            ("actuators.topic_goal_tolerance_m", actuators.topic_goal_tolerance_m),
+            ("actuators.topic_result_margin_s", actuators.topic_result_margin_s),
+            ("actuators.gripper_topic_duration_s", actuators.gripper_topic_duration_s),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(InvalidConfig::NotPositive { name: name.into(), value });
+            }
         }
         self.safety.rules().validate().map_err(InvalidConfig::Safety)?;
         // A floor at or above the limit would make the slow-down zone no slow-down at all.

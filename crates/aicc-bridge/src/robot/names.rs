@@ -2,7 +2,7 @@
 //! configuration: relative names go under the configured namespace (for
 //! multi-robot setups), absolute ones stay as they are.
 use super::port::{Endpoint, Sensor};
-use crate::config::{Config, SensorTopic};
+use crate::config::{Config, ControllerInterface, SensorTopic};
 
 /// `name` under `namespace` unless it is absolute (or there is none).
 pub fn resolve(namespace: &str, name: &str) -> String {
@@ -10,6 +10,16 @@ pub fn resolve(namespace: &str, name: &str) -> String {
         name.to_string()
     } else {
         format!("{}/{name}", namespace.trim_end_matches('/'))
+    }
+}
+
+/// What a controller is reached through: its action, or its trajectory
+/// topic when configured so ("" when there is no such controller).
+fn controller(namespace: &str, action: &str, interface: ControllerInterface, topic: &str) -> String {
+    match interface {
+        _ if action.is_empty() => String::new(),
+        ControllerInterface::Topic => resolve(namespace, topic),
+        ControllerInterface::Action | ControllerInterface::Auto => resolve(namespace, action),
     }
 }
 
@@ -29,9 +39,9 @@ impl Names {
         let actuators = &config.actuators;
         let endpoints = vec![
             (Endpoint::CmdVel, resolve(ns, &actuators.cmd_vel)),
-            (Endpoint::Head, resolve(ns, &actuators.head_action)),
-            (Endpoint::Arm, resolve(ns, &actuators.arm_action)),
-            (Endpoint::Gripper, resolve(ns, &actuators.gripper_action)),
+            (Endpoint::Head, controller(ns, &actuators.head_action, actuators.head_interface, &actuators.head_trajectory_topic)),
+            (Endpoint::Arm, controller(ns, &actuators.arm_action, actuators.arm_interface, &actuators.arm_trajectory_topic)),
+            (Endpoint::Gripper, controller(ns, &actuators.gripper_action, actuators.gripper_interface, &actuators.gripper_trajectory_topic)),
         ];
         Self { sensors, endpoints, say: resolve(ns, &actuators.say_topic), world: resolve(ns, &actuators.world_topic) }
     }

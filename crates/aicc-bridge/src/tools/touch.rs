@@ -1,5 +1,10 @@
 //! `touch`: what the robot's bumper touches now, from its contact sensor,
-//! and how long the current state (touching or not) has lasted.
+//! and how long the current state (touching or not) has lasted. The
+//! contact sensor is the bumper topic (ros_gz_interfaces/Contacts) when the
+//! profile has one, else a Create 3 base's hazard reports (TurtleBot 4:
+//! `hazard_detection`), whose BUMP hazards are the contacts: each names the
+//! bump sensor (its frame, e.g. `bump_front_left`) but not what it hit, its
+//! position, normal, depth or force.
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -11,7 +16,79 @@ use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::{Contacts, Sensor};
+use crate::config::SensorTopic;
+use crate::governor::hazards::{kind, Hazard};
+use crate::robot::{ContactPoint, Contacts, Sensor, Stamped};
+use nalgebra::Vector3;
+
+/// What a Create 3 bump report says it touched (it cannot tell).
+pub const HAZARD_OTHER: &str = "unknown (a Create 3 bump sensor)";
+
+/// The contacts in a Create 3 hazard report: one per BUMP hazard, at its
+/// sensor's frame origin (part: the sensor's frame), with no normal,
+/// depth or force known.
+pub fn bump_contacts(hazards: &[Hazard]) -> Contacts {
+    let points = hazards
+        .iter()
+        .filter(|hazard| hazard.kind == kind::BUMP)
+        .map(|hazard| ContactPoint {
+            part: if hazard.frame_id.is_empty() { "bump".to_string() } else { hazard.frame_id.clone() },
+            other: HAZARD_OTHER.to_string(),
+            position_m: Vector3::zeros(),
+            normal: Vector3::zeros(),
+            depth_m: 0.0,
+            force_n: None,
+        })
+        .collect();
+    Contacts { points }
+}
+
+/// Where `touch` reads contacts on this profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Bumper,
+    Hazards,
+}
+
+impl Source {
+    fn of(ctx: &ToolContext) -> Self {
+        let sensors = &ctx.config.sensors;
+        if !sensors.bumper.is_configured() && sensors.hazards.is_configured() {
+            Source::Hazards
+        } else {
+            Source::Bumper
+        }
+    }
+
+    fn sensor(self) -> Sensor {
+        match self {
+            Source::Bumper => Sensor::Bumper,
+            Source::Hazards => Sensor::Hazards,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Source::Bumper => "bumper contacts",
+            Source::Hazards => "hazard reports (bumps)",
+        }
+    }
+
+    fn topic_config(self, ctx: &ToolContext) -> &SensorTopic {
+        match self {
+            Source::Bumper => &ctx.config.sensors.bumper,
+            Source::Hazards => &ctx.config.sensors.hazards,
+        }
+    }
+
+    /// The latest contacts from this source.
+    fn sample(self, ctx: &ToolContext) -> Option<Stamped<Contacts>> {
+        match self {
+            Source::Bumper => ctx.sensors.contacts(),
+            Source::Hazards => ctx.sensors.hazards().map(|s| Stamped { value: bump_contacts(&s.value), frame_id: s.frame_id, stamp_s: s.stamp_s, received: s.received }),
+        }
+    }
+}
 
 /// Contact points listed in one reply at most (a wall contact may have many).
 pub const MAX_LISTED_CONTACTS: usize = 20;
@@ -95,7 +172,7 @@ impl Tool for Touch {
         ToolDescriptor {
             id: "touch",
             class: ToolClass::Sensor,
-            description: "What the bumper touches now: in_contact, the robot parts touching, and each contact (what is touched, position in frame_id, normal from the robot's part towards the other, penetration depth, force in N when known). since_s is how long the current state has lasted (a lower bound when since_s_is_lower_bound: the state has not changed since the bridge started watching).",
+            description: "What the bumper touches now (the bumper's contact sensor, or a Create 3 base's bump sensors: then each contact's part is the bump sensor and what it touched, its position, normal, depth and force are not known): in_contact, the robot parts touching, and each contact (what is touched, position in frame_id, normal from the robot's part towards the other, penetration depth, force in N when known). since_s is how long the current state has lasted (a lower bound when since_s_is_lower_bound: the state has not changed since the bridge started watching).",
             capability: "can_observe_world",
             strict_input: false,
             calls_per_minute: None,
@@ -133,19 +210,21 @@ impl Tool for Touch {
 
     /// Also keeps `since_s` accurate between calls: this runs every 250 ms.
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        let sample = ctx.sensors.contacts();
+        let source = Source::of(ctx);
+        let sample = source.sample(ctx);
         if let Some(sample) = &sample {
-            if sample.age(ctx.sensors.now()).effective() <= max_age(&ctx.config.sensors.bumper) {
+            if sample.age(ctx.sensors.now()).effective() <= max_age(source.topic_config(ctx)) {
                 Self::observe(&self.tracker, &sample.value, sample.received);
             }
         }
-        sensor_missing(ctx, "bumper contacts", Sensor::Bumper, now)
+        sensor_missing(ctx, source.what(), source.sensor(), now)
     }
 
     fn call(&self, _input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
-        let topic = ctx.sensors.topic(Sensor::Bumper);
+        let source = Source::of(&ctx);
+        let topic = ctx.sensors.topic(source.sensor());
         let now = ctx.sensors.now();
-        let sample = fresh_sample(ctx.sensors.contacts(), "bumper contacts", &topic, max_age(&ctx.config.sensors.bumper), now);
+        let sample = fresh_sample(source.sample(&ctx), source.what(), &topic, max_age(source.topic_config(&ctx)), now);
         let result = sample.map(|(sample, age)| {
             let tracker = Self::observe(&self.tracker, &sample.value, sample.received);
             (sample, age, tracker)
@@ -243,6 +322,28 @@ mod tests {
         assert_eq!((out["contacts"][0]["force_n"].as_f64(), out["contacts"][0]["normal"]["x"].as_f64()), (Some(3.5), Some(1.0)));
         let since = out["since_s"].as_f64().unwrap();
         assert!((0.3..0.5).contains(&since) && out["since_s_is_lower_bound"] == false, "timed from the poll's sample: {since}");
+    }
+
+    #[tokio::test]
+    async fn without_a_bumper_the_create3_bump_reports_are_the_contacts() {
+        let robot = Arc::new(FakeRobot::default());
+        let ctx = context_with(robot.clone(), |config| {
+            config.sensors.bumper.topic = String::new();
+            config.sensors.hazards.topic = "hazard_detection".into();
+        });
+        let touch = Touch::new();
+        assert!(touch.unavailable_reason(&ctx, Instant::now()).unwrap().contains("hazard reports"), "waits for the hazards, not the bumper");
+        let hazard = |kind: u8, frame: &str| Hazard { kind, frame_id: frame.into() };
+        // A cliff and a proximity report are no contact.
+        robot.samples.lock().hazards = Some(stamped(vec![hazard(kind::CLIFF, "cliff_front_left"), hazard(kind::OBJECT_PROXIMITY, "ir_intensity_front_center_left")], "base_link", Duration::from_millis(50)));
+        let out = touch.call(Map::new(), ctx.clone()).await.unwrap().output;
+        assert_eq!((out["in_contact"].as_bool(), out["contacts_total"].as_u64()), (Some(false), Some(0)));
+        robot.samples.lock().hazards = Some(stamped(vec![hazard(kind::BUMP, "bump_front_left"), hazard(kind::BUMP, "bump_front_center")], "base_link", Duration::from_millis(10)));
+        let out = touch.call(Map::new(), ctx).await.unwrap().output;
+        assert_eq!((out["in_contact"].as_bool(), out["contacts_total"].as_u64()), (Some(true), Some(2)));
+        assert_eq!(out["parts"], json!(["bump_front_left", "bump_front_center"]));
+        assert_eq!((out["contacts"][0]["other"].as_str(), out["contacts"][0]["force_n"].is_null()), (Some(HAZARD_OTHER), true));
+        assert_eq!(out["frame_id"], "base_link");
     }
 
     #[tokio::test]

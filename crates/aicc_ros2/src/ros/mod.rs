@@ -18,7 +18,7 @@ use r2r::{diagnostic_msgs, geometry_msgs, irobot_create_msgs, nav_msgs, ros_gz_i
 pub mod parameters;
 pub mod rosout;
 
-use aicc_bridge::config::{Config, ImageTransport, Reliability, SensorTopic};
+use aicc_bridge::config::{Config, ControllerInterface, ImageTransport, Reliability, SensorTopic};
 use aicc_bridge::governor::hazards::Hazard;
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
@@ -26,6 +26,7 @@ use aicc_bridge::robot::names::{resolve, Names};
 use aicc_bridge::robot::frames::TransformSample;
 use aicc_bridge::recorder::ros2msg;
 use aicc_bridge::robot::samples::{Latest, SampleStore};
+use aicc_bridge::robot::topic_goal::{GripperJudge, TrajectoryJudge};
 use aicc_bridge::robot::wire::WireType;
 use aicc_bridge::robot::{
     NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot, SignalPort,
@@ -36,6 +37,158 @@ use aicc_bridge::robot::{
 const SPIN_TIMEOUT: Duration = Duration::from_millis(5);
 /// How long to wait for an action server before giving up on a goal.
 const ACTION_SERVER_WAIT: Duration = Duration::from_secs(3);
+/// How often a goal sent on a trajectory topic is judged from joint_states.
+const TOPIC_GOAL_POLL: Duration = Duration::from_millis(20);
+
+type TrajectoryPublisher = r2r::Publisher<trajectory_msgs::msg::JointTrajectory>;
+
+/// One controller's ways in: its action, its JointTrajectory topic, or
+/// either (`auto`: the first goal finds out which answers).
+struct Channel<A: r2r::WrappedActionTypeSupport> {
+    interface: ControllerInterface,
+    action: Option<r2r::ActionClient<A>>,
+    /// The trajectory topic and its resolved name.
+    topic: Option<(Mutex<TrajectoryPublisher>, String)>,
+    /// `auto`: whether the action answered at the first goal (None: not asked yet).
+    detected: Arc<Mutex<Option<bool>>>,
+    /// Goals sent on the topic so far: a dropped goal stops the controller
+    /// only if no newer goal has gone out since.
+    sent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Where one goal goes.
+enum Route<A: r2r::WrappedActionTypeSupport> {
+    Action(r2r::ActionClient<A>),
+    Topic(TopicGoal),
+}
+
+/// A goal's way to a trajectory topic.
+struct TopicGoal {
+    publisher: TrajectoryPublisher,
+    name: String,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<A: r2r::WrappedActionTypeSupport + 'static> Channel<A> {
+    fn configured(&self) -> bool {
+        self.action.is_some() || self.topic.is_some()
+    }
+
+    /// Where the next goal goes; waits (bounded) for the action server.
+    fn route(&self, name: &str, detect_wait: Duration) -> BoxFuture<'static, Result<Route<A>, PortError>> {
+        let interface = self.interface;
+        let action = self.action.clone();
+        let topic = self.topic.as_ref().map(|(publisher, topic_name)| TopicGoal { publisher: publisher.lock().clone(), name: topic_name.clone(), sent: self.sent.clone() });
+        let detected = self.detected.clone();
+        let name = name.to_string();
+        async move {
+            let not_configured = || PortError::NotConfigured { what: format!("{name} (no action client or trajectory topic)") };
+            let known = *detected.lock();
+            let use_action = match (interface, known) {
+                (ControllerInterface::Action, _) | (ControllerInterface::Auto, Some(true)) => true,
+                (ControllerInterface::Topic, _) | (ControllerInterface::Auto, Some(false)) => false,
+                (ControllerInterface::Auto, None) => {
+                    let client = action.as_ref().ok_or_else(not_configured)?;
+                    let available = r2r::Node::is_available(client).map_err(|e| failed(&name, e))?;
+                    let answered = matches!(tokio::time::timeout(detect_wait, available).await, Ok(Ok(())));
+                    *detected.lock() = Some(answered);
+                    let topic_name = topic.as_ref().map_or("", |t| t.name.as_str());
+                    if answered {
+                        tracing::info!("{name}: the action server answered: goals go through the action");
+                    } else {
+                        tracing::warn!("{name}: no action server answered within {:.1} s: goals go on the topic {topic_name}, judged from joint_states", detect_wait.as_secs_f64());
+                    }
+                    answered
+                }
+            };
+            if use_action {
+                let client = action.ok_or_else(not_configured)?;
+                wait_for_server(r2r::Node::is_available(&client).map_err(|e| failed(&name, e))?, &name).await?;
+                Ok(Route::Action(client))
+            } else {
+                Ok(Route::Topic(topic.ok_or_else(not_configured)?))
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Time for judging a topic goal: the node's clock (simulated time beside
+/// a simulator) when it has one at the start, else the monotonic clock.
+struct GoalClock {
+    node: bool,
+    origin: Instant,
+    last_s: f64,
+}
+
+impl GoalClock {
+    fn start(sensors: &SampleStore) -> (Self, f64) {
+        let now = sensors.now();
+        let clock = Self { node: now.clock_s.is_some(), origin: now.instant, last_s: now.clock_s.unwrap_or(0.0) };
+        let start_s = clock.last_s;
+        (clock, start_s)
+    }
+
+    fn now_s(&mut self, sensors: &SampleStore) -> f64 {
+        if self.node {
+            if let Some(now_s) = sensors.now().clock_s {
+                self.last_s = now_s;
+            }
+            self.last_s
+        } else {
+            self.origin.elapsed().as_secs_f64()
+        }
+    }
+}
+
+/// Publishes an empty trajectory (ros2_control: stop where you are) when a
+/// topic goal's future is dropped before it ended, unless a newer goal has
+/// gone out on the topic since.
+struct HoldOnDrop {
+    goal: Option<(TrajectoryPublisher, Vec<String>, Arc<std::sync::atomic::AtomicU64>, u64)>,
+}
+
+impl Drop for HoldOnDrop {
+    fn drop(&mut self) {
+        if let Some((publisher, joint_names, sent, number)) = self.goal.take() {
+            if sent.load(Ordering::SeqCst) == number {
+                let _ = publisher.publish(&trajectory_msgs::msg::JointTrajectory { joint_names, ..Default::default() });
+            }
+        }
+    }
+}
+
+/// Publishes `trajectory` and judges its outcome from joint_states with
+/// `judge` (called with the start and current node time and the latest
+/// joint states) until it gives one, with whether the controller is to be
+/// stopped where it is (a failed goal: as a trajectory controller aborts).
+async fn follow_on_topic<T>(goal: TopicGoal, trajectory: trajectory_msgs::msg::JointTrajectory, sensors: Arc<SampleStore>, mut judge: impl FnMut(f64, f64, Option<&JointStates>) -> Option<(T, bool)>) -> Result<T, PortError> {
+    let joint_names = trajectory.joint_names.clone();
+    let (mut clock, start_s) = GoalClock::start(&sensors);
+    let number = goal.sent.fetch_add(1, Ordering::SeqCst) + 1;
+    goal.publisher.publish(&trajectory).map_err(|e| failed(&goal.name, format!("publishing the trajectory: {e}")))?;
+    let mut guard = HoldOnDrop { goal: Some((goal.publisher.clone(), joint_names, goal.sent.clone(), number)) };
+    loop {
+        tokio::time::sleep(TOPIC_GOAL_POLL).await;
+        let now_s = clock.now_s(&sensors);
+        let states = sensors.joint_states().map(|s| s.value);
+        if let Some((outcome, stop)) = judge(start_s, now_s, states.as_ref()) {
+            if !stop {
+                guard.goal = None;
+            }
+            return Ok(outcome);
+        }
+    }
+}
+
+fn trajectory_msg(goal: &TrajectoryGoal) -> trajectory_msgs::msg::JointTrajectory {
+    let points = goal
+        .points
+        .iter()
+        .map(|(positions, time_s)| trajectory_msgs::msg::JointTrajectoryPoint { positions: positions.clone(), time_from_start: duration_msg(*time_s), ..Default::default() })
+        .collect();
+    trajectory_msgs::msg::JointTrajectory { joint_names: goal.joint_names.clone(), points, ..Default::default() }
+}
 
 enum CmdVelPublisher {
     Plain(r2r::Publisher<geometry_msgs::msg::Twist>),
@@ -53,11 +206,14 @@ pub struct RosRobot {
     diagnostics: Mutex<r2r::Publisher<diagnostic_msgs::msg::DiagnosticArray>>,
     /// The bridge's events as JSON (record.ros_events_topic); None when off.
     events: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
-    head: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
-    arm: Option<r2r::ActionClient<FollowJointTrajectory::Action>>,
-    gripper: Option<r2r::ActionClient<GripperCommand::Action>>,
+    head: Channel<FollowJointTrajectory::Action>,
+    arm: Channel<FollowJointTrajectory::Action>,
+    gripper: Channel<GripperCommand::Action>,
     clock: Arc<std::sync::Mutex<r2r::Clock>>,
     names: Names,
+    /// Joint states and the node's time, for judging topic goals.
+    sensors: Arc<SampleStore>,
+    config: Arc<Config>,
 }
 
 /// Owns the spin thread; dropping it stops spinning.
@@ -344,18 +500,9 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), QosProfile::default().keep_last(100).reliable())?)),
     };
     let diagnostics = Mutex::new(node.create_publisher(&resolve(&config.namespace, &actuators.diagnostics_topic), publisher_qos)?);
-    let action = |node: &mut r2r::Node, name: &str| -> anyhow::Result<Option<r2r::ActionClient<FollowJointTrajectory::Action>>> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(node.create_action_client::<FollowJointTrajectory::Action>(&resolve(&config.namespace, name)).with_context(|| format!("action client {name}"))?))
-    };
-    let head = action(&mut node, &actuators.head_action)?;
-    let arm = action(&mut node, &actuators.arm_action)?;
-    let gripper = match actuators.gripper_action.as_str() {
-        "" => None,
-        name => Some(node.create_action_client::<GripperCommand::Action>(&resolve(&config.namespace, name)).with_context(|| format!("action client {name}"))?),
-    };
+    let head = channel::<FollowJointTrajectory::Action>(&mut node, &config, &actuators.head_action, actuators.head_interface, &actuators.head_trajectory_topic)?;
+    let arm = channel::<FollowJointTrajectory::Action>(&mut node, &config, &actuators.arm_action, actuators.arm_interface, &actuators.arm_trajectory_topic)?;
+    let gripper = channel::<GripperCommand::Action>(&mut node, &config, &actuators.gripper_action, actuators.gripper_interface, &actuators.gripper_trajectory_topic)?;
     let robot = Arc::new(RosRobot {
         cmd_vel: Mutex::new(cmd_vel),
         say,
@@ -367,6 +514,8 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         gripper,
         clock,
         names,
+        sensors: slot.clone(),
+        config: config.clone(),
     });
 
     let running = Arc::new(AtomicBool::new(true));
@@ -390,6 +539,25 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         }
     })?;
     Ok(RosAdapter { samples: slot, robot, running, spin_thread: Some(spin_thread) })
+}
+
+/// A controller's action client and/or trajectory publisher, as its
+/// interface asks ("" action: no such controller).
+fn channel<A: r2r::WrappedActionTypeSupport + 'static>(node: &mut r2r::Node, config: &Config, action: &str, interface: ControllerInterface, topic: &str) -> anyhow::Result<Channel<A>> {
+    let mut channel = Channel { interface, action: None, topic: None, detected: Arc::new(Mutex::new(None)), sent: Arc::new(std::sync::atomic::AtomicU64::new(0)) };
+    if action.is_empty() {
+        return Ok(channel);
+    }
+    if interface != ControllerInterface::Topic {
+        channel.action = Some(node.create_action_client::<A>(&resolve(&config.namespace, action)).with_context(|| format!("action client {action}"))?);
+    }
+    if interface != ControllerInterface::Action {
+        let name = resolve(&config.namespace, topic);
+        // Reliable, as ros2_control's trajectory controllers subscribe.
+        let publisher = node.create_publisher::<trajectory_msgs::msg::JointTrajectory>(&name, QosProfile::default().keep_last(10)).with_context(|| format!("trajectory publisher {name}"))?;
+        channel.topic = Some((Mutex::new(publisher), name));
+    }
+    Ok(channel)
 }
 
 /// Stores `sample` in `slot`; returns its stamp.
@@ -563,20 +731,33 @@ impl ActuatorPort for RosRobot {
     }
 
     fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
-        let client = match controller {
-            Controller::Head => self.head.clone(),
-            Controller::Arm => self.arm.clone(),
+        let channel = match controller {
+            Controller::Head => &self.head,
+            Controller::Arm => &self.arm,
         };
         let name = self.endpoint(controller.into());
+        let configured = channel.configured();
+        let route = channel.route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
+        let sensors = self.sensors.clone();
+        let (tolerance_rad, margin_s) = (self.config.actuators.topic_goal_tolerance_rad, self.config.actuators.topic_result_margin_s);
         async move {
-            let client = client.ok_or_else(|| PortError::NotConfigured { what: format!("{controller:?} controller") })?;
-            wait_for_server(r2r::Node::is_available(&client).map_err(|e| failed(&name, e))?, &name).await?;
-            let points = goal
-                .points
-                .iter()
-                .map(|(positions, time_s)| trajectory_msgs::msg::JointTrajectoryPoint { positions: positions.clone(), time_from_start: duration_msg(*time_s), ..Default::default() })
-                .collect();
-            let trajectory = trajectory_msgs::msg::JointTrajectory { joint_names: goal.joint_names.clone(), points, ..Default::default() };
+            if !configured {
+                return Err(PortError::NotConfigured { what: format!("{controller:?} controller") });
+            }
+            let trajectory = trajectory_msg(&goal);
+            let client = match route.await? {
+                Route::Action(client) => client,
+                Route::Topic(topic) => {
+                    let mut judge = None;
+                    return follow_on_topic(topic, trajectory, sensors, move |start_s, now_s, states| {
+                        judge.get_or_insert_with(|| TrajectoryJudge::new(&goal, start_s, tolerance_rad, margin_s)).judge(now_s, states).map(|outcome| {
+                            let failed = outcome.error_code != 0;
+                            (outcome, failed)
+                        })
+                    })
+                    .await;
+                }
+            };
             let request = FollowJointTrajectory::Goal { trajectory, ..Default::default() };
             let (handle, result, feedback) = client
                 .send_goal_request(request)
@@ -596,11 +777,34 @@ impl ActuatorPort for RosRobot {
     }
 
     fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
-        let client = self.gripper.clone();
         let name = self.endpoint(Endpoint::Gripper);
+        let configured = self.gripper.configured();
+        let route = self.gripper.route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
+        let sensors = self.sensors.clone();
+        let actuators = &self.config.actuators;
+        let (joint, joints) = (actuators.gripper_joint.clone(), actuators.gripper_trajectory_joints());
+        let (duration_s, tolerance_m, margin_s) = (actuators.gripper_topic_duration_s, actuators.topic_goal_tolerance_m, actuators.topic_result_margin_s);
         async move {
-            let client = client.ok_or_else(|| PortError::NotConfigured { what: "gripper controller".into() })?;
-            wait_for_server(r2r::Node::is_available(&client).map_err(|e| failed(&name, e))?, &name).await?;
+            if !configured {
+                return Err(PortError::NotConfigured { what: "gripper controller".into() });
+            }
+            let client = match route.await? {
+                Route::Action(client) => client,
+                Route::Topic(topic) => {
+                    // A position trajectory carries no effort: max_effort was
+                    // checked against the joint's limit, the controller's own
+                    // effort limit applies.
+                    let goal = TrajectoryGoal { points: vec![(vec![position_m; joints.len()], duration_s)], joint_names: joints };
+                    let topic_name = topic.name.clone();
+                    let mut judge = None;
+                    let outcome = follow_on_topic(topic, trajectory_msg(&goal), sensors, move |start_s, now_s, states| {
+                        // A stalled gripper keeps squeezing what it holds: never stopped here.
+                        judge.get_or_insert_with(|| GripperJudge::new(&joint, position_m, start_s, duration_s, tolerance_m, margin_s)).judge(now_s, states).map(|outcome| (outcome, false))
+                    })
+                    .await?;
+                    return outcome.map_err(|e| failed(&topic_name, e));
+                }
+            };
             let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: position_m, max_effort: max_effort_n } };
             let (handle, result, feedback) = client
                 .send_goal_request(request)
