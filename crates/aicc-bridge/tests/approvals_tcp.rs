@@ -68,3 +68,29 @@ fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_ref
     let said: Vec<String> = bridge.robot.signals.said();
     assert_eq!(said, vec!["hello".to_string()], "only the approved call spoke");
 }
+
+/// Reads until the agent's call is announced as waiting; returns its approval id.
+fn approval_id_when_waiting(agent: &mut AiccClient) -> String {
+    loop {
+        let event = agent.read_until("event");
+        if event["topic"] == "command" && event["payload"]["state"] == "awaiting_approval" {
+            return event["payload"]["approval_id"].as_str().expect("approval_id").to_string();
+        }
+    }
+}
+
+#[test]
+fn an_approved_call_runs_on_its_agents_connection_after_the_operator_has_gone() {
+    let bridge = start(config("    approvals:\n      tools: [wait]\n      timeout_s: 30.0\n"), &[]);
+    let (mut agent, _) = AiccClient::connect(bridge.port);
+    // A headless operator approves and leaves at once (as `aicc approvals approve` does).
+    send_call(&mut agent, "w1", "wait", json!({ "seconds": 0.5 }));
+    let approval_id = approval_id_when_waiting(&mut agent);
+    {
+        let (mut operator, _) = AiccClient::connect(bridge.port);
+        let approved = operator.call("a1", "approve", json!({ "approval_id": approval_id }));
+        assert_eq!(approved["output"]["decision"], "approved", "{approved}");
+    }
+    let waited = result_of(&mut agent, "w1", &mut Vec::new());
+    assert_eq!(waited["ok"], true, "the approved call ran to its end although its approver had gone: {waited}");
+}

@@ -39,11 +39,18 @@ const READ_CHUNK_BYTES: usize = 16 * 1024;
 const FRAMES_PER_TURN: usize = 1;
 /// Bytes buffered each way on an in-process connection.
 const IN_PROCESS_BUFFER_BYTES: usize = 256 * 1024;
+/// Executions handed to a connection by another one's line (an operator's
+/// `approve` starts the agent's waiting call) not yet taken up by it.
+const HANDOVER_QUEUE: usize = 64;
 
 /// Everything the connections share.
 pub struct Bridge {
     pub core: Mutex<Core>,
     outboxes: Mutex<HashMap<ConnId, Arc<Outbox>>>,
+    /// Where to hand a connection the executions of its calls that another
+    /// connection's line released: they run among its own tools, so they
+    /// end with it (the deadman) and its `cancel` finds them.
+    handovers: Mutex<HashMap<ConnId, tokio::sync::mpsc::Sender<Output>>>,
     registry: Registry,
     tools: ToolContext,
     next_conn: AtomicU64,
@@ -64,6 +71,7 @@ impl Bridge {
         Arc::new(Self {
             core: Mutex::new(core),
             outboxes: Mutex::new(HashMap::new()),
+            handovers: Mutex::new(HashMap::new()),
             registry,
             tools,
             next_conn: AtomicU64::new(1),
@@ -278,6 +286,8 @@ impl Bridge {
         let mut running_tools: JoinSet<()> = JoinSet::new();
         // Abort handles of this connection's calls, for `cancel`.
         let mut call_handles: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+        let (handover_tx, mut handovers) = tokio::sync::mpsc::channel(HANDOVER_QUEUE);
+        self.handovers.lock().insert(conn, handover_tx);
         tracing::info!(conn, "agent connected");
         {
             let mut core = self.core.lock();
@@ -304,6 +314,10 @@ impl Bridge {
                 read = reader.read(&mut buffer) => read,
                 () = outbox.closed() => break Ok(()),
                 Some(_) = running_tools.join_next(), if !running_tools.is_empty() => continue,
+                Some(execution) = handovers.recv() => {
+                    self.carry_out(execution, &mut running_tools, &mut call_handles);
+                    continue;
+                }
             };
             let read = match read {
                 Ok(0) => break Ok(()),
@@ -336,21 +350,13 @@ impl Bridge {
                 };
                 for execution in executions {
                     match execution {
-                        Output::Abort { call_id, .. } => {
-                            if let Some(handle) = call_handles.remove(&call_id) {
-                                handle.abort();
-                            }
-                        }
-                        execute => {
-                            if let Some((call_id, handle)) = self.spawn_tool(execute, &mut running_tools) {
-                                call_handles.retain(|_, h| !h.is_finished());
-                                call_handles.insert(call_id, handle);
-                            }
-                        }
+                        Output::Execute { conn: owner, .. } | Output::Abort { conn: owner, .. } if owner != conn => self.hand_over(owner, execution),
+                        own => self.carry_out(own, &mut running_tools, &mut call_handles),
                     }
                 }
             }
         };
+        self.handovers.lock().remove(&conn);
         running_tools.abort_all();
         {
             let mut core = self.core.lock();
@@ -381,6 +387,41 @@ impl Bridge {
             return None;
         }
         framer.next_frame()
+    }
+
+    /// Runs or aborts one of this connection's calls.
+    fn carry_out(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>, call_handles: &mut HashMap<String, tokio::task::AbortHandle>) {
+        match execution {
+            Output::Abort { call_id, .. } => {
+                if let Some(handle) = call_handles.remove(&call_id) {
+                    handle.abort();
+                }
+            }
+            execute => {
+                if let Some((call_id, handle)) = self.spawn_tool(execute, running_tools) {
+                    call_handles.retain(|_, h| !h.is_finished());
+                    call_handles.insert(call_id, handle);
+                }
+            }
+        }
+    }
+
+    /// Gives `owner`'s connection an execution another connection's line
+    /// released. A call that cannot be handed over (its connection is
+    /// gone, or its queue full) ends with an error, never silently.
+    fn hand_over(&self, owner: ConnId, execution: Output) {
+        let sender = self.handovers.lock().get(&owner).cloned();
+        let refused = match sender {
+            Some(sender) => sender.try_send(execution).err().map(|e| e.into_inner()),
+            None => Some(execution),
+        };
+        if let Some(Output::Execute { session, call_id, tool, .. }) = refused {
+            tracing::warn!(conn = owner, %call_id, %tool, "an approved call could not be started on its connection");
+            let error = AiccError::execution_failed(true, format!("'{tool}' was approved but could not be started (its connection is gone or busy); nothing was moved"));
+            let mut core = self.core.lock();
+            let outputs = core.on_tool_finished(&session, &call_id, Err(error), Instant::now());
+            self.apply(outputs);
+        }
     }
 
     fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) -> Option<(String, tokio::task::AbortHandle)> {
