@@ -38,7 +38,7 @@ pub fn host_elicits_forms(peer: &Peer<RoleServer>) -> bool {
 /// Asks the host's user about `tool`'s waiting call and approves or denies
 /// it as they answer. Runs beside the call; aborted when the call ends
 /// before the user answered.
-pub async fn ask_and_decide(peer: Peer<RoleServer>, operator: OperatorTarget, tool: String, input: Value, waiting: Waiting) {
+pub async fn ask_and_decide(peer: Peer<RoleServer>, operator: OperatorTarget, tool: String, input: Value, waiting: Waiting, call_done: tokio_util::sync::CancellationToken) {
     let id = waiting.approval_id.as_str();
     let request = approval::elicitation(&tool, &input, &waiting);
     let timeout = waiting.expires_in_s.map(Duration::from_secs_f64);
@@ -55,7 +55,7 @@ pub async fn ask_and_decide(peer: Peer<RoleServer>, operator: OperatorTarget, to
     // meanwhile (a denial ends it at once) does not cut it short.
     tokio::spawn(async move {
         let id = waiting.approval_id.as_str();
-        match carry_out(&operator, id, &decision).await {
+        match carry_out(&operator, id, &decision, call_done).await {
             Ok(output) => tracing::info!(approval_id = id, tool = tool.as_str(), decision = decision.tool(), "the MCP host's user decided: {output}"),
             Err(error) => tracing::error!(
                 approval_id = id,
@@ -69,11 +69,19 @@ pub async fn ask_and_decide(peer: Peer<RoleServer>, operator: OperatorTarget, to
     });
 }
 
-/// `approve` or `deny` on a session of its own, closed after.
-async fn carry_out(operator: &OperatorTarget, approval_id: &str, decision: &approval::Decision) -> Result<Value, ClientError> {
+/// `approve` or `deny` on a session of its own, closed once the call has
+/// ended: the bridge runs an approved call on the approving connection's
+/// behalf, and closing it first would leave the call unanswered.
+async fn carry_out(operator: &OperatorTarget, approval_id: &str, decision: &approval::Decision, call_done: tokio_util::sync::CancellationToken) -> Result<Value, ClientError> {
     let stream = transport::connect(&operator.host, operator.port, operator.tls.as_ref(), operator.session.timeout).await?;
     let mut session = Session::open(stream, operator.session.clone()).await?;
     let outcome = session.call(decision.tool(), &decision.input(approval_id)).await;
+    if outcome.is_ok() {
+        tokio::select! {
+            _ = call_done.cancelled() => {}
+            _ = async { while session.idle(Duration::from_secs(1)).await.is_ok() {} } => {}
+        }
+    }
     let _ = session.close().await;
     Ok(outcome?.output)
 }

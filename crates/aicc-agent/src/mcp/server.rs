@@ -110,6 +110,8 @@ impl RobotServer {
         // The question to the host's user, while it is open; dropped (and
         // so given up) when the call ends first.
         let mut asking: Option<AbortOnDrop> = None;
+        let call_done = CancellationToken::new();
+        let _call_done = call_done.clone().drop_guard();
         let grace = tokio::time::sleep(Duration::from_secs(u64::from(u32::MAX)));
         tokio::pin!(grace);
         loop {
@@ -127,7 +129,7 @@ impl RobotServer {
                             Some(plan) => {
                                 match (&plan, &self.inner.bridge.operator) {
                                     (Plan::AskHost(waiting), Some(operator)) if asking.is_none() => {
-                                        let task = operator::ask_and_decide(context.peer.clone(), operator.clone(), name.to_string(), input.clone(), waiting.clone());
+                                        let task = operator::ask_and_decide(context.peer.clone(), operator.clone(), name.to_string(), input.clone(), waiting.clone(), call_done.clone());
                                         asking = Some(AbortOnDrop(tokio::spawn(task)));
                                     }
                                     (Plan::AwaitOperator { why, .. }, _) => tracing::info!(tool = name, "the call awaits an operator's approval; the MCP host's user is not asked: {why}"),
