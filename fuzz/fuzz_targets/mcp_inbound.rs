@@ -54,7 +54,7 @@ fn harness() -> &'static Harness {
         });
         let port = port_rx.recv().expect("the bridge reports its port");
         let session = SessionOptions { timeout: Duration::from_secs(2), ..SessionOptions::default() };
-        let bridge = BridgeTarget { host: "127.0.0.1".into(), port, tls: None, session };
+        let bridge = BridgeTarget { host: "127.0.0.1".into(), port, tls: None, session, operator: None };
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
         Harness { runtime, bridge }
     })

@@ -91,6 +91,12 @@ enum Verb {
         /// Environment variable holding the bearer token HTTP clients must send.
         #[arg(long, value_name = "VAR", default_value = "AICC_MCP_TOKEN")]
         http_token_env: String,
+        /// Environment variable holding an operator's admin token: a call
+        /// waiting for approval is then asked of the MCP host's user (MCP
+        /// elicitation, where the host supports it), and their answer given
+        /// on a session of its own with this token. Unset: never asked.
+        #[arg(long, value_name = "VAR")]
+        operator_token_env: Option<String>,
     },
     /// Re-run a recording's tool calls and compare every result with the
     /// recorded one (docs/recording.md, "Replay"). Exit 0: no difference;
@@ -220,8 +226,9 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
     };
     let options = session_options(&cli)?;
     let tls = tls_options(&cli)?;
-    if let Verb::Mcp { http, http_token_env } = &cli.command {
-        return serve_mcp(&cli, options, tls, *http, http_token_env).await;
+    if let Verb::Mcp { http, http_token_env, operator_token_env } = &cli.command {
+        let operator_token = operator_token(operator_token_env.as_deref(), |name| std::env::var(name).ok())?;
+        return serve_mcp(&cli, options, tls, *http, http_token_env, operator_token).await;
     }
     if let Verb::Replay { file, check, against, ignore, tolerance } = &cli.command {
         return replay(file, *check, against.as_deref(), ignore, *tolerance, options, tls.as_ref()).await;
@@ -318,10 +325,23 @@ fn tls_options(cli: &Cli) -> Result<Option<TlsOptions>, ClientError> {
 
 /// `aicc mcp`: stdout is the MCP channel, so logs go to stderr
 /// (`AICC_LOG=debug` for more).
-async fn serve_mcp(cli: &Cli, session: SessionOptions, tls: Option<TlsOptions>, http: Option<std::net::SocketAddr>, http_token_env: &str) -> Result<(), ClientError> {
+async fn serve_mcp(
+    cli: &Cli,
+    session: SessionOptions,
+    tls: Option<TlsOptions>,
+    http: Option<std::net::SocketAddr>,
+    http_token_env: &str,
+    operator_token: Option<String>,
+) -> Result<(), ClientError> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).try_init();
-    let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session };
+    let operator = operator_token.map(|token| mcp::OperatorTarget {
+        host: cli.host.clone(),
+        port: cli.port,
+        tls: tls.clone(),
+        session: SessionOptions { token: Some(token), subscribe: Some(Vec::new()), ..session.clone() },
+    });
+    let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session, operator };
     let Some(address) = http else {
         return mcp::serve_stdio(bridge).await.map_err(|e| ClientError::Transport(format!("mcp: {e}")));
     };
@@ -334,6 +354,17 @@ async fn serve_mcp(cli: &Cli, session: SessionOptions, tls: Option<TlsOptions>, 
         on_signal.cancel();
     });
     mcp::http::serve(listener, bridge, token, shutdown).await.map_err(|e| ClientError::Transport(format!("mcp over HTTP: {e}")))
+}
+
+/// The operator's token from `--operator-token-env`: that variable must
+/// hold one (a mistyped name must not silently turn the asking off).
+fn operator_token(token_env: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Result<Option<String>, ClientError> {
+    let Some(name) = token_env else { return Ok(None) };
+    match env(name) {
+        Some(token) if !token.is_empty() => Ok(Some(token)),
+        Some(_) => Err(ClientError::Usage(format!("--operator-token-env {name}: the variable is empty; it must hold an operator's admin token"))),
+        None => Err(ClientError::Usage(format!("--operator-token-env {name}: the variable is not set; it must hold an operator's admin token"))),
+    }
 }
 
 fn session_options(cli: &Cli) -> Result<SessionOptions, ClientError> {

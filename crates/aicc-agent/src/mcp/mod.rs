@@ -6,12 +6,17 @@
 //! - `tools`: manifest tools as MCP tools (schemas, annotations by class);
 //! - `results`: AICC outputs and errors as MCP tool results (images apart);
 //! - `progress`: command events as MCP progress;
+//! - `approval`: what to do when a call waits for an operator's approval;
+//!   `operator`: asking the host's user (elicitation) and carrying out
+//!   their answer on an operator session;
 //! - `events`: the event log behind the `events` tool and resource;
 //! - `link`: the task that owns the AICC session;
 //! - `server`: the MCP handler; `http`: the streamable HTTP listener.
+pub mod approval;
 pub mod events;
 pub mod http;
 pub mod link;
+pub mod operator;
 pub mod progress;
 pub mod results;
 pub mod server;
@@ -20,6 +25,7 @@ pub mod tools;
 use rmcp::ServiceExt as _;
 use tokio_util::sync::CancellationToken;
 
+pub use operator::OperatorTarget;
 pub use server::{BridgeTarget, RobotServer};
 
 /// How long, after the host is gone, the bridge session has to close.

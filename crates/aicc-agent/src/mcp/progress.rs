@@ -19,6 +19,16 @@ pub struct ProgressTracker {
 }
 
 impl ProgressTracker {
+    /// A call waiting for an operator's approval, said once, at zero, before
+    /// anything else (the wait comes before the call is accepted).
+    pub fn on_awaiting(&mut self, message: String) -> Option<Progress> {
+        if self.last.is_some() {
+            return None;
+        }
+        self.last = Some(0.0);
+        Some(Progress { progress: 0.0, total: None, message })
+    }
+
     /// The progress a `command` event's payload reports; `None` for a state
     /// that is not progress (`completed`: the result follows) or a repeat.
     pub fn on_command_event(&mut self, payload: &Map<String, Value>) -> Option<Progress> {
@@ -49,7 +59,8 @@ impl ProgressTracker {
             _ => return None,
         };
         let progress = Progress { progress: progress.progress.max(self.last.unwrap_or(f64::MIN)), ..progress };
-        if self.last.is_some_and(|last| last >= progress.progress) && state != "accepted" {
+        // `accepted` after a wait for approval is nothing new either.
+        if self.last.is_some_and(|last| last >= progress.progress) {
             // Nothing new; MCP progress must increase.
             return None;
         }
@@ -79,6 +90,16 @@ mod tests {
         assert_eq!(later.progress, 0.25);
         assert!(later.message.ends_with("held by obstacle_ahead"), "{}", later.message);
         assert_eq!(tracker.on_command_event(&payload(json!({ "state": "completed", "ok": true }))), None);
+    }
+
+    #[test]
+    fn a_wait_for_approval_is_said_once_at_zero_and_the_acceptance_after_it_adds_nothing() {
+        let mut tracker = ProgressTracker::default();
+        let waiting = tracker.on_awaiting("awaiting an operator's approval".into()).unwrap();
+        assert_eq!((waiting.progress, waiting.message.as_str()), (0.0, "awaiting an operator's approval"));
+        assert_eq!(tracker.on_awaiting("again".into()), None);
+        assert_eq!(tracker.on_command_event(&payload(json!({ "state": "accepted", "approved_by": "op" }))), None, "progress must increase");
+        assert_eq!(tracker.on_command_event(&payload(json!({ "state": "progress", "done_m": 0.05, "remaining_m": 0.25 }))).unwrap().progress, 0.05);
     }
 
     #[test]

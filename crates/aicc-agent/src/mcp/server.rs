@@ -17,8 +17,10 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::approval::{self, Asking, Plan};
 use super::events::{DEFAULT_PAGE, MAX_PAGE};
 use super::link::{self, CallUpdate, LinkHandle};
+use super::operator::{self, OperatorTarget};
 use super::progress::ProgressTracker;
 use super::results;
 use super::tools::{self, EVENTS_TOOL};
@@ -41,6 +43,10 @@ pub struct BridgeTarget {
     pub port: u16,
     pub tls: Option<TlsOptions>,
     pub session: SessionOptions,
+    /// With an operator's admin token (`--operator-token-env`): a call
+    /// waiting for approval is asked of the host's user (elicitation) and
+    /// their answer carried out on a session of its own. None: never asked.
+    pub operator: Option<OperatorTarget>,
 }
 
 impl BridgeTarget {
@@ -97,10 +103,15 @@ impl RobotServer {
             Err(why) => return results::local_error(name, "tool_unavailable", &why.to_string(), true),
         }
         let progress_token = context.meta.get_progress_token();
-        let mut updates = link.call(name, input).await;
+        let mut updates = link.call(name, input.clone()).await;
         let mut tracker = ProgressTracker::default();
         let mut call_id: Option<String> = None;
         let mut cancelled = false;
+        // The question to the host's user, while it is open; dropped (and
+        // so given up) when the call ends first.
+        let mut asking: Option<AbortOnDrop> = None;
+        let call_done = CancellationToken::new();
+        let _call_done = call_done.clone().drop_guard();
         let grace = tokio::time::sleep(Duration::from_secs(u64::from(u32::MAX)));
         tokio::pin!(grace);
         loop {
@@ -113,7 +124,22 @@ impl RobotServer {
                         call_id = Some(id);
                     }
                     Some(CallUpdate::Command(payload)) => {
-                        if let (Some(token), Some(progress)) = (&progress_token, tracker.on_command_event(&payload)) {
+                        let asked = Asking { host_elicits_forms: operator::host_elicits_forms(&context.peer), operator_token: self.inner.bridge.operator.is_some() };
+                        let progress = match approval::plan(&payload, asked) {
+                            Some(plan) => {
+                                match (&plan, &self.inner.bridge.operator) {
+                                    (Plan::AskHost(waiting), Some(operator)) if asking.is_none() => {
+                                        let task = operator::ask_and_decide(context.peer.clone(), operator.clone(), name.to_string(), input.clone(), waiting.clone(), call_done.clone());
+                                        asking = Some(AbortOnDrop(tokio::spawn(task)));
+                                    }
+                                    (Plan::AwaitOperator { why, .. }, _) => tracing::info!(tool = name, "the call awaits an operator's approval; the MCP host's user is not asked: {why}"),
+                                    _ => {}
+                                }
+                                tracker.on_awaiting(plan.progress_message())
+                            }
+                            None => tracker.on_command_event(&payload),
+                        };
+                        if let (Some(token), Some(progress)) = (&progress_token, progress) {
                             notify_progress(&context.peer, token, progress).await;
                         }
                     }
@@ -145,6 +171,15 @@ impl RobotServer {
         let mut result = results::success(EVENTS_TOOL, &crate::client::CallSuccess { call_id: String::new(), output: page.to_json(), meta: Value::Null });
         result.meta = None;
         result
+    }
+}
+
+/// A task aborted when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -9,8 +9,12 @@ robot must change under it (the camera stopping), it prints a
     host.py http http://127.0.0.1:PORT/mcp [--token-env VAR]
 
 Steps: --steps basic (initialize, tools, sensors, errors, a short move),
-full (also cancel mid-move, events, the resource, tools/list_changed), or
-sim (sensors, a move and a cancelled move with pauses for ground truth).
+full (also cancel mid-move, events, the resource, tools/list_changed),
+sim (sensors, a move and a cancelled move with pauses for ground truth), or
+approval (a move that waits for an operator's approval). --elicit accept,
+reject (accept with approve: false) or decline: the host declares the
+elicitation capability and its user answers so; none (the default): the
+host has no elicitation capability.
 """
 
 import argparse
@@ -34,6 +38,22 @@ def report(step, **fields):
 
 def dump(result):
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Elicitations:
+    """The host's user: records each elicitation and answers it as told."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.seen = []
+
+    async def __call__(self, context, params):
+        self.seen.append(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if self.answer == "accept":
+            return types.ElicitResult(action="accept", content={"approve": True, "reason": "the path is clear"})
+        if self.answer == "reject":
+            return types.ElicitResult(action="accept", content={"approve": False})
+        return types.ElicitResult(action="decline")
 
 
 class Notifications:
@@ -130,7 +150,16 @@ async def run_sim_steps(session):
     report("invalid_input", result=dump(await session.call_tool("move", {"forward": "far"})))
 
 
-async def run_steps(session, steps, notifications):
+async def run_approval_steps(session, elicitations):
+    """A move long enough to need an operator's approval."""
+    before = proprioception_x(await session.call_tool("proprioception", {}))
+    result, progress, elapsed = await call_with_progress(session, "move", {"forward": 0.3})
+    after = proprioception_x(await session.call_tool("proprioception", {}))
+    report("approval_move", result=dump(result), progress=progress, elapsed_s=elapsed, x_before=before, x_after=after,
+           elicitations=elicitations.seen if elicitations else [])
+
+
+async def run_steps(session, steps, notifications, elicitations=None):
     init = await session.initialize()
     report("initialize", protocol_version=init.protocol_version, server=init.server_info.name,
            capabilities=init.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -149,6 +178,9 @@ async def run_steps(session, steps, notifications):
 
     if steps == "sim":
         await run_sim_steps(session)
+        return
+    if steps == "approval":
+        await run_approval_steps(session, elicitations)
         return
 
     # The SDK validates structuredContent against each outputSchema itself.
@@ -205,17 +237,19 @@ async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("target", nargs="+", help="stdio: the server command; http: the URL")
-    parser.add_argument("--steps", choices=["basic", "full", "sim"], default="full")
+    parser.add_argument("--steps", choices=["basic", "full", "sim", "approval"], default="full")
+    parser.add_argument("--elicit", choices=["none", "accept", "reject", "decline"], default="none")
     parser.add_argument("--token-env", help="http: the environment variable holding the bearer token")
     args = parser.parse_args()
     notifications = Notifications()
+    elicitations = None if args.elicit == "none" else Elicitations(args.elicit)
 
     if args.transport == "stdio":
         command, *rest = args.target
         server = StdioServerParameters(command=command, args=rest, env=dict(os.environ))
         async with stdio_client(server) as (read, write):
-            async with ClientSession(read, write, message_handler=notifications) as session:
-                await run_steps(session, args.steps, notifications)
+            async with ClientSession(read, write, message_handler=notifications, elicitation_callback=elicitations) as session:
+                await run_steps(session, args.steps, notifications, elicitations)
     else:
         headers = {}
         if args.token_env:
@@ -223,8 +257,8 @@ async def main():
         async with create_mcp_http_client(headers=headers) as http:
             async with streamable_http_client(args.target[0], http_client=http) as streams:
                 read, write = streams[0], streams[1]
-                async with ClientSession(read, write, message_handler=notifications) as session:
-                    await run_steps(session, args.steps, notifications)
+                async with ClientSession(read, write, message_handler=notifications, elicitation_callback=elicitations) as session:
+                    await run_steps(session, args.steps, notifications, elicitations)
     report("done")
 
 

@@ -37,6 +37,9 @@ pub struct MovingBridge {
     pub pose: Arc<Mutex<Pose>>,
     /// Cleared: the camera stops publishing (its tool goes away).
     pub camera_on: Arc<AtomicBool>,
+    /// The admin token (AICC_TOKEN) when tokens are configured; this
+    /// module's own sessions use it.
+    pub admin_token: Option<String>,
     stop: Arc<AtomicBool>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     threads: Vec<JoinHandle<()>>,
@@ -68,15 +71,30 @@ impl Drop for MovingBridge {
 /// The default configuration on a free loopback port; a sensor silent for
 /// `unavailable_after_s` leaves the manifest.
 pub fn config(unavailable_after_s: f64) -> Config {
-    let mut config = Config::from_params_yaml(&format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n"), DEFAULT_NODE_NAME).expect("a valid test configuration");
+    config_with(unavailable_after_s, "")
+}
+
+/// As `config`, with more parameters (YAML under ros__parameters, indented
+/// by four spaces).
+pub fn config_with(unavailable_after_s: f64, parameters: &str) -> Config {
+    let mut config = Config::from_params_yaml(&format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n{parameters}"), DEFAULT_NODE_NAME).expect("a valid test configuration");
     config.listen = "127.0.0.1:0".into();
     config.sensors.unavailable_after_s = unavailable_after_s;
     config
 }
 
 pub fn start(config: Config) -> MovingBridge {
+    start_with_tokens(config, &[])
+}
+
+/// As `start`, the bridge reading its tokens (security.tokens: AICC_TOKEN
+/// admin, AICC_ACTUATE_TOKEN actuate, ...) from `tokens` as if from the
+/// environment.
+pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridge {
+    let tokens: Vec<(String, String)> = tokens.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let admin_token = tokens.iter().find(|(k, _)| k == "AICC_TOKEN").map(|(_, v)| v.clone());
     let config = Arc::new(config);
-    let startup = Startup::from_config(config.clone(), |_| None).expect("the bridge starts");
+    let startup = Startup::from_config(config.clone(), |name| tokens.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())).expect("the bridge starts");
     let robot = TestRobot::new(&config);
     let robot_port = robot.robot.clone();
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
@@ -156,8 +174,8 @@ pub fn start(config: Config) -> MovingBridge {
             }
         })
     };
-    let bridge = MovingBridge { port, robot, pose, camera_on, stop, shutdown: Some(shutdown_tx), threads: vec![bridge_thread, feeder] };
-    wait_until_usable(port, &["proprioception", "vision", "depth", "move"]);
+    let bridge = MovingBridge { port, robot, pose, camera_on, admin_token: admin_token.clone(), stop, shutdown: Some(shutdown_tx), threads: vec![bridge_thread, feeder] };
+    wait_until_usable(port, &["proprioception", "vision", "depth", "move"], admin_token);
     bridge
 }
 
@@ -165,14 +183,15 @@ pub fn start(config: Config) -> MovingBridge {
 /// fresh). A bridge that has just started lists every tool until its first
 /// availability check (before the feeder's first samples), so the tools
 /// must stay usable over a few checks.
-fn wait_until_usable(port: u16, tools: &[&str]) {
+fn wait_until_usable(port: u16, tools: &[&str], token: Option<String>) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut usable_since: Option<Instant> = None;
         loop {
             let stream = aicc_agent::client::transport::connect("127.0.0.1", port, None, Duration::from_secs(5)).await.expect("connecting to the bridge");
-            let session = aicc_agent::client::Session::open(stream, Default::default()).await.expect("an AICC session");
+            let options = aicc_agent::client::SessionOptions { token: token.clone(), ..Default::default() };
+            let session = aicc_agent::client::Session::open(stream, options).await.expect("an AICC session");
             let missing: Vec<&str> = tools.iter().copied().filter(|tool| session.manifest().permits(tool).is_err()).collect();
             let _ = session.close().await;
             if !missing.is_empty() {
