@@ -74,12 +74,12 @@ for pages in 0 1 10; do
   else
     fifo="$work/pages-$pages.out"
     AICC_TOKEN=bench-console-token PLAYWRIGHT_CORE="$repo/.deps/browser/node_modules/playwright-core/index.mjs" \
-      node crates/aicc-sim-tests/tests/console/pages.mjs "http://127.0.0.1:$console_port" "$pages" "$window" "$work/profile-$pages" > "$fifo" &
+      node crates/aicc-sim-tests/tests/console/pages.mjs "http://127.0.0.1:$console_port" "$pages" "$window" > "$fifo" &
     node_pid=$!
     for _ in $(seq 600); do grep -q PAGES_READY "$fifo" 2>/dev/null && break; sleep 0.1; done
     before=$(cpu_ticks "$console_bridge"); started=$(date +%s.%N)
     wait "$node_pid" || true
     after=$(cpu_ticks "$console_bridge"); ended=$(date +%s.%N); seen="$(tail -n 1 "$fifo")"
   fi
-  python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); print(f'console, $pages page(s) open: bridge CPU {100*($after-$before)/t/($ended-$started):.2f} % of one core over {$ended-$started:.1f} s, RSS $(( $(rss_kb "$console_bridge") / 1024 )) MB; pages saw: $seen')"
+  python3 -c "import os, sys; t=os.sysconf('SC_CLK_TCK'); print(f'console, $pages page(s) open: bridge CPU {100*($after-$before)/t/($ended-$started):.2f} % of one core over {$ended-$started:.1f} s, RSS $(( $(rss_kb "$console_bridge") / 1024 )) MB; pages saw: {sys.argv[1]}')" "$seen"
 done
