@@ -414,7 +414,8 @@ async fn events(State(console): State<Arc<Console>>, headers: HeaderMap) -> Resp
     }
     let guard = PageGuard(console.clone());
     let receiver = console.updates.subscribe();
-    console.page_opened.notify_waiters();
+    // A permit, kept if the observer is not waiting yet: it cannot miss it.
+    console.page_opened.notify_one();
     let first = console.state().to_string();
     with_common_headers(Sse::new(page_stream(guard, receiver, first)).keep_alive(KeepAlive::default()).into_response())
 }
