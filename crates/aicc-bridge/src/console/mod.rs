@@ -438,12 +438,20 @@ fn picture(bytes: Arc<Vec<u8>>, mime_type: &str) -> Response {
     with_common_headers(([(header::CONTENT_TYPE, mime)], Body::from(bytes.as_ref().clone())).into_response())
 }
 
-async fn camera(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    if !console.admitted(&headers) {
-        return refused(StatusCode::UNAUTHORIZED, "log in with an admin token first");
+/// Checks a picture request: the session cookie and the rate limit.
+fn picture_refused(console: &Console, headers: &HeaderMap) -> Option<Response> {
+    if !console.admitted(headers) {
+        return Some(refused(StatusCode::UNAUTHORIZED, "log in with an admin token first"));
     }
     if !console.within_rate() {
-        return refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)");
+        return Some(refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)"));
+    }
+    None
+}
+
+async fn camera(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    if let Some(refusal) = picture_refused(&console, &headers) {
+        return refusal;
     }
     let latest = console.camera.lock().clone();
     match latest {
@@ -453,11 +461,8 @@ async fn camera(State(console): State<Arc<Console>>, headers: HeaderMap) -> Resp
 }
 
 async fn agent_frame(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    if !console.admitted(&headers) {
-        return refused(StatusCode::UNAUTHORIZED, "log in with an admin token first");
-    }
-    if !console.within_rate() {
-        return refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)");
+    if let Some(refusal) = picture_refused(&console, &headers) {
+        return refusal;
     }
     let latest = console.agent_frame.lock().clone();
     match latest {

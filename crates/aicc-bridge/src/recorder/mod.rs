@@ -288,6 +288,17 @@ struct Writer {
     last_samples: HashMap<Arc<str>, Instant>,
 }
 
+/// One more message in the file: counted, and the file's path and parts
+/// noted when a rotation changed them.
+fn count_written(status: &Mutex<Status>, sink: &Sink) {
+    let mut status = status.lock();
+    status.messages += 1;
+    if status.path.as_deref() != sink.path() {
+        status.path = sink.path().map(PathBuf::from);
+        status.parts = sink.parts();
+    }
+}
+
 fn wall_ns(at: SystemTime) -> u64 {
     at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
@@ -351,14 +362,7 @@ impl Writer {
     fn write_bytes(&mut self, channel: Channel, log_time_ns: u64, data: &[u8]) {
         let Some(sink) = self.sink.as_mut() else { return };
         match sink.write(channel, log_time_ns, data) {
-            Ok(()) => {
-                let mut status = self.status.lock();
-                status.messages += 1;
-                if status.path.as_deref() != sink.path() {
-                    status.path = sink.path().map(PathBuf::from);
-                    status.parts = sink.parts();
-                }
-            }
+            Ok(()) => count_written(&self.status, sink),
             Err(error) => self.fail(error.to_string()),
         }
     }
@@ -410,14 +414,7 @@ impl Writer {
         }
         self.last_samples.insert(sample.topic.clone(), sample.received);
         match sink.write_sample(sample, wall_ns(sample.received_wall)) {
-            Ok(()) => {
-                let mut status = self.status.lock();
-                status.messages += 1;
-                if status.path.as_deref() != sink.path() {
-                    status.path = sink.path().map(PathBuf::from);
-                    status.parts = sink.parts();
-                }
-            }
+            Ok(()) => count_written(&self.status, sink),
             Err(error) => self.fail(error.to_string()),
         }
     }
