@@ -9,7 +9,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 bash scripts/setup.sh
 bin="${AICC_BENCH_BIN_DIR:-target/release}"
-[ -n "${AICC_BENCH_BIN_DIR:-}" ] || cargo build --release --workspace --bins
+# The same selection as scripts/test.sh, so that nothing builds twice.
+[ -n "${AICC_BENCH_BIN_DIR:-}" ] || cargo build --release --locked --workspace --all-targets
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + $$ % 100))}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 work="$(mktemp -d)"
 pids=()
@@ -40,21 +41,36 @@ echo "== vision: decode and encode a 640x480 frame"
 "$bin"/aicc-bench-vision
 echo "== recording: overhead on proprioception and vision round trips, bytes per minute"
 "$bin"/aicc-bench-recording
-echo "== idle bridge beside a 30 Hz 640x480 camera (no agent asking)"
+echo "== idle bridge beside a 30 Hz 640x480 camera and depth camera (an agent connected, not asking), beside its floor"
+# The floor: a bare r2r node that only receives the same topics, measured
+# over the same window. The bridge has the robot's URDF, so that it can
+# measure obstacles in the depth frames (at rest: a few times a second).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+idle_domain=$((ROS_DOMAIN_ID + 1))
 idle_out="$work/idle.out"
-ROS_DOMAIN_ID=$((ROS_DOMAIN_ID + 1)) "$bin"/aicc-ros2 --listen 127.0.0.1:0 > "$idle_out" 2> "$work/idle.err" &
+ROS_DOMAIN_ID=$idle_domain "$bin"/aicc-ros2 --listen 127.0.0.1:0 --ros-args -p urdf_file:=urdf/aicc_bot.urdf > "$idle_out" 2> "$work/idle.err" &
 idle=$!
 pids+=($idle)
-sleep 2
-ROS_DOMAIN_ID=$((ROS_DOMAIN_ID + 1)) scripts/ros-env python3 sim/tools/camera_flood.py --width 640 --height 480 --hz 30 --seconds 13 &
+for _ in $(seq 100); do grep -q AICC_READY "$idle_out" 2>/dev/null && break; sleep 0.1; done
+idle_port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$idle_out")"
+exec {idle_agent}<>/dev/tcp/127.0.0.1/"$idle_port"
+ROS_DOMAIN_ID=$idle_domain "$bin"/aicc-bench-subscriber --seconds 16 /camera/image_raw:sensor_msgs/msg/Image /camera/depth/image_raw:sensor_msgs/msg/Image \
+  /camera/camera_info:sensor_msgs/msg/CameraInfo /camera/depth/camera_info:sensor_msgs/msg/CameraInfo > "$work/floor.out" &
+floor=$!
+pids+=($floor)
+sleep 1
+ROS_DOMAIN_ID=$idle_domain scripts/ros-env python3 sim/tools/camera_flood.py --width 640 --height 480 --hz 30 --seconds 14 --depth-topic /camera/depth/image_raw &
 flood=$!
 sleep 3
-before=$(cpu_ticks "$idle"); started=$(date +%s.%N)
+before=$(cpu_ticks "$idle"); floor_before=$(cpu_ticks "$floor"); started=$(date +%s.%N)
 sleep 10
-after=$(cpu_ticks "$idle"); ended=$(date +%s.%N)
+after=$(cpu_ticks "$idle"); floor_after=$(cpu_ticks "$floor"); ended=$(date +%s.%N)
 wait "$flood" || true
-python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); print(f'idle bridge CPU: {100*($after-$before)/t/($ended-$started):.2f} % of one core over {$ended-$started:.1f} s')"
+wait "$floor" || true
+cat "$work/floor.out"
+python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); s=$ended-$started; b=100*($after-$before)/t/s; f=100*($floor_after-$floor_before)/t/s; print(f'idle bridge CPU: {b:.2f} % of one core over {s:.1f} s; floor (bare subscriber, same topics): {f:.2f} %; ratio {b/max(f, 0.01):.1f}x')"
+echo "idle bridge RSS: $(( $(awk '/^VmRSS/ {print $2}' "/proc/$idle/status") / 1024 )) MB"
+exec {idle_agent}>&-
 echo "== operator's console: the bridge's CPU and memory with 0, 1 and 10 pages open (docs/console.md)"
 bash scripts/setup-browser.sh
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }

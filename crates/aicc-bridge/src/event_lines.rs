@@ -91,18 +91,19 @@ impl Summarizer {
     }
 }
 
-/// How often the tap's records are taken and published: in batches, so
-/// that no record wakes the publisher.
+/// How long the records that follow a first one are gathered before
+/// they are published: in batches, so that no record wakes the publisher
+/// on its own.
 pub const PUBLISH_PERIOD: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Publishes the tap's records through `signals` until the bridge ends.
+/// Waits for a record rather than polling, so an idle bridge wakes for
+/// nothing.
 pub async fn publish(mut tap: TapReceiver, signals: Arc<dyn SignalPort>) {
     let mut summarizer = Summarizer::default();
-    let mut period = tokio::time::interval(PUBLISH_PERIOD);
-    period.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        period.tick().await;
-        while let Some(next) = tap.try_recv() {
+    while let Some(first) = tap.recv().await {
+        tokio::time::sleep(PUBLISH_PERIOD).await;
+        for next in std::iter::once(first).chain(std::iter::from_fn(|| tap.try_recv())) {
             let line = match next {
                 Ok(record) => summarizer.line(&record),
                 Err(Lagged(lost)) => Some(json!({ "kind": "lost", "records": lost })),
@@ -151,5 +152,39 @@ mod tests {
         assert!(summarizer.line(&record(Some(1), TapBody::Inbound { line: Arc::from(&b"not json"[..]) })).is_none());
         assert!(summarizer.line(&record(Some(1), TapBody::Inbound { line: Arc::from(&br#"{"type":"heartbeat"}"#[..]) })).is_none());
         assert_eq!(summarizer.line(&record(None, TapBody::LeaseReleased)).unwrap()["kind"], "lease_released");
+    }
+
+    /// Keeps the lines it is asked to publish.
+    #[derive(Default)]
+    struct Lines(parking_lot::Mutex<Vec<String>>);
+
+    impl SignalPort for Lines {
+        fn say(&self, _text: &str) -> Result<(), crate::robot::PortError> {
+            Ok(())
+        }
+        fn say_topic(&self) -> String {
+            String::new()
+        }
+        fn publish_diagnostics(&self, _diagnostics: &[crate::robot::Diagnostic]) {}
+        fn publish_event(&self, json: &str) {
+            self.0.lock().push(json.to_string());
+        }
+    }
+
+    #[tokio::test]
+    async fn records_are_published_in_a_batch_after_the_first_and_each_batch_after_its_own_first() {
+        let tap = crate::tap::Tap::new(16);
+        let lines = Arc::new(Lines::default());
+        let publisher = tokio::spawn(publish(tap.subscribe(), lines.clone()));
+        let event = |kind: &str| TapBody::Event { topic: "governor".into(), payload: Arc::new(json!({ "kind": kind })), audience: None };
+        tap.record(None, || event("first"));
+        tap.record(None, || event("second"));
+        tokio::time::sleep(PUBLISH_PERIOD * 4).await;
+        let kinds = |lines: &Lines| lines.0.lock().iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["payload"]["kind"].clone()).collect::<Vec<_>>();
+        assert_eq!(kinds(&lines), vec![json!("first"), json!("second")]);
+        tap.record(None, || event("later"));
+        tokio::time::sleep(PUBLISH_PERIOD * 4).await;
+        assert_eq!(kinds(&lines), vec![json!("first"), json!("second"), json!("later")], "a record after a quiet spell is published too");
+        publisher.abort();
     }
 }

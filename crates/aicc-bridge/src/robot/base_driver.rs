@@ -337,6 +337,13 @@ impl BaseDriver {
         self.wake.notify_one();
     }
 
+    /// Whether a motion is asked for or the base is still coming to rest
+    /// (the obstacle watcher then measures every depth frame).
+    pub fn in_motion(&self) -> bool {
+        let state = self.state.lock();
+        state.setpoint.is_some() || !state.last_command.is_zero()
+    }
+
     /// The command most recently published.
     pub fn last_command(&self) -> BaseVelocity {
         self.state.lock().last_command
@@ -589,6 +596,27 @@ mod tests {
         assert!(published.last().unwrap().is_none(), "quiet at rest: {published:?}");
         let zeros = published.iter().filter(|c| c.is_some_and(|v| v.is_zero())).count();
         assert_eq!(zeros as u32, ZERO_REPEATS_AT_REST);
+    }
+
+    #[test]
+    fn in_motion_from_the_request_until_the_base_is_back_at_zero() {
+        let d = driver();
+        let t0 = Instant::now();
+        assert!(!d.in_motion(), "a new driver is at rest");
+        d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0);
+        assert!(d.in_motion(), "asked to move, before the first step");
+        let mut t = t0;
+        for _ in 0..5 {
+            t += Duration::from_millis(20);
+            d.step(t, fresh());
+        }
+        d.finish();
+        assert!(d.in_motion(), "finished but still ramping down: {:?}", d.last_command());
+        for _ in 0..50 {
+            t += Duration::from_millis(20);
+            d.step(t, fresh());
+        }
+        assert!(!d.in_motion(), "back at zero: {:?}", d.last_command());
     }
 
     #[test]

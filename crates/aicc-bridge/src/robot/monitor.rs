@@ -83,8 +83,21 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<
     }
 }
 
-/// Measures the nearest obstacle ahead in each new depth frame and hands
-/// it to the base driver's safety rules. A frame that gives no
+/// While the base is at rest, how often a depth frame is measured, as a
+/// share of the depth camera's max age: the reading then stays fresh, so
+/// a motion starts at once, at a tenth of the cost of measuring every frame.
+const AT_REST_MEASURE_SHARE_OF_MAX_AGE: f64 = 0.5;
+
+/// Whether the watcher measures now: every new frame while the base moves
+/// (or is asked to), else once `at_rest_period` has passed since the last
+/// measurement (pure: unit-tested).
+fn measure_now(in_motion: bool, since_last: Option<Duration>, at_rest_period: Duration) -> bool {
+    in_motion || since_last.is_none_or(|since| since >= at_rest_period)
+}
+
+/// Measures the nearest obstacle ahead in each new depth frame while the
+/// base moves, and often enough at rest that the reading stays fresh, and
+/// hands it to the base driver's safety rules. A frame that gives no
 /// measurement (its frame not resolvable, an undecodable image) is noted
 /// with the base driver, whose stale-sensing rule then says why, and
 /// logged when it starts (and when measuring resumes), not per frame.
@@ -92,15 +105,21 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
     if !config.sensors.depth.is_configured() {
         return;
     }
+    let at_rest_period = Duration::from_secs_f64(config.sensors.depth.max_age_s * AT_REST_MEASURE_SHARE_OF_MAX_AGE);
     let mut last_stamp = f64::NAN;
+    let mut last_measured: Option<tokio::time::Instant> = None;
     let mut interval = tokio::time::interval(Duration::from_millis(50));
     loop {
         interval.tick().await;
+        if !measure_now(base.in_motion(), last_measured.map(|at| at.elapsed()), at_rest_period) {
+            continue;
+        }
         let Some(frame) = robot.depth() else { continue };
         if frame.stamp_s == last_stamp {
             continue;
         }
         last_stamp = frame.stamp_s;
+        last_measured = Some(tokio::time::Instant::now());
         let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
         let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
         let (stamp_s, received) = (frame.stamp_s, frame.received);
@@ -212,6 +231,15 @@ mod tests {
         Contacts {
             points: vec![ContactPoint { part: "bumper".into(), other: "wall_north".into(), position_m: Vector3::new(1.0, 0.0, 0.05), normal: Vector3::new(1.0, 0.0, 0.0), depth_m: 0.001, force_n: Some(4.2) }],
         }
+    }
+
+    #[test]
+    fn obstacles_are_measured_every_frame_in_motion_and_at_the_rest_period_otherwise() {
+        let period = Duration::from_millis(500);
+        assert!(measure_now(false, None, period), "the first frame is measured at once");
+        assert!(!measure_now(false, Some(Duration::from_millis(499)), period));
+        assert!(measure_now(false, Some(Duration::from_millis(500)), period));
+        assert!(measure_now(true, Some(Duration::from_millis(1)), period), "in motion: every frame");
     }
 
     #[test]
