@@ -153,7 +153,9 @@ impl Core {
     /// Every check a call must pass before it runs, in the order an agent
     /// can act on: unknown, not allowed, not now, not like this.
     fn admit(&mut self, session_id: &str, call_id: &str, tool: &str, input: Map<String, Value>, now: Instant) -> Result<Admitted, AiccError> {
-        let descriptor: ToolDescriptor = self.catalog.descriptor(tool).filter(|d| self.offered(d)).cloned().ok_or_else(|| AiccError::new(ErrorCode::ToolUnknown, false, format!("tool '{tool}' is not in the manifest")))?;
+        // The catalog's own descriptor (its schemas are large to copy per call).
+        let catalog = self.catalog.clone();
+        let descriptor: &ToolDescriptor = catalog.descriptor(tool).filter(|d| self.offered(d)).ok_or_else(|| AiccError::new(ErrorCode::ToolUnknown, false, format!("tool '{tool}' is not in the manifest")))?;
         let session = self.sessions.get(session_id).expect("attached session exists");
         if !session.scope.capabilities().contains(&descriptor.capability) {
             return Err(AiccError::new(ErrorCode::ToolUnavailable, false, format!("tool '{tool}' requires capability '{}', which this session's '{}' scope does not grant", descriptor.capability, session.scope.as_str())));
