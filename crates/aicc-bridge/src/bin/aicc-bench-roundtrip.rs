@@ -15,7 +15,11 @@
 //! the memory figures, e.g.
 //!   valgrind --tool=callgrind --dump-instr=no aicc-bench-roundtrip --bridge-only --calls 2000 --rounds 1 --connections 0
 //!
-//! aicc-bench-roundtrip [--tool proprioception] [--calls 5000] [--rounds 3]
+//! `--serve` only serves the bridge on that robot (with a 640x480 camera)
+//! and prints `PORT <port>` until stdin closes: a ROS-free bridge for the
+//! other benchmark clients (aicc-bench, aicc-bench-mcp).
+//!
+//! aicc-bench-roundtrip [--serve] [--tool proprioception] [--calls 5000] [--rounds 3]
 //!   [--connections 16] [--parallel-calls 1000] [--idle 256] [--bridge-only]
 use std::io;
 use std::net::SocketAddr;
@@ -33,10 +37,11 @@ struct Args {
     parallel_calls: usize,
     idle: usize,
     bridge_only: bool,
+    serve: bool,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { tool: "proprioception".into(), calls: 5000, rounds: 3, connections: 16, parallel_calls: 1000, idle: 256, bridge_only: false };
+    let mut args = Args { tool: "proprioception".into(), calls: 5000, rounds: 3, connections: 16, parallel_calls: 1000, idle: 256, bridge_only: false, serve: false };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
         let mut value = |name: &str| words.next().unwrap_or_else(|| panic!("{name} takes a value"));
@@ -48,6 +53,7 @@ fn parse_args() -> Args {
             "--parallel-calls" => args.parallel_calls = number(&word),
             "--idle" => args.idle = number(&word),
             "--bridge-only" => args.bridge_only = true,
+            "--serve" => args.serve = true,
             "--tool" => args.tool = value(&word),
             other => panic!("unknown argument {other}"),
         }
@@ -101,6 +107,13 @@ fn rss_mib() -> f64 {
 fn main() -> io::Result<()> {
     let args = parse_args();
     let mut bridge = TestBridge::start(loopback_config(""), |_| None);
+    if args.serve {
+        bridge.feed_standing(Some((640, 480)));
+        println!("PORT {}", bridge.port);
+        let mut sink = String::new();
+        while io::stdin().read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {}
+        return Ok(());
+    }
     bridge.feed_standing(None);
     let bridge_address = SocketAddr::from(([127, 0, 0, 1], bridge.port));
     let call = ToolCall { tool: args.tool.clone() };
