@@ -219,10 +219,15 @@ impl Core {
         let tick = self.tick(now);
         let latency_ms = now.saturating_duration_since(flight.started).as_secs_f64() * 1e3;
         let mut message = match outcome {
-            Ok(success) => self.message("tool_result", session_id, json!({
-                "call_id": call_id, "ok": true, "output": success.output,
-                "meta": { "tick": tick, "latency_ms": latency_ms, "source": success.source },
-            })),
+            Ok(success) => {
+                let mut body = json!({
+                    "call_id": call_id, "ok": true,
+                    "meta": { "tick": tick, "latency_ms": latency_ms, "source": success.source },
+                });
+                // Moved in: json! copies what it interpolates (a whole image, for vision).
+                body["output"] = success.output;
+                self.message("tool_result", session_id, body)
+            }
             Err(error) => {
                 self.counters.tool_errors += 1;
                 if error.code == ErrorCode::InternalError {
