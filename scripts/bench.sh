@@ -35,6 +35,8 @@ echo "== actuation: call to first governed /cmd_vel"
 "$bin"/aicc-bench-actuation --port "$port" --repeats 30
 echo "== perception freshness: frames received, served-frame age (640x480 at 15 Hz)"
 "$bin"/aicc-bench-freshness --port "$port" --pid "$bridge"
+echo "== protocol without ROS: the bridge in-process on the test robot beside the echo floor"
+"$bin"/aicc-bench-roundtrip
 echo "== governor: cost of one step"
 "$bin"/aicc-bench-governor
 echo "== vision: decode and encode a 640x480 frame"

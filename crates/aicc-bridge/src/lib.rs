@@ -20,4 +20,5 @@ pub mod replay;
 pub mod robot;
 pub mod server;
 pub mod tap;
+pub mod test_bridge;
 pub mod tools;

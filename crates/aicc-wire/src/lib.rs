@@ -1,6 +1,8 @@
 //! AICC on the wire, shared by the bridge and its clients: newline-delimited
 //! JSON framed with a hard line limit ([`codec`]), the protocol name, and
-//! the JSON type names error messages use.
+//! the JSON type names error messages use; and the round-trip measurement
+//! the benchmarks of both sides share, with its floor ([`bench`]).
+pub mod bench;
 pub mod codec;
 pub mod recording;
 

@@ -3,12 +3,18 @@
 //! bridge's resident memory with M idle connections. Prints figures; it
 //! asserts nothing (targets are judged by people, not by timed tests).
 //!
+//! First, in the same run, the floor: a bare tokio loopback echo in this
+//! process ([`aicc_wire::bench::EchoFloor`]), asked the same request line
+//! by the same client and answering with the bridge's own reply line;
+//! every round-trip figure is printed beside it, with the ratio.
+//!
 //!   aicc-bench --port 43010 [--tool proprioception] [--calls 5000]
-//!              [--connections 16] [--idle 100] [--pid PID]
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+//!              [--connections 16] [--idle 256] [--pid PID] [--no-echo-floor]
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
+use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, EchoFloor, Exchange, Latencies, LineClient};
 use clap::Parser;
 use serde_json::{json, Value};
 
@@ -28,7 +34,7 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     connections: usize,
     /// Idle connections for the memory measurement.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 256)]
     idle: usize,
     /// The bridge's process id, to read its resident memory.
     #[arg(long)]
@@ -36,59 +42,53 @@ struct Args {
     /// Environment variable holding a token, when the bridge asks for one.
     #[arg(long, default_value = "AICC_TOKEN")]
     token_env: String,
+    /// Skip the echo floor (figures without their ratio).
+    #[arg(long)]
+    no_echo_floor: bool,
 }
 
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    line: String,
+/// A call of the tool with empty input, call ids `c<n>`.
+struct ToolCall {
+    tool: String,
 }
 
-impl Client {
-    fn connect(args: &Args) -> Client {
-        let stream = TcpStream::connect((args.host.as_str(), args.port)).expect("connecting to the bridge");
-        stream.set_nodelay(true).unwrap();
-        let mut client = Client { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, line: String::new() };
-        if let Ok(token) = std::env::var(&args.token_env) {
-            client.send(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
-        }
-        loop {
-            if client.read()["type"] == "session_init" {
-                return client;
-            }
-        }
+impl Exchange for ToolCall {
+    fn request(&self, n: usize) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": format!("c{n}"), "tool": self.tool, "input": {} })).expect("serialisable");
+        line.push(b'\n');
+        line
     }
 
-    fn send(&mut self, message: &Value) {
-        let mut bytes = serde_json::to_vec(message).unwrap();
-        bytes.push(b'\n');
-        self.writer.write_all(&bytes).unwrap();
-    }
-
-    fn read(&mut self) -> Value {
-        self.line.clear();
-        let n = self.reader.read_line(&mut self.line).expect("reading");
-        assert!(n > 0, "bridge closed the connection");
-        serde_json::from_str(&self.line).expect("JSON from the bridge")
-    }
-
-    /// One call, waiting for its result; returns the round trip.
-    fn call(&mut self, tool: &str, call_id: &str) -> Duration {
-        let request = json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": call_id, "tool": tool, "input": {} });
-        let started = Instant::now();
-        self.send(&request);
-        loop {
-            let message = self.read();
-            if message["type"] == "tool_result" && message["call_id"] == call_id {
-                assert_eq!(message["ok"], true, "call failed: {message}");
-                return started.elapsed();
-            }
-        }
+    fn is_answer(&self, message: &Value, n: usize) -> bool {
+        let answers = message["type"] == "tool_result" && message["call_id"].as_str().and_then(|id| id.strip_prefix('c')) == Some(n.to_string().as_str());
+        assert!(!answers || message["ok"] == true, "call failed: {message}");
+        answers
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+/// The same requests, answered by the floor's canned reply.
+struct Echo<'a>(&'a ToolCall);
+
+impl Exchange for Echo<'_> {
+    fn request(&self, n: usize) -> Vec<u8> {
+        self.0.request(n)
+    }
+
+    fn is_answer(&self, _message: &Value, _n: usize) -> bool {
+        true
+    }
+}
+
+/// A session on the bridge (authenticated when a token is in the environment).
+fn session(address: SocketAddr, token_env: &str) -> io::Result<LineClient> {
+    let mut client = LineClient::connect(address)?;
+    if let Ok(token) = std::env::var(token_env) {
+        let mut hello = serde_json::to_vec(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }))?;
+        hello.push(b'\n');
+        client.send(&hello)?;
+    }
+    while client.read()?["type"] != "session_init" {}
+    Ok(client)
 }
 
 fn rss_mb(pid: u32) -> Option<f64> {
@@ -97,46 +97,68 @@ fn rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn main() {
-    let args = Args::parse();
-    let mut client = Client::connect(&args);
-    for i in 0..200 {
-        client.call(&args.tool, &format!("warm{i}"));
+/// A figure, beside its floor when there is one.
+fn shown(figure: f64, floor: Option<f64>, unit: &str) -> String {
+    match floor {
+        Some(floor) => beside_floor(figure, floor, unit),
+        None => format!("{figure:.1} {unit}"),
     }
-    let mut samples: Vec<Duration> = (0..args.calls).map(|i| client.call(&args.tool, &format!("c{i}"))).collect();
-    let total: Duration = samples.iter().sum();
-    samples.sort();
-    println!("round trip of '{}' on 1 connection, {} calls: p50 {:.1} us, p99 {:.1} us, max {:.1} us", args.tool, args.calls, percentile(&samples, 0.5).as_secs_f64() * 1e6, percentile(&samples, 0.99).as_secs_f64() * 1e6, samples.last().unwrap().as_secs_f64() * 1e6);
-    println!("calls per second on 1 connection: {:.0}", args.calls as f64 / total.as_secs_f64());
+}
 
-    let started = Instant::now();
-    let workers: Vec<_> = (0..args.connections)
-        .map(|w| {
-            let args = args.clone();
-            std::thread::spawn(move || {
-                let mut client = Client::connect(&args);
-                for i in 0..args.calls {
-                    client.call(&args.tool, &format!("w{w}c{i}"));
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.join().unwrap();
-    }
-    let elapsed = started.elapsed();
-    println!("calls per second on {} connections: {:.0} ({} calls in {:.2} s)", args.connections, (args.connections * args.calls) as f64 / elapsed.as_secs_f64(), args.connections * args.calls, elapsed.as_secs_f64());
+fn main() -> io::Result<()> {
+    let args = Args::parse();
+    let address = (args.host.as_str(), args.port).to_socket_addrs()?.next().ok_or_else(|| io::Error::other("no address for --host"))?;
+    let call = ToolCall { tool: args.tool.clone() };
+    let mut client = session(address, &args.token_env)?;
+    round_trips(&mut client, &call, 0, 200)?;
+    // The floor answers with the bridge's own reply line, byte for byte.
+    client.send(&call.request(200))?;
+    let reply_line = loop {
+        let line = client.read_line()?.to_string();
+        if call.is_answer(&serde_json::from_str(&line).map_err(io::Error::other)?, 200) {
+            break line;
+        }
+    };
+    let floor = match args.no_echo_floor {
+        true => None,
+        false => Some(EchoFloor::start(reply_line.clone().into_bytes())?),
+    };
+    let echo = Echo(&call);
+    let floor_one = match &floor {
+        Some(floor) => {
+            let mut floor_client = LineClient::connect(floor.address)?;
+            round_trips(&mut floor_client, &echo, 0, 200)?;
+            let run = round_trips(&mut floor_client, &echo, 1000, args.calls)?;
+            println!("echo floor (bare tokio loopback echo in this process, same client; request {} bytes, reply {} bytes): p50 {:.1} us, p99 {:.1} us, {:.0} calls/s", call.request(0).len(), reply_line.len(), run.quantile_us(0.5), run.quantile_us(0.99), run.calls_per_second());
+            Some(run)
+        }
+        None => None,
+    };
+
+    let run: Latencies = round_trips(&mut client, &call, 1000, args.calls)?;
+    let floor_of = |q: f64| floor_one.as_ref().map(|f| f.quantile_us(q));
+    println!("round trip of '{}' on 1 connection, {} calls: p50 {}, p99 {}, max {:.1} us", args.tool, args.calls, shown(run.quantile_us(0.5), floor_of(0.5), "us"), shown(run.quantile_us(0.99), floor_of(0.99), "us"), run.quantile_us(1.0));
+    println!("calls per second on 1 connection: {}", shown(run.calls_per_second(), floor_one.as_ref().map(Latencies::calls_per_second), "/s"));
+
+    let floor_rate = match &floor {
+        Some(floor) => Some(calls_per_second(args.connections, args.calls, &|| LineClient::connect(floor.address), &echo)?),
+        None => None,
+    };
+    let rate = calls_per_second(args.connections, args.calls, &|| session(address, &args.token_env), &call)?;
+    println!("calls per second on {} connections ({} calls each): {}", args.connections, args.calls, shown(rate, floor_rate, "/s"));
+    drop(floor);
 
     if let Some(pid) = args.pid {
         drop(client);
         std::thread::sleep(Duration::from_millis(500));
         let before = rss_mb(pid);
-        let idle: Vec<Client> = (0..args.idle).map(|_| Client::connect(&args)).collect();
+        let idle = (0..args.idle).map(|_| session(address, &args.token_env)).collect::<io::Result<Vec<_>>>()?;
         std::thread::sleep(Duration::from_millis(500));
         let after = rss_mb(pid);
         match (before, after) {
-            (Some(before), Some(after)) => println!("bridge resident memory: {before:.1} MB, with {} idle connections: {after:.1} MB", idle.len()),
+            (Some(before), Some(after)) => println!("bridge resident memory: {before:.1} MB, with {} idle connections: {after:.1} MB (+{:.1} MB)", idle.len(), after - before),
             _ => println!("bridge resident memory: cannot read /proc/{pid}/status"),
         }
     }
+    Ok(())
 }

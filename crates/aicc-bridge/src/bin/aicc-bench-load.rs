@@ -13,7 +13,6 @@
 //! aicc-bench-load [--flood-connections 10] [--flood-requests 130]
 //!   [--burst 500] [--max-connections 256] [--churn 500]
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -62,27 +61,15 @@ fn main() {
 
 /// The child: the bridge on the test robot until stdin closes.
 fn serve_bridge(args: &Args) {
-    use aicc_bridge::bridge::{run, Listeners, Startup};
-    let mut config = aicc_bridge::config::Config { listen: "127.0.0.1:0".into(), max_connections: args.max_connections, ..Default::default() };
+    let mut config = aicc_bridge::test_bridge::loopback_config("");
+    config.max_connections = args.max_connections;
     // Quiet sensors are not what this measures: no topic, no unavailability churn.
     config.sensors.unavailable_after_s = 1e9;
-    let config = Arc::new(config);
-    let startup = Startup::from_config(config.clone(), |_| None).expect("the bridge starts");
-    let robot = aicc_bridge::robot::testing::TestRobot::new(&config);
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
-    runtime.block_on(async move {
-        let listeners = Listeners::bind(&config).await.expect("binding 127.0.0.1:0");
-        println!("PORT {}", listeners.aicc.local_addr().expect("bound").port());
-        let stdin_closed = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            while std::io::stdin().read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {}
-        });
-        run(startup, listeners, robot.robot.clone(), async {
-            let _ = stdin_closed.await;
-        })
-        .await
-        .expect("the bridge runs");
-    });
+    let bridge = aicc_bridge::test_bridge::TestBridge::start(config, |_| None);
+    println!("PORT {}", bridge.port);
+    let mut sink = String::new();
+    while std::io::stdin().read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {}
+    drop(bridge);
 }
 
 struct Bridge {

@@ -154,20 +154,9 @@ impl Encoder {
                 vec![(Channel::Inbound, message)]
             }
             TapBody::Outbound { message, droppable } => {
-                if let Some(session) = message.get("session_id").and_then(Value::as_str) {
-                    if self.sessions.get(&conn).map(String::as_str) != Some(session) {
-                        self.sessions.insert(conn, session.to_string());
-                    }
-                }
+                self.note_session(conn, message);
                 let mut out = vec![(Channel::Outbound, json!({ "conn": conn, "session": self.sessions.get(&conn), "message": message.as_ref(), "droppable": droppable }))];
-                let is_lease_event = message.get("type").and_then(Value::as_str) == Some("event") && message.get("topic").and_then(Value::as_str) == Some("lease");
-                if is_lease_event {
-                    let payload = message.get("payload").cloned().unwrap_or(Value::Null);
-                    if self.last_lease.as_ref() != Some(&payload) {
-                        self.last_lease = Some(payload.clone());
-                        out.push((Channel::Lease, json!({ "kind": "changed", "payload": payload })));
-                    }
-                }
+                out.extend(self.lease_change(message));
                 out
             }
             TapBody::Event { topic, payload, audience } => {
@@ -179,6 +168,108 @@ impl Encoder {
                 vec![(Channel::Lease, json!({ "kind": "released" }))]
             }
         }
+    }
+
+    /// [`Self::encode`] serialised, the same bytes: the messages of every
+    /// call (a line in, a result out) are written straight from the line
+    /// and the outgoing message, without building a copy of either.
+    pub fn encode_bytes(&mut self, record: &TapRecord) -> Vec<(Channel, Vec<u8>)> {
+        let conn = record.conn.unwrap_or(0);
+        // Keys in the order a serde_json map keeps them (sorted), as `encode` gives them.
+        match &record.body {
+            // A line that is JSON goes in as received (its text, checked by
+            // a parse that keeps nothing).
+            TapBody::Inbound { line } if serde_json::from_slice::<JsonChecked>(line).is_ok() => {
+                let mut data = Vec::with_capacity(line.len() + 64);
+                data.extend_from_slice(format!("{{\"conn\":{conn},\"message\":").as_bytes());
+                data.extend_from_slice(line);
+                data.extend_from_slice(b",\"session\":");
+                serde_json::to_writer(&mut data, &self.sessions.get(&conn)).expect("a string serialises");
+                data.push(b'}');
+                vec![(Channel::Inbound, data)]
+            }
+            TapBody::Outbound { message, droppable } => {
+                self.note_session(conn, message);
+                let mut data = Vec::with_capacity(1024);
+                data.extend_from_slice(format!("{{\"conn\":{conn},\"droppable\":{droppable},\"message\":").as_bytes());
+                serde_json::to_writer(&mut data, message.as_ref()).expect("a JSON value serialises");
+                data.extend_from_slice(b",\"session\":");
+                serde_json::to_writer(&mut data, &self.sessions.get(&conn)).expect("a string serialises");
+                data.push(b'}');
+                let mut out = vec![(Channel::Outbound, data)];
+                out.extend(self.lease_change(message).map(|(channel, value)| (channel, serde_json::to_vec(&value).expect("a JSON value serialises"))));
+                out
+            }
+            _ => self.encode(record).into_iter().map(|(channel, value)| (channel, serde_json::to_vec(&value).expect("a JSON value serialises"))).collect(),
+        }
+    }
+
+    /// Learns the session a connection carries from the bridge's messages to it.
+    fn note_session(&mut self, conn: ConnId, message: &Value) {
+        if let Some(session) = message.get("session_id").and_then(Value::as_str) {
+            if self.sessions.get(&conn).map(String::as_str) != Some(session) {
+                self.sessions.insert(conn, session.to_string());
+            }
+        }
+    }
+
+    /// A lease event seen for the first time (it is delivered once per subscriber).
+    fn lease_change(&mut self, message: &Value) -> Option<(Channel, Value)> {
+        let is_lease_event = message.get("type").and_then(Value::as_str) == Some("event") && message.get("topic").and_then(Value::as_str) == Some("lease");
+        if !is_lease_event {
+            return None;
+        }
+        let payload = message.get("payload").cloned().unwrap_or(Value::Null);
+        if self.last_lease.as_ref() == Some(&payload) {
+            return None;
+        }
+        self.last_lease = Some(payload.clone());
+        Some((Channel::Lease, json!({ "kind": "changed", "payload": payload })))
+    }
+}
+
+/// A parse that keeps nothing and accepts what a [`Value`] accepts (unlike
+/// `IgnoredAny`, which lets a lone surrogate escape through): a line it
+/// accepts is JSON every reader of the recording can parse.
+struct JsonChecked;
+
+impl<'de> serde::Deserialize<'de> for JsonChecked {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(JsonChecked)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonChecked {
+    type Value = JsonChecked;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<JsonChecked>()?.is_some() {}
+        Ok(self)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        while map.next_entry::<JsonChecked, JsonChecked>()?.is_some() {}
+        Ok(self)
     }
 }
 
@@ -229,6 +320,28 @@ mod tests {
         assert_eq!(second.iter().filter(|(c, _)| *c == Channel::Lease).count(), 0);
         let released = encoder.encode(&record(None, TapBody::LeaseReleased));
         assert_eq!(released, vec![(Channel::Lease, json!({ "kind": "released" }))]);
+    }
+
+    #[test]
+    fn the_bytes_written_are_the_encoded_messages_serialised() {
+        let records = [
+            record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"call_id\":\"c1\",\"type\":\"tool_call\"}"[..]) }),
+            record(Some(4), TapBody::Outbound { message: Arc::new(json!({ "type": "session_init", "session_id": "s-\"1\"" })), droppable: false }),
+            record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"input\":{\"x\":1.5},\"tool\":\"move\"}"[..]) }),
+            record(Some(4), TapBody::Inbound { line: Arc::from(&b"not json"[..]) }),
+            record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"text\":\"\\ud800\"}"[..]) }),
+            record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"a\":1} trailing"[..]) }),
+            record(Some(4), TapBody::Outbound { message: Arc::new(json!({ "type": "event", "topic": "lease", "session_id": "s-1", "payload": { "holder": "s-1" } })), droppable: true }),
+            record(None, TapBody::LeaseReleased),
+            record(Some(4), TapBody::Disconnected),
+        ];
+        let (mut values, mut bytes) = (Encoder::default(), Encoder::default());
+        for record in &records {
+            let expected: Vec<(Channel, Vec<u8>)> = values.encode(record).into_iter().map(|(c, v)| (c, serde_json::to_vec(&v).unwrap())).collect();
+            let written = bytes.encode_bytes(record);
+            let text = |messages: &[(Channel, Vec<u8>)]| messages.iter().map(|(c, d)| format!("{c:?} {}", String::from_utf8_lossy(d))).collect::<Vec<_>>();
+            assert_eq!(text(&written), text(&expected));
+        }
     }
 
     #[test]

@@ -389,13 +389,12 @@ impl Writer {
         let lost = self.lost.load(Ordering::Relaxed);
         if lost != self.lost_written {
             self.status.lock().lost = lost;
-            messages.push((Channel::Recorder, json!({ "kind": "lost", "records": lost - self.lost_written })));
+            messages.push((Channel::Recorder, serde_json::to_vec(&json!({ "kind": "lost", "records": lost - self.lost_written })).expect("JSON serialises")));
             self.lost_written = lost;
         }
         let trigger = self.ring.as_mut().and_then(|ring| ring.trigger(record));
-        messages.extend(self.encoder.encode(record));
-        for (channel, message) in messages {
-            let data = serde_json::to_vec(&message).expect("JSON serialises");
+        messages.extend(self.encoder.encode_bytes(record));
+        for (channel, data) in messages {
             if let Some(ring) = self.ring.as_mut() {
                 ring.push(channel, at, data.clone(), record.at);
             }

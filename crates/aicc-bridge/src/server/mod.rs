@@ -170,7 +170,7 @@ impl Bridge {
         loop {
             interval.tick().await;
             let now = Instant::now();
-            let availability: Vec<(String, Option<String>)> = self.registry.tools().iter().map(|tool| (tool.descriptor().id.to_string(), tool.unavailable_reason(&self.tools, now))).collect();
+            let availability: Vec<(String, Option<String>)> = self.registry.tools_by_id().map(|(id, tool)| (id.to_string(), tool.unavailable_reason(&self.tools, now))).collect();
             {
                 let mut core = self.core.lock();
                 let outputs = core.set_tools_availability(availability, Instant::now());
@@ -327,10 +327,13 @@ impl Bridge {
             framer.push(&buffer[..read]);
             let mut handled = 0usize;
             while let Some(frame) = self.next_frame_when_room(&mut framer, &outbox).await {
-                handled += 1;
-                if handled.is_multiple_of(FRAMES_PER_TURN) {
+                // Between lines, not before the first: a yield hands the
+                // task to the back of the queue and wakes the other worker
+                // thread, a cost per call that a lone request need not pay.
+                if handled > 0 && handled.is_multiple_of(FRAMES_PER_TURN) {
                     tokio::task::yield_now().await;
                 }
+                handled += 1;
                 let executions = {
                     let mut core = self.core.lock();
                     let now = Instant::now();
@@ -424,6 +427,12 @@ impl Bridge {
         }
     }
 
+    /// Runs a call. Its first poll runs here, in the connection's task: a
+    /// tool whose answer is at hand (a sensor read) is done without a task
+    /// of its own, whose start and end would each wake a task, often on
+    /// the other worker thread. One that waits (motion, an image encoded
+    /// off the workers) goes on in a task of this connection, its deadline
+    /// counted from now. Returns the task's abort handle, if it has one.
     fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) -> Option<(String, tokio::task::AbortHandle)> {
         let Output::Execute { session, call_id, tool, input, deadline, .. } = execution else { return None };
         let context = ToolContext { session: session.clone(), call_id: call_id.clone(), ..self.tools.clone() };
@@ -434,13 +443,23 @@ impl Bridge {
                 async move { Err(error) }.boxed()
             }
         };
-        let bridge = self.clone();
         let timeout = deadline.map_or(self.tool_timeout, |d| d.min(self.tool_timeout));
+        let expires = tokio::time::Instant::now() + timeout;
+        let mut future = AssertUnwindSafe(future).catch_unwind().boxed();
+        let panicked = |tool: &str| AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' failed inside the bridge (a bug); the robot was stopped"));
+        if let Some(outcome) = (&mut future).now_or_never() {
+            let outcome = outcome.unwrap_or_else(|_panic| Err(panicked(&tool)));
+            let mut core = self.core.lock();
+            let outputs = core.on_tool_finished(&session, &call_id, outcome, Instant::now());
+            self.apply(outputs);
+            return None;
+        }
+        let bridge = self.clone();
         let handle_call_id = call_id.clone();
         let handle = running_tools.spawn(async move {
-            let outcome: Result<ToolSuccess, AiccError> = match tokio::time::timeout(timeout, AssertUnwindSafe(future).catch_unwind()).await {
+            let outcome: Result<ToolSuccess, AiccError> = match tokio::time::timeout_at(expires, future).await {
                 Ok(Ok(outcome)) => outcome,
-                Ok(Err(_panic)) => Err(AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' failed inside the bridge (a bug); the robot was stopped"))),
+                Ok(Err(_panic)) => Err(panicked(&tool)),
                 Err(_) => Err(AiccError::new(ErrorCode::Timeout, true, format!("tool '{tool}' exceeded its {:.1} s deadline; the robot was stopped", timeout.as_secs_f64()))),
             };
             let mut core = bridge.core.lock();

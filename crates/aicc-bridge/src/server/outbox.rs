@@ -206,6 +206,7 @@ impl Outbox {
 
     fn written(&self, messages: usize, bytes: usize) {
         let mut queue = self.queue.lock();
+        let was_full = queue.is_full(&self.limits);
         queue.messages -= messages;
         queue.bytes -= bytes;
         if queue.lines.is_empty() && queue.lines.capacity() > 64 {
@@ -213,7 +214,11 @@ impl Outbox {
             queue.lines.shrink_to(16);
         }
         drop(queue);
-        self.wake_reader.notify_waiters();
+        // Only a queue that was full has a reader waiting for room (a
+        // wake-up per message written would poll the reader for nothing).
+        if was_full {
+            self.wake_reader.notify_waiters();
+        }
     }
 
     /// Writes queued messages as NDJSON until closed and drained. Ends with

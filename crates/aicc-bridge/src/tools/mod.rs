@@ -111,6 +111,9 @@ pub trait Tool: Send + Sync {
 /// The tools this bridge offers.
 pub struct Registry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Each tool's id, in the order of `tools`: a descriptor is built anew
+    /// (schemas and all) each time it is asked for, too costly per call.
+    ids: Vec<&'static str>,
 }
 
 impl Registry {
@@ -136,15 +139,21 @@ impl Registry {
             Arc::new(record_start::RecordStart),
             Arc::new(record_stop::RecordStop),
         ];
-        Self { tools }
+        let ids = tools.iter().map(|tool| tool.descriptor().id).collect();
+        Self { tools, ids }
     }
 
     pub fn tools(&self) -> &[Arc<dyn Tool>] {
         &self.tools
     }
 
+    /// Every tool with its id.
+    pub fn tools_by_id(&self) -> impl Iterator<Item = (&'static str, &Arc<dyn Tool>)> {
+        self.ids.iter().copied().zip(&self.tools)
+    }
+
     pub fn get(&self, id: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.descriptor().id == id).cloned()
+        self.tools_by_id().find(|(tool, _)| *tool == id).map(|(_, tool)| tool.clone())
     }
 
     /// The catalog of every tool: these, plus those the protocol core

@@ -109,16 +109,17 @@ impl Tool for Proprioception {
             let mut output = json!({
                 "frame_id": odom.frame_id,
                 "child_frame_id": odom.child_frame_id,
-                "position_m": vector_json(&odom.position_m),
-                "orientation": quaternion_json(&odom.orientation),
                 "rpy_rad": { "roll": roll, "pitch": pitch, "yaw": yaw },
-                "linear_velocity_mps": vector_json(&odom.linear_velocity_mps),
-                "angular_velocity_radps": vector_json(&odom.angular_velocity_radps),
                 "stamp_s": odom.stamp_s,
-                "imu": imu,
-                "health": health_json(&ctx, now),
             });
             let fields = output.as_object_mut().expect("built as an object");
+            // Values built here are moved in: json! would copy each one.
+            fields.insert("position_m".into(), vector_json(&odom.position_m));
+            fields.insert("orientation".into(), quaternion_json(&odom.orientation));
+            fields.insert("linear_velocity_mps".into(), vector_json(&odom.linear_velocity_mps));
+            fields.insert("angular_velocity_radps".into(), vector_json(&odom.angular_velocity_radps));
+            fields.insert("imu".into(), imu.unwrap_or(Value::Null));
+            fields.insert("health".into(), health_json(&ctx, now));
             fields.extend(odom_age.fields_with_prefix("odom_"));
             match joints_json(&ctx, now) {
                 Ok((joints, age)) => {

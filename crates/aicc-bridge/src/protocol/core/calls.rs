@@ -153,7 +153,9 @@ impl Core {
     /// Every check a call must pass before it runs, in the order an agent
     /// can act on: unknown, not allowed, not now, not like this.
     fn admit(&mut self, session_id: &str, call_id: &str, tool: &str, input: Map<String, Value>, now: Instant) -> Result<Admitted, AiccError> {
-        let descriptor: ToolDescriptor = self.catalog.descriptor(tool).filter(|d| self.offered(d)).cloned().ok_or_else(|| AiccError::new(ErrorCode::ToolUnknown, false, format!("tool '{tool}' is not in the manifest")))?;
+        // The catalog's own descriptor (its schemas are large to copy per call).
+        let catalog = self.catalog.clone();
+        let descriptor: &ToolDescriptor = catalog.descriptor(tool).filter(|d| self.offered(d)).ok_or_else(|| AiccError::new(ErrorCode::ToolUnknown, false, format!("tool '{tool}' is not in the manifest")))?;
         let session = self.sessions.get(session_id).expect("attached session exists");
         if !session.scope.capabilities().contains(&descriptor.capability) {
             return Err(AiccError::new(ErrorCode::ToolUnavailable, false, format!("tool '{tool}' requires capability '{}', which this session's '{}' scope does not grant", descriptor.capability, session.scope.as_str())));
@@ -217,10 +219,15 @@ impl Core {
         let tick = self.tick(now);
         let latency_ms = now.saturating_duration_since(flight.started).as_secs_f64() * 1e3;
         let mut message = match outcome {
-            Ok(success) => self.message("tool_result", session_id, json!({
-                "call_id": call_id, "ok": true, "output": success.output,
-                "meta": { "tick": tick, "latency_ms": latency_ms, "source": success.source },
-            })),
+            Ok(success) => {
+                let mut body = json!({
+                    "call_id": call_id, "ok": true,
+                    "meta": { "tick": tick, "latency_ms": latency_ms, "source": success.source },
+                });
+                // Moved in: json! copies what it interpolates (a whole image, for vision).
+                body["output"] = success.output;
+                self.message("tool_result", session_id, body)
+            }
             Err(error) => {
                 self.counters.tool_errors += 1;
                 if error.code == ErrorCode::InternalError {

@@ -30,7 +30,7 @@ pub(super) struct EpisodicMemory {
 impl EpisodicMemory {
     /// Adds an entry, summarised; the oldest go beyond the capacity.
     pub(super) fn remember(&mut self, tick: u64, at: Instant, kind: &'static str, name: &str, value: &Value) {
-        let summary = summarise(value, 0).to_string();
+        let summary = serde_json::to_string(&Summary { value, depth: 0 }).expect("a JSON value serialises");
         self.entries.push_back(MemoryEntry { tick, at, kind, name: name.to_string(), summary });
         while self.entries.len() > CAPACITY {
             self.entries.pop_front();
@@ -62,24 +62,50 @@ impl EpisodicMemory {
     }
 }
 
-/// A compact copy for memory: long strings (images) and deep or long
-/// structures are cut, so that a session's memory stays small.
-fn summarise(value: &Value, depth: usize) -> Value {
+/// A compact form for memory: long strings (images) and deep or long
+/// structures are cut, so that a session's memory stays small. Written
+/// straight from the message, without building the cut copy first.
+struct Summary<'a> {
+    value: &'a Value,
+    depth: usize,
+}
+
+impl Summary<'_> {
     const MAX_DEPTH: usize = 3;
     const MAX_ITEMS: usize = 12;
-    match value {
-        Value::String(s) if s.len() > STRING_LIMIT => json!(format!("<{} characters omitted>", s.len())),
-        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => json!("<…>"),
-        Value::Array(items) => Value::Array(items.iter().take(MAX_ITEMS).map(|v| summarise(v, depth + 1)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "message_id" | "protocol" | "session_id" | "type"))
-                .take(MAX_ITEMS * 2)
-                .map(|(k, v)| (k.clone(), summarise(v, depth + 1)))
-                .collect(),
-        ),
-        other => other.clone(),
+}
+
+impl serde::Serialize for Summary<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        let depth = self.depth;
+        match self.value {
+            Value::String(s) if s.len() > STRING_LIMIT => serializer.serialize_str(&format!("<{} characters omitted>", s.len())),
+            Value::Array(_) | Value::Object(_) if depth >= Self::MAX_DEPTH => serializer.serialize_str("<…>"),
+            Value::Array(items) => {
+                let kept = items.len().min(Self::MAX_ITEMS);
+                let mut seq = serializer.serialize_seq(Some(kept))?;
+                for value in items.iter().take(kept) {
+                    seq.serialize_element(&Summary { value, depth: depth + 1 })?;
+                }
+                seq.end()
+            }
+            Value::Object(fields) => {
+                let mut map = serializer.serialize_map(None)?;
+                for (key, value) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "message_id" | "protocol" | "session_id" | "type")).take(Self::MAX_ITEMS * 2) {
+                    map.serialize_entry(key, &Summary { value, depth: depth + 1 })?;
+                }
+                map.end()
+            }
+            other => other.serialize(serializer),
+        }
     }
+}
+
+/// The summary as a value (what a query reads back).
+#[cfg(test)]
+fn summarise(value: &Value, depth: usize) -> Value {
+    serde_json::to_value(Summary { value, depth }).expect("a JSON value")
 }
 
 #[cfg(test)]
