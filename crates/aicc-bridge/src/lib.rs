@@ -10,6 +10,7 @@ pub mod event_lines;
 pub mod fonline;
 pub mod governor;
 pub mod history;
+pub mod in_process;
 pub mod live;
 pub mod motion;
 pub mod parameters;

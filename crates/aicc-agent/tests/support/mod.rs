@@ -10,10 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use aicc_bridge::bridge::{run, Listeners, Startup};
-use aicc_bridge::config::{Config, DEFAULT_NODE_NAME};
+use aicc_bridge::config::Config;
+use aicc_bridge::in_process::InProcessBridge;
 use aicc_bridge::perception::RawImage;
-use aicc_bridge::robot::testing::TestRobot;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped};
 use nalgebra::{UnitQuaternion, Vector3};
 
@@ -31,9 +30,10 @@ pub struct Pose {
     pub yaw: f64,
 }
 
+/// The bridge's `port` and test `robot` are the in-process bridge's
+/// (reached through `Deref`).
 pub struct MovingBridge {
-    pub port: u16,
-    pub robot: TestRobot,
+    bridge: InProcessBridge,
     pub pose: Arc<Mutex<Pose>>,
     /// Cleared: the camera stops publishing (its tool goes away).
     pub camera_on: Arc<AtomicBool>,
@@ -41,8 +41,15 @@ pub struct MovingBridge {
     /// module's own sessions use it.
     pub admin_token: Option<String>,
     stop: Arc<AtomicBool>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    threads: Vec<JoinHandle<()>>,
+    feeder: Option<JoinHandle<()>>,
+}
+
+impl std::ops::Deref for MovingBridge {
+    type Target = InProcessBridge;
+
+    fn deref(&self) -> &InProcessBridge {
+        &self.bridge
+    }
 }
 
 impl MovingBridge {
@@ -58,12 +65,10 @@ impl MovingBridge {
 
 impl Drop for MovingBridge {
     fn drop(&mut self) {
+        // The feeder stops first; the bridge shuts down when its field drops.
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
+        if let Some(feeder) = self.feeder.take() {
+            let _ = feeder.join();
         }
     }
 }
@@ -77,8 +82,7 @@ pub fn config(unavailable_after_s: f64) -> Config {
 /// As `config`, with more parameters (YAML under ros__parameters, indented
 /// by four spaces).
 pub fn config_with(unavailable_after_s: f64, parameters: &str) -> Config {
-    let mut config = Config::from_params_yaml(&format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n{parameters}"), DEFAULT_NODE_NAME).expect("a valid test configuration");
-    config.listen = "127.0.0.1:0".into();
+    let mut config = aicc_bridge::in_process::loopback_config(parameters);
     config.sensors.unavailable_after_s = unavailable_after_s;
     config
 }
@@ -93,25 +97,8 @@ pub fn start(config: Config) -> MovingBridge {
 pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridge {
     let tokens: Vec<(String, String)> = tokens.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let admin_token = tokens.iter().find(|(k, _)| k == "AICC_TOKEN").map(|(_, v)| v.clone());
-    let config = Arc::new(config);
-    let startup = Startup::from_config(config.clone(), |name| tokens.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())).expect("the bridge starts");
-    let robot = TestRobot::new(&config);
-    let robot_port = robot.robot.clone();
-    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    let bridge_thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
-        runtime.block_on(async move {
-            let listeners = Listeners::bind(&config).await.expect("binding 127.0.0.1:0");
-            port_tx.send(listeners.aicc.local_addr().unwrap().port()).unwrap();
-            run(startup, listeners, robot_port, async {
-                let _ = shutdown_rx.await;
-            })
-            .await
-            .expect("the bridge runs");
-        });
-    });
-    let port = port_rx.recv().expect("the bridge reports its port");
+    let bridge = InProcessBridge::start(config, |name| tokens.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()));
+    let robot = &bridge.robot;
     let pose = Arc::new(Mutex::new(Pose::default()));
     let camera_on = Arc::new(AtomicBool::new(true));
     let stop = Arc::new(AtomicBool::new(false));
@@ -174,7 +161,8 @@ pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridg
             }
         })
     };
-    let bridge = MovingBridge { port, robot, pose, camera_on, admin_token: admin_token.clone(), stop, shutdown: Some(shutdown_tx), threads: vec![bridge_thread, feeder] };
+    let port = bridge.port;
+    let bridge = MovingBridge { bridge, pose, camera_on, admin_token: admin_token.clone(), stop, feeder: Some(feeder) };
     wait_until_usable(port, &["proprioception", "vision", "depth", "move"], admin_token);
     bridge
 }

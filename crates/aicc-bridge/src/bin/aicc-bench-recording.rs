@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use aicc_bridge::bridge::{run, Listeners, Startup};
-use aicc_bridge::config::{Config, RecordMode, DEFAULT_NODE_NAME};
+use aicc_bridge::config::RecordMode;
+use aicc_bridge::in_process::{loopback_config, InProcessBridge};
 use aicc_bridge::perception::RawImage;
 use aicc_bridge::robot::samples::SampleStore;
-use aicc_bridge::robot::testing::TestRobot;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped};
 use nalgebra::{UnitQuaternion, Vector3};
 use serde_json::{json, Value};
@@ -31,56 +30,34 @@ use serde_json::{json, Value};
 const WIDTH: u32 = 640;
 const HEIGHT: u32 = 480;
 
+/// An in-process bridge and the thread that feeds its sensors.
 struct Bridge {
-    port: u16,
+    bridge: InProcessBridge,
     stop: Arc<AtomicBool>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    threads: Vec<JoinHandle<()>>,
+    feeder: Option<JoinHandle<()>>,
 }
 
 impl Drop for Bridge {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
+        if let Some(feeder) = self.feeder.take() {
+            let _ = feeder.join();
         }
     }
 }
 
 fn start(record_dir: Option<&Path>) -> Bridge {
-    let mut config = Config::from_params_yaml(&format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n"), DEFAULT_NODE_NAME).expect("the default configuration");
-    config.listen = "127.0.0.1:0".into();
+    let mut config = loopback_config("");
     if let Some(dir) = record_dir {
         config.record.mode = RecordMode::Always;
         config.record.dir = dir.display().to_string();
     }
-    let config = Arc::new(config);
-    let startup = Startup::from_config(config.clone(), |_| None).expect("the bridge starts");
-    let robot = TestRobot::new(&config);
-    let port_robot = robot.robot.clone();
-    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    let bridge = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
-        runtime.block_on(async move {
-            let listeners = Listeners::bind(&config).await.expect("binding 127.0.0.1:0");
-            port_tx.send(listeners.aicc.local_addr().unwrap().port()).unwrap();
-            run(startup, listeners, port_robot, async {
-                let _ = shutdown_rx.await;
-            })
-            .await
-            .expect("the bridge runs");
-        });
-    });
-    let port = port_rx.recv().expect("the bridge's port");
+    let bridge = InProcessBridge::start(config, |_| None);
     let stop = Arc::new(AtomicBool::new(false));
-    let samples = robot.samples.clone();
+    let samples = bridge.robot.samples.clone();
     let feeding = stop.clone();
     let feeder = std::thread::spawn(move || feed(&samples, &feeding));
-    Bridge { port, stop, shutdown: Some(shutdown_tx), threads: vec![bridge, feeder] }
+    Bridge { bridge, stop, feeder: Some(feeder) }
 }
 
 fn stamped<T>(value: T, frame_id: &str, stamp_s: f64, received: Instant) -> Stamped<T> {
@@ -185,7 +162,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     let plain = start(None);
     let recording = start(Some(&dir));
-    let mut clients = [Client::connect(plain.port), Client::connect(recording.port)];
+    let mut clients = [Client::connect(plain.bridge.port), Client::connect(recording.bridge.port)];
     for client in &mut clients {
         client.until_ok("proprioception");
         client.until_ok("vision");
