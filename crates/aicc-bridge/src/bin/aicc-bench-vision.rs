@@ -21,6 +21,7 @@ use aicc_bridge::robot::samples::SampleStore;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Sensor, Stamped};
 use aicc_testkit::AiccClient;
 use image::{ImageBuffer, Luma, RgbImage};
+use jpeg_encoder::{ChromaSubsamplingMethod, SamplingFactor};
 use serde_json::{json, Value};
 
 const WIDTH: u32 = 640;
@@ -54,12 +55,15 @@ impl Series {
     }
 }
 
-fn measure(label: &str, runs: usize, mut work: impl FnMut() -> usize) -> Series {
+fn measure(label: &str, runs: usize, work: impl FnMut() -> usize) {
+    println!("{}", measure_quietly(runs, work).line(label));
+}
+
+fn measure_quietly(runs: usize, mut work: impl FnMut() -> usize) -> Series {
     let mut series = Series::new(runs);
     for _ in 0..runs {
         series.time(&mut work);
     }
-    println!("{}", series.line(label));
     series
 }
 
@@ -76,11 +80,51 @@ fn against_floor(label: &str, runs: usize, mut floor: impl FnMut() -> usize, mut
     println!("{}  = {ratio:.2}x the floor", floors.line("  floor: the bare encoder"));
 }
 
-/// The JPEG floor: the codec crate on the decoded frame, nothing around it.
-fn bare_jpeg(rgb: &RgbImage, quality: u8) -> usize {
+/// A JPEG of `rgb` by `jpeg-encoder` with the given chroma handling.
+fn jpeg_encoder_with(rgb: &RgbImage, quality: u8, sampling: SamplingFactor, method: ChromaSubsamplingMethod) -> Vec<u8> {
     let mut bytes = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality).encode_image(rgb).expect("the bare JPEG encoder");
-    bytes.len()
+    let mut encoder = jpeg_encoder::Encoder::new(&mut bytes, quality);
+    encoder.set_sampling_factor(sampling);
+    encoder.set_chroma_subsampling_method(method);
+    encoder.encode(rgb.as_raw(), rgb.width() as u16, rgb.height() as u16, jpeg_encoder::ColorType::Rgb).expect("the bare JPEG encoder");
+    bytes
+}
+
+/// The JPEG floor: the codec crate on the decoded frame with the
+/// pipeline's settings (4:2:0, averaged chroma below quality 90), nothing around it.
+fn bare_jpeg(rgb: &RgbImage, quality: u8) -> usize {
+    jpeg_encoder_with(rgb, quality, SamplingFactor::R_4_2_0, ChromaSubsamplingMethod::Average).len()
+}
+
+/// `image`'s own JPEG encoder (4:4:4), which the pipeline used before.
+fn image_crate_jpeg(rgb: &RgbImage, quality: u8) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality).encode_image(rgb).expect("image's JPEG encoder");
+    bytes
+}
+
+/// Peak signal-to-noise ratio of a JPEG against the frame it encodes, in dB.
+fn psnr(jpeg: &[u8], original: &RgbImage) -> f64 {
+    let decoded = image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg).expect("a readable JPEG").into_rgb8();
+    let squared: f64 = decoded.as_raw().iter().zip(original.as_raw()).map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2)).sum();
+    let mse = squared / original.as_raw().len() as f64;
+    10.0 * (255.0f64 * 255.0 / mse).log10()
+}
+
+/// Size, fidelity and time of the JPEG choices on this frame at quality 80.
+fn jpeg_choices(rgb: &RgbImage, runs: usize) {
+    println!("JPEG q80 choices on this frame (bytes, PSNR against the frame):");
+    type Choice = Box<dyn Fn(&RgbImage) -> Vec<u8>>;
+    let choices: [(&str, Choice); 4] = [
+        ("  image crate, 4:4:4 (before)", Box::new(|rgb| image_crate_jpeg(rgb, 80))),
+        ("  jpeg-encoder 4:4:4", Box::new(|rgb| jpeg_encoder_with(rgb, 80, SamplingFactor::R_4_4_4, ChromaSubsamplingMethod::Average))),
+        ("  jpeg-encoder 4:2:0 top-left", Box::new(|rgb| jpeg_encoder_with(rgb, 80, SamplingFactor::R_4_2_0, ChromaSubsamplingMethod::Nearest))),
+        ("  jpeg-encoder 4:2:0 averaged (used)", Box::new(|rgb| jpeg_encoder_with(rgb, 80, SamplingFactor::R_4_2_0, ChromaSubsamplingMethod::Average))),
+    ];
+    for (label, choice) in choices {
+        let mut series = measure_quietly(runs, || choice(rgb).len());
+        println!("{}  {:.2} dB", series.line(label), psnr(&choice(rgb), rgb));
+    }
 }
 
 /// The PNG floor, at the pipeline's settings.
@@ -211,13 +255,15 @@ fn main() {
     measure("  depth stats", runs, || std::hint::black_box(depth_image.stats()).valid_fraction as usize);
     measure("  depth to_png_mm", runs, || to_png_mm(&depth_image).expect("encodable").len());
 
+    jpeg_choices(&rgb, runs.min(50));
+
     println!("pipeline (decode + encode + base64) against its floor:");
     let jpeg = EncodeOptions::default();
     against_floor("jpeg q80", runs, || bare_jpeg(&rgb, 80), || vision_pipeline(&colour, &jpeg));
     let budget = EncodeOptions { max_bytes: Some(BUDGET_BYTES), ..EncodeOptions::default() };
     against_floor("jpeg, 20 kB budget", runs, || bare_jpeg(&rgb, 80), || vision_pipeline(&colour, &budget));
     let fitted = encode(&rgb, &budget).expect("encodable");
-    println!("  budget result: {}x{} at quality {:?}, reduced: {:?}", fitted.width, fitted.height, fitted.jpeg_quality, fitted.reductions.reasons());
+    println!("  budget result: {}x{} at quality {:?}, reduced: {:?}, {} encodes", fitted.width, fitted.height, fitted.jpeg_quality, fitted.reductions.reasons(), fitted.encodes);
     let png = EncodeOptions { format: OutputFormat::Png, ..EncodeOptions::default() };
     against_floor("png", runs, || bare_png(&rgb), || vision_pipeline(&colour, &png));
     let millimetres: Vec<u16> = depth.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
