@@ -163,7 +163,7 @@ pub fn to_png_mm(depth: &DepthImage) -> Result<Vec<u8>, EncodeError> {
     // Fast deflate for the same reason as colour frames (see `encode`).
     image
         .write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive))
-        .map_err(|source| EncodeError::Codec { format: "png", source })?;
+        .map_err(|source| EncodeError::Codec { format: "png", source: source.into() })?;
     Ok(bytes)
 }
 

@@ -10,6 +10,7 @@ pub mod depth;
 pub mod encode;
 pub mod geometry;
 pub mod raw;
+pub mod synthetic;
 
 pub use color::{decode_compressed_rgb, decode_rgb, SUPPORTED_COLOUR_ENCODINGS};
 pub use depth::{decode_depth, to_png_mm, DepthImage, DepthStats, SUPPORTED_DEPTH_ENCODINGS};
