@@ -155,6 +155,8 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     // Tools read through the recorder's sample hook (the governor and the
     // monitors above read the store directly: only what a tool read is recorded).
     robot.sensors.share_wire_switch(recorder.wire_switch());
+    // The recorder's own reads: the samples due at record.sample_rates_hz.
+    recorder.pace_samples_of(robot.sensors.clone());
     let tool_sensors: Arc<dyn crate::robot::SensorPort> = Arc::new(crate::robot::wire::ToolSensors::new(robot.sensors.clone(), recorder.clone()));
     let tools = ToolContext {
         sensors: tool_sensors,

@@ -169,8 +169,11 @@ pub struct RecordConfig {
     pub flight_max_bytes: usize,
     /// Also record each sensor sample a tool read, as the robot sent it
     /// (ROS: CDR on the sensor's topic, with its ros2msg schema), once per
-    /// sample. Not kept in the on_fault memory.
+    /// sample, in the file and in the on_fault memory.
     pub sensor_samples: bool,
+    /// With `sensor_samples`: the latest sample of these sensors is also
+    /// recorded at most this often (Hz), whether a tool reads it or not.
+    pub sample_rates_hz: SampleRates,
     /// The bridge's events and a summary of each tool call and result
     /// (images left out) published as JSON (std_msgs/String) on this ROS
     /// topic, relative to the node's namespace; "" = not published.
@@ -178,12 +181,51 @@ pub struct RecordConfig {
     pub ros_events_topic: String,
 }
 
+/// How often each sensor's latest sample is recorded (Hz) besides the
+/// samples tools read; 0 (the default) = only when a tool reads it. The
+/// keys are those under `sensors:`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SampleRates {
+    pub odom: f64,
+    pub imu: f64,
+    pub camera: f64,
+    pub camera_info: f64,
+    pub depth: f64,
+    pub depth_info: f64,
+    pub joint_states: f64,
+    pub bumper: f64,
+    pub battery: f64,
+    pub scan: f64,
+    pub hazards: f64,
+}
+
+impl SampleRates {
+    /// The rate of `sensor` (Hz; 0 = none).
+    pub fn of(&self, sensor: crate::robot::Sensor) -> f64 {
+        use crate::robot::Sensor;
+        match sensor {
+            Sensor::Odometry => self.odom,
+            Sensor::Imu => self.imu,
+            Sensor::Camera => self.camera,
+            Sensor::CameraInfo => self.camera_info,
+            Sensor::Depth => self.depth,
+            Sensor::DepthInfo => self.depth_info,
+            Sensor::JointStates => self.joint_states,
+            Sensor::Bumper => self.bumper,
+            Sensor::Battery => self.battery,
+            Sensor::Scan => self.scan,
+            Sensor::Hazards => self.hazards,
+        }
+    }
+}
+
 /// The smallest file size rotation accepts (a few chunks' worth).
 pub const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
 
 impl Default for RecordConfig {
     fn default() -> Self {
-        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20, sensor_samples: true, ros_events_topic: "aicc/events".into() }
+        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20, sensor_samples: true, sample_rates_hz: SampleRates::default(), ros_events_topic: "aicc/events".into() }
     }
 }
 
@@ -938,6 +980,12 @@ impl Config {
         if self.record.dir.is_empty() {
             return Err(InvalidConfig::NoRecordDir);
         }
+        for sensor in crate::robot::Sensor::ALL {
+            let value = self.record.sample_rates_hz.of(sensor);
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(InvalidConfig::Negative { name: format!("record.sample_rates_hz.{}", sensor.key()), value });
+            }
+        }
         Ok(())
     }
 }
@@ -1001,6 +1049,36 @@ mod tests {
         assert!(Config::from_params_yaml(bad_listen, "x").unwrap_err().to_string().contains("fonline.listen"));
         let sim = Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
         assert!(sim.fonline.enabled, "the simulation profile serves the AI-control dialect");
+    }
+
+    #[test]
+    fn sample_rates_are_keyed_by_the_sensor_names_and_checked() {
+        let params = |rates: &str| format!("/**:\n  ros__parameters:\n    record:\n      sample_rates_hz: {rates}\n");
+        let config = Config::from_params_yaml(&params("{odom: 5, camera: 0.5}"), "x").unwrap();
+        let rates = &config.record.sample_rates_hz;
+        assert_eq!((rates.of(crate::robot::Sensor::Odometry), rates.of(crate::robot::Sensor::Camera), rates.of(crate::robot::Sensor::Imu)), (5.0, 0.5, 0.0), "absent = 0");
+        assert_eq!(RecordConfig::default().sample_rates_hz, SampleRates::default(), "off unless configured");
+        // Every key is a sensor's key under `sensors:`, and each maps to its own sensor.
+        let keys = serde_json::to_value(SampleRates::default()).unwrap();
+        for sensor in crate::robot::Sensor::ALL {
+            let mut one = serde_json::Map::new();
+            one.insert(sensor.key().to_string(), serde_json::json!(1.0));
+            let rates: SampleRates = serde_json::from_value(serde_json::Value::Object(one)).unwrap();
+            assert!(keys.get(sensor.key()).is_some() && rates.of(sensor) == 1.0, "{}", sensor.key());
+            assert_eq!(crate::robot::Sensor::ALL.iter().filter(|s| rates.of(**s) != 0.0).count(), 1, "{}", sensor.key());
+        }
+        assert_eq!(keys.as_object().unwrap().len(), crate::robot::Sensor::ALL.len());
+        let err = Config::from_params_yaml(&params("{odom: 5, camra: 1}"), "x").unwrap_err().to_string();
+        assert!(err.contains("camra"), "{err}");
+        let err = Config::from_params_yaml(&params("{camera: -1}"), "x").unwrap_err().to_string();
+        assert!(err.contains("record.sample_rates_hz.camera must be a finite number >= 0, got -1"), "{err}");
+        // The YAML reader refuses non-finite numbers itself; the check holds without it.
+        for bad in [f64::NAN, f64::INFINITY] {
+            let mut config = Config::default();
+            config.record.sample_rates_hz.camera = bad;
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains("record.sample_rates_hz.camera"), "{bad}: {err}");
+        }
     }
 
     #[test]

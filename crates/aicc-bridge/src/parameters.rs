@@ -98,6 +98,7 @@ const DOMAINS: &[(&str, Range)] = &[
     ("record.queue", AT_LEAST_ONE),
     ("record.flight_max_bytes", AT_LEAST_ONE),
     ("record.flight_window_s", POSITIVE),
+    ("record.sample_rates_hz.*", NON_NEGATIVE),
     ("record.max_file_bytes", Range::Integer { from: crate::config::MIN_RECORD_FILE_BYTES as i64, to: i64::MAX }),
 ];
 /// Above zero (ROS ranges are closed: zero itself is refused by the checks).

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::layout::Channel;
 use crate::protocol::core::ConnId;
+use crate::robot::wire::WireSample;
 use crate::tap::{TapBody, TapRecord};
 
 /// Why the ring is written out.
@@ -31,8 +32,32 @@ impl std::fmt::Display for Trigger {
     }
 }
 
-/// An encoded message: channel, log time (ns), JSON bytes.
-pub type Kept = (Channel, u64, Vec<u8>);
+/// What the ring keeps: an encoded AICC message, or a sensor sample as
+/// the robot side received it (its bytes shared, not copied).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// Channel, log time (ns), JSON bytes.
+    Message(Channel, u64, Vec<u8>),
+    /// A sensor sample and its log time (ns).
+    Sample(WireSample, u64),
+}
+
+impl Kept {
+    /// Its log time (ns).
+    pub fn log_time_ns(&self) -> u64 {
+        match self {
+            Kept::Message(_, time, _) | Kept::Sample(_, time) => *time,
+        }
+    }
+
+    /// The bytes it holds, for the ring's bound.
+    fn bytes(&self) -> usize {
+        match self {
+            Kept::Message(_, _, data) => data.len(),
+            Kept::Sample(sample, _) => sample.data.len(),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct FlightRing {
@@ -51,16 +76,31 @@ impl FlightRing {
 
     /// Keeps a message; forgets the oldest beyond the window or the bytes.
     pub fn push(&mut self, channel: Channel, log_time_ns: u64, data: Vec<u8>, at: Instant) {
-        self.bytes += data.len();
-        self.items.push_back(((channel, log_time_ns, data), at));
-        while let Some(((_, _, oldest), when)) = self.items.front() {
+        self.keep(Kept::Message(channel, log_time_ns, data), at);
+    }
+
+    /// Keeps a sensor sample received at `at`, its bytes counted like a
+    /// message's; forgets the oldest beyond the window or the bytes.
+    pub fn push_sample(&mut self, sample: WireSample, log_time_ns: u64, at: Instant) {
+        self.keep(Kept::Sample(sample, log_time_ns), at);
+    }
+
+    fn keep(&mut self, kept: Kept, at: Instant) {
+        self.bytes += kept.bytes();
+        self.items.push_back((kept, at));
+        while let Some((oldest, when)) = self.items.front() {
             let too_old = at.saturating_duration_since(*when) > self.window;
             if !(too_old || self.bytes > self.max_bytes) {
                 break;
             }
-            self.bytes -= oldest.len();
+            self.bytes -= oldest.bytes();
             self.items.pop_front();
         }
+    }
+
+    /// The bytes kept now.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// What is kept, oldest first.
@@ -148,12 +188,40 @@ mod tests {
         for second in 0..30u64 {
             ring.push(Channel::Inbound, second, vec![0; 10], start + Duration::from_secs(second));
         }
-        let times: Vec<u64> = ring.contents().map(|(_, t, _)| *t).collect();
+        let times: Vec<u64> = ring.contents().map(Kept::log_time_ns).collect();
         assert_eq!(times, (19..30).collect::<Vec<_>>(), "the last 10 s");
         ring.push(Channel::Inbound, 30, vec![0; 995], start + Duration::from_secs(30));
         assert_eq!(ring.len(), 1, "the byte bound forgets the oldest first");
         assert_eq!(ring.drain().count(), 1);
         assert!(ring.is_empty());
+    }
+
+    #[test]
+    fn samples_share_the_window_and_their_bytes_count_against_the_bound() {
+        let start = Instant::now();
+        let second = |s: u64| start + Duration::from_secs(s);
+        let frame = |at: Instant| WireSample {
+            topic: "/camera/image_raw".into(),
+            type_name: "sensor_msgs/msg/Image".into(),
+            schema: String::new().into(),
+            data: Arc::from(vec![7u8; 4000]),
+            received: at,
+            received_wall: SystemTime::UNIX_EPOCH,
+        };
+        let mut ring = FlightRing::new(Duration::from_secs(10), 10_000);
+        ring.push(Channel::Inbound, 0, vec![0; 100], second(0));
+        ring.push_sample(frame(second(1)), 1, second(1));
+        ring.push_sample(frame(second(2)), 2, second(2));
+        assert_eq!(ring.bytes(), 8100, "a frame's bytes count");
+        ring.push_sample(frame(second(3)), 3, second(3));
+        let times: Vec<u64> = ring.contents().map(Kept::log_time_ns).collect();
+        assert_eq!((times, ring.bytes()), (vec![2, 3], 8000), "12,100 bytes > 10,000: the oldest forgotten first, the message and the first frame");
+        ring.push(Channel::Outbound, 13, vec![0; 10], second(13));
+        let times: Vec<u64> = ring.contents().map(Kept::log_time_ns).collect();
+        assert_eq!((times, ring.bytes()), (vec![3, 13], 4010), "the frame 11 s old is out of the 10 s window, the one 10 s old is not");
+        assert!(matches!(ring.contents().next(), Some(Kept::Sample(sample, 3)) if sample.data.len() == 4000));
+        assert_eq!(ring.drain().count(), 2);
+        assert_eq!(ring.bytes(), 0);
     }
 
     #[test]

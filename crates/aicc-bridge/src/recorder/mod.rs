@@ -17,13 +17,13 @@
 pub mod flight;
 pub mod layout;
 pub mod ros2msg;
+pub mod sampling;
 pub mod sink;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -32,10 +32,12 @@ use serde_json::{json, Value};
 
 use crate::config::{RecordConfig, RecordMode};
 use crate::robot::wire::{SampleRecorder, WireSample, WireSwitch};
+use crate::robot::{Sensor, SensorPort};
 use crate::tap::{Lagged, TapReceiver, TapRecord, TapSource};
 use crate::tools::ToolEvent;
-use flight::{FlightRing, Trigger};
+use flight::{FlightRing, Kept, Trigger};
 use layout::{Channel, Encoder};
+use sampling::{Pacing, Written};
 use sink::{Origin, Sink};
 
 /// How often buffered records are put on disk when traffic is light.
@@ -92,7 +94,12 @@ pub struct Recorder {
     tap: Arc<Mutex<Option<TapSource>>>,
     /// On while a recording is written and sensor samples are wanted.
     wire: WireSwitch,
+    /// The sensors whose latest samples are recorded at their rates.
+    paced_sensors: PacedSensors,
 }
+
+/// Where the recorder thread reads the samples due at their rates.
+type PacedSensors = Arc<OnceLock<Arc<dyn SensorPort>>>;
 
 impl Recorder {
     /// The recorder thread, idle until [`Self::attach`]. `events` receives
@@ -103,7 +110,8 @@ impl Recorder {
         let lost = Arc::new(AtomicU64::new(0));
         let ring = (config.mode == RecordMode::OnFault).then(|| FlightRing::new(Duration::from_secs_f64(config.flight_window_s), config.flight_max_bytes));
         let wire = WireSwitch::default();
-        let mut writer = Writer { config: config.clone(), sink: None, encoder: Encoder::default(), ring, status: status.clone(), lost: lost.clone(), lost_written: 0, events, wire: wire.clone(), last_samples: HashMap::new() };
+        let paced_sensors = PacedSensors::default();
+        let mut writer = Writer::new(config.clone(), ring, status.clone(), lost.clone(), events, wire.clone(), paced_sensors.clone());
         if config.mode == RecordMode::Always {
             writer.begin(Origin { reason: "always".into(), detail: String::new() }, false);
         }
@@ -172,6 +180,7 @@ impl Recorder {
                             Job::Shutdown => break 'run,
                         }
                     }
+                    writer.sample_due(Instant::now());
                     if Instant::now() >= next_flush {
                         next_flush = Instant::now() + FLUSH_PERIOD;
                         writer.flush();
@@ -179,9 +188,18 @@ impl Recorder {
                 }
                 writer.drain(&mut tap);
                 writer.end();
+                // Gone: nothing takes samples any more (the flight ring neither).
+                writer.wire.set(false);
             })
             .expect("starting the recorder thread");
-        Arc::new(Self { jobs, status, thread: Mutex::new(Some(thread)), mode: config.mode, lost, forwarding, tap: sources, wire })
+        Arc::new(Self { jobs, status, thread: Mutex::new(Some(thread)), mode: config.mode, lost, forwarding, tap: sources, wire, paced_sensors })
+    }
+
+    /// The sensors whose latest samples are recorded at
+    /// `record.sample_rates_hz` (the robot's own store: these reads are
+    /// the recorder's, not a tool's). Once; later calls are ignored.
+    pub fn pace_samples_of(&self, sensors: Arc<dyn SensorPort>) {
+        let _ = self.paced_sensors.set(sensors);
     }
 
     /// Starts observing `tap` (only when the mode records something;
@@ -282,10 +300,13 @@ struct Writer {
     /// The count last written to the file's recorder channel.
     lost_written: u64,
     events: tokio::sync::mpsc::Sender<ToolEvent>,
-    /// On while a recording is written (and `sensor_samples`).
+    /// On while a recording or the flight ring is written (and `sensor_samples`).
     wire: WireSwitch,
-    /// The last sample written per topic (its receipt): each once.
-    last_samples: HashMap<Arc<str>, Instant>,
+    /// The samples written lately (their receipts): each once.
+    written: Written,
+    /// When the sensors with a rate are due for a sample.
+    pacing: Pacing,
+    paced_sensors: PacedSensors,
 }
 
 /// One more message in the file: counted, and the file's path and parts
@@ -304,6 +325,19 @@ fn wall_ns(at: SystemTime) -> u64 {
 }
 
 impl Writer {
+    fn new(config: RecordConfig, ring: Option<FlightRing>, status: Arc<Mutex<Status>>, lost: Arc<AtomicU64>, events: tokio::sync::mpsc::Sender<ToolEvent>, wire: WireSwitch, paced_sensors: PacedSensors) -> Self {
+        let pacing = Pacing::new(&config.sample_rates_hz);
+        let writer = Self { config, sink: None, encoder: Encoder::default(), ring, status, lost, lost_written: 0, events, wire, written: Written::default(), pacing, paced_sensors };
+        writer.keep_wire();
+        writer
+    }
+
+    /// Has the robot side keep the wire form of sensor samples while they
+    /// can be written: a recording, or the flight ring (mode on_fault).
+    fn keep_wire(&self) {
+        self.wire.set(self.config.sensor_samples && (self.sink.is_some() || self.ring.is_some()));
+    }
+
     fn notify(&self, payload: Value) {
         // The event queue is bounded; a full one loses the event, never waits.
         let _ = self.events.try_send(("state_change".into(), payload, None));
@@ -315,8 +349,15 @@ impl Writer {
         self.adopt(Sink::create(&dir, self.config.max_file_bytes, origin, SystemTime::now()));
         if with_ring {
             let kept: Vec<_> = self.ring.as_ref().map(|ring| ring.contents().cloned().collect()).unwrap_or_default();
-            for (channel, at, data) in kept {
-                self.write_bytes(channel, at, &data);
+            for kept in kept {
+                match kept {
+                    Kept::Message(channel, at, data) => self.write_bytes(channel, at, &data),
+                    Kept::Sample(sample, at) => {
+                        // Noted: the rates do not write it a second time.
+                        self.written.first_time(&sample.topic, sample.received);
+                        self.write_sample(&sample, at);
+                    }
+                }
             }
         }
     }
@@ -335,8 +376,9 @@ impl Writer {
                     status.last_error = None;
                 }
                 self.sink = Some(sink);
-                self.last_samples.clear();
-                self.wire.set(self.config.sensor_samples);
+                self.written.clear();
+                self.pacing.restart();
+                self.keep_wire();
                 self.notify(json!({ "change": "recording_started", "entity": "recorder", "path": path }));
             }
             Err(error) => self.fail(error.to_string()),
@@ -346,11 +388,11 @@ impl Writer {
     /// Ends the recording after an error: logged, told to agents, kept in the status.
     fn fail(&mut self, reason: String) {
         tracing::error!(%reason, "recording stopped; the bridge goes on without it");
-        self.wire.set(false);
         if let Some(sink) = self.sink.take() {
             // Best effort: the summary may not fit on a full disk either.
             let _ = sink.finish();
         }
+        self.keep_wire();
         {
             let mut status = self.status.lock();
             status.path = None;
@@ -405,16 +447,48 @@ impl Writer {
         }
     }
 
-    /// Writes a sensor sample a tool read, unless already written.
+    /// Keeps a sensor sample (one a tool read, or one due at its rate) in
+    /// the file and the flight ring, unless already written.
     fn sample(&mut self, sample: &WireSample) {
-        let Some(sink) = self.sink.as_mut() else { return };
-        if self.last_samples.get(&sample.topic) == Some(&sample.received) {
+        if self.sink.is_none() && self.ring.is_none() {
             return;
         }
-        self.last_samples.insert(sample.topic.clone(), sample.received);
-        match sink.write_sample(sample, wall_ns(sample.received_wall)) {
+        if !self.written.first_time(&sample.topic, sample.received) {
+            return;
+        }
+        let at = wall_ns(sample.received_wall);
+        if let Some(ring) = self.ring.as_mut() {
+            ring.push_sample(sample.clone(), at, sample.received);
+        }
+        self.write_sample(sample, at);
+    }
+
+    fn write_sample(&mut self, sample: &WireSample, log_time_ns: u64) {
+        let Some(sink) = self.sink.as_mut() else { return };
+        match sink.write_sample(sample, log_time_ns) {
             Ok(()) => count_written(&self.status, sink),
             Err(error) => self.fail(error.to_string()),
+        }
+    }
+
+    /// Keeps the latest sample of each sensor due at its rate
+    /// (`record.sample_rates_hz`), read from the robot's store: a copy of
+    /// the shared bytes, never a wait on the ROS side or a tool.
+    fn sample_due(&mut self, now: Instant) {
+        if self.pacing.is_empty() || !self.wire.is_on() {
+            return;
+        }
+        let Some(sensors) = self.paced_sensors.get().cloned() else { return };
+        for sensor in Sensor::ALL {
+            if !self.pacing.is_due(sensor, now) {
+                continue;
+            }
+            // None: nothing received yet, or its bytes not kept (it came
+            // before the recording began): due until a sample has them.
+            if let Some(sample) = sensors.received(sensor).and_then(|received| sensors.wire_sample(sensor, received)) {
+                self.sample(&sample);
+                self.pacing.done(sensor, now);
+            }
         }
     }
 
@@ -426,8 +500,11 @@ impl Writer {
         let kept: Vec<_> = ring.drain().collect();
         let written = (|| {
             let mut sink = Sink::create(std::path::Path::new(&self.config.dir), self.config.max_file_bytes, Origin { reason: "on_fault".into(), detail: reason.clone() }, SystemTime::now())?;
-            for (channel, time, data) in &kept {
-                sink.write(*channel, *time, data)?;
+            for kept in &kept {
+                match kept {
+                    Kept::Message(channel, time, data) => sink.write(*channel, *time, data)?,
+                    Kept::Sample(sample, time) => sink.write_sample(sample, *time)?,
+                }
             }
             sink.write(Channel::Recorder, at, &note)?;
             sink.finish()
@@ -457,7 +534,6 @@ impl Writer {
     }
 
     fn end(&mut self) {
-        self.wire.set(false);
         if let Some(sink) = self.sink.take() {
             match sink.finish() {
                 Ok(parts) => {
@@ -473,12 +549,18 @@ impl Writer {
                 }
             }
         }
+        self.keep_wire();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SampleRates;
+    use crate::robot::names::Names;
+    use crate::robot::samples::SampleStore;
+    use crate::robot::wire::WireType;
+    use crate::robot::{Battery, Stamped};
     use crate::tap::{Tap, TapBody};
 
     fn config(dir: &std::path::Path) -> RecordConfig {
@@ -544,7 +626,7 @@ mod tests {
         }
         let tap = Tap::new(64);
         let (events, mut told) = tokio::sync::mpsc::channel(8);
-        let mut writer = Writer { config: config(std::path::Path::new("/dev")), sink: None, encoder: Encoder::default(), ring: None, status: Arc::new(Mutex::new(Status::default())), lost: Arc::new(AtomicU64::new(0)), lost_written: 0, events, wire: WireSwitch::default(), last_samples: HashMap::new() };
+        let mut writer = Writer::new(config(std::path::Path::new("/dev")), None, Arc::new(Mutex::new(Status::default())), Arc::new(AtomicU64::new(0)), events, WireSwitch::default(), PacedSensors::default());
         // The disk may be found full when the file is opened or on a later write.
         writer.adopt(Sink::on_file(PathBuf::from("/dev/full"), 1 << 20));
         let started = Instant::now();
@@ -638,6 +720,88 @@ mod tests {
         let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
         assert_eq!(topics, ["/odom", "/odom"], "each sample once, none after the recording");
         recorder.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A store whose battery sample received at `at` (virtual time) has
+    /// bytes `ms` (its offset) and a wall clock of `ms` after the epoch.
+    fn receive_battery(store: &SampleStore, at: Instant, ms: u64) {
+        let kind = WireType { topic: "/battery".into(), type_name: "sensor_msgs/msg/BatteryState".into(), schema: String::new().into() };
+        store.lock().battery = Some(Stamped { value: Battery { fraction: 0.5, voltage_v: 12.0, charging: false }, frame_id: String::new(), stamp_s: ms as f64 / 1e3, received: at });
+        store.put_wire(Sensor::Battery, &kind, Arc::from(&ms.to_le_bytes()[..]), at, SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+    }
+
+    fn store_paced(store: &Arc<SampleStore>) -> PacedSensors {
+        let paced = PacedSensors::default();
+        let _ = paced.set(store.clone() as Arc<dyn SensorPort>);
+        paced
+    }
+
+    fn battery_times_ms(path: &std::path::Path) -> Vec<u64> {
+        let bytes = std::fs::read(path).unwrap();
+        mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap()).filter(|m| m.channel.topic == "/battery").map(|m| m.log_time / 1_000_000).collect()
+    }
+
+    #[test]
+    fn samples_due_at_their_rate_are_written_beside_those_tools_read_each_once() {
+        let dir = temp_dir("paced");
+        let (events, _told) = tokio::sync::mpsc::channel(8);
+        let store = Arc::new(SampleStore::with_system_clock(Names::default()));
+        let rates = SampleRates { battery: 5.0, ..SampleRates::default() };
+        let mut writer = Writer::new(RecordConfig { sample_rates_hz: rates, ..config(&dir) }, None, Arc::new(Mutex::new(Status::default())), Arc::new(AtomicU64::new(0)), events, WireSwitch::default(), store_paced(&store));
+        store.share_wire_switch(writer.wire.clone());
+        assert!(!store.wants_wire(), "nothing recorded: no bytes kept");
+        writer.adopt(Sink::create(&dir, 1 << 20, Origin { reason: "test".into(), detail: String::new() }, SystemTime::now()));
+        assert!(store.wants_wire(), "recording: bytes kept");
+        // A 20 Hz battery for one second, the recorder looking every 10 ms
+        // (virtual time); a tool reads the sample of 400 ms (the rate's own
+        // at that instant) and, at 730 ms, that of 700 ms.
+        let start = Instant::now();
+        for ms in (0..=1000).step_by(10) {
+            let now = start + Duration::from_millis(ms);
+            if ms % 50 == 0 {
+                receive_battery(&store, now, ms);
+            }
+            if ms == 400 || ms == 730 {
+                let received = store.received(Sensor::Battery).unwrap();
+                writer.sample(&store.wire_sample(Sensor::Battery, received).unwrap());
+            }
+            writer.sample_due(now);
+        }
+        writer.end();
+        assert!(!store.wants_wire(), "the recording ended: no bytes kept");
+        let parts = writer.status.lock().parts.clone();
+        assert_eq!(battery_times_ms(&parts[0]), [0, 200, 400, 600, 700, 800, 1000], "5 Hz, the tool's 700 ms beside them, 400 ms once");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn on_fault_the_ring_keeps_the_samples_and_a_stop_writes_them() {
+        let dir = temp_dir("flight-samples");
+        let tap = Tap::new(64);
+        let (events, _told) = tokio::sync::mpsc::channel(8);
+        let store = Arc::new(SampleStore::with_system_clock(Names::default()));
+        let config = RecordConfig { mode: RecordMode::OnFault, sample_rates_hz: SampleRates { battery: 50.0, ..SampleRates::default() }, ..config(&dir) };
+        let recorder = Recorder::new(&config, events);
+        store.share_wire_switch(recorder.wire_switch());
+        recorder.pace_samples_of(store.clone());
+        recorder.attach(tap.source());
+        assert!(recorder.wants_samples() && store.wants_wire(), "on_fault: samples kept for the ring");
+        let start = Instant::now();
+        receive_battery(&store, start, 7);
+        settle().await;
+        // A tool's read of an odometry sample, and the stop.
+        recorder.sample_read(WireSample { topic: "/odom".into(), type_name: "nav_msgs/msg/Odometry".into(), schema: String::new().into(), data: Arc::from(&[0u8, 1, 0, 0, 42][..]), received: start, received_wall: SystemTime::now() });
+        settle().await;
+        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&br#"{"type":"tool_call","tool":"stop","call_id":"halt"}"#[..]) });
+        settle().await;
+        let (path, _) = recorder.status().last_dump.expect("a dump");
+        let bytes = std::fs::read(&path).unwrap();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        assert_eq!(topics, ["/battery", "/odom", "/aicc/in", "/aicc/recorder"], "the rate's sample (once), the tool's, then the stop");
+        assert_eq!(battery_times_ms(&path), [7]);
+        recorder.close();
+        assert!(!store.wants_wire(), "the recorder closed: no bytes kept");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
