@@ -1,8 +1,9 @@
 """Reads a recording of the bridge with the MCAP Python library and its ROS 2
 decoder (mcap, mcap-ros2-support: readers the project did not write) and
 prints one JSON document: each channel (schema name and encoding, message
-encoding, count), the JSON messages of the /aicc channels, and every decoded
-sensor_msgs/Image with its header, size, encoding and pixels (base64)."""
+encoding, count), the JSON messages of the /aicc channels, the log times of
+the decoded ROS messages per topic, and every decoded sensor_msgs/Image with
+its header, size, encoding and pixels (base64)."""
 import base64
 import json
 import sys
@@ -12,7 +13,7 @@ from mcap_ros2.decoder import DecoderFactory
 
 
 def main(path):
-    out = {"channels": {}, "json": [], "images": [], "decoded": {}}
+    out = {"channels": {}, "json": [], "images": [], "decoded": {}, "log_times": {}}
     with open(path, "rb") as stream:
         reader = make_reader(stream, decoder_factories=[DecoderFactory()])
         for schema, channel, message in reader.iter_messages():
@@ -28,6 +29,7 @@ def main(path):
         cdr = [t for t, c in out["channels"].items() if c["message_encoding"] == "cdr"]
         for schema, channel, message, decoded in reader.iter_decoded_messages(topics=cdr):
             out["decoded"][channel.topic] = out["decoded"].get(channel.topic, 0) + 1
+            out["log_times"].setdefault(channel.topic, []).append(message.log_time)
             if schema.name == "sensor_msgs/msg/Image":
                 out["images"].append({
                     "topic": channel.topic,

@@ -142,3 +142,97 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
     println!("camera Image from the file ({width}x{height} {encoding}, stamp {stamp_s}) equals the PNG vision served");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Deliveries of `sensor` so far, as `bridge_status` reports them (the
+/// statistics of the robot's store: no sample read, none recorded).
+fn delivered(client: &mut AiccClient, sensor: &str) -> u64 {
+    let status = call_ok(client, "status", "bridge_status", json!({}));
+    status["output"]["sensors"].as_array().and_then(|sensors| sensors.iter().find(|s| s["sensor"] == sensor)).and_then(|s| s["received"].as_u64()).unwrap_or(0)
+}
+
+/// Waits up to `patience` for a recording in `dir`.
+fn wait_for_recording(dir: &Path, patience: Duration) -> Vec<PathBuf> {
+    let deadline = Instant::now() + patience;
+    loop {
+        let files = recordings(dir);
+        if !files.is_empty() || Instant::now() > deadline {
+            return files;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn odometry_is_recorded_at_its_rate_without_a_tool_and_a_fault_file_holds_the_samples_the_agent_saw() {
+    let dir = std::env::temp_dir().join(format!("aicc-recording-rates-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (always, on_fault) = (dir.join("always"), dir.join("on_fault"));
+    let _sim = start_sim(&[]);
+
+    // A recording with odometry at 5 Hz (the simulator publishes 50 Hz) and no tool reading it.
+    let (mut bridge, port) = start_bridge(&["--record", always.to_str().unwrap(), "--ros-args", "-p", "record.sample_rates_hz.odom:=5.0"]);
+    let (mut client, _) = AiccClient::connect(port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delivered(&mut client, "odom") == 0 {
+        assert!(Instant::now() < deadline, "no odometry from the simulator within 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let status = bridge.terminate().expect("the bridge exited");
+    assert!(status.success(), "the bridge exited with {status}");
+    let files = recordings(&always);
+    assert_eq!(files.len(), 1, "one recording file: {files:?}");
+    let read = read_with_python(&files[0]);
+    let channels = read["channels"].as_object().expect("channels");
+    let odom = channels.get("/odom").unwrap_or_else(|| panic!("no /odom in {:?}", channels.keys().collect::<Vec<_>>()));
+    assert_eq!((odom["schema"].as_str(), odom["message_encoding"].as_str()), (Some("nav_msgs/msg/Odometry"), Some("cdr")), "{odom}");
+    let times: Vec<u64> = read["log_times"]["/odom"].as_array().expect("decoded /odom messages").iter().map(|t| t.as_u64().unwrap()).collect();
+    assert_eq!(times.len() as u64, odom["count"].as_u64().unwrap(), "every /odom message decodes");
+    let span_s = (times.iter().max().unwrap() - times.iter().min().unwrap()) as f64 * 1e-9;
+    let expected = 5.0 * span_s;
+    println!("/odom at 5 Hz, no tool reading it: {} samples over {span_s:.2} s ({} bytes)", times.len(), std::fs::metadata(&files[0]).unwrap().len());
+    assert!(span_s >= 1.5, "the odometry of at least 1.5 s: {span_s:.2} s");
+    // At most the rate (one per period, the first at once); at least most
+    // periods (slack for a simulator running slow on a loaded machine).
+    assert!((times.len() as f64) <= expected + 2.0 && (times.len() as f64) >= 0.6 * expected, "{} samples over {span_s:.2} s at 5 Hz", times.len());
+    let mut distinct = times.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), times.len(), "each sample once: {times:?}");
+    assert!(!channels.contains_key("/camera/image_raw"), "no rate, no tool: no camera frame");
+
+    // on_fault: what the agent read (a frame, odometry) and the odometry
+    // at its rate, in the file a `stop` writes.
+    let args = ["--ros-args", "-p", "record.mode:=on_fault", "-p", &format!("record.dir:={}", on_fault.display()), "-p", "record.sample_rates_hz.odom:=5.0"];
+    let (mut bridge, port) = start_bridge(&args);
+    let (mut client, _) = AiccClient::connect(port);
+    let vision = client.call_when_ready("warm", "vision", json!({ "format": "png" }), Duration::from_secs(60));
+    assert_eq!(vision["ok"], true, "{vision}");
+    let _ = call_ok(&mut client, "p1", "proprioception", json!({}));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(recordings(&on_fault).is_empty(), "nothing written before a fault");
+    let _ = call_ok(&mut client, "s1", "stop", json!({ "reason": "recording test" }));
+    let files = wait_for_recording(&on_fault, Duration::from_secs(10));
+    let status = bridge.terminate().expect("the bridge exited");
+    assert!(status.success(), "the bridge exited with {status}");
+    assert_eq!(files.len(), 1, "one flight recording: {files:?}");
+    let read = read_with_python(&files[0]);
+    let channels = read["channels"].as_object().expect("channels");
+    for (topic, count) in channels.iter().map(|(topic, c)| (topic, &c["count"])) {
+        println!("on_fault {topic}: {count}");
+    }
+    println!("{}: {} bytes", files[0].display(), std::fs::metadata(&files[0]).unwrap().len());
+    let channel = |topic: &str| channels.get(topic).unwrap_or_else(|| panic!("no channel {topic} in {:?}", channels.keys().collect::<Vec<_>>()));
+    for (topic, schema) in [("/camera/image_raw", "sensor_msgs/msg/Image"), ("/odom", "nav_msgs/msg/Odometry"), ("/imu", "sensor_msgs/msg/Imu")] {
+        let c = channel(topic);
+        assert_eq!((c["schema"].as_str(), c["schema_encoding"].as_str(), c["message_encoding"].as_str()), (Some(schema), Some("ros2msg"), Some("cdr")), "{topic}: {c}");
+        assert_eq!(read["decoded"][topic], c["count"], "every {topic} message decodes");
+    }
+    // 1.5 s at 5 Hz besides the one proprioception read.
+    assert!(channel("/odom")["count"].as_u64().unwrap() >= 5, "{}", channel("/odom"));
+    let stamp_s = vision["output"]["stamp_s"].as_f64().expect("the frame's stamp");
+    let images = read["images"].as_array().unwrap();
+    assert!(images.iter().any(|i| i["topic"] == "/camera/image_raw" && (i["stamp_s"].as_f64().unwrap() - stamp_s).abs() < 1e-6), "the frame vision served (stamp {stamp_s}) is in the fault's file");
+    let stops = read["json"].as_array().unwrap().iter().filter(|m| m["topic"] == "/aicc/in" && m["data"]["message"]["tool"] == "stop").count();
+    assert_eq!(stops, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
