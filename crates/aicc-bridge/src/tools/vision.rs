@@ -18,7 +18,7 @@ use crate::protocol::AiccError;
 use crate::robot::{Age, Sensor};
 
 /// Default byte budget of the encoded picture: a 640x480 JPEG at quality
-/// 80 is ~40-60 kB, so this rarely bites; the agent's context is the real budget.
+/// 80 is ~20-60 kB, so this rarely bites; the agent's context is the real budget.
 pub const DEFAULT_MAX_BYTES: u32 = 200_000;
 /// Largest byte budget: base64 grows data by 4/3, so this keeps a reply
 /// line under the 1 MiB that AICC peers accept.
