@@ -71,6 +71,38 @@ pub trait Exchange: Sync {
     fn is_answer(&self, message: &Value, n: usize) -> bool;
 }
 
+/// A call of `tool` with empty input, call ids `c<n>`; a failed call
+/// stops the benchmark (its figures would mean nothing).
+pub struct ToolCall {
+    pub tool: String,
+}
+
+impl Exchange for ToolCall {
+    fn request(&self, n: usize) -> Vec<u8> {
+        let tool = Value::String(self.tool.clone());
+        format!("{{\"protocol\":\"aicc/0.1\",\"type\":\"tool_call\",\"call_id\":\"c{n}\",\"tool\":{tool},\"input\":{{}}}}\n").into_bytes()
+    }
+
+    fn is_answer(&self, message: &Value, n: usize) -> bool {
+        let answers = message["type"] == "tool_result" && message["call_id"].as_str().and_then(|id| id.strip_prefix('c')) == Some(n.to_string().as_str());
+        assert!(!answers || message["ok"] == true, "the call failed: {message}");
+        answers
+    }
+}
+
+/// The same requests, answered by the floor's canned reply.
+pub struct Echo<'a>(pub &'a ToolCall);
+
+impl Exchange for Echo<'_> {
+    fn request(&self, n: usize) -> Vec<u8> {
+        self.0.request(n)
+    }
+
+    fn is_answer(&self, _message: &Value, _n: usize) -> bool {
+        true
+    }
+}
+
 /// Round trips of `calls` requests, one after the other; request numbers
 /// start at `first`.
 pub fn round_trips(client: &mut LineClient, exchange: &dyn Exchange, first: usize, calls: usize) -> io::Result<Latencies> {
@@ -196,6 +228,19 @@ pub fn beside_floor(figure: f64, floor: f64, unit: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_call_is_one_json_line_with_its_call_id_and_an_escaped_tool_name() {
+        let call = ToolCall { tool: "odd\"name".into() };
+        let line = call.request(7);
+        assert_eq!(line.last(), Some(&b'\n'));
+        let message: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!((&message["type"], &message["call_id"], &message["tool"], &message["input"]), (&Value::from("tool_call"), &Value::from("c7"), &Value::from("odd\"name"), &serde_json::json!({})));
+        let result = serde_json::json!({ "type": "tool_result", "call_id": "c7", "ok": true });
+        assert!(call.is_answer(&result, 7));
+        assert!(!call.is_answer(&result, 8));
+        assert!(Echo(&call).is_answer(&Value::Null, 8), "the floor's canned reply answers any request");
+    }
 
     struct Ping;
 

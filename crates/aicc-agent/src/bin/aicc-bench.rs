@@ -14,9 +14,9 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, EchoFloor, Exchange, Latencies, LineClient};
+use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient, ToolCall};
 use clap::Parser;
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[derive(Parser, Debug, Clone)]
 struct Args {
@@ -45,38 +45,6 @@ struct Args {
     /// Skip the echo floor (figures without their ratio).
     #[arg(long)]
     no_echo_floor: bool,
-}
-
-/// A call of the tool with empty input, call ids `c<n>`.
-struct ToolCall {
-    tool: String,
-}
-
-impl Exchange for ToolCall {
-    fn request(&self, n: usize) -> Vec<u8> {
-        let mut line = serde_json::to_vec(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": format!("c{n}"), "tool": self.tool, "input": {} })).expect("serialisable");
-        line.push(b'\n');
-        line
-    }
-
-    fn is_answer(&self, message: &Value, n: usize) -> bool {
-        let answers = message["type"] == "tool_result" && message["call_id"].as_str().and_then(|id| id.strip_prefix('c')) == Some(n.to_string().as_str());
-        assert!(!answers || message["ok"] == true, "call failed: {message}");
-        answers
-    }
-}
-
-/// The same requests, answered by the floor's canned reply.
-struct Echo<'a>(&'a ToolCall);
-
-impl Exchange for Echo<'_> {
-    fn request(&self, n: usize) -> Vec<u8> {
-        self.0.request(n)
-    }
-
-    fn is_answer(&self, _message: &Value, _n: usize) -> bool {
-        true
-    }
 }
 
 /// A session on the bridge (authenticated when a token is in the environment).

@@ -26,7 +26,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use aicc_bridge::test_bridge::{loopback_config, TestBridge};
-use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, EchoFloor, Exchange, Latencies, LineClient};
+use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient, ToolCall};
 use serde_json::Value;
 
 struct Args {
@@ -59,36 +59,6 @@ fn parse_args() -> Args {
         }
     }
     args
-}
-
-/// The tool's call with empty input, call ids `c<n>`.
-struct ToolCall {
-    tool: String,
-}
-
-impl Exchange for ToolCall {
-    fn request(&self, n: usize) -> Vec<u8> {
-        format!("{{\"protocol\":\"aicc/0.1\",\"type\":\"tool_call\",\"call_id\":\"c{n}\",\"tool\":\"{}\",\"input\":{{}}}}\n", self.tool).into_bytes()
-    }
-
-    fn is_answer(&self, message: &Value, n: usize) -> bool {
-        let answers = message["type"] == "tool_result" && message["call_id"].as_str().and_then(|id| id.strip_prefix('c')) == Some(n.to_string().as_str());
-        assert!(!answers || message["ok"] == true, "the call failed: {message}");
-        answers
-    }
-}
-
-/// The same request answered by the floor's canned reply.
-struct Echo<'a>(&'a ToolCall);
-
-impl Exchange for Echo<'_> {
-    fn request(&self, n: usize) -> Vec<u8> {
-        self.0.request(n)
-    }
-
-    fn is_answer(&self, _message: &Value, _n: usize) -> bool {
-        true
-    }
 }
 
 /// A session on the bridge: connected once the greeting is in.
