@@ -28,6 +28,7 @@ export CARGO_TARGET_DIR="$repo/fuzz/target"
 profile=()
 [ "${AICC_FUZZ_DEV:-0}" = 1 ] && profile=(--dev)
 cargo +nightly fuzz build "${profile[@]}"
+echo "[fuzz] targets built, ${SECONDS} s after the start"
 for target in "${targets[@]}"; do
   mkdir -p "corpus/$target"
   cp -n seeds/"$target"/* "corpus/$target/" 2> /dev/null || true

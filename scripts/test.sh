@@ -4,9 +4,10 @@
 #      with no ROS environment at all: their unit tests and the in-process
 #      bridge tests (protocol over TCP, TLS, the agent harness, `aicc mcp`
 #      driven by the official MCP Python SDK over stdio and HTTP). This proves
-#      that they build and test without ROS (it runs before ROS is installed);
+#      that they build and test without ROS (the ROS environment is hidden);
 #   2. setup (scripts/setup.sh: apt packages, ROS 2 Kilted wheels, MuJoCo;
-#      scripts/setup-browser.sh: Chromium and playwright-core);
+#      scripts/setup-browser.sh: Chromium and playwright-core), beside step 1
+#      (log: target/setup.log), waited for after it;
 #   3. the whole workspace built once (release; step 1's artifacts are reused);
 #   4. the tests that need the simulated robot (crate aicc-sim-tests: the real
 #      bridge binary beside the MuJoCo robot on real ROS 2 topics, in a ROS
@@ -30,7 +31,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-step() { printf '[test] %s\n' "$*" >&2; }
+# Each step with the minutes and seconds since the start: where CI's time goes.
+step() { printf '[test] %dm%02ds %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 ros_free=(-p aicc-wire -p aicc-bridge -p aicc-agent -p aicc-testkit)
 
 step "ROS-free crates: no ROS in their dependency graph"
@@ -42,17 +44,37 @@ step "fuzz smoke (30 s per target) in the background: target/fuzz-smoke.log"
 mkdir -p target
 AICC_FUZZ_DEV=1 nice -n 10 bash scripts/fuzz.sh 30 > target/fuzz-smoke.log 2>&1 &
 fuzz_pid=$!
-trap 'kill -- "$fuzz_pid" 2> /dev/null || true' EXIT
+setup_pid=""
+trap 'kill -- "$fuzz_pid" $setup_pid 2> /dev/null || true' EXIT
 step "MCP host for the aicc mcp tests (the official MCP Python SDK, no ROS)"
 bash scripts/setup-mcp.sh
+# Setup is mostly downloads (ROS 2 wheels, MuJoCo, Chromium: minutes on a
+# fresh machine), so it runs beside the ROS-free build; Chromium and
+# playwright-core are for the console's browser test (console_sim.rs).
+# Where sudo would ask for a password, it runs here, in the foreground.
+setup_all() { bash scripts/setup.sh && bash scripts/setup-browser.sh; }
+if [ "$(id -u)" -eq 0 ] || sudo -n true 2> /dev/null; then
+  step "setup (apt, ROS 2 Kilted wheels, MuJoCo, colcon, Chromium) in the background: target/setup.log"
+  setup_all > target/setup.log 2>&1 &
+  setup_pid=$!
+else
+  step "setup (apt, ROS 2 Kilted wheels, MuJoCo, colcon, Chromium)"
+  setup_all
+fi
 step "ROS-free crates: unit and in-process tests, with the ROS environment hidden"
-# A prefix that does not exist: if anything here needed ROS, its build would fail.
+# A prefix that does not exist: if anything here needed ROS, its build would
+# fail (even with setup installing ROS 2 into .deps/ beside it).
 env -u ROS_DISTRO -u LD_LIBRARY_PATH AMENT_PREFIX_PATH=/nonexistent/ros-hidden CMAKE_PREFIX_PATH=/nonexistent/ros-hidden \
   cargo test --release --locked "${ros_free[@]}"
-
-bash scripts/setup.sh
-# Chromium and playwright-core for the console's browser test (console_sim.rs).
-bash scripts/setup-browser.sh
+if [ -n "$setup_pid" ]; then
+  step "setup: waiting for it"
+  if ! wait "$setup_pid"; then
+    tail -n 60 target/setup.log >&2
+    echo "[test] ERROR: setup failed (above; the whole log: target/setup.log)" >&2
+    exit 1
+  fi
+  setup_pid=""
+fi
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 step "building the workspace (release)"
 cargo build --release --locked --workspace --all-targets
@@ -85,3 +107,4 @@ else
   echo "[test] ERROR: the fuzz smoke failed (above; the input is in fuzz/artifacts/)" >&2
   exit 1
 fi
+step "all tests passed"
