@@ -87,11 +87,17 @@ pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generati
     let mut motion = BaseMotion::new(segments, settings, reading(&start), Instant::now());
     let _stop_guard = StopOnDrop(ctx.base.clone());
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
-    let mut ticker = tokio::time::interval(period);
+    // The first step runs at once, not at the interval's first tick: tokio
+    // rounds a timer up to its next millisecond and fires it only when its
+    // driver turns, which cost the base's first command 1 to 2 ms.
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let verdict = |velocity: BaseVelocity| ctx.base.blocked_by(velocity);
+    let mut first = true;
     loop {
-        ticker.tick().await;
+        if !std::mem::take(&mut first) {
+            ticker.tick().await;
+        }
         let now = Instant::now();
         let mut halted = ctx.base.halted_since(generation);
         loop {
