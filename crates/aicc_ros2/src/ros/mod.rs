@@ -1,7 +1,8 @@
 //! The r2r adapter: the only module that names ROS types. Subscriptions
 //! keep the latest sample per sensor (images stay undecoded until an agent
 //! asks); publishers and action clients take governed commands. The node
-//! spins on a dedicated thread, never on a tokio worker.
+//! spins on a dedicated thread, never on a tokio worker, and that thread
+//! stores each sample as it arrives.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -258,12 +259,34 @@ struct Subscribed {
     reliable: bool,
 }
 
+/// Takes whatever one subscription has received since it last ran and
+/// stores it. Run on the spin thread right after `spin_once`: a message is
+/// stored as soon as rcl hands it over, without waking a tokio worker (one
+/// wake per message was most of an idle bridge's cost beside a camera).
+type Drain = Box<dyn FnMut() + Send>;
+
+/// The sensor subscriptions: what to watch for QoS mismatches, and their
+/// drains for the spin thread.
+#[derive(Default)]
+struct Subscriptions {
+    watched: Vec<Subscribed>,
+    drains: Vec<Drain>,
+}
+
+impl Subscriptions {
+    fn drain_all(&mut self) {
+        for drain in &mut self.drains {
+            drain();
+        }
+    }
+}
+
 /// Subscribes to a configured sensor topic and keeps the latest message,
 /// converted by `store` (which returns the message's stamp, for the
 /// delivery counts). Unconfigured sensors ("" topic) are skipped. While a
 /// recording wants sensor samples, the message's CDR bytes are kept too
 /// (serialised before it is converted; nothing is done otherwise).
-fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, which: Sensor, samples: Arc<SampleStore>, subscribed: &mut Vec<Subscribed>, store: F) -> anyhow::Result<()>
+fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, which: Sensor, samples: Arc<SampleStore>, subscriptions: &mut Subscriptions, store: F) -> anyhow::Result<()>
 where
     T: r2r::WrappedTypesupport + Send + 'static,
     F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
@@ -287,14 +310,14 @@ where
         (msg, bytes)
     });
     let wire_store = samples.clone();
-    spawn_consumer(with_bytes, which, samples, move |latest, (msg, bytes), received| {
+    subscriptions.drains.push(drain_into(with_bytes, which, samples, move |latest, (msg, bytes), received| {
         let stamp_s = store(latest, msg, received);
         if let Some(bytes) = bytes {
             wire_store.put_wire(which, &kind, bytes, received, std::time::SystemTime::now());
         }
         stamp_s
-    });
-    subscribed.push(Subscribed { sensor: which, topic, reliable: sensor.reliability == Reliability::Reliable });
+    }));
+    subscriptions.watched.push(Subscribed { sensor: which, topic, reliable: sensor.reliability == Reliability::Reliable });
     Ok(())
 }
 
@@ -325,25 +348,27 @@ fn wire_type<T>(topic: &str, config: &Config) -> WireType {
     WireType { topic: topic.into(), type_name: type_name.into(), schema: schema.into() }
 }
 
-/// Consumes a subscription promptly (r2r drops messages when its small
-/// channel is full), storing each message as the latest sample. Storing
-/// moves the message (no decoding here: images stay as received).
-fn spawn_consumer<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, which: Sensor, samples: Arc<SampleStore>, store: F)
+/// The drain of one subscription: every message waiting in r2r's channel
+/// (small: r2r drops messages when it is full, so it is emptied after every
+/// spin) stored as the latest sample. Storing moves the message (no
+/// decoding here: images stay as received).
+fn drain_into<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, which: Sensor, samples: Arc<SampleStore>, store: F) -> Drain
 where
     F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
 {
-    tokio::spawn(async move {
-        while let Some(msg) = stream.next().await {
+    Box::new(move || {
+        // `now_or_never` polls once: Some(Some(msg)) while messages wait.
+        while let Some(Some(msg)) = stream.next().now_or_never() {
             let stamp_s = store(&mut samples.lock(), msg, Instant::now());
             samples.delivered(which, stamp_s);
         }
-    });
+    })
 }
 
 /// Subscribes to the robot's transforms (tf2_msgs/TFMessage), filling the
 /// store's TF tree. /tf_static is latched by its publishers (transient
 /// local), so a bridge started late still gets every static transform.
-fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<SampleStore>) -> anyhow::Result<()> {
+fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<SampleStore>, subscriptions: &mut Subscriptions) -> anyhow::Result<()> {
     let Some(frames) = samples.frames() else { return Ok(()) };
     for (name, is_static) in [(&config.tf.topic, false), (&config.tf.static_topic, true)] {
         if name.is_empty() {
@@ -353,11 +378,11 @@ fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<Sam
         let qos = if is_static { QosProfile::default().keep_last(100).reliable().transient_local() } else { QosProfile::default().keep_last(100).reliable() };
         let mut stream = node.subscribe::<tf2_msgs::msg::TFMessage>(&topic, qos).with_context(|| format!("subscribing to {topic}"))?;
         let frames = frames.clone();
-        tokio::spawn(async move {
-            while let Some(msg) = stream.next().await {
+        subscriptions.drains.push(Box::new(move || {
+            while let Some(Some(msg)) = stream.next().now_or_never() {
                 frames.insert_all(msg.transforms.into_iter().map(transform_sample), is_static, Instant::now());
             }
-        });
+        }));
     }
     Ok(())
 }
@@ -418,7 +443,7 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
     let names = Names::from_config(&config);
     let clock = node.get_ros_clock();
     let slot = Arc::new(SampleStore::new(names.clone(), Arc::new(RosClock(clock.clone()))));
-    let mut subs = Vec::new();
+    let mut subs = Subscriptions::default();
     let s = &mut subs;
     subscribe_latest::<nav_msgs::msg::Odometry, _>(&mut node, &config, Sensor::Odometry, slot.clone(), s, |l, m, t| {
         let sample = odometry_sample(m, t);
@@ -478,7 +503,7 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         keep(&mut l.hazards, stamped(value, m.header, t))
     })?;
 
-    subscribe_transforms(&mut node, &config, &slot)?;
+    subscribe_transforms(&mut node, &config, &slot, s)?;
 
     let actuators = &config.actuators;
     let publisher_qos = QosProfile::default().keep_last(10);
@@ -527,9 +552,10 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
         let mut next_qos_check = Instant::now();
         while spin_running.load(Ordering::Relaxed) {
             node.spin_once(SPIN_TIMEOUT);
+            subs.drain_all();
             if Instant::now() >= next_qos_check {
                 next_qos_check = Instant::now() + QOS_CHECK_PERIOD;
-                for subscription in &subs {
+                for subscription in &subs.watched {
                     let mismatch = qos_mismatch(&node, subscription);
                     if qos_watch.note_qos(subscription.sensor, mismatch.clone()) {
                         if let Some(mismatch) = mismatch {
