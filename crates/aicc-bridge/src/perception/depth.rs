@@ -78,10 +78,12 @@ pub fn decode_depth(image: &RawImage) -> Result<DepthImage, DecodeError> {
         .ok_or_else(|| DecodeError::UnknownEncoding { encoding: image.encoding.clone(), supported: SUPPORTED_DEPTH_ENCODINGS })?;
     let bytes_per_pixel = encoding.bytes_per_pixel();
     check_layout(image, bytes_per_pixel)?;
-    let metres = pixel_rows(image, bytes_per_pixel)
-        .flat_map(|row| row.chunks_exact(bytes_per_pixel as usize))
-        .map(|sample| encoding.to_metres(sample, image.is_bigendian))
-        .collect();
+    // Row by row into a buffer of the final size: one flat iterator over
+    // all rows could not tell its length, and the buffer grew by copies.
+    let mut metres = Vec::with_capacity(image.width as usize * image.height as usize);
+    for row in pixel_rows(image, bytes_per_pixel) {
+        metres.extend(row.chunks_exact(bytes_per_pixel as usize).map(|sample| encoding.to_metres(sample, image.is_bigendian)));
+    }
     Ok(DepthImage { width: image.width, height: image.height, metres })
 }
 
@@ -112,7 +114,8 @@ impl DepthImage {
     /// Statistics over the valid pixels; the median uses a selection, not a
     /// full sort, to stay linear on large frames.
     pub fn stats(&self) -> DepthStats {
-        let mut valid: Vec<f32> = self.metres.iter().copied().filter(|m| !m.is_nan()).collect();
+        let mut valid = Vec::with_capacity(self.metres.len());
+        valid.extend(self.metres.iter().copied().filter(|m| !m.is_nan()));
         let valid_fraction = if self.metres.is_empty() { 0.0 } else { valid.len() as f64 / self.metres.len() as f64 };
         let min_m = valid.iter().copied().reduce(f32::min);
         let max_m = valid.iter().copied().reduce(f32::max);
