@@ -19,6 +19,7 @@ use aicc_bridge::test_bridge::{loopback_config, TestBridge};
 use aicc_bridge::perception::{decode_depth, decode_rgb, encode, synthetic, to_base64, to_png_mm, EncodeOptions, OutputFormat, RawImage};
 use aicc_bridge::robot::samples::SampleStore;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Sensor, Stamped};
+use aicc_bridge::tools::vision::MAX_MAX_BYTES;
 use aicc_testkit::AiccClient;
 use image::{ImageBuffer, Luma, RgbImage};
 use jpeg_encoder::{ChromaSubsamplingMethod, SamplingFactor};
@@ -210,10 +211,13 @@ fn end_to_end(runs: usize, colour: RawImage, depth: RawImage) {
         std::thread::spawn(move || keep_fresh(&samples, &stop))
     };
     let (mut client, _) = AiccClient::connect(bridge.port);
-    let calls: [(&str, &str, Value); 4] = [
+    // PNG twice: the whole frame (the largest budget), and within the
+    // default 200 kB budget, which a 640x480 PNG exceeds: shrunk to fit.
+    let calls: [(&str, &str, Value); 5] = [
         ("vision jpeg q80", "vision", json!({})),
         ("vision jpeg, 20 kB budget", "vision", json!({ "max_bytes": BUDGET_BYTES })),
-        ("vision png", "vision", json!({ "format": "png" })),
+        ("vision png, whole frame", "vision", json!({ "format": "png", "max_bytes": MAX_MAX_BYTES })),
+        ("vision png, 200 kB default budget", "vision", json!({ "format": "png" })),
         ("depth (16-bit PNG)", "depth", json!({})),
     ];
     for (_, tool, input) in &calls {
