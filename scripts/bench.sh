@@ -11,6 +11,17 @@ bash scripts/setup.sh
 bin="${AICC_BENCH_BIN_DIR:-target/release}"
 # The same selection as scripts/test.sh, so that nothing builds twice.
 [ -n "${AICC_BENCH_BIN_DIR:-}" ] || cargo build --release --locked --workspace --all-targets
+# The benchmarks without ROS first, before the simulator starts: they
+# measure the bridge's own code, and the simulator would take a core from
+# them (the vision figures were up to 2x slower beside it).
+echo "== protocol without ROS: the bridge in-process on the test robot beside the echo floor"
+"$bin"/aicc-bench-roundtrip
+echo "== governor: cost of one step"
+"$bin"/aicc-bench-governor
+echo "== vision: decode and encode a 640x480 frame"
+"$bin"/aicc-bench-vision
+echo "== recording: overhead on proprioception and vision round trips, bytes per minute"
+"$bin"/aicc-bench-recording
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + $$ % 100))}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 work="$(mktemp -d)"
 pids=()
@@ -35,14 +46,6 @@ echo "== actuation: call to first governed /cmd_vel"
 "$bin"/aicc-bench-actuation --port "$port" --repeats 30
 echo "== perception freshness: frames received, served-frame age (640x480 at 15 Hz)"
 "$bin"/aicc-bench-freshness --port "$port" --pid "$bridge"
-echo "== protocol without ROS: the bridge in-process on the test robot beside the echo floor"
-"$bin"/aicc-bench-roundtrip
-echo "== governor: cost of one step"
-"$bin"/aicc-bench-governor
-echo "== vision: decode and encode a 640x480 frame"
-"$bin"/aicc-bench-vision
-echo "== recording: overhead on proprioception and vision round trips, bytes per minute"
-"$bin"/aicc-bench-recording
 echo "== idle bridge beside a 30 Hz 640x480 camera and depth camera (an agent connected, not asking), beside its floor"
 # The floor: a bare r2r node that only receives the same topics, measured
 # over the same window. The bridge has the robot's URDF, so that it can

@@ -21,6 +21,7 @@ use aicc_bridge::robot::samples::SampleStore;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Sensor, Stamped};
 use aicc_bridge::tools::vision::MAX_MAX_BYTES;
 use aicc_testkit::AiccClient;
+use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::{ImageBuffer, Luma, RgbImage};
 use jpeg_encoder::{ChromaSubsamplingMethod, SamplingFactor};
 use serde_json::{json, Value};
@@ -133,10 +134,28 @@ fn bare_png<P: image::PixelWithColorType>(image: &ImageBuffer<P, Vec<P::Subpixel
 where
     [P::Subpixel]: image::EncodableLayout,
 {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    png_with(image, FilterType::Adaptive).len()
+}
+
+/// A PNG by the image crate with fast deflate and the given row filter.
+fn png_with<P: image::PixelWithColorType>(image: &ImageBuffer<P, Vec<P::Subpixel>>, filter: FilterType) -> Vec<u8>
+where
+    [P::Subpixel]: image::EncodableLayout,
+{
     let mut bytes = Vec::new();
-    image.write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive)).expect("the bare PNG encoder");
-    bytes.len()
+    image.write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, filter)).expect("the bare PNG encoder");
+    bytes
+}
+
+/// PNG row filters on the colour frame and the 16-bit depth frame: the
+/// adaptive filter (used) tries every filter on every row.
+fn png_choices(rgb: &RgbImage, depth_mm: &ImageBuffer<Luma<u16>, Vec<u16>>, runs: usize) {
+    println!("PNG row filters on these frames (fast deflate; bytes):");
+    let filters = [("none", FilterType::NoFilter), ("sub", FilterType::Sub), ("up", FilterType::Up), ("paeth", FilterType::Paeth), ("adaptive (used)", FilterType::Adaptive)];
+    for (name, filter) in filters {
+        measure(&format!("  colour, {name}"), runs, || png_with(rgb, filter).len());
+        measure(&format!("  depth mm, {name}"), runs, || png_with(depth_mm, filter).len());
+    }
 }
 
 /// What `vision` does with a raw frame: decode, encode, base64.
@@ -272,6 +291,7 @@ fn main() {
     against_floor("png", runs, || bare_png(&rgb), || vision_pipeline(&colour, &png));
     let millimetres: Vec<u16> = depth.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
     let depth_u16: ImageBuffer<Luma<u16>, Vec<u16>> = ImageBuffer::from_raw(WIDTH, HEIGHT, millimetres).expect("sized");
+    png_choices(&rgb, &depth_u16, runs.min(50));
     against_floor("depth: decode, stats, png mm", runs, || bare_png(&depth_u16), || depth_pipeline(&depth));
     println!("depth stats: {:?}", depth_image.stats());
 
