@@ -261,8 +261,8 @@ struct Subscribed {
 
 /// Takes whatever one subscription has received since it last ran and
 /// stores it. Run on the spin thread right after `spin_once`: a message is
-/// stored as soon as rcl hands it over, without waking a tokio worker (one
-/// wake per message was most of an idle bridge's cost beside a camera).
+/// stored as soon as rcl hands it over, not when a tokio worker next wakes
+/// (odometry reached the base driver that much later).
 type Drain = Box<dyn FnMut() + Send>;
 
 /// The sensor subscriptions: what to watch for QoS mismatches, and their
