@@ -16,8 +16,8 @@ struct Args {
     #[arg(long, default_value_t = 14.0)]
     seconds: f64,
     /// Subscribe reliable (history 2) instead of best effort: over best
-    /// effort, frames larger than a shared-memory segment travel as UDP
-    /// fragments and most of a 30 Hz 640x480 flood is lost on the way.
+    /// effort most of a 30 Hz 640x480 flood was lost on the way (283-296
+    /// of about 1700 messages in 16 s).
     #[arg(long)]
     reliable: bool,
     /// TOPIC:TYPE pairs, e.g. /camera/image_raw:sensor_msgs/msg/Image.
