@@ -22,7 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{sim_control, start_bridge, start_bridge_on, start_sim, start_sim_with_env, subscribe_in_thread, AiccClient, CmdVelRecorder, TruthSpeed};
+use support::{sim_control, start_bridge, start_bridge_on, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, TruthSpeed};
 
 /// Dead-peer detection in these tests: 4 heartbeat intervals of 0.5 s.
 const HEARTBEAT_ARGS: [&str; 5] = ["--ros-args", "-p", "heartbeat_interval_s:=0.5", "-p", "dead_peer_intervals:=4"];
@@ -224,13 +224,7 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
 #[test]
 fn the_simulator_killed_mid_move_and_started_again() {
     let _serial = one_at_a_time();
-    // The simulator that will be killed talks over UDP only: Fast DDS 3.2
-    // can stall shared-memory delivery to a topic's other readers (here the
-    // test's /cmd_vel recorder) for seconds after one reader's process is
-    // SIGKILLed (eProsima/Fast-DDS#5469): a CI run once saw no /cmd_vel at
-    // all for 1.5 s after the kill while the bridge's governor went on
-    // stepping. A UDP reader leaves nothing behind when it dies.
-    let mut sim = start_sim_with_env(&[], &[("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")]);
+    let mut sim = start_sim(&[]);
     let cmd_vel = CmdVelRecorder::subscribe();
     let (_bridge, port) = start_bridge(&[]);
     let (mut client, _) = AiccClient::connect(port);

@@ -132,12 +132,6 @@ fn wait_for_markers(name: &str, stdout: ChildStdout, markers: &[&'static str], t
 
 /// Starts the MuJoCo simulated robot and waits until it publishes.
 pub fn start_sim(extra_args: &[&str]) -> ChildGuard {
-    start_sim_with_env(extra_args, &[])
-}
-
-/// Starts the simulator with extra environment variables (e.g. its DDS
-/// transports).
-pub fn start_sim_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> ChildGuard {
     ros_environment();
     let root = repo_root();
     let ros_env = root.join("scripts/ros-env");
@@ -147,7 +141,6 @@ pub fn start_sim_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> ChildGu
         .arg(root.join("sim/aicc_sim.py"))
         .args(["--urdf", root.join("urdf/aicc_bot.urdf").to_str().unwrap()])
         .args(extra_args)
-        .envs(envs.iter().copied())
         .current_dir(&root)
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
