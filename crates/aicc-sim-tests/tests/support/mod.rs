@@ -355,6 +355,17 @@ impl CmdVelRecorder {
         self.samples.lock().unwrap().iter().find(|(t, v, w)| *t >= since && *v == 0.0 && *w == 0.0).map(|(t, _, _)| *t)
     }
 
+    /// What arrived after `since`: how many commands, and the last one
+    /// (ms after `since`, linear, angular), for a failure's message.
+    pub fn summary_after(&self, since: Instant) -> String {
+        let samples = self.samples.lock().unwrap();
+        let after: Vec<_> = samples.iter().filter(|(t, _, _)| *t >= since).collect();
+        match after.last() {
+            Some((t, v, w)) => format!("{} commands, the last {:.0} ms after: linear {v} m/s, angular {w} rad/s", after.len(), (*t - since).as_secs_f64() * 1000.0),
+            None => format!("no command at all ({} before)", samples.len()),
+        }
+    }
+
     /// The largest forward speed commanded after `since`.
     pub fn max_linear_after(&self, since: Instant) -> f64 {
         self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).fold(f64::NEG_INFINITY, f64::max)
