@@ -352,15 +352,23 @@ fn wire_type<T>(topic: &str, config: &Config) -> WireType {
 /// (small: r2r drops messages when it is full, so it is emptied after every
 /// spin) stored as the latest sample. Storing moves the message (no
 /// decoding here: images stay as received).
-fn drain_into<T: Send + 'static, F>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, which: Sensor, samples: Arc<SampleStore>, store: F) -> Drain
+fn drain_into<T: Send + 'static, F>(stream: impl Stream<Item = T> + Unpin + Send + 'static, which: Sensor, samples: Arc<SampleStore>, store: F) -> Drain
 where
     F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
 {
+    drain(stream, move |msg| {
+        let stamp_s = store(&mut samples.lock(), msg, Instant::now());
+        samples.delivered(which, stamp_s);
+    })
+}
+
+/// Every message waiting in `stream`, handed to `on_message`, without
+/// waiting for more.
+fn drain<T: Send + 'static>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, mut on_message: impl FnMut(T) + Send + 'static) -> Drain {
     Box::new(move || {
         // `now_or_never` polls once: Some(Some(msg)) while messages wait.
         while let Some(Some(msg)) = stream.next().now_or_never() {
-            let stamp_s = store(&mut samples.lock(), msg, Instant::now());
-            samples.delivered(which, stamp_s);
+            on_message(msg);
         }
     })
 }
@@ -376,12 +384,10 @@ fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<Sam
         }
         let topic = resolve(&config.namespace, name);
         let qos = if is_static { QosProfile::default().keep_last(100).reliable().transient_local() } else { QosProfile::default().keep_last(100).reliable() };
-        let mut stream = node.subscribe::<tf2_msgs::msg::TFMessage>(&topic, qos).with_context(|| format!("subscribing to {topic}"))?;
+        let stream = node.subscribe::<tf2_msgs::msg::TFMessage>(&topic, qos).with_context(|| format!("subscribing to {topic}"))?;
         let frames = frames.clone();
-        subscriptions.drains.push(Box::new(move || {
-            while let Some(Some(msg)) = stream.next().now_or_never() {
-                frames.insert_all(msg.transforms.into_iter().map(transform_sample), is_static, Instant::now());
-            }
+        subscriptions.drains.push(drain(stream, move |msg: tf2_msgs::msg::TFMessage| {
+            frames.insert_all(msg.transforms.into_iter().map(transform_sample), is_static, Instant::now());
         }));
     }
     Ok(())
