@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import profiles  # noqa: E402
 import ros_controllers  # noqa: E402
+import truth  # noqa: E402
 import world  # noqa: E402
 import ros_publishers as pubs  # noqa: E402
 from camera import RgbdCamera  # noqa: E402
@@ -98,6 +99,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="what the head, arm and gripper controllers serve: their actions and joint_trajectory topics "
                         "(both, as ros2_control), or only the topics (topic: a bringup without the action servers); "
                         "action still keeps the topics, as ros2_control's controllers always subscribe them")
+    p.add_argument("--low-obstacles", action="store_true",
+                   help="add spare boxes lower than the LiDAR's plane (low_box_0..2: 0.06, 0.10, 0.15 m) and one taller "
+                        "(tall_box_0: 0.5 m), parked outside the room for a test to bring in (place_object, or a scene "
+                        "on the ground-truth channel)")
+    p.add_argument("--truth-listen", metavar="HOST:PORT",
+                   help="serve the ground truth as NDJSON over TCP for judges without ROS, and take scene and fault "
+                        "commands there (a test stand-in: sim/truth.py); port 0 picks a free one, printed as "
+                        "AICC_SIM_TRUTH {\"host\": ..., \"port\": ...} before AICC_SIM_READY")
     p.add_argument("--gripper-abort-on-stall", action="store_true",
                    help="a GripperCommand that stalls before its goal ends aborted "
                         "(gripper_action_controller's allow_stalling=false); default: succeeded, stalled=true")
@@ -133,7 +142,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help='std_msgs/String JSON {"place": {"object", "x_m", "y_m", "yaw_rad"?, "z_m"?}}: '
                         "moves an object (what the bridge's place_object generator sends)")
     p.add_argument("--control-topic", default="/sim_control",
-                   help='std_msgs/String JSON {"pause": [...]} / {"resume": [...]} of ' + ", ".join(PAUSABLE))
+                   help='std_msgs/String JSON {"pause": [...]} / {"resume": [...]} of ' + ", ".join(PAUSABLE)
+                        + '; {"hazard": {...}}; {"odom_jump": {"dx_m", "dy_m", "dyaw_rad"}} / {"odom_reset": true}: '
+                          "the published odometry (and odom -> base TF) jumps, as a wheel slip or a controller reset")
     known, _ = p.parse_known_args(argv)
     p.set_defaults(**profiles.PROFILES[known.profile].defaults)
     return p.parse_args(argv)
@@ -157,9 +168,12 @@ class AiccSim:
         width_px = args.width or camera_sensor.width_px
         height_px = args.height or camera_sensor.height_px
         self.camera_period_s = 1.0 / (args.camera_hz or camera_sensor.update_rate_hz)
+        objects = world.OBJECTS if args.world_seed is None else world.seeded_objects(args.world_seed)
+        if args.low_obstacles:
+            objects = world.with_low_obstacles(objects)
         self.sim = Simulation(self.robot, MjcfOptions(image_width_px=width_px, image_height_px=height_px,
                                                       x_m=args.x, y_m=args.y, yaw_rad=args.yaw),
-                              objects=world.OBJECTS if args.world_seed is None else world.seeded_objects(args.world_seed))
+                              objects=objects)
         self.loop = ControlLoop(self.sim, parse_joint_overrides(args.joint), CONTROL_PERIOD_S)
         self.rng = np.random.default_rng(args.seed)
         self.noise = not args.no_sensor_noise
@@ -171,6 +185,16 @@ class AiccSim:
         self.paused: set[str] = set()
         # Placements from the world topic, applied by the loop (ROS threads never touch MuJoCo).
         self.placements: list[dict] = []
+        # Odometry faults from the control topic, applied by the loop: ("jump", dx, dy, dyaw) or ("reset",).
+        self.odometry_faults: list[tuple] = []
+        self.truth = None
+        self.truth_seq = 0
+        if args.truth_listen:
+            host, _, port = args.truth_listen.rpartition(":")
+            self.truth_latch = truth.ContactLatch(self.sim)
+            self.loop.on_physics_step = self.truth_latch.record
+            self.truth = truth.TruthServer(host or "127.0.0.1", int(port),
+                                           truth.hello_message(self.sim, world, args.profile))
         self.camera = RgbdCamera(self.sim.model, camera_sensor.name, width_px, height_px, camera_sensor.far_m)
         self.camera_body_id = int(self.sim.model.cam_bodyid[self.sim.model.camera(camera_sensor.name).id])
         self.bumper_geoms = self.sim.geom_ids(self.robot.contact_collisions)
@@ -261,23 +285,120 @@ class AiccSim:
     def _on_control(self, msg) -> None:
         try:
             command = json.loads(msg.data)
+        except ValueError as error:
+            self.logger.error(f"{self.args.control_topic}: not JSON: {error}")
+            return
+        problem = self.control(command)
+        if problem is not None:
+            self.logger.error(f"{self.args.control_topic}: {problem}")
+
+    def control(self, command) -> str | None:
+        """A /sim_control command (also taken on the ground-truth channel);
+        None when taken, else why not. Odometry faults are queued for the loop."""
+        try:
             hazard = command.get("hazard")
             if hazard is not None:
                 # {"hazard": {"type": 1, "frame_id": "bump_front_center", "for_s": 0.5}}
                 until = self.sim.time_s + float(hazard.get("for_s", 0.5))
                 self.injected_hazards.append((int(hazard["type"]), str(hazard.get("frame_id", "base_link")), until))
                 self.logger.info(f"hazard injected: {hazard}")
-                return
+                return None
+            jump = command.get("odom_jump")
+            if jump is not None:
+                # {"odom_jump": {"dx_m": 0.5, "dy_m": 0, "dyaw_rad": 0.8}}: in the odometry frame.
+                fault = ("jump", float(jump.get("dx_m", 0.0)), float(jump.get("dy_m", 0.0)), float(jump.get("dyaw_rad", 0.0)))
+                if not all(math.isfinite(v) for v in fault[1:]):
+                    return f"odom_jump needs finite numbers: {jump}"
+                with self.shared.lock:
+                    self.odometry_faults.append(fault)
+                return None
+            if command.get("odom_reset"):
+                with self.shared.lock:
+                    self.odometry_faults.append(("reset",))
+                return None
             pause, resume = set(command.get("pause", [])), set(command.get("resume", []))
-        except (ValueError, AttributeError, TypeError) as error:
-            self.logger.error(f"{self.args.control_topic}: not a JSON object with pause/resume lists: {error}")
-            return
+        except (ValueError, AttributeError, TypeError, KeyError) as error:
+            return f"not a JSON object with pause/resume lists, hazard, odom_jump or odom_reset: {error}"
         unknown = (pause | resume) - set(PAUSABLE)
         if unknown:
-            self.logger.error(f"{self.args.control_topic}: cannot pause {sorted(unknown)} (known: {PAUSABLE})")
-            return
+            return f"cannot pause {sorted(unknown)} (known: {PAUSABLE})"
+        if not (pause or resume):
+            return f"nothing to do in {command} (pause, resume, hazard, odom_jump, odom_reset)"
         self.paused = (self.paused | pause) - resume
         self.logger.info(f"paused: {sorted(self.paused)}")
+        return None
+
+    def _apply_odometry_faults(self, faults: list[tuple]) -> None:
+        for fault in faults:
+            if fault[0] == "jump":
+                self.loop.odometry.jump(*fault[1:])
+            else:
+                self.loop.odometry.reset()
+            self.logger.info(f"odometry fault: {fault}")
+
+    def _truth_commands(self) -> None:
+        """Commands from the ground-truth channel, applied between steps."""
+        for reply, command, problem in self.truth.pending_commands():
+            if problem is None:
+                problem = self._truth_command(command)
+            # The next state line is the first to show the command applied.
+            reply(problem is None, problem, self.truth_seq + 1)
+
+    def _truth_command(self, command: dict) -> str | None:
+        try:
+            if "scene" in command:
+                return self._scene(command["scene"])
+            if command.get("reset_world"):
+                self.sim.reset_objects()
+                return None
+            if "place" in command:
+                p = command["place"]
+                self.sim.place_object(str(p["object"]), float(p["x_m"]), float(p["y_m"]),
+                                      None if p.get("yaw_rad") is None else float(p["yaw_rad"]),
+                                      None if p.get("z_m") is None else float(p["z_m"]))
+                return None
+            rest = {k: v for k, v in command.items() if k != "id"}
+            problem = self.control(rest)
+            if problem is None:
+                # Applied now, so that the ack's seq is true for odometry faults too.
+                with self.shared.lock:
+                    faults, self.odometry_faults = self.odometry_faults, []
+                self._apply_odometry_faults(faults)
+            return problem
+        except (KeyError, ValueError, TypeError, AttributeError) as error:
+            return f"{type(error).__name__}: {error}"
+
+    def _scene(self, scene: dict) -> str | None:
+        """{"robot": {"x_m", "y_m"}, "clear": true, "objects": [{"object", "ahead_m", "left_m", "yaw_deg"}]}:
+        the robot teleported at rest (heading kept: the IMU's orientation stays
+        true and odometry sees nothing), every other object parked outside the
+        room when `clear`, and the named ones placed relative to the robot."""
+        names = {o.name for o in self.sim.objects}
+        wanted = scene.get("objects", [])
+        for item in wanted:
+            if item["object"] not in names:
+                return f"no object '{item['object']}' (objects: {', '.join(sorted(names))})"
+        robot = scene.get("robot")
+        if robot is not None:
+            x, y = float(robot["x_m"]), float(robot["y_m"])
+            if not world.is_in_room(x, y):
+                return f"the robot at ({x:.2f}, {y:.2f}) would be outside the room"
+            self.sim.teleport_base(x, y)
+        if scene.get("clear"):
+            placed = {item["object"] for item in wanted}
+            for index, obj in enumerate(self.sim.objects):
+                if obj.name not in placed:
+                    self.sim.park_object(obj.name, *world.parking_spot(index))
+        position, quat = self.sim.base_pose()
+        yaw = quat_to_yaw(quat)
+        for item in wanted:
+            ahead, left = float(item.get("ahead_m", 0.0)), float(item.get("left_m", 0.0))
+            x = float(position[0]) + ahead * math.cos(yaw) - left * math.sin(yaw)
+            y = float(position[1]) + ahead * math.sin(yaw) + left * math.cos(yaw)
+            heading = yaw + math.radians(float(item.get("yaw_deg", 0.0)))
+            self.sim.place_object(item["object"], x, y, heading)
+        self.logger.info(f"scene set: {scene}")
+        return None
 
     def _init_controllers(self) -> None:
         if ros_controllers.CONTROL_MSGS_IMPORT_ERROR is not None:
@@ -329,6 +450,8 @@ class AiccSim:
             while not self.stop_requested:
                 self._tick()
                 if self.tick_index == 1:
+                    if self.truth is not None:
+                        print("AICC_SIM_TRUTH " + json.dumps({"host": self.truth.host, "port": self.truth.port}), flush=True)
                     print("AICC_SIM_READY", flush=True)
                 target_wall_s = wall_origin_s + (self.sim.time_s - sim_origin_s) / self.args.real_time_factor
                 delay_s = target_wall_s - time.monotonic()
@@ -351,6 +474,10 @@ class AiccSim:
                 controller.tick(now_s, self.loop.period_s)
             self.loop.apply_controls()
             placements, self.placements = self.placements, []
+            faults, self.odometry_faults = self.odometry_faults, []
+        self._apply_odometry_faults(faults)
+        if self.truth is not None:
+            self._truth_commands()
         for request in placements:
             try:
                 self.sim.place_object(request["object"], request["x_m"], request["y_m"], request["yaw_rad"], request["z_m"])
@@ -375,6 +502,8 @@ class AiccSim:
             self._publish_imu(stamp)
         if self.tick_index % STATE_DIVIDER == 0:
             self._publish_state(stamp)
+            if self.truth is not None:
+                self._publish_truth()
         if self.pub_battery is not None and self.tick_index % 100 == 0:
             self.pub_battery.publish(pubs.battery_message(stamp))
         if self.tick_index % WORLD_DIVIDER == 0:
@@ -423,6 +552,17 @@ class AiccSim:
             self.pub_bumper.publish(pubs.contacts_message(stamp, self.args.world_frame, self.bumper_contacts,
                                                           self.robot.name))
 
+    def _publish_truth(self) -> None:
+        contacts = self.truth_latch.take()
+        self.truth_seq += 1
+        if not self.truth.has_clients:
+            return
+        demand = {}
+        for group in self.loop.groups.values():
+            demand.update(group.demand_velocity)
+        self.truth.broadcast(truth.state_message(self.truth_seq, self.sim, self.loop, self.real_time_factor,
+                                                 demand, contacts))
+
     def _publish_camera(self, stamp) -> None:
         rgb, depth_m = self.camera.render(self.sim.data)
         rgb_msg, depth_msg, info = self.camera_msgs.fill(stamp, rgb, depth_m)
@@ -469,6 +609,8 @@ class AiccSim:
         self.stop_requested = True
 
     def _shutdown(self, executor) -> None:
+        if self.truth is not None:
+            self.truth.close()
         self.shared.release_all()  # unblock goals waiting in executor threads
         time.sleep(0.1)
         for controller in self.controllers:

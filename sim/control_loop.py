@@ -38,6 +38,8 @@ class ControlLoop:
             name: traj.JointGroupController(name, [robot.joints[j] for j in joints], initial)
             for name, joints in CONTROLLER_JOINTS.items()
         }
+        # Called after every physics step when set (truth.ContactLatch.record).
+        self.on_physics_step = None
         self.positions: dict[str, float] = {}
         self.velocities: dict[str, float] = {}
         self.efforts: dict[str, float] = {}
@@ -54,7 +56,7 @@ class ControlLoop:
 
     def step(self) -> None:
         """One control period of physics, then joint readout and odometry."""
-        self.sim.step(self.steps_per_tick)
+        self.sim.step(self.steps_per_tick, self.on_physics_step)
         self.read_joints()
         left, right = WHEEL_JOINTS
         self.odometry.update(self.positions[left], self.positions[right],

@@ -63,6 +63,19 @@ class WheelOdometry:
         self.angular_rad_s = 0.0
         self._last_rad: tuple[float, float] | None = None
 
+    def jump(self, dx_m: float, dy_m: float, dyaw_rad: float) -> None:
+        """Shifts the pose in the odometry frame, as a wheel slip, a
+        controller reset or a relocalisation would: the next readings go on
+        from there. A fault for tests, not something the wheels measured."""
+        self.x_m += dx_m
+        self.y_m += dy_m
+        yaw = self.yaw_rad + dyaw_rad
+        self.yaw_rad = math.atan2(math.sin(yaw), math.cos(yaw))
+
+    def reset(self) -> None:
+        """Back to the origin, as a restarted diff-drive controller."""
+        self.x_m = self.y_m = self.yaw_rad = 0.0
+
     def update(self, left_rad: float, right_rad: float, left_rad_s: float, right_rad_s: float) -> None:
         if self._last_rad is None:
             self._last_rad = (left_rad, right_rad)

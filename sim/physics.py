@@ -68,8 +68,15 @@ class Simulation:
     def time_s(self) -> float:
         return float(self.data.time)
 
-    def step(self, n_steps: int = 1) -> None:
-        mujoco.mj_step(self.model, self.data, nstep=n_steps)
+    def step(self, n_steps: int = 1, on_step=None) -> None:
+        """`n_steps` physics steps; `on_step(self)` after each one when given
+        (what happens between two readouts, e.g. a brief contact)."""
+        if on_step is None:
+            mujoco.mj_step(self.model, self.data, nstep=n_steps)
+            return
+        for _ in range(n_steps):
+            mujoco.mj_step(self.model, self.data)
+            on_step(self)
 
     # ------------------------------------------------------------ joints
     def joint_position(self, name: str) -> float:
@@ -208,3 +215,49 @@ class Simulation:
 
     def object_positions(self) -> dict[str, np.ndarray]:
         return {obj.name: self.data.xpos[self.model.body(obj.name).id].copy() for obj in self.objects}
+
+    def object_poses(self) -> dict[str, tuple[float, float, float, float]]:
+        """(x, y, z, yaw) of every object in the world frame."""
+        poses = {}
+        for obj in self.objects:
+            body = self.model.body(obj.name).id
+            x, y, z = (float(v) for v in self.data.xpos[body])
+            poses[obj.name] = (x, y, z, quat_to_yaw(self.data.xquat[body]))
+        return poses
+
+    def park_object(self, name: str, x_m: float, y_m: float) -> None:
+        """Moves an object anywhere, the room's limits aside (a parking
+        place outside it), at its initial height and heading, at rest."""
+        obj = next(o for o in self.objects if o.name == name)
+        body = self.model.body(name)
+        quat = (math.cos(obj.yaw_rad / 2), 0.0, 0.0, math.sin(obj.yaw_rad / 2))
+        if obj.movable:
+            adr = int(self.model.joint(f"{name}_freejoint").qposadr[0])
+            self.data.qpos[adr:adr + 7] = (x_m, y_m, obj.position_m[2], *quat)
+            dof = int(self.model.joint(f"{name}_freejoint").dofadr[0])
+            self.data.qvel[dof:dof + 6] = 0.0
+        else:
+            self.model.body_pos[body.id] = (x_m, y_m, obj.position_m[2])
+            self.model.body_quat[body.id] = quat
+        mujoco.mj_forward(self.model, self.data)
+
+    def reset_objects(self) -> None:
+        """Every object back where the world started it."""
+        for obj in self.objects:
+            self.park_object(obj.name, obj.position_m[0], obj.position_m[1])
+
+    def teleport_base(self, x_m: float, y_m: float) -> None:
+        """Moves the robot to (x, y) in the world keeping its heading and
+        height, at rest. The wheels do not turn, so wheel odometry does not
+        see it (a test's scene, not something a robot can do)."""
+        adr = int(self.model.joint(urdf_to_mjcf.free_joint_name(self.robot)).qposadr[0])
+        dof = int(self.model.joint(urdf_to_mjcf.free_joint_name(self.robot)).dofadr[0])
+        self.data.qpos[adr] = x_m
+        self.data.qpos[adr + 1] = y_m
+        self.data.qvel[dof:dof + 6] = 0.0
+        mujoco.mj_forward(self.model, self.data)
+
+    def robot_geom_mask(self) -> np.ndarray:
+        """Per geom: whether it belongs to the robot (its root body's tree)."""
+        root_of_body = self.model.body_rootid
+        return np.array([root_of_body[self.model.geom_bodyid[g]] == self.root_body_id for g in range(self.model.ngeom)])

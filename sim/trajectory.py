@@ -149,6 +149,10 @@ class JointGroupController:
         self.joints = {j.name: j for j in joints}
         self.setpoints = {j.name: initial_positions.get(j.name, 0.0) for j in joints}
         self.desired = dict(self.setpoints)
+        # How fast the running trajectory asks each joint to move (rad/s or
+        # m/s) before the setpoints' clamp to the URDF limit: what a servo
+        # without a profile velocity would do. 0 without a trajectory.
+        self.demand_velocity = {j.name: 0.0 for j in joints}
         self.execution: TrajectoryExecution | None = None
         self.outcome: Outcome | None = None  # of the last finished execution
 
@@ -157,6 +161,8 @@ class JointGroupController:
 
     def start(self, trajectory: Trajectory, now_s: float) -> None:
         self.execution = TrajectoryExecution(trajectory, self.setpoints, now_s)
+        # The trajectory starts at the setpoints: its demand is counted from there.
+        self._last_sample = dict(self.setpoints)
         self.outcome = None
 
     def move_to(self, positions: dict[str, float]) -> None:
@@ -179,7 +185,15 @@ class JointGroupController:
         """Advances setpoints; returns the outcome when the execution ends."""
         execution = self.execution
         if execution is not None:
-            self.desired.update(execution.sample(now_s))
+            sampled = execution.sample(now_s)
+            for name in self.demand_velocity:
+                step = sampled[name] - self._last_sample[name] if name in sampled else 0.0
+                self.demand_velocity[name] = step / dt_s if dt_s > 0 else 0.0
+            self._last_sample.update(sampled)
+            self.desired.update(sampled)
+        else:
+            for name in self.demand_velocity:
+                self.demand_velocity[name] = 0.0
         for name, joint in self.joints.items():
             max_step = joint.velocity * dt_s
             error = self.desired[name] - self.setpoints[name]

@@ -58,6 +58,46 @@ OBJECTS = (
 )
 
 
+# ---------------------------------------------------------------- spare objects
+# `--low-obstacles`: boxes lower than the LiDAR's plane (0.25 m on the
+# bundled robot) and one taller box, parked outside the room where no
+# sensor sees them, for a test to bring in (place_object, /sim_world, or
+# the ground-truth channel's scenes: truth.py). A low box is wider than
+# the robot (0.28 m), so that a robot driving at it straight meets it
+# with its bumper, not with a wheel.
+SPARE_GREY_RGBA = (0.45, 0.45, 0.48, 1)
+LOW_OBSTACLES = (
+    WorldObject("low_box_0", "box", (0.20, 0.36, 0.06), (0.0, 0.0, 0.03), (0.9, 0.5, 0.1, 1), "orange"),
+    WorldObject("low_box_1", "box", (0.20, 0.36, 0.10), (0.0, 0.0, 0.05), (0.9, 0.5, 0.1, 1), "orange"),
+    WorldObject("low_box_2", "box", (0.20, 0.36, 0.15), (0.0, 0.0, 0.075), (0.9, 0.5, 0.1, 1), "orange"),
+    WorldObject("tall_box_0", "box", (0.20, 0.36, 0.50), (0.0, 0.0, 0.25), SPARE_GREY_RGBA, "grey"),
+)
+# Where parked objects wait: a row outside the room's north-west corner,
+# behind the walls (1 m high) from every sensor of a robot inside.
+PARKING_ORIGIN_M = (ROOM_HALF_SIZE_M + 1.0, ROOM_HALF_SIZE_M + 1.0)
+PARKING_SPACING_M = 0.7
+
+
+def parking_spot(index: int) -> tuple[float, float]:
+    """The (x, y) of parking place `index`, outside the room."""
+    return (PARKING_ORIGIN_M[0] + PARKING_SPACING_M * index, PARKING_ORIGIN_M[1])
+
+
+def with_low_obstacles(objects: tuple[WorldObject, ...]) -> tuple[WorldObject, ...]:
+    """`objects` and the spare boxes of LOW_OBSTACLES, parked outside the room."""
+    from dataclasses import replace
+
+    spares = tuple(
+        replace(obj, position_m=(*parking_spot(index), obj.position_m[2]))
+        for index, obj in enumerate(LOW_OBSTACLES)
+    )
+    return tuple(objects) + spares
+
+
+def is_in_room(x_m: float, y_m: float) -> bool:
+    return abs(x_m) <= ROOM_HALF_SIZE_M and abs(y_m) <= ROOM_HALF_SIZE_M
+
+
 def _mjcf_size(obj: WorldObject) -> str:
     if obj.shape == "box":
         return fmt(*(s / 2 for s in obj.size_m))
