@@ -305,10 +305,13 @@ class AiccSim:
                 return None
             jump = command.get("odom_jump")
             if jump is not None:
-                # {"odom_jump": {"dx_m": 0.5, "dy_m": 0, "dyaw_rad": 0.8}}: in the odometry frame.
-                fault = ("jump", float(jump.get("dx_m", 0.0)), float(jump.get("dy_m", 0.0)), float(jump.get("dyaw_rad", 0.0)))
-                if not all(math.isfinite(v) for v in fault[1:]):
-                    return f"odom_jump needs finite numbers: {jump}"
+                # {"odom_jump": {"dx_m": 0.5, "dy_m": 0, "dyaw_rad": 0.8}}: in the odometry frame;
+                # "ahead_m" / "left_m": along the robot's heading in it (as a wheel slip would).
+                numbers = {key: float(jump.get(key, 0.0)) for key in ("dx_m", "dy_m", "dyaw_rad", "ahead_m", "left_m")}
+                unknown = set(jump) - set(numbers)
+                if unknown or not all(math.isfinite(v) for v in numbers.values()):
+                    return f"odom_jump takes finite dx_m, dy_m, ahead_m, left_m, dyaw_rad: {jump}"
+                fault = ("jump", numbers["dx_m"], numbers["dy_m"], numbers["dyaw_rad"], numbers["ahead_m"], numbers["left_m"])
                 with self.shared.lock:
                     self.odometry_faults.append(fault)
                 return None
@@ -331,7 +334,11 @@ class AiccSim:
     def _apply_odometry_faults(self, faults: list[tuple]) -> None:
         for fault in faults:
             if fault[0] == "jump":
-                self.loop.odometry.jump(*fault[1:])
+                _, dx, dy, dyaw, ahead, left = fault
+                heading = self.loop.odometry.yaw_rad
+                dx += ahead * math.cos(heading) - left * math.sin(heading)
+                dy += ahead * math.sin(heading) + left * math.cos(heading)
+                self.loop.odometry.jump(dx, dy, dyaw)
             else:
                 self.loop.odometry.reset()
             self.logger.info(f"odometry fault: {fault}")
@@ -369,33 +376,42 @@ class AiccSim:
             return f"{type(error).__name__}: {error}"
 
     def _scene(self, scene: dict) -> str | None:
-        """{"robot": {"x_m", "y_m"}, "clear": true, "objects": [{"object", "ahead_m", "left_m", "yaw_deg"}]}:
+        """{"robot": {"x_m", "y_m"}, "clear": true, "park": [names], "objects": [{"object", "ahead_m", "left_m", "yaw_deg"}]}:
         the robot teleported at rest (heading kept: the IMU's orientation stays
         true and odometry sees nothing), every other object parked outside the
-        room when `clear`, and the named ones placed relative to the robot."""
+        room when `clear` (or those named in `park`), and the listed ones
+        placed relative to the robot."""
         names = {o.name for o in self.sim.objects}
+        unknown_keys = set(scene) - {"robot", "clear", "park", "objects"}
+        if unknown_keys:
+            return f"a scene has robot, clear, park and objects, not {sorted(unknown_keys)}"
         wanted = scene.get("objects", [])
-        for item in wanted:
-            if item["object"] not in names:
-                return f"no object '{item['object']}' (objects: {', '.join(sorted(names))})"
+        for name in [item["object"] for item in wanted] + list(scene.get("park", [])):
+            if name not in names:
+                return f"no object '{name}' (objects: {', '.join(sorted(names))})"
         robot = scene.get("robot")
         if robot is not None:
             x, y = float(robot["x_m"]), float(robot["y_m"])
             if not world.is_in_room(x, y):
                 return f"the robot at ({x:.2f}, {y:.2f}) would be outside the room"
             self.sim.teleport_base(x, y)
-        if scene.get("clear"):
-            placed = {item["object"] for item in wanted}
-            for index, obj in enumerate(self.sim.objects):
-                if obj.name not in placed:
-                    self.sim.park_object(obj.name, *world.parking_spot(index))
+        placed = {item["object"] for item in wanted}
+        parked = set(scene.get("park", []))
+        for index, obj in enumerate(self.sim.objects):
+            if obj.name not in placed and (scene.get("clear") or obj.name in parked):
+                self.sim.park_object(obj.name, *world.parking_spot(index))
         position, quat = self.sim.base_pose()
         yaw = quat_to_yaw(quat)
         for item in wanted:
-            ahead, left = float(item.get("ahead_m", 0.0)), float(item.get("left_m", 0.0))
-            x = float(position[0]) + ahead * math.cos(yaw) - left * math.sin(yaw)
-            y = float(position[1]) + ahead * math.sin(yaw) + left * math.cos(yaw)
-            heading = yaw + math.radians(float(item.get("yaw_deg", 0.0)))
+            if "x_m" in item or "y_m" in item:
+                # In the world frame.
+                x, y = float(item["x_m"]), float(item["y_m"])
+                heading = math.radians(float(item.get("yaw_deg", 0.0)))
+            else:
+                ahead, left = float(item.get("ahead_m", 0.0)), float(item.get("left_m", 0.0))
+                x = float(position[0]) + ahead * math.cos(yaw) - left * math.sin(yaw)
+                y = float(position[1]) + ahead * math.sin(yaw) + left * math.cos(yaw)
+                heading = yaw + math.radians(float(item.get("yaw_deg", 0.0)))
             self.sim.place_object(item["object"], x, y, heading)
         self.logger.info(f"scene set: {scene}")
         return None

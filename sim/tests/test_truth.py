@@ -262,6 +262,15 @@ def test_a_scene_and_a_drive_into_a_low_box_shows_the_contact(truth_sim):
     assert not world.is_in_room(state["objects"]["red_box"]["x"], state["objects"]["red_box"]["y"])
     bad = reader.command({"scene": {"objects": [{"object": "nothing"}]}})
     assert not bad["ok"] and "nothing" in bad["error"]
+    assert not reader.command({"scene": {"teleport": {}}})["ok"]
+    # Parking some, keeping the rest.
+    ack = reader.command({"scene": {"park": ["low_box_1"]}})
+    assert ack["ok"]
+    assert not world.is_in_room(reader.state_at_least(ack["seq"])["objects"]["low_box_1"]["x"], 0.0)
+    ack = reader.command({"scene": {"objects": [{"object": "low_box_1", "x_m": -1.0, "y_m": 1.5}]}})
+    assert reader.state_at_least(ack["seq"])["objects"]["low_box_1"]["y"] == pytest.approx(1.5)
+    ack = reader.command({"scene": {"objects": [{"object": "low_box_1", "ahead_m": 0.45, "left_m": 0.0}]}})
+    assert ack["ok"]
 
     node = rclpy.create_node("truth_test_driver")
     publisher = node.create_publisher(Twist, "/cmd_vel", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -313,7 +322,14 @@ def test_odom_jump_through_sim_control_and_the_truth_channel(truth_sim):
     wait_for(lambda: abs(odoms[-1].pose.pose.position.x - jumped["odom"]["x"]) < 0.01, "the jump on /odom")
     ack = reader.command({"odom_jump": {"dx_m": -0.5, "dyaw_rad": -0.8}})
     assert ack["ok"]
-    assert reader.state_at_least(ack["seq"])["odom"]["x"] == pytest.approx(before["x"], abs=0.01)
+    back = reader.state_at_least(ack["seq"])["odom"]
+    assert back["x"] == pytest.approx(before["x"], abs=0.01)
+    # Along the robot's heading in the odometry frame.
+    ack = reader.command({"odom_jump": {"ahead_m": -0.3}})
+    behind = reader.state_at_least(ack["seq"])["odom"]
+    assert behind["x"] - back["x"] == pytest.approx(-0.3 * math.cos(back["yaw"]), abs=0.01)
+    assert behind["y"] - back["y"] == pytest.approx(-0.3 * math.sin(back["yaw"]), abs=0.01)
+    assert not reader.command({"odom_jump": {"forward_m": 1}})["ok"]
     assert not reader.command({"odom_jump": {"dx_m": "far"}})["ok"]
     assert reader.command({"odom_reset": True})["ok"]
     executor.shutdown()
