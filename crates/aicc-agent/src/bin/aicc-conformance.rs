@@ -45,7 +45,7 @@ struct Args {
     /// Directory with one sub-directory per area.
     #[arg(long, default_value = "conformance/scenarios", value_name = "DIR")]
     scenarios: PathBuf,
-    /// Run only this area (repeatable): protocol, sensors, actuators, governor, appendix_a.
+    /// Run only this area (repeatable): protocol, sensors, actuators, governor, appendix_a, adversarial.
     #[arg(long = "area", value_name = "AREA")]
     areas: Vec<String>,
     /// Run only scenarios needing these of the robot (comma list of none, moves, needs_wall_ahead; default all).
@@ -69,6 +69,11 @@ struct Args {
     /// reports; what it offers is read from the bridge's manifest.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
+    /// The simulator's ground truth (`sim/aicc_sim.py --truth-listen`,
+    /// HOST:PORT): scenarios judged on it run; without it they are
+    /// skipped, named. A test stand-in: a real robot has none.
+    #[arg(long, value_name = "HOST:PORT")]
+    truth: Option<String>,
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
@@ -151,6 +156,7 @@ fn malformed_result(file: &std::path::Path, area: &str, error: &str) -> Scenario
         failure: Some(Failure { step: None, label: Some("loading the file".into()), reason: error.to_string() }),
         skip_reason: None,
         transcript: Vec::new(),
+        truth: None,
     }
 }
 
@@ -193,6 +199,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         actuate: TokenSource::from_env(&args.actuate_token_env),
         observe: TokenSource::from_env(&args.observe_token_env),
         close_wait: DEFAULT_CLOSE_WAIT,
+        truth: args.truth.clone(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("starting the runtime: {e}"))?;
 
@@ -247,6 +254,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 failure: None,
                 skip_reason: None,
                 transcript: Vec::new(),
+                truth: None,
             }),
         }
     }

@@ -4,6 +4,7 @@
 //! format is described in `conformance/README.md`.
 pub mod checks;
 pub mod connection;
+pub mod judge;
 pub mod matcher;
 pub mod offered;
 pub mod progress;
@@ -12,4 +13,5 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod transcript;
+pub mod truth;
 pub mod vars;

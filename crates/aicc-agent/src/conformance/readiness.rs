@@ -289,6 +289,7 @@ mod tests {
             actuate: no_token("AICC_ACTUATE_TOKEN"),
             observe: no_token("AICC_OBSERVE_TOKEN"),
             close_wait: DEFAULT_CLOSE_WAIT,
+            truth: None,
         }
     }
 

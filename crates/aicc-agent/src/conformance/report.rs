@@ -69,6 +69,9 @@ pub struct ScenarioResult {
     pub skip_reason: Option<String>,
     /// The last lines sent and received (failed scenarios).
     pub transcript: Vec<String>,
+    /// What the simulator's ground truth showed while the scenario ran
+    /// (`--truth`): figures and violations (judge::Figures::to_json).
+    pub truth: Option<Value>,
 }
 
 impl ScenarioResult {
@@ -140,6 +143,14 @@ pub fn summary_table(report: &RunReport) -> String {
             out.push_str(&format!("  {}/{}  {step}{label}: {reason}\n", result.area, result.name));
         }
     }
+    let judged: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.truth.is_some()).collect();
+    if !judged.is_empty() {
+        out.push_str("\nOn the simulator's ground truth:\n");
+        for result in judged {
+            let summary = result.truth.as_ref().and_then(|t| t.get("summary")).and_then(Value::as_str).unwrap_or("");
+            out.push_str(&format!("  {}/{} ({}): {summary}\n", result.area, result.name, result.status.as_str()));
+        }
+    }
     if passed == 0 && failed == 0 && skipped == 0 {
         out.push_str("\nNo scenario was selected.\n");
     } else if passed == 0 && failed == 0 {
@@ -171,6 +182,7 @@ pub fn to_json(report: &RunReport) -> Value {
             "reason": r.failure.as_ref().map(|f| f.reason.clone()),
             "skip_reason": r.skip_reason,
             "transcript_tail": r.transcript,
+            "ground_truth": r.truth,
         })).collect::<Vec<_>>(),
     })
 }
@@ -291,6 +303,7 @@ mod tests {
             failure: (status == Status::Failed).then(|| Failure { step: Some("2".into()), label: Some("call <teleport> & \"more\"".into()), reason: "at error.code: expected \"tool_unknown\", got 'x'\u{1}".into() }),
             skip_reason: (status == Status::Skipped).then(|| "needs tool look_at (no controller is configured for it), which this profile does not offer".into()),
             transcript: vec!["main> {\"a\":\"<b>\"}".into()],
+            truth: None,
         }
     }
 

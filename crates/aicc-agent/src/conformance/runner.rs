@@ -17,7 +17,9 @@ use super::connection::{Connection, Endpoint, Incoming, Tagged};
 use super::matcher::{self, show, Captures, Mismatch};
 use super::offered::Offered;
 use super::report::{Failure, ScenarioResult, Status};
-use super::scenario::{Action, CallSpec, ConnectScope, ConnectSpec, Scenario, Step, DEFAULT_FOR_S, MAX_REPEAT};
+use super::judge::{self, Invariants};
+use super::scenario::{Action, CallSpec, ConnectScope, ConnectSpec, Scenario, Step, TruthSpec, DEFAULT_CLEARANCE_TOL_M, DEFAULT_FOR_S, MAX_REPEAT};
+use super::truth::TruthClient;
 use super::transcript::{Direction, Transcript};
 use super::vars::{lookup, Variables};
 
@@ -69,7 +71,15 @@ pub struct RunnerOptions {
     /// How long the end of a scenario waits for the bridge's EOF on each
     /// connection the runner closes.
     pub close_wait: Duration,
+    /// The simulator's ground-truth channel (`HOST:PORT`, `--truth`): a
+    /// test stand-in; scenarios that need it are skipped without it.
+    pub truth: Option<String>,
 }
+
+/// How long connecting to the ground truth, and each of its commands, may take.
+const TRUTH_WAIT: Duration = Duration::from_secs(10);
+/// How often a `truth_expect` looks at new samples (they come every 20 ms).
+const TRUTH_POLL: Duration = Duration::from_millis(20);
 
 impl RunnerOptions {
     fn secrets(&self) -> Vec<String> {
@@ -130,15 +140,26 @@ pub(super) struct Run<'a> {
     transcript: Transcript,
     positions: Vec<Position>,
     calls_made: u64,
+    /// The ground truth, for a scenario that needs it.
+    truth: Option<TruthClient>,
+    /// Where `travel` counts from: the robot's true pose after the scene.
+    truth_origin: (f64, f64, f64),
+    /// Violations already reported.
+    truth_reported: usize,
+    /// A scene was set: the world is reset at the end.
+    truth_scene_set: bool,
 }
 
 /// Runs one scenario, or skips it without connecting when the endpoint's
 /// profile lacks a tool it needs ([`Scenario::needed_tools`]).
 pub async fn run_or_skip(scenario: &Scenario, file: &Path, options: &RunnerOptions, offered: &Offered) -> ScenarioResult {
-    match offered.skip_reason(&scenario.needed_tools()) {
-        Some(reason) => skipped(scenario, file, reason),
-        None => run_scenario(scenario, file, options).await,
+    if let Some(reason) = offered.skip_reason(&scenario.needed_tools()) {
+        return skipped(scenario, file, reason);
     }
+    if scenario.needs_truth() && options.truth.is_none() {
+        return skipped(scenario, file, "needs the simulator's ground truth (--truth HOST:PORT: sim/aicc_sim.py --truth-listen), which this run was not given".into());
+    }
+    run_scenario(scenario, file, options).await
 }
 
 /// The result of a scenario not run because the profile lacks what it needs.
@@ -159,6 +180,7 @@ fn base_result(scenario: &Scenario, file: &Path, status: Status, duration_s: f64
         failure: None,
         skip_reason: None,
         transcript: Vec::new(),
+        truth: None,
     }
 }
 
@@ -166,6 +188,22 @@ fn base_result(scenario: &Scenario, file: &Path, status: Status, duration_s: f64
 pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOptions) -> ScenarioResult {
     let started = Instant::now();
     let mut run = Run::new(options);
+    if scenario.needs_truth() {
+        let address = options.truth.as_deref().unwrap_or_default();
+        match TruthClient::connect(address, TRUTH_WAIT).await {
+            Ok(client) => {
+                let missing: Vec<String> = scenario.needed_objects().into_iter().filter(|o| !client.hello.objects.contains_key(o)).collect();
+                if !missing.is_empty() {
+                    return skipped(scenario, file, format!("needs object(s) {} in the simulated world (sim/aicc_sim.py --low-obstacles), which it does not have", missing.join(", ")));
+                }
+                run.truth = Some(client);
+            }
+            Err(reason) => {
+                let failure = Failure { step: None, label: Some("connecting to the ground truth".into()), reason };
+                return ScenarioResult { failure: Some(failure), ..base_result(scenario, file, Status::Failed, started.elapsed().as_secs_f64()) };
+            }
+        }
+    }
     let timeout = Duration::from_secs_f64(scenario.timeout_s);
     let outcome = tokio::time::timeout(timeout, run.scenario(scenario)).await;
     let failure = match outcome {
@@ -176,10 +214,12 @@ pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOpti
     // Deterministic: the next scenario starts once the bridge has let go
     // of this one's connections (and with them its motion lease).
     run.close_connections().await;
+    let truth = run.finish_truth().await;
     let status = if failure.is_some() { Status::Failed } else { Status::Passed };
     ScenarioResult {
         transcript: if failure.is_some() { run.transcript.lines() } else { Vec::new() },
         failure,
+        truth,
         ..base_result(scenario, file, status, started.elapsed().as_secs_f64())
     }
 }
@@ -210,6 +250,10 @@ impl<'a> Run<'a> {
             transcript: Transcript::new(options.secrets()),
             positions: Vec::new(),
             calls_made: 0,
+            truth: None,
+            truth_origin: (0.0, 0.0, 0.0),
+            truth_reported: 0,
+            truth_scene_set: false,
         }
     }
 
@@ -235,7 +279,150 @@ impl<'a> Run<'a> {
         } else {
             self.set_connection_vars("main", token.as_deref(), None);
         }
-        self.steps(&scenario.steps, None).await
+        if self.truth.is_some() {
+            self.start_truth(scenario.truth.as_ref()).await?;
+        }
+        self.steps(&scenario.steps, None).await?;
+        if self.truth.is_some() {
+            // The invariants keep being judged while the robot settles.
+            let settle = scenario.truth.as_ref().map_or(super::scenario::DEFAULT_SETTLE_S, |t| t.settle_s);
+            self.positions.push(Position { index: scenario.steps.len(), label: Some("after the last step, while the robot settles".into()), repetition: None });
+            let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(settle);
+            while self.pump_until(deadline).await? {}
+            self.check_truth()?;
+            self.positions.pop();
+        }
+        Ok(())
+    }
+
+    // ----- ground truth ------------------------------------------------
+
+    /// Sets the scene, then judges every sample from there.
+    async fn start_truth(&mut self, spec: Option<&TruthSpec>) -> Result<(), String> {
+        let client = self.truth.as_ref().expect("checked");
+        let scene_seq = match spec.and_then(|s| s.scene.as_ref()) {
+            Some(scene) => {
+                let scene = self.vars.substitute(scene).map_err(|e| format!("truth.scene: {e}"))?;
+                self.truth_scene_set = true;
+                Some(client.command(&json!({ "scene": scene }), TRUTH_WAIT).await.map_err(|e| format!("setting the scene: {e}"))?)
+            }
+            None => None,
+        };
+        let (_, sample) = match scene_seq {
+            Some(seq) => client.sample_at_least(seq, TRUTH_WAIT).await?,
+            None => client.next_sample(TRUTH_WAIT).await?,
+        };
+        self.truth_origin = (sample.base.x, sample.base.y, sample.base.yaw);
+        let invariants = match spec {
+            Some(spec) => self.invariants(spec, (sample.base.x, sample.base.y))?,
+            None => Invariants::default(),
+        };
+        self.truth.as_ref().expect("checked").judge(invariants);
+        self.transcript.note(format!("truth: judging from seq {} (robot at x {:.3}, y {:.3}, yaw {:.1} deg)", sample.seq, sample.base.x, sample.base.y, sample.base.yaw.to_degrees()));
+        Ok(())
+    }
+
+    /// A scenario's `truth.always`, with its variables resolved.
+    fn invariants(&self, spec: &TruthSpec, _start: (f64, f64)) -> Result<Invariants, String> {
+        let always = &spec.always;
+        let number = |value: &Value, what: &str| -> Result<f64, String> {
+            let resolved = self.vars.substitute(value).map_err(|e| format!("{what}: {e}"))?;
+            resolved.as_f64().ok_or_else(|| format!("{what} must be a number, got {resolved}"))
+        };
+        let mut invariants = Invariants {
+            no_contact: always.no_contact,
+            contact_allowed_with: always.contact_allowed_with.clone(),
+            clearance_tol_m: always.clearance_tol_m.unwrap_or(DEFAULT_CLEARANCE_TOL_M),
+            joint_speed_factor: always.joint_speed_factor,
+            joint_demand_factor: always.joint_demand_factor,
+            ..Invariants::default()
+        };
+        for (object, minimum) in &always.min_clearance_m {
+            invariants.min_clearance_m.insert(object.clone(), number(minimum, &format!("truth.always.min_clearance_m.{object}"))?);
+        }
+        if always.base_limits {
+            let limit = |path: &str| -> Result<f64, String> {
+                self.vars.get(&format!("manifest.limits.{path}")).and_then(Value::as_f64).ok_or_else(|| format!("truth.always.base_limits: the manifest has no number at limits.{path}"))
+            };
+            invariants.max_linear_mps = Some(limit("base.max_linear_mps")?);
+            invariants.max_angular_radps = Some(limit("base.max_angular_radps")?);
+            invariants.max_linear_accel_mps2 = Some(limit("base.max_linear_accel_mps2")?);
+            invariants.max_angular_accel_radps2 = Some(limit("base.max_angular_accel_radps2")?);
+            invariants.max_linear_decel_mps2 = Some(limit("safety.emergency_decel_mps2")?);
+        }
+        Ok(invariants)
+    }
+
+    /// Fails the running step with the first violation not yet reported.
+    fn check_truth(&mut self) -> Result<(), String> {
+        let Some(client) = &self.truth else { return Ok(()) };
+        let violations = client.violations();
+        if violations.len() > self.truth_reported {
+            let more = violations.len() - self.truth_reported - 1;
+            let first = &violations[self.truth_reported];
+            self.truth_reported = violations.len();
+            let others = if more > 0 { format!(" (and {more} more: {})", violations[violations.len() - more..].iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; ")) } else { String::new() };
+            return Err(format!("ground truth: {first}{others}"));
+        }
+        if let Some(why) = client.closed() {
+            return Err(format!("ground truth: the channel closed ({why})"));
+        }
+        Ok(())
+    }
+
+    /// The figures and violations, and the world back as it was (when a scene was set).
+    async fn finish_truth(&mut self) -> Option<Value> {
+        let client = self.truth.take()?;
+        let judge = client.take_judge();
+        if self.truth_scene_set {
+            if let Err(e) = client.command(&json!({ "reset_world": true }), TRUTH_WAIT).await {
+                eprintln!("[aicc-conformance] resetting the simulated world after a scene: {e}");
+            }
+        }
+        let judge = judge?;
+        let mut figures = judge.figures.to_json();
+        figures["violations"] = json!(judge.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+        figures["summary"] = json!(judge.figures.summary());
+        Some(figures)
+    }
+
+    /// Waits for a ground-truth sample newer than the step that matches.
+    async fn truth_expect(&mut self, step: &Step, within: Duration) -> Result<(), String> {
+        let matcher = step.truth_expect.as_ref().expect("action");
+        if let Some(problem) = matcher::unresolved(matcher, &self.vars) {
+            return Err(problem);
+        }
+        let client = self.truth.as_ref().ok_or("truth_expect needs the ground truth")?;
+        let mut seen = client.latest().map_or(0, |(_, s)| s.seq);
+        let deadline = tokio::time::Instant::now() + within;
+        let mut nearest: Option<(Mismatch, Value)> = None;
+        loop {
+            let client = self.truth.as_ref().expect("checked");
+            for (raw, sample) in client.since(seen) {
+                seen = sample.seq;
+                let view = judge::view(&client.hello, &raw, &sample, self.truth_origin);
+                match matcher::matches(matcher, &view, &self.vars) {
+                    Ok(captures) => return self.commit(captures, step, &view),
+                    Err(miss) => {
+                        if nearest.as_ref().is_none_or(|(n, _)| miss.depth() >= n.depth()) {
+                            nearest = Some((miss, view));
+                        }
+                    }
+                }
+            }
+            if let Some(why) = client.closed() {
+                return Err(format!("ground truth: the channel closed ({why})"));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let shown = match nearest {
+                    Some((miss, view)) => format!("; nearest: {} — {miss}", show(&brief_view(&view))),
+                    None => "; no sample came".into(),
+                };
+                return Err(format!("no ground-truth sample matched within {:.1} s{shown}", within.as_secs_f64()));
+            }
+            let poll = (tokio::time::Instant::now() + TRUTH_POLL).min(deadline);
+            while self.pump_until(poll).await? {}
+        }
     }
 
     // ----- connections -------------------------------------------------
@@ -594,6 +781,8 @@ impl<'a> Run<'a> {
             for (index, step) in steps.iter().enumerate() {
                 self.positions.push(Position { index, label: step.name.clone(), repetition });
                 self.step(step).await?;
+                // What the ground truth saw during the step fails it.
+                self.check_truth()?;
                 self.positions.pop();
             }
             Ok(())
@@ -683,6 +872,14 @@ impl<'a> Run<'a> {
             Action::Wait => {
                 let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(step.wait_s.expect("action"));
                 while self.pump_until(deadline).await? {}
+                Ok(())
+            }
+            Action::TruthExpect => self.truth_expect(step, within).await,
+            Action::TruthCommand => {
+                let command = self.vars.substitute(step.truth_command.as_ref().expect("action")).map_err(|e| e.to_string())?;
+                let client = self.truth.as_ref().ok_or("truth_command needs the ground truth")?;
+                let seq = client.command(&command, within).await?;
+                self.transcript.note(format!("truth: sent {command}, applied from seq {seq}"));
                 Ok(())
             }
             Action::Repeat => {
@@ -840,6 +1037,21 @@ fn echo_of_runner_heartbeat(message: &Value, awaited: &VecDeque<String>) -> Opti
     }
     let in_reply_to = message.get("in_reply_to").and_then(Value::as_str)?;
     awaited.iter().position(|id| id == in_reply_to)
+}
+
+/// The parts of a truth view a person reads in a failure (the whole one
+/// lists every joint and object).
+fn brief_view(view: &Value) -> Value {
+    let mut brief = serde_json::Map::new();
+    for key in ["seq", "sim_time", "at_rest", "speed_mps", "max_joint_speed", "travel", "clearance_m", "contacts"] {
+        if let Some(value) = view.get(key) {
+            brief.insert(key.into(), value.clone());
+        }
+    }
+    if let Some(base) = view.get("base") {
+        brief.insert("base".into(), json!({ "x": base.get("x"), "y": base.get("y"), "yaw": base.get("yaw") }));
+    }
+    Value::Object(brief)
 }
 
 /// A handshake answered with an error names it.

@@ -93,6 +93,7 @@ fn options(port: u16, token: Option<&str>) -> RunnerOptions {
         actuate: source("AICC_ACTUATE_TOKEN", None),
         observe: source("AICC_OBSERVE_TOKEN", None),
         close_wait: DEFAULT_CLOSE_WAIT,
+        truth: None,
     }
 }
 
@@ -498,4 +499,120 @@ async fn a_scenario_the_profile_can_serve_runs_and_a_call_expecting_tool_unknown
     assert_eq!(result.status, Status::Failed, "ran, and the good bridge's success is not the error expected");
     let unknown = "  - call: {tool: look_at, input: {}}\n    expect_error: {code: tool_unknown}\n";
     assert!(scenario(unknown).needed_tools().is_empty());
+}
+
+/// A fake simulator's ground-truth channel: a hello naming low_box_1, then
+/// a state line every 5 ms (the robot creeping toward the box; from
+/// `contact_from` on its bumper touches it); acks every command, and
+/// records them.
+async fn fake_truth(contact_from: Option<u64>) -> (String, Arc<parking_lot::Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let commands = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = commands.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (read, write) = stream.into_split();
+                let write = Arc::new(tokio::sync::Mutex::new(write));
+                let hello = json!({ "type": "hello", "profile": "sim", "joints": { "joint1": { "type": "revolute", "lower": -2.8, "upper": 2.8, "velocity": 4.8, "effort": 4.1, "mimic": null } },
+                    "objects": { "low_box_1": { "shape": "box", "size": [0.2, 0.36, 0.1], "color": "orange", "movable": false } }, "room": { "half_size_m": 2.0 } });
+                write.lock().await.write_all(format!("{hello}\n").as_bytes()).await.unwrap();
+                let acks = write.clone();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(read).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        let command: Value = serde_json::from_str(&line).unwrap();
+                        seen.lock().push(command.clone());
+                        let ack = json!({ "type": "ack", "id": command["id"], "ok": true, "seq": 1 });
+                        if acks.lock().await.write_all(format!("{ack}\n").as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                for seq in 1u64.. {
+                    let x = (0.001 * seq as f64).min(0.5);
+                    let contacts = if contact_from.is_some_and(|c| seq >= c) { json!([{ "robot_geom": "bumper_collision", "robot_body": "bumper_link", "world_geom": "low_box_1", "world_body": "low_box_1", "first_time": 0.0, "last_time": 0.0, "max_depth_m": 0.001, "max_force_n": 2.0 }]) } else { json!([]) };
+                    let state = json!({ "type": "state", "seq": seq, "sim_time": seq as f64 * 0.02,
+                        "base": { "x": x, "y": 0.0, "z": 0.0, "roll": 0.0, "pitch": 0.0, "yaw": 0.0, "linear_mps": [0.05, 0.0, 0.0], "angular_radps": [0.0, 0.0, 0.0] },
+                        "odom": { "x": x, "y": 0.0, "yaw": 0.0 }, "joints": { "joint1": { "position": 0.0, "velocity": 0.1, "effort": 0.0, "demand_velocity": 0.0 } },
+                        "objects": { "low_box_1": { "x": 1.0, "y": 0.0, "z": 0.05, "yaw": 0.0 } }, "contacts": contacts });
+                    if write.lock().await.write_all(format!("{state}\n").as_bytes()).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            });
+        }
+    });
+    (address, commands)
+}
+
+fn truth_scenario(always: &str, steps: &str) -> Scenario {
+    let text = format!(
+        "name: low_box\narea: adversarial\nchecks: test\ndescription: test\nrobot: moves\ntimeout_s: 10\ntruth:\n  scene: {{robot: {{x_m: 0, y_m: 0}}, clear: true, objects: [{{object: low_box_1, ahead_m: 1.0}}]}}\n  settle_s: 0.1\n  always: {always}\nsteps:\n{steps}"
+    );
+    parse(Path::new("adversarial/01_low_box.yaml"), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const CREEP_STEPS: &str = "  - name: creeping\n    truth_expect: {travel: {ahead_m: {$gte: 0.02}}, clearance_m: {low_box_1: {$lte: 0.88}}}\n    capture: {near: clearance_m.low_box_1}\n  - call: {tool: probe, input: {}}\n";
+
+#[tokio::test]
+async fn a_truth_scenario_sets_its_scene_matches_samples_and_resets_the_world() {
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let (address, commands) = fake_truth(None).await;
+    let scenario = truth_scenario("{no_contact: true, min_clearance_m: {low_box_1: 0.2}, joint_speed_factor: 1.1}", CREEP_STEPS);
+    assert!(scenario.needs_truth());
+    assert_eq!(scenario.needed_objects().into_iter().collect::<Vec<_>>(), ["low_box_1"]);
+    let options = RunnerOptions { truth: Some(address), ..options(port, None) };
+    let result = run_scenario(&scenario, Path::new("adversarial/01_low_box.yaml"), &options).await;
+    assert_eq!(result.status, Status::Passed, "{:?}", result.failure);
+    let truth = result.truth.expect("figures");
+    assert!(truth["samples"].as_u64().unwrap() > 1, "{truth}");
+    assert!(truth["min_clearance_m"]["low_box_1"].as_f64().unwrap() < 0.9, "{truth}");
+    assert_eq!(truth["worst_joint_speed"]["joint"], "joint1", "{truth}");
+    let commands = commands.lock().clone();
+    assert!(commands[0]["scene"]["objects"][0]["object"] == "low_box_1", "the scene first: {commands:?}");
+    assert_eq!(commands.last().unwrap()["reset_world"], true, "the world reset at the end: {commands:?}");
+}
+
+#[tokio::test]
+async fn a_contact_on_the_ground_truth_fails_the_step_it_happened_in() {
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let (address, _) = fake_truth(Some(100)).await;
+    let scenario = truth_scenario("{no_contact: true}", "  - name: a while\n    wait_s: 1.5\n  - call: {tool: probe, input: {}}\n");
+    let options = RunnerOptions { truth: Some(address), ..options(port, None) };
+    let result = run_scenario(&scenario, Path::new("adversarial/01_low_box.yaml"), &options).await;
+    assert_eq!(result.status, Status::Failed);
+    let failure = result.failure.unwrap();
+    assert_eq!(failure.step.as_deref(), Some("1"), "{failure:?}");
+    assert!(failure.reason.contains("ground truth: contact") && failure.reason.contains("bumper_collision") && failure.reason.contains("low_box_1"), "{}", failure.reason);
+    assert_eq!(result.truth.unwrap()["violations"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_truth_scenario_is_skipped_without_the_ground_truth_or_its_objects() {
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let scenario = truth_scenario("{no_contact: true}", CREEP_STEPS);
+    let result = run_or_skip(&scenario, Path::new("x.yaml"), &options(port, None), &Offered::default()).await;
+    assert_eq!(result.status, Status::Skipped);
+    assert!(result.skip_reason.unwrap().contains("--truth"));
+    let (address, _) = fake_truth(None).await;
+    let other = truth_scenario("{min_clearance_m: {low_box_9: 0.2}}", CREEP_STEPS);
+    let options = RunnerOptions { truth: Some(address), ..options(port, None) };
+    let result = run_or_skip(&other, Path::new("x.yaml"), &options, &Offered::default()).await;
+    assert_eq!(result.status, Status::Skipped);
+    assert!(result.skip_reason.unwrap().contains("low_box_9"));
+}
+
+#[tokio::test]
+async fn a_truth_expectation_that_never_holds_names_the_nearest_sample() {
+    let port = scripted_peer(true, Arc::new(good_bridge)).await;
+    let (address, _) = fake_truth(None).await;
+    let scenario = truth_scenario("{}", "  - truth_expect: {at_rest: true}\n    within_s: 0.3\n");
+    let options = RunnerOptions { truth: Some(address), ..options(port, None) };
+    let result = run_scenario(&scenario, Path::new("x.yaml"), &options).await;
+    let reason = result.failure.unwrap().reason;
+    assert!(reason.contains("no ground-truth sample matched within 0.3 s") && reason.contains("at_rest"), "{reason}");
 }

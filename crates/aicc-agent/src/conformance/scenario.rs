@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::matcher;
 
 /// The areas, in the order their scenarios run.
-pub const AREAS: &[&str] = &["protocol", "sensors", "actuators", "governor", "appendix_a"];
+pub const AREAS: &[&str] = &["protocol", "sensors", "actuators", "governor", "appendix_a", "adversarial"];
 
 /// What a scenario needs of the robot and its surroundings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -82,7 +82,84 @@ pub struct Scenario {
     /// profile lacks one, the scenario is skipped, naming it.
     #[serde(default)]
     pub needs_tools: Vec<String>,
+    /// Judged on the simulator's ground truth (`--truth`): a scene to set
+    /// first and what must hold throughout. A scenario with this (or with
+    /// truth steps) is skipped when the run has no ground truth.
+    pub truth: Option<TruthSpec>,
     pub steps: Vec<Step>,
+}
+
+/// Default time the invariants keep being judged after the last step, s
+/// (a robot still coasting, a contact after the call returned).
+pub const DEFAULT_SETTLE_S: f64 = 1.0;
+/// Default tolerance on a minimum clearance, m.
+pub const DEFAULT_CLEARANCE_TOL_M: f64 = 0.02;
+
+fn default_settle_s() -> f64 {
+    DEFAULT_SETTLE_S
+}
+
+/// `truth:` of a scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TruthSpec {
+    /// Sent to the simulator as `{"scene": ...}` before the first step
+    /// (`sim/README.md`: robot teleported at rest, heading kept; `clear`;
+    /// objects placed relative to the robot). Travel (`travel` in
+    /// `truth_expect`) counts from the pose it leaves the robot in.
+    pub scene: Option<Value>,
+    #[serde(default)]
+    pub always: Always,
+    /// How long the invariants keep being judged after the last step.
+    #[serde(default = "default_settle_s")]
+    pub settle_s: f64,
+}
+
+/// What must hold on every ground-truth sample from the scene to the end.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Always {
+    /// No robot geom touches a world geom (walls, objects; never the floor).
+    #[serde(default)]
+    pub no_contact: bool,
+    /// Objects a contact with does not count (e.g. one the gripper picks).
+    #[serde(default)]
+    pub contact_allowed_with: Vec<String>,
+    /// Per object: base_footprint never nearer than this (m, or "${var}").
+    #[serde(default)]
+    pub min_clearance_m: BTreeMap<String, Value>,
+    /// Tolerance on min_clearance_m (default 0.02 m).
+    pub clearance_tol_m: Option<f64>,
+    /// The base within the manifest's limits: limits.base speeds and
+    /// accelerations, braking within limits.safety.emergency_decel_mps2.
+    #[serde(default)]
+    pub base_limits: bool,
+    /// Each joint's measured speed within its URDF limit x this.
+    pub joint_speed_factor: Option<f64>,
+    /// What trajectories ask of each joint within its URDF limit x this.
+    pub joint_demand_factor: Option<f64>,
+}
+
+impl Scenario {
+    /// Whether it needs the simulator's ground truth.
+    pub fn needs_truth(&self) -> bool {
+        self.truth.is_some() || uses_truth_steps(&self.steps)
+    }
+
+    /// Objects of the simulated world it names (scene, clearances).
+    pub fn needed_objects(&self) -> std::collections::BTreeSet<String> {
+        let mut objects = std::collections::BTreeSet::new();
+        if let Some(truth) = &self.truth {
+            objects.extend(truth.always.min_clearance_m.keys().cloned());
+            let listed = truth.scene.as_ref().and_then(|s| s.get("objects")).and_then(Value::as_array);
+            objects.extend(listed.into_iter().flatten().filter_map(|o| o.get("object").and_then(Value::as_str)).map(str::to_string));
+        }
+        objects
+    }
+}
+
+fn uses_truth_steps(steps: &[Step]) -> bool {
+    steps.iter().any(|s| s.truth_expect.is_some() || s.truth_command.is_some() || s.repeat.as_ref().is_some_and(|r| uses_truth_steps(&r.steps)))
 }
 
 impl Scenario {
@@ -134,6 +211,13 @@ pub struct Step {
     pub expect_closed: Option<bool>,
     pub wait_s: Option<f64>,
     pub repeat: Option<RepeatSpec>,
+    /// Waits `within_s` for a ground-truth sample (newer than the step)
+    /// that matches: the simulator's state line plus `clearance_m`,
+    /// `at_rest`, `speed_mps`, `max_joint_speed` and `travel` (since the scene).
+    pub truth_expect: Option<Value>,
+    /// Sends a command to the simulator's ground-truth channel (a fault:
+    /// `{odom_jump: {...}}`, `{pause: [...]}`) and waits for its ack.
+    pub truth_command: Option<Value>,
     // ----- modifiers
     pub expect_ok: Option<Value>,
     pub expect_error: Option<Value>,
@@ -224,6 +308,8 @@ pub enum Action {
     ExpectClosed,
     Wait,
     Repeat,
+    TruthExpect,
+    TruthCommand,
 }
 
 impl Step {
@@ -249,6 +335,8 @@ impl Step {
         add(self.expect_closed.is_some(), Action::ExpectClosed, "expect_closed");
         add(self.wait_s.is_some(), Action::Wait, "wait_s");
         add(self.repeat.is_some(), Action::Repeat, "repeat");
+        add(self.truth_expect.is_some(), Action::TruthExpect, "truth_expect");
+        add(self.truth_command.is_some(), Action::TruthCommand, "truth_command");
         found
     }
 
@@ -367,6 +455,27 @@ fn check(scenario: &Scenario) -> Result<(), String> {
             return Err(format!("needs_tools: '{tool}' is listed twice"));
         }
     }
+    if let Some(truth) = &scenario.truth {
+        if !(0.0..=60.0).contains(&truth.settle_s) {
+            return Err(format!("truth.settle_s must be between 0 and 60 s, got {}", truth.settle_s));
+        }
+        if let Some(scene) = &truth.scene {
+            if !scene.is_object() {
+                return Err("truth.scene must be a map (robot, clear, objects)".into());
+            }
+        }
+        for (object, minimum) in &truth.always.min_clearance_m {
+            let fine = minimum.as_f64().is_some_and(|m| m >= 0.0) || minimum.as_str().is_some_and(|s| s.starts_with("${") && s.ends_with('}'));
+            if !fine {
+                return Err(format!("truth.always.min_clearance_m.{object} must be metres or \"${{var}}\", got {minimum}"));
+            }
+        }
+        for factor in [truth.always.joint_speed_factor, truth.always.joint_demand_factor].into_iter().flatten() {
+            if !(factor > 0.0 && factor.is_finite()) {
+                return Err(format!("truth.always joint factors must be positive, got {factor}"));
+            }
+        }
+    }
     validate_steps(&scenario.steps, "steps")
 }
 
@@ -384,7 +493,7 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
         let at = format!("{at}[{}]", index + 1);
         let actions = step.actions();
         match actions.len() {
-            0 => return Err(format!("{at}: no action (one of connect, disconnect, send, send_raw, send_bytes_hex, send_oversized, call, expect, expect_event, expect_none, expect_closed, wait_s, repeat)")),
+            0 => return Err(format!("{at}: no action (one of connect, disconnect, send, send_raw, send_bytes_hex, send_oversized, call, expect, expect_event, expect_none, expect_closed, wait_s, repeat, truth_expect, truth_command)")),
             1 => {}
             _ => return Err(format!("{at}: more than one action ({})", actions.iter().map(|(_, k)| *k).collect::<Vec<_>>().join(", "))),
         }
@@ -397,7 +506,7 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
         };
         only_with(step.expect_ok.is_some(), "expect_ok", &[Action::Call], "call")?;
         only_with(step.expect_error.is_some(), "expect_error", &[Action::Call], "call")?;
-        only_with(step.capture.is_some(), "capture", &[Action::Call, Action::Expect, Action::ExpectEvent], "call, expect or expect_event")?;
+        only_with(step.capture.is_some(), "capture", &[Action::Call, Action::Expect, Action::ExpectEvent, Action::TruthExpect], "call, expect, expect_event or truth_expect")?;
         only_with(step.for_s.is_some(), "for_s", &[Action::ExpectNone], "expect_none")?;
         positive_seconds(step.within_s, "within_s", &at)?;
         positive_seconds(step.for_s, "for_s", &at)?;
@@ -464,6 +573,14 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
                 }
             }
             Action::ExpectClosed | Action::Wait | Action::Disconnect | Action::SendRaw | Action::Expect | Action::ExpectNone => {}
+            Action::TruthExpect => {
+                matcher::validate(step.truth_expect.as_ref().expect("action")).map_err(|e| format!("{at}.truth_expect: {e}"))?;
+            }
+            Action::TruthCommand => {
+                if !step.truth_command.as_ref().expect("action").is_object() {
+                    return Err(format!("{at}.truth_command must be a map (e.g. {{odom_jump: {{dx_m: 0.5}}}})"));
+                }
+            }
             Action::Repeat => {
                 let repeat = step.repeat.as_ref().expect("action");
                 match &repeat.times {
