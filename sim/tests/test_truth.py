@@ -289,6 +289,9 @@ def test_a_scene_and_a_drive_into_a_low_box_shows_the_contact(truth_sim):
     node.destroy_node()
     assert touched, "the drive into low_box_1 shows a contact on the truth stream"
     assert touched["robot_body"] in ("bumper_link", "base_link") and touched["steps"] >= 1
+    with reader.lock:
+        commanded = [s["cmd_vel"] for s in reader.states[-50:]]
+    assert any(c["linear"] == pytest.approx(0.15) and c["age_s"] is not None for c in commanded), commanded[-3:]
     assert reader.command({"reset_world": True})["ok"]
 
 

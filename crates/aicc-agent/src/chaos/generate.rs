@@ -73,8 +73,10 @@ pub enum Action {
 }
 
 /// Tools never called: they change the world or write files, which is not
-/// what is under test (place_object would move the obstacles).
-pub const EXCLUDED_TOOLS: &[&str] = &["place_object", "record_start", "record_stop"];
+/// what is under test (place_object would move the obstacles), or they are
+/// the operator's (approval_mode would make every later motion wait for an
+/// operator who never comes; an agent approving itself is another issue's).
+pub const EXCLUDED_TOOLS: &[&str] = &["place_object", "record_start", "record_stop", "approval_mode", "approve", "deny", "approvals_list", "tick_now"];
 
 /// How often each tool is called, relative to the others (a tool of the
 /// manifest not listed here gets 1).

@@ -76,6 +76,9 @@ pub struct Found {
     pub seed: u64,
     pub violation: Violation,
     pub before: Vec<String>,
+    /// The ground truth over the 0.5 s before it: [sim time, forward m/s,
+    /// yaw rate rad/s, x, y, yaw, pitch, commanded linear, commanded angular] per sample.
+    pub trace: Vec<[f64; 9]>,
 }
 
 /// What one seed did.
@@ -118,7 +121,7 @@ impl SeedReport {
             "obstacles": self.obstacles.iter().map(|(n, x, y)| json!({ "object": n, "x": x, "y": y })).collect::<Vec<_>>(),
             "odometry_drift_m": self.odometry_drift_m,
             "ground_truth": self.figures.to_json(),
-            "violations": self.found.iter().map(|f| json!({ "seed": f.seed, "kind": f.violation.kind, "sim_time": f.violation.sim_time, "detail": f.violation.detail, "calls_before": f.before })).collect::<Vec<_>>(),
+            "violations": self.found.iter().map(|f| json!({ "seed": f.seed, "kind": f.violation.kind, "sim_time": f.violation.sim_time, "detail": f.violation.detail, "calls_before": f.before, "truth_before": { "fields": ["sim_time", "forward_mps", "yaw_rate_radps", "x", "y", "yaw", "pitch", "cmd_linear_mps", "cmd_angular_radps"], "samples": f.trace } })).collect::<Vec<_>>(),
         })
     }
 }
@@ -287,8 +290,9 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
                 in_flight.insert(call_id.clone(), (index, tool.clone()));
                 if wait || in_flight.len() >= MAX_IN_FLIGHT {
                     // Wait for this call (or, with too many in flight, any) to end.
-                    let until = Instant::now() + Duration::from_secs(90);
-                    while in_flight.contains_key(&call_id) && (wait || in_flight.len() >= MAX_IN_FLIGHT) && Instant::now() < until.min(deadline + Duration::from_secs(30)) {
+                    // At most a little past the seed's end: the stop at the end ends the rest.
+                    let until = (Instant::now() + Duration::from_secs(90)).min(deadline + Duration::from_secs(5));
+                    while in_flight.contains_key(&call_id) && (wait || in_flight.len() >= MAX_IN_FLIGHT) && Instant::now() < until {
                         let incoming = session.next(Duration::from_millis(200)).await?;
                         absorb(incoming, &mut in_flight, &mut history, &mut report);
                         collect_violations(truth, seed, &history, &mut reported, &mut report);
@@ -370,7 +374,17 @@ fn collect_violations(truth: &TruthClient, seed: u64, history: &VecDeque<CallRec
     let violations = truth.violations();
     for violation in violations.iter().skip(*reported) {
         let before: Vec<String> = history.iter().filter(|r| r.sim_time <= violation.sim_time).rev().take(CONTEXT_CALLS).collect::<Vec<_>>().into_iter().rev().map(CallRecord::describe).collect();
-        report.found.push(Found { seed, violation: violation.clone(), before });
+        let round = |v: f64| (v * 1e4).round() / 1e4;
+        let trace = truth
+            .recent()
+            .iter()
+            .filter(|s| s.sim_time <= violation.sim_time && s.sim_time >= violation.sim_time - 0.5)
+            .map(|s| {
+                let (cmd_linear, cmd_angular) = s.cmd_vel.map_or((f64::NAN, f64::NAN), |c| (c.linear, c.angular));
+                [s.sim_time, s.base.linear_mps[0], s.base.angular_radps[2], s.base.x, s.base.y, s.base.yaw, s.base.pitch, cmd_linear, cmd_angular].map(round)
+            })
+            .collect();
+        report.found.push(Found { seed, violation: violation.clone(), before, trace });
     }
     *reported = violations.len();
 }
@@ -438,7 +452,7 @@ pub fn to_json(reports: &[SeedReport], options: &ChaosOptions) -> Value {
             "base_speed": format!("limit x {} + {} m/s (angular + {} rad/s)", 1.0 + crate::conformance::judge::SPEED_TOLERANCE, crate::conformance::judge::SPEED_SLACK_MPS, crate::conformance::judge::ANGULAR_SLACK_RADPS),
             "base_accel": format!("over {} s windows: limit x {} + {} m/s²", crate::conformance::judge::ACCEL_WINDOW_S, 1.0 + crate::conformance::judge::ACCEL_TOLERANCE, crate::conformance::judge::ACCEL_SLACK_MPS2),
             "joint_speed": format!("URDF limit x {JOINT_SPEED_FACTOR} + {}", crate::conformance::judge::JOINT_SPEED_SLACK),
-            "joint_demand": "URDF limit x 1.0 + 0.001",
+            "joint_demand": format!("URDF limit x 1.0 x {} (a trajectory's times are rounded)", 1.0 + crate::conformance::judge::JOINT_DEMAND_TOLERANCE),
             "geofence_m": GEOFENCE_TOL_M,
             "contact": "none: any robot geom touching any world geom but the floor",
         },

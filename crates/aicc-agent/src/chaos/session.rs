@@ -59,7 +59,7 @@ impl Session {
             }
         });
         let mut session = Session { manifest: Value::Null, writer, lines, reader, next: 0 };
-        let mut request = json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "chaos-hello", "agent_model": { "name": "aicc-chaos" } });
+        let mut request = json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "chaos-hello" });
         if let Some(token) = token {
             request["auth"] = json!({ "token": token });
         }

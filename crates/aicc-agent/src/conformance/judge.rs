@@ -29,6 +29,13 @@ pub const ACCEL_TOLERANCE: f64 = 0.25;
 pub const ACCEL_SLACK_MPS2: f64 = 0.15;
 /// Absolute slack on a joint's measured speed, rad/s or m/s (servo overshoot).
 pub const JOINT_SPEED_SLACK: f64 = 0.05;
+/// A demanded joint speed may exceed its limit x factor by this fraction:
+/// a trajectory planned at exactly the limit, its times rounded, asks up to
+/// a few 0.1 % more (3.0015 rad/s of a 3.0 limit was seen).
+pub const JOINT_DEMAND_TOLERANCE: f64 = 0.01;
+/// Speed and acceleration are not judged this long after a contact: the
+/// impact moves the base, and the contact is the violation.
+pub const AFTER_CONTACT_S: f64 = 0.3;
 /// A base slower than this (and turning slower than [`REST_ANGULAR_RADPS`]) is at rest.
 pub const REST_LINEAR_MPS: f64 = 0.005;
 pub const REST_ANGULAR_RADPS: f64 = 0.02;
@@ -77,6 +84,9 @@ pub struct Sample {
     pub sim_time: f64,
     pub base: Base,
     pub odom: Odom,
+    /// The last velocity command the simulator received (absent from older simulators).
+    #[serde(default)]
+    pub cmd_vel: Option<CmdVel>,
     pub joints: BTreeMap<String, JointSample>,
     pub objects: BTreeMap<String, ObjectPose>,
     #[serde(default)]
@@ -107,6 +117,13 @@ pub struct Odom {
     pub x: f64,
     pub y: f64,
     pub yaw: f64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct CmdVel {
+    pub linear: f64,
+    pub angular: f64,
+    pub age_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -303,6 +320,8 @@ pub struct Judge {
     /// Only the first violation of each kind and subject is kept per
     /// episode: a contact that lasts a second is one violation.
     open: BTreeMap<String, f64>,
+    /// Sim time of the latest contact with the world.
+    last_contact: Option<f64>,
 }
 
 /// How long a violation of one kind and subject must have been absent
@@ -311,7 +330,7 @@ const EPISODE_GAP_S: f64 = 0.5;
 
 impl Judge {
     pub fn new(hello: Hello, invariants: Invariants) -> Self {
-        Judge { hello, invariants, figures: Figures::default(), violations: Vec::new(), history: VecDeque::new(), last_seq: None, start: None, open: BTreeMap::new() }
+        Judge { hello, invariants, figures: Figures::default(), violations: Vec::new(), history: VecDeque::new(), last_seq: None, start: None, open: BTreeMap::new(), last_contact: None }
     }
 
     fn violation(&mut self, key: String, kind: &'static str, sample: &Sample, detail: String) {
@@ -387,7 +406,14 @@ impl Judge {
     }
 
     fn judge_base(&mut self, sample: &Sample, speed: f64, yaw_rate: f64) {
-        let inv = self.invariants.clone();
+        let mut inv = self.invariants.clone();
+        if !sample.contacts.is_empty() {
+            self.last_contact = Some(sample.sim_time);
+        }
+        if self.last_contact.is_some_and(|t| sample.sim_time - t <= AFTER_CONTACT_S) {
+            // An impact: the contact is what is reported.
+            inv = Invariants { max_linear_mps: None, max_angular_radps: None, max_linear_accel_mps2: None, max_linear_decel_mps2: None, max_angular_accel_radps2: None, max_angular_decel_radps2: None, ..inv };
+        }
         if let Some(limit) = inv.max_linear_mps {
             let allowed = limit * (1.0 + SPEED_TOLERANCE) + SPEED_SLACK_MPS;
             if speed > allowed {
@@ -456,7 +482,7 @@ impl Judge {
                 }
             }
             if let Some(factor) = self.invariants.joint_demand_factor {
-                let allowed = limit * factor + 1e-3;
+                let allowed = limit * factor * (1.0 + JOINT_DEMAND_TOLERANCE);
                 if demand > allowed {
                     self.violation(format!("joint demand {name}"), "joint_demand", sample, format!("a trajectory asked {name} for {demand:.3}, over its URDF limit {limit} x {factor} (the simulated servo clamps it; a real one may not)"));
                 }
@@ -638,6 +664,22 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("accelerating"), "{}", found[0]);
         assert!(judge.figures.max_decel_mps2 > 1.9 && judge.figures.max_decel_mps2 < 3.0, "{}", judge.figures.max_decel_mps2);
+    }
+
+    #[test]
+    fn an_impact_is_the_contact_not_also_a_speed_or_acceleration() {
+        let invariants = Invariants { no_contact: true, max_linear_mps: Some(0.22), max_linear_accel_mps2: Some(1.0), max_linear_decel_mps2: Some(3.0), ..Invariants::default() };
+        let mut judge = Judge::new(hello(), invariants);
+        for i in 0..10 {
+            judge.observe(&sample(i, i as f64 * 0.02, 0.0, 0.2));
+        }
+        let mut hit = sample(10, 0.2, 0.0, -0.3);
+        hit.contacts.push(Contact { robot_geom: "b".into(), robot_body: "bumper_link".into(), world_geom: "w".into(), world_body: "low_box_1".into(), first_time: 0.2, last_time: 0.2, max_depth_m: 0.001, max_force_n: 50.0 });
+        let kinds: Vec<&str> = judge.observe(&hit).iter().map(|v| v.kind).collect();
+        assert_eq!(kinds, ["contact"]);
+        assert!(judge.observe(&sample(11, 0.22, 0.0, -0.3)).is_empty(), "still the impact");
+        let later: Vec<&str> = judge.observe(&sample(30, 0.6, 0.0, 0.3)).iter().map(|v| v.kind).collect();
+        assert_eq!(later, ["base_speed"], "judged again 0.3 s after");
     }
 
     #[test]
