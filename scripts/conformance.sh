@@ -5,11 +5,17 @@
 # ROS domain of their own, runs aicc-conformance, stops both.
 #   scripts/conformance.sh [--profile P] [aicc-conformance options, e.g. --area protocol]
 # The profile (--profile, else AICC_PROFILE, else sim) is one of the shipped
-# robot profiles: sim, turtlebot3, turtlebot4. The simulator impersonates
-# that robot (sim/aicc_sim.py --profile P) and the bridge runs its
-# config/P.yaml unchanged; only the listen address (--listen) and the
-# tokens (environment) are the test's own. Scenarios needing a tool the
-# profile lacks (no head, no arm) are reported as skipped, with the reason.
+# robot profiles: sim, turtlebot3, turtlebot4, or default (config/default.yaml,
+# the robot every key's default describes: a depth camera and a bumper, no
+# LiDAR, so nothing watches behind it; the simulator's bundled robot stands
+# in for it). The simulator impersonates that robot (sim/aicc_sim.py
+# --profile P) and the bridge runs its config/P.yaml unchanged; only the
+# listen address (--listen) and the tokens (environment) are the test's own.
+# Scenarios needing a tool the profile lacks (no head, no arm) are reported
+# as skipped, with the reason. The simulator serves its ground truth
+# (--truth-listen, a test stand-in) and has the spare low obstacles
+# (--low-obstacles): the runner gets --truth, so the scenarios judged on
+# ground truth (the adversarial area) run.
 # Reports go to target/conformance/P/ (the sim profile's also to
 # target/conformance/, where they have always been). Exit status: the runner's.
 # AICC_CONFORMANCE_NO_BUILD=1 skips setup and build (scripts/test.sh has
@@ -24,8 +30,9 @@ case "${1:-}" in
   --profile=*) profile="${1#--profile=}"; shift ;;
 esac
 case "$profile" in
-  sim|turtlebot3|turtlebot4) ;;
-  *) echo "[conformance] unknown profile '$profile' (sim, turtlebot3, turtlebot4)" >&2; exit 2 ;;
+  sim|turtlebot3|turtlebot4) sim_profile="$profile" ;;
+  default) sim_profile=sim ;;
+  *) echo "[conformance] unknown profile '$profile' (sim, turtlebot3, turtlebot4, default)" >&2; exit 2 ;;
 esac
 config="config/$profile.yaml"
 reports="target/conformance/$profile"
@@ -67,7 +74,7 @@ export AICC_ACTUATE_TOKEN="$(random_token)"
 export AICC_OBSERVE_TOKEN="$(random_token)"
 
 echo "[conformance] profile $profile: starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
-scripts/ros-env python3 sim/aicc_sim.py --profile "$profile" {lock_fd}>&- > "$logs/sim.log" 2>&1 &
+scripts/ros-env python3 sim/aicc_sim.py --profile "$sim_profile" --low-obstacles --truth-listen 127.0.0.1:0 {lock_fd}>&- > "$logs/sim.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1200); do
   grep -q '^AICC_SIM_READY' "$logs/sim.log" && break
@@ -75,6 +82,8 @@ for _ in $(seq 1200); do
   sleep 0.1
 done
 grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[conformance] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
+truth_port="$(sed -n 's/^AICC_SIM_TRUTH .*"port": *\([0-9]*\).*/\1/p' "$logs/sim.log" | head -1)"
+[ -n "$truth_port" ] || { echo "[conformance] the simulator printed no AICC_SIM_TRUTH line: $logs/sim.log" >&2; exit 1; }
 
 echo "[conformance] starting the bridge with $config; log: $logs/bridge.log" >&2
 target/release/aicc-ros2 --listen 127.0.0.1:0 --config "$config" {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
@@ -88,13 +97,14 @@ for _ in $(seq 300); do
 done
 [ -n "$port" ] || { echo "[conformance] the bridge did not print AICC_READY in 30 s: $logs/bridge.log" >&2; exit 1; }
 
-echo "[conformance] running the scenarios against 127.0.0.1:$port (profile $profile)" >&2
+echo "[conformance] running the scenarios against 127.0.0.1:$port (profile $profile; ground truth on 127.0.0.1:$truth_port)" >&2
 status=0
 started=$SECONDS
 # A bridge started a moment ago offers the robot's tools once their topics
 # flow: the runner waits for them before the first scenario (a later
 # --wait-ready-s among "$@" overrides this one).
-target/release/aicc-conformance --host 127.0.0.1 --port "$port" --profile "$profile" --report-dir "$reports" --wait-ready-s 60 "$@" {lock_fd}>&- || status=$?
+target/release/aicc-conformance --host 127.0.0.1 --port "$port" --profile "$profile" --report-dir "$reports" --wait-ready-s 60 \
+  --truth "127.0.0.1:$truth_port" "$@" {lock_fd}>&- || status=$?
 if [ "$profile" = sim ] && [ -f "$reports/conformance-report.json" ]; then
   cp "$reports/conformance-report.json" "$reports/conformance-junit.xml" target/conformance/
 fi

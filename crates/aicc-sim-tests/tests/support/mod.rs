@@ -130,8 +130,23 @@ fn wait_for_markers(name: &str, stdout: ChildStdout, markers: &[&'static str], t
     markers.iter().map(|marker| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))).collect()
 }
 
+/// Starts the MuJoCo simulated robot with its ground truth for judges
+/// without ROS (`--truth-listen 127.0.0.1:0`, sim/truth.py) and the spare
+/// low obstacles; returns it and the ground truth's port.
+pub fn start_sim_with_truth(extra_args: &[&str]) -> (ChildGuard, u16) {
+    let mut args = vec!["--truth-listen", "127.0.0.1:0", "--low-obstacles"];
+    args.extend_from_slice(extra_args);
+    let (guard, lines) = spawn_sim(&args, &["AICC_SIM_TRUTH ", "AICC_SIM_READY"]);
+    let info: Value = serde_json::from_str(lines[0].trim_start_matches("AICC_SIM_TRUTH ")).unwrap_or_else(|e| panic!("AICC_SIM_TRUTH carries JSON ({e}): {}", lines[0]));
+    (guard, info["port"].as_u64().expect("port") as u16)
+}
+
 /// Starts the MuJoCo simulated robot and waits until it publishes.
 pub fn start_sim(extra_args: &[&str]) -> ChildGuard {
+    spawn_sim(extra_args, &["AICC_SIM_READY"]).0
+}
+
+fn spawn_sim(extra_args: &[&str], markers: &[&'static str]) -> (ChildGuard, Vec<String>) {
     ros_environment();
     let root = repo_root();
     let ros_env = root.join("scripts/ros-env");
@@ -148,8 +163,8 @@ pub fn start_sim(extra_args: &[&str]) -> ChildGuard {
         .expect("starting the simulator");
     let stdout = child.stdout.take().unwrap();
     let guard = ChildGuard { name: "simulator", child };
-    wait_for_marker("the simulator", stdout, "AICC_SIM_READY", Duration::from_secs(120));
-    guard
+    let lines = wait_for_markers("the simulator", stdout, markers, Duration::from_secs(120));
+    (guard, lines)
 }
 
 /// Starts the bridge on a free port; returns it and the port.
