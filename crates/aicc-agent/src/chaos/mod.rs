@@ -451,6 +451,7 @@ pub fn to_json(reports: &[SeedReport], options: &ChaosOptions) -> Value {
         "tolerances": {
             "base_speed": format!("limit x {} + {} m/s (angular + {} rad/s)", 1.0 + crate::conformance::judge::SPEED_TOLERANCE, crate::conformance::judge::SPEED_SLACK_MPS, crate::conformance::judge::ANGULAR_SLACK_RADPS),
             "base_accel": format!("over {} s windows: limit x {} + {} m/s²", crate::conformance::judge::ACCEL_WINDOW_S, 1.0 + crate::conformance::judge::ACCEL_TOLERANCE, crate::conformance::judge::ACCEL_SLACK_MPS2),
+            "base_accel_physics": "a measured acceleration over its limit while the velocity commanded over the same window stayed within it is the simulated base catching up with its command: counted (physics_accel_excursions), not a violation",
             "joint_speed": format!("URDF limit x {JOINT_SPEED_FACTOR} + {}", crate::conformance::judge::JOINT_SPEED_SLACK),
             "joint_demand": format!("URDF limit x 1.0 x {} (a trajectory's times are rounded)", 1.0 + crate::conformance::judge::JOINT_DEMAND_TOLERANCE),
             "geofence_m": GEOFENCE_TOL_M,

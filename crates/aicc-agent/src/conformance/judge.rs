@@ -256,6 +256,12 @@ pub struct Figures {
     /// Contacts with the world (robot body, world body) and how many samples showed each.
     pub contacts: BTreeMap<(String, String), u64>,
     pub max_distance_from_start_m: f64,
+    /// Measured accelerations over their limit (with tolerance) while the
+    /// velocity commanded over the same window stayed within it: the
+    /// simulated base catching up with its command, not a command over the
+    /// limit. Counted, and the worst kept, never a violation.
+    pub physics_accel_excursions: u64,
+    pub worst_physics_accel: Option<String>,
 }
 
 impl Figures {
@@ -274,6 +280,8 @@ impl Figures {
             "worst_joint_demand": worst(&self.worst_demand),
             "contacts": self.contacts.iter().map(|((robot, world), n)| json!({ "robot_body": robot, "world_body": world, "samples": n })).collect::<Vec<_>>(),
             "max_distance_from_start_m": round(self.max_distance_from_start_m, 3),
+            "physics_accel_excursions": self.physics_accel_excursions,
+            "worst_physics_accel": self.worst_physics_accel,
         })
     }
 
@@ -296,6 +304,9 @@ impl Figures {
         if let Some(w) = &self.worst_demand {
             parts.push(format!("worst demand {} {:.2}/{:.2} ({:.2}x)", w.joint, w.speed, w.limit, w.speed / w.limit));
         }
+        if self.physics_accel_excursions > 0 {
+            parts.push(format!("{} acceleration excursion(s) of the simulated base beyond a command within its limit", self.physics_accel_excursions));
+        }
         parts.push(if self.contacts.is_empty() { "no contact".into() } else { format!("contacts: {}", self.contacts.keys().map(|(r, w)| format!("{r}-{w}")).collect::<Vec<_>>().join(", ")) });
         parts.join("; ")
     }
@@ -313,8 +324,9 @@ pub struct Judge {
     pub invariants: Invariants,
     pub figures: Figures,
     pub violations: Vec<Violation>,
-    /// Recent (time, forward speed, yaw rate) for acceleration estimates.
-    history: VecDeque<(f64, f64, f64)>,
+    /// Recent (time, forward speed, yaw rate, commanded linear, commanded
+    /// angular) for acceleration estimates.
+    history: VecDeque<(f64, f64, f64, Option<(f64, f64)>)>,
     last_seq: Option<u64>,
     start: Option<(f64, f64)>,
     /// Only the first violation of each kind and subject is kept per
@@ -427,15 +439,18 @@ impl Judge {
             }
         }
         let forward = sample.base.linear_mps[0];
-        self.history.push_back((sample.sim_time, forward, yaw_rate));
+        let commanded = sample.cmd_vel.map(|c| (c.linear, c.angular));
+        self.history.push_back((sample.sim_time, forward, yaw_rate, commanded));
         while self.history.len() > 2 && sample.sim_time - self.history[1].0 >= ACCEL_WINDOW_S {
             self.history.pop_front();
         }
-        let Some(&(then, v_then, w_then)) = self.history.front() else { return };
+        let Some(&(then, v_then, w_then, commanded_then)) = self.history.front() else { return };
         let dt = sample.sim_time - then;
         if dt < ACCEL_WINDOW_S * 0.9 {
             return;
         }
+        // The commanded accelerations over the same window, when known.
+        let commanded_accel = commanded.zip(commanded_then).map(|((l, a), (l0, a0))| ((l - l0) / dt, (a - a0) / dt));
         let accel = (forward - v_then) / dt;
         let speeding_up = forward.abs() > v_then.abs() && forward * v_then >= 0.0;
         if speeding_up {
@@ -448,7 +463,12 @@ impl Judge {
             let allowed = limit * (1.0 + ACCEL_TOLERANCE) + ACCEL_SLACK_MPS2;
             if accel.abs() > allowed {
                 let what = if speeding_up { "accelerating" } else { "braking" };
-                self.violation("linear accel".into(), "base_accel", sample, format!("{what} at {:.2} m/s² over {dt:.2} s ({v_then:.3} -> {forward:.3} m/s), over the {limit:.2} m/s² limit (allowed {allowed:.2})", accel.abs()));
+                let detail = format!("{what} at {:.2} m/s² over {dt:.2} s ({v_then:.3} -> {forward:.3} m/s), over the {limit:.2} m/s² limit (allowed {allowed:.2})", accel.abs());
+                match commanded_accel {
+                    Some((commanded, _)) if commanded.abs() <= allowed => self.physics_excursion(format!("{detail}; commanded {commanded:.2} m/s²"), sample),
+                    Some((commanded, _)) => self.violation("linear accel".into(), "base_accel", sample, format!("{detail}; commanded {:.2} m/s²", commanded.abs())),
+                    None => self.violation("linear accel".into(), "base_accel", sample, detail),
+                }
             }
         }
         let turning_faster = yaw_rate.abs() > w_then.abs() && yaw_rate * w_then >= 0.0;
@@ -458,8 +478,20 @@ impl Judge {
             let allowed = limit * (1.0 + ACCEL_TOLERANCE) + 5.0 * ACCEL_SLACK_MPS2;
             if angular_accel.abs() > allowed {
                 let what = if turning_faster { "turning faster" } else { "slowing a turn" };
-                self.violation("angular accel".into(), "base_accel", sample, format!("{what} at {:.2} rad/s² ({w_then:.2} -> {yaw_rate:.2} rad/s), over the {limit:.2} rad/s² limit (allowed {allowed:.2})", angular_accel.abs()));
+                let detail = format!("{what} at {:.2} rad/s² ({w_then:.2} -> {yaw_rate:.2} rad/s), over the {limit:.2} rad/s² limit (allowed {allowed:.2})", angular_accel.abs());
+                match commanded_accel {
+                    Some((_, commanded)) if commanded.abs() <= allowed => self.physics_excursion(format!("{detail}; commanded {commanded:.2} rad/s²"), sample),
+                    Some((_, commanded)) => self.violation("angular accel".into(), "base_accel", sample, format!("{detail}; commanded {:.2} rad/s²", commanded.abs())),
+                    None => self.violation("angular accel".into(), "base_accel", sample, detail),
+                }
             }
+        }
+    }
+
+    fn physics_excursion(&mut self, detail: String, sample: &Sample) {
+        self.figures.physics_accel_excursions += 1;
+        if self.figures.worst_physics_accel.is_none() {
+            self.figures.worst_physics_accel = Some(format!("at sim time {:.2} s: {detail}", sample.sim_time));
         }
     }
 
@@ -664,6 +696,28 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("accelerating"), "{}", found[0]);
         assert!(judge.figures.max_decel_mps2 > 1.9 && judge.figures.max_decel_mps2 < 3.0, "{}", judge.figures.max_decel_mps2);
+    }
+
+    #[test]
+    fn an_acceleration_the_command_did_not_ask_is_physics_not_a_violation() {
+        let invariants = Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
+        let mut judge = Judge::new(hello(), invariants);
+        let turning = |seq: u64, w: f64, commanded: f64| {
+            let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
+            s.base.angular_radps[2] = w;
+            s.cmd_vel = Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01) });
+            s
+        };
+        // The base lags its command (3 rad/s²), then catches up at 6 rad/s².
+        for i in 0..6 {
+            assert!(judge.observe(&turning(i, 0.0, 0.06 * i as f64)).is_empty());
+        }
+        assert!(judge.observe(&turning(6, 0.6, 0.36)).is_empty(), "a catch-up, counted");
+        assert_eq!(judge.figures.physics_accel_excursions, 1);
+        // A command that jumps 0.5 rad/s in 20 ms is the bridge's.
+        let found = judge.observe(&turning(7, 1.2, 0.9)).to_vec();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].detail.contains("commanded"), "{}", found[0]);
     }
 
     #[test]
