@@ -33,8 +33,9 @@ pub const JOINT_SPEED_SLACK: f64 = 0.05;
 /// a trajectory planned at exactly the limit, its times rounded, asks up to
 /// a few 0.1 % more (3.0015 rad/s of a 3.0 limit was seen).
 pub const JOINT_DEMAND_TOLERANCE: f64 = 0.01;
-/// Speed and acceleration are not judged this long after a contact: the
-/// impact moves the base, and the contact is the violation.
+/// Base speed and acceleration, and joints' measured speeds, are not
+/// judged this long after a contact: the impact moves the base (and pushes
+/// the fingers), and the contact is the violation.
 pub const AFTER_CONTACT_S: f64 = 0.3;
 /// A base slower than this (and turning slower than [`REST_ANGULAR_RADPS`]) is at rest.
 pub const REST_LINEAR_MPS: f64 = 0.005;
@@ -262,6 +263,8 @@ pub struct Figures {
     /// limit. Counted, and the worst kept, never a violation.
     pub physics_accel_excursions: u64,
     pub worst_physics_accel: Option<String>,
+    /// How far outside the geofence (radius, no tolerance) base_footprint went, m.
+    pub max_geofence_excursion_m: f64,
 }
 
 impl Figures {
@@ -282,6 +285,7 @@ impl Figures {
             "max_distance_from_start_m": round(self.max_distance_from_start_m, 3),
             "physics_accel_excursions": self.physics_accel_excursions,
             "worst_physics_accel": self.worst_physics_accel,
+            "max_geofence_excursion_m": round(self.max_geofence_excursion_m, 3),
         })
     }
 
@@ -303,6 +307,9 @@ impl Figures {
         }
         if let Some(w) = &self.worst_demand {
             parts.push(format!("worst demand {} {:.2}/{:.2} ({:.2}x)", w.joint, w.speed, w.limit, w.speed / w.limit));
+        }
+        if self.max_geofence_excursion_m > 0.0 {
+            parts.push(format!("up to {:.3} m outside the geofence", self.max_geofence_excursion_m));
         }
         if self.physics_accel_excursions > 0 {
             parts.push(format!("{} acceleration excursion(s) of the simulated base beyond a command within its limit", self.physics_accel_excursions));
@@ -334,6 +341,10 @@ pub struct Judge {
     open: BTreeMap<String, f64>,
     /// Sim time of the latest contact with the world.
     last_contact: Option<f64>,
+    /// Whether base_footprint was inside the geofence (with tolerance) at
+    /// the last sample: a violation is a crossing from inside to outside
+    /// (a robot that starts outside is judged from when it is back).
+    inside_geofence: Option<bool>,
 }
 
 /// How long a violation of one kind and subject must have been absent
@@ -342,7 +353,7 @@ const EPISODE_GAP_S: f64 = 0.5;
 
 impl Judge {
     pub fn new(hello: Hello, invariants: Invariants) -> Self {
-        Judge { hello, invariants, figures: Figures::default(), violations: Vec::new(), history: VecDeque::new(), last_seq: None, start: None, open: BTreeMap::new(), last_contact: None }
+        Judge { hello, invariants, figures: Figures::default(), violations: Vec::new(), history: VecDeque::new(), last_seq: None, start: None, open: BTreeMap::new(), last_contact: None, inside_geofence: None }
     }
 
     fn violation(&mut self, key: String, kind: &'static str, sample: &Sample, detail: String) {
@@ -501,13 +512,14 @@ impl Judge {
             let Some(joint) = sample.joints.get(&name) else { continue };
             let speed = joint.velocity.abs();
             let demand = joint.demand_velocity.abs();
+            let impact = self.last_contact.is_some_and(|t| sample.sim_time - t <= AFTER_CONTACT_S);
             if self.figures.worst_joint.as_ref().is_none_or(|w| speed / limit > w.speed / w.limit) {
                 self.figures.worst_joint = Some(JointWorst { joint: name.clone(), speed, limit, sim_time: sample.sim_time });
             }
             if demand > 0.0 && self.figures.worst_demand.as_ref().is_none_or(|w| demand / limit > w.speed / w.limit) {
                 self.figures.worst_demand = Some(JointWorst { joint: name.clone(), speed: demand, limit, sim_time: sample.sim_time });
             }
-            if let Some(factor) = self.invariants.joint_speed_factor {
+            if let Some(factor) = self.invariants.joint_speed_factor.filter(|_| !impact) {
                 let allowed = limit * factor + JOINT_SPEED_SLACK;
                 if speed > allowed {
                     self.violation(format!("joint speed {name}"), "joint_speed", sample, format!("{name} moved at {speed:.3}, over its URDF limit {limit} x {factor} (allowed {allowed:.3})"));
@@ -525,7 +537,10 @@ impl Judge {
     fn judge_geofence(&mut self, sample: &Sample) {
         let Some((cx, cy, radius)) = self.invariants.geofence else { return };
         let distance = (sample.base.x - cx).hypot(sample.base.y - cy);
-        if distance > radius + self.invariants.geofence_tol_m {
+        self.figures.max_geofence_excursion_m = self.figures.max_geofence_excursion_m.max(distance - radius);
+        let inside = distance <= radius + self.invariants.geofence_tol_m;
+        let was_inside = self.inside_geofence.replace(inside);
+        if !inside && was_inside == Some(true) {
             self.violation("geofence".into(), "geofence", sample, format!("base_footprint {distance:.3} m from the geofence's centre ({cx:.2}, {cy:.2}), radius {radius:.2} m (tolerance {:.3})", self.invariants.geofence_tol_m));
         }
     }
@@ -663,6 +678,14 @@ mod tests {
         let mut far = sample(5, 0.08, 0.0, 0.0);
         far.base.y = 0.8;
         assert_eq!(judge.observe(&far)[0].kind, "geofence");
+        assert!((judge.figures.max_geofence_excursion_m - 0.05).abs() < 1e-9);
+        // A judge that starts outside counts from when the robot is back inside.
+        let mut late = Judge::new(hello(), Invariants { geofence: Some((0.0, 0.0, 0.75)), geofence_tol_m: 0.02, ..Invariants::default() });
+        assert!(late.observe(&far).is_empty(), "left outside by an earlier run");
+        assert!(late.observe(&sample(6, 0.1, 0.0, 0.0)).is_empty());
+        far.seq = 7;
+        far.sim_time = 1.0;
+        assert_eq!(late.observe(&far).len(), 1, "out again");
         assert!((judge.figures.min_clearance_m["low_box_1"] - 0.15).abs() < 1e-9);
         assert!(!judge.figures.min_clearance_m.contains_key("blue_sphere"), "parked outside the room");
     }
