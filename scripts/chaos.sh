@@ -65,6 +65,8 @@ echo "[chaos] starting the bridge (config/sim.yaml, geofence 1.2 m); log: $logs/
 target/release/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2 {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
 pids+=($!)
 port=""
+# The bridge's stdout file is opened by the background job: it may not exist yet.
+touch "$logs/bridge.out"
 for _ in $(seq 300); do
   port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$logs/bridge.out" | head -1)"
   [ -n "$port" ] && break

@@ -89,6 +89,8 @@ echo "[conformance] starting the bridge with $config; log: $logs/bridge.log" >&2
 target/release/aicc-ros2 --listen 127.0.0.1:0 --config "$config" {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
 pids+=($!)
 port=""
+# The bridge's stdout file is opened by the background job: it may not exist yet.
+touch "$logs/bridge.out"
 for _ in $(seq 300); do
   port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$logs/bridge.out" | head -1)"
   [ -n "$port" ] && break
