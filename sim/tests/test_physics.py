@@ -181,7 +181,7 @@ def test_camera_sees_red_box_ahead_upright(rendered):
     rows, cols = np.nonzero(red)
     assert red.sum() > 300, "red box not visible"
     # Straight ahead: centred horizontally; below the horizon (box top 0.2 m,
-    # camera 0.378 m high), so in the lower half: not upside down.
+    # camera 0.628 m high), so in the lower half: not upside down.
     assert abs(cols.mean() - 159.5) < 5
     assert rows.min() > 120
     # Its width: 0.2 m at 1.475 m through a ~265 px focal length.

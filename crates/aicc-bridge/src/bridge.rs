@@ -132,17 +132,21 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     let base = Arc::new(BaseDriver::new(BaseSettings::from_config(&config), robot.actuators.clone(), halts.clone()));
     let joints = Arc::new(JointDriver::new(robot.actuators.clone(), joint_limits.clone(), halts, config.actuators.gripper_joint.clone()));
 
+    declare_coverage(&config);
     let (events_tx, events_rx) = tokio::sync::mpsc::channel(TOOL_EVENT_QUEUE);
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
     let governor_events = events_tx.clone();
     let signals = robot.signals.clone();
-    tasks.push(tokio::spawn(base.clone().run(robot.sensors.clone(), GuardSensors::from_config(&config.sensors), move |change| {
+    // The one loop that publishes cmd_vel, supervised: if it ever ends,
+    // zero is published and the bridge exits (see `base_loop_ended`).
+    let mut base_loop = tokio::spawn(base.clone().run(robot.sensors.clone(), GuardSensors::from_config(&config.sensors), move |change| {
         report_governor_change(&change, &governor_events, signals.as_ref())
-    })));
+    }));
     tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
     let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s) };
-    tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
+    tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone(), joint_limits.clone())));
     tasks.push(tokio::spawn(monitor::watch_scan(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
+    tasks.push(tokio::spawn(monitor::watch_odometry(robot.sensors.clone(), base.clone(), config.clone(), events_tx.clone())));
 
     let registry = Registry::new(&config);
     let catalog = Arc::new(registry.catalog().map_err(|e| anyhow::anyhow!("{e}"))?);
@@ -205,15 +209,43 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     tasks.push(tokio::spawn(bridge.clone().run_availability_watch(AVAILABILITY_PERIOD)));
     tasks.push(tokio::spawn(report_diagnostics(bridge.clone(), robot.clone(), base.clone(), frames, node_name, DIAGNOSTICS_PERIOD)));
 
-    shutdown.await;
-    tracing::info!("shutting down: stopping the base");
+    let failure = tokio::select! {
+        () = shutdown => None,
+        failure = base_loop_ended(&mut base_loop, &base) => Some(failure),
+    };
+    if failure.is_none() {
+        tracing::info!("shutting down: stopping the base");
+    }
+    base_loop.abort();
     for task in &tasks {
         task.abort();
     }
     base.shutdown().await;
     // The recording's summary and footer, on disk before the process ends.
     let _ = tokio::task::spawn_blocking(move || recorder.close()).await;
-    Ok(())
+    match failure {
+        Some(failure) => Err(failure),
+        None => Ok(()),
+    }
+}
+
+/// Waits for the base driver's control loop to end, which it never does
+/// while the bridge runs: a panic (or a return) there would leave the last
+/// cmd_vel standing on a base that may have no watchdog of its own. Then
+/// zero is published and the reason returned: the bridge exits non-zero.
+async fn base_loop_ended(base_loop: &mut JoinHandle<()>, base: &BaseDriver) -> anyhow::Error {
+    let reason = match base_loop.await {
+        Ok(()) => "it returned".to_string(),
+        Err(error) if error.is_panic() => {
+            let panic = error.into_panic();
+            let text = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_else(|| "no message".into());
+            format!("it panicked: {text}")
+        }
+        Err(error) => error.to_string(),
+    };
+    tracing::error!("the base driver's control loop ended ({reason}): publishing zero on {} and exiting", base.endpoint());
+    base.shutdown().await;
+    anyhow::anyhow!("the base driver's control loop ended ({reason}); zero was published on {} and the bridge stopped", base.endpoint())
 }
 
 /// Whether the frames of the camera images resolve to the base frame now
@@ -246,7 +278,67 @@ async fn report_diagnostics(bridge: Arc<Bridge>, robot: Robot, base: Arc<BaseDri
         let config = bridge.config();
         let frames = frames_report(&frames, robot.sensors.as_ref(), &base);
         let inputs = crate::diagnostics::Inputs { node: &node, config: &config, status: &status, sensors: &sensors, silence: &silence, restrictions: &restrictions, unavailable_after: bridge.live().unavailable_after(), frames };
-        robot.signals.publish_diagnostics(&crate::diagnostics::report(&inputs));
+        let mut report = crate::diagnostics::report(&inputs);
+        report.push(coverage_diagnostic(&base, &config, robot.sensors.as_ref()));
+        robot.signals.publish_diagnostics(&report);
+    }
+}
+
+/// What the obstacle sources observe of each direction's zone now, the
+/// policy for what they do not, and the memory's size: OK while every
+/// direction is observed or refused, WARN where a direction moves blind.
+fn coverage_diagnostic(base: &BaseDriver, config: &Config, sensors: &dyn crate::robot::SensorPort) -> Diagnostic {
+    use crate::governor::coverage::Direction;
+    use crate::governor::safety::UnobservedPolicy;
+    let pose = sensors.odometry().map(|o| crate::governor::safety::Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 });
+    let surroundings = base.surroundings();
+    let mut values = Vec::new();
+    let mut parts = Vec::new();
+    let mut blind = false;
+    for direction in Direction::BOTH {
+        let view = surroundings.view(direction, pose, Instant::now());
+        let policy = config.safety.unobserved(direction);
+        blind |= policy == UnobservedPolicy::Allow;
+        values.push((format!("{}_observed_fraction", direction.name()), format!("{:.2}", view.observed_fraction)));
+        values.push((format!("unobserved_{}", direction.name()), policy.name().to_string()));
+        parts.push(match view.first_unobserved_m {
+            None => format!("{}: observed", direction.name()),
+            Some(from) => format!("{}: unobserved from {from:.2} m ({}), {}", direction.name(), view.why, policy.name()),
+        });
+    }
+    values.push(("remembered_obstacle_points".into(), surroundings.memory().len().to_string()));
+    let message = if blind { format!("moves blind where allowed (safety.unobserved_*: allow); {}", parts.join("; ")) } else { parts.join("; ") };
+    Diagnostic { level: u8::from(blind), name: "aicc_bridge: coverage".into(), message, values }
+}
+
+/// Says, at start, what each direction is watched by and what happens
+/// where nothing observes it; a direction allowed to move blind is a warning.
+fn declare_coverage(config: &Config) {
+    use crate::governor::coverage::Direction;
+    use crate::governor::safety::UnobservedPolicy;
+    for direction in Direction::BOTH {
+        let mut sources = Vec::new();
+        if config.sensors.depth.is_configured() && direction == Direction::Ahead {
+            sources.push("the depth camera, where it looks".to_string());
+        } else if config.sensors.depth.is_configured() && !config.actuators.head_action.is_empty() {
+            sources.push("the depth camera, if the head can look there".to_string());
+        }
+        if config.sensors.scan.is_configured() {
+            sources.push("the LiDAR, for obstacles reaching its plane".to_string());
+        }
+        let watched = if sources.is_empty() { "no obstacle source".to_string() } else { sources.join(" and ") };
+        let policy = config.safety.unobserved(direction);
+        let line = format!(
+            "coverage {}: watched by {watched}; obstacles down to {:.2} m must be seen (safety.min_obstacle_height_m); where no fresh frame observes the zone: {}",
+            direction.name(),
+            config.safety.min_obstacle_height_m,
+            policy.name()
+        );
+        match policy {
+            UnobservedPolicy::Allow => tracing::warn!("{line}: motion {} may be blind (safety.unobserved_{}: allow)", direction.name(), direction.name()),
+            _ if sources.is_empty() => tracing::warn!("{line}: motion {} is refused", direction.name()),
+            _ => tracing::info!("{line}"),
+        }
     }
 }
 
@@ -299,6 +391,12 @@ pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
             "max_sensor_age_s": safety.max_sensor_age_s,
             "emergency_decel_mps2": safety.emergency_decel_mps2,
             "min_creep_speed_mps": safety.min_creep_speed_mps,
+            // What the zones must be observed for, and what happens where no
+            // fresh source observes them ("allow": the robot moves blind there).
+            "min_obstacle_height_m": safety.min_obstacle_height_m,
+            "unobserved": { "ahead": safety.unobserved_ahead.name(), "behind": safety.unobserved_behind.name() },
+            "head_for_motion": match safety.head_for_motion { crate::config::HeadForMotion::Turn => "turn", crate::config::HeadForMotion::Refuse => "refuse" },
+            "zones": { "front_m": safety.zone_grid().front_m, "rear_m": safety.zone_grid().rear_m, "half_width_m": safety.zone_grid().half_width_m, "reach_m": safety.zone_grid().reach_m },
         },
         "joints": joint_limits,
         // What one connection may make the bridge hold (docs/reliability.md).
@@ -329,4 +427,63 @@ fn report_governor_change(change: &GovernorChange, events: &tokio::sync::mpsc::S
         diagnostics.push(Diagnostic { level: 0, name: "aicc_bridge: governor".into(), message: format!("{rule:?} no longer restricts motion"), values: vec![("rule".into(), format!("{rule:?}"))] });
     }
     signals.publish_diagnostics(&diagnostics);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::governor::BaseVelocity;
+    use crate::robot::port::ActuatorPort;
+    use crate::robot::testing::RecordingActuators;
+
+    /// Records every velocity; the first non-zero one makes it panic (a
+    /// bug in the loop, as far as the loop's supervisor can tell).
+    #[derive(Default)]
+    struct PanicsOnMotion {
+        inner: RecordingActuators,
+        panicked: std::sync::atomic::AtomicBool,
+    }
+
+    impl ActuatorPort for PanicsOnMotion {
+        fn publish_base_velocity(&self, velocity: BaseVelocity) {
+            self.inner.publish_base_velocity(velocity);
+            if !velocity.is_zero() && !self.panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("injected fault in the control loop");
+            }
+        }
+        fn follow_trajectory(&self, controller: crate::robot::Controller, goal: crate::robot::TrajectoryGoal) -> futures::future::BoxFuture<'static, Result<crate::robot::TrajectoryOutcome, crate::robot::port::PortError>> {
+            self.inner.follow_trajectory(controller, goal)
+        }
+        fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> futures::future::BoxFuture<'static, Result<crate::robot::GripperOutcome, crate::robot::port::PortError>> {
+            self.inner.gripper_command(position_m, max_effort_n)
+        }
+        fn endpoint(&self, endpoint: crate::robot::port::Endpoint) -> String {
+            self.inner.endpoint(endpoint)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_base_loop_that_dies_is_followed_by_zero_and_an_error_naming_why() {
+        let config = Config::default();
+        let actuators = Arc::new(PanicsOnMotion::default());
+        let base = Arc::new(BaseDriver::new(BaseSettings::from_config(&config), actuators.clone(), Arc::new(Halts::default())));
+        let robot = crate::robot::testing::TestRobot::new(&config);
+        {
+            let now = Instant::now();
+            let stamp_s = 0.0;
+            let mut latest = robot.samples.lock();
+            let pose = nalgebra::Vector3::zeros();
+            latest.odom = Some(crate::robot::OdometrySample { frame_id: "odom".into(), child_frame_id: "base_footprint".into(), position_m: pose, orientation: nalgebra::UnitQuaternion::identity(), linear_velocity_mps: pose, angular_velocity_radps: pose, stamp_s, received: now });
+            latest.imu = Some(crate::robot::ImuSample { frame_id: "imu".into(), orientation: None, angular_velocity_radps: pose, linear_acceleration_mps2: pose, stamp_s, received: now });
+        }
+        let mut base_loop = tokio::spawn(base.clone().run(robot.robot.sensors.clone(), GuardSensors::default(), |_| {}));
+        // Turning in place: no obstacle source needed, so the loop publishes it.
+        assert!(base.request(base.begin_motion(), BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, Instant::now()));
+        let error = tokio::time::timeout(Duration::from_secs(5), base_loop_ended(&mut base_loop, &base)).await.expect("the loop died and was noticed");
+        let text = error.to_string();
+        assert!(text.contains("it panicked: injected fault in the control loop") && text.contains("zero was published"), "{text}");
+        let published = actuators.inner.velocities();
+        let died = published.iter().position(|v| !v.is_zero()).expect("the motion that killed it");
+        assert!(published[died + 1..].iter().any(BaseVelocity::is_zero), "zero after the death: {published:?}");
+    }
 }

@@ -528,6 +528,8 @@ pub struct SensorConfig {
     pub camera_info: SensorTopic,
     /// sensor_msgs/Image, 32FC1 (metres) or 16UC1 (millimetres).
     pub depth: SensorTopic,
+    /// Depths below this are no return (the camera's minimum range), m.
+    pub depth_min_range_m: f64,
     /// sensor_msgs/CameraInfo of the depth image.
     pub depth_info: SensorTopic,
     /// sensor_msgs/JointState.
@@ -559,7 +561,8 @@ impl Default for SensorConfig {
             camera: SensorTopic { depth: 2, ..SensorTopic::new("camera/image_raw", 1.0) },
             camera_transport: ImageTransport::Raw,
             camera_info: SensorTopic::new("camera/camera_info", 5.0),
-            depth: SensorTopic { depth: 2, ..SensorTopic::new("camera/depth/image_raw", 1.0) },
+            depth: SensorTopic { depth: 2, ..SensorTopic::new("camera/depth/image_raw", 0.4) },
+            depth_min_range_m: 0.1,
             depth_info: SensorTopic::new("camera/depth/camera_info", 5.0),
             joint_states: SensorTopic::new("joint_states", 0.5),
             bumper: SensorTopic::new("bumper", 0.5),
@@ -610,6 +613,38 @@ pub struct SafetySettings {
     /// A laser zone with more than this fraction of beams with no usable
     /// return (NaN, inf, out of range) is blind: no motion into it.
     pub scan_max_unknown_fraction: f64,
+    /// The lowest obstacle a source must be able to see for it to watch a
+    /// zone, m: a LiDAR sees only what reaches its plane, a depth camera
+    /// down to its floor band.
+    pub min_obstacle_height_m: f64,
+    /// The robot's height, m: what the depth camera sees above it is an
+    /// overhang the robot passes under, not an obstacle.
+    pub height_m: f64,
+    /// A row of a zone with more than this fraction of its cells observed
+    /// by no fresh source is unobserved.
+    pub max_unobserved_fraction: f64,
+    /// While fresh frames watch a zone, a place seen clear this recently
+    /// counts as observed (the floor a camera sees a moment before the
+    /// robot's own parts hide it), s.
+    pub observed_memory_s: f64,
+    /// What a motion into a zone no fresh source observes may do, ahead...
+    pub unobserved_ahead: crate::governor::safety::UnobservedPolicy,
+    /// ...and behind.
+    pub unobserved_behind: crate::governor::safety::UnobservedPolicy,
+    /// When only the head's camera could observe a motion's zone and it
+    /// looks elsewhere: refuse (naming the head pose that would observe
+    /// it), or turn the head there first (and say so in the result).
+    pub head_for_motion: HeadForMotion,
+}
+
+/// What a motion does when only the head's camera could observe its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadForMotion {
+    /// Refuse, naming the head pose that would observe the way.
+    Refuse,
+    /// Turn the head to that pose first, then move (the result says so).
+    Turn,
 }
 
 impl Default for SafetySettings {
@@ -618,8 +653,10 @@ impl Default for SafetySettings {
         let emergency = crate::governor::EmergencyLimits::DEFAULT;
         Self {
             max_sensor_age_s: rules.max_sensor_age_s,
-            slow_down_distance_m: rules.slow_down_distance_m,
-            stop_distance_m: rules.stop_distance_m,
+            // The bundled robot's: 0.11 m between its bumper and the stop,
+            // room for a depth frame 0.4 s old at its top speed.
+            slow_down_distance_m: 0.55,
+            stop_distance_m: 0.25,
             min_creep_speed_mps: rules.min_creep_speed_mps,
             geofence_radius_m: 0.0,
             contact_clear_time_s: rules.contact_clear_time_s,
@@ -630,9 +667,16 @@ impl Default for SafetySettings {
             footprint_front_m: 0.14,
             footprint_rear_m: 0.12,
             footprint_half_width_m: 0.14,
-            footprint_radius_m: 0.18,
-            scan_margin_m: 0.03,
+            footprint_radius_m: 0.0,
+            scan_margin_m: 0.015,
             scan_max_unknown_fraction: 0.1,
+            min_obstacle_height_m: 0.05,
+            height_m: 0.70,
+            max_unobserved_fraction: 0.1,
+            observed_memory_s: 10.0,
+            unobserved_ahead: crate::governor::safety::UnobservedPolicy::Creep,
+            unobserved_behind: crate::governor::safety::UnobservedPolicy::Refuse,
+            head_for_motion: HeadForMotion::Turn,
         }
     }
 }
@@ -648,6 +692,22 @@ impl SafetySettings {
             contact_clear_time_s: self.contact_clear_time_s,
             contact_release_backoff_m: self.contact_release_backoff_m,
             contact_release_turn_rad: self.contact_release_turn_rad,
+            unobserved_ahead: self.unobserved_ahead,
+            unobserved_behind: self.unobserved_behind,
+        }
+    }
+
+    /// The zones a straight motion crosses: the footprint plus the margin,
+    /// out to the slow-down distance.
+    pub fn zone_grid(&self) -> crate::governor::coverage::ZoneGrid {
+        crate::governor::coverage::ZoneGrid::new(self.footprint(), self.scan_margin_m, self.slow_down_distance_m, crate::governor::coverage::DEFAULT_CELL_M)
+    }
+
+    /// The unobserved policy of a direction.
+    pub fn unobserved(&self, direction: crate::governor::coverage::Direction) -> crate::governor::safety::UnobservedPolicy {
+        match direction {
+            crate::governor::coverage::Direction::Ahead => self.unobserved_ahead,
+            crate::governor::coverage::Direction::Behind => self.unobserved_behind,
         }
     }
 
@@ -793,6 +853,10 @@ pub enum InvalidConfig {
     /// Recording asked for without a directory.
     #[error("record.dir is empty: name the directory recordings go to")]
     NoRecordDir,
+    /// An obstacle source whose readings may be so old that the robot,
+    /// at its top speed, cannot stop within the stop margin it protects.
+    #[error("{sensor}.max_age_s = {max_age_s} s at base.max_linear_mps = {max_linear_mps} m/s: {travel_m:.3} m driven on a reading that old, plus {braking_m:.3} m braking at safety.emergency_decel_mps2 = {decel_mps2}, is more than the {margin_m:.3} m between the footprint's edge {direction} ({edge_m} m) and safety.stop_distance_m ({stop_m} m): lower the max age or the speed, or raise the stop distance")]
+    CannotStopInTime { sensor: String, direction: &'static str, max_age_s: f64, max_linear_mps: f64, travel_m: f64, braking_m: f64, decel_mps2: f64, margin_m: f64, edge_m: f64, stop_m: f64 },
     /// A TLS certificate without its key, or the other way round.
     #[error("security.tls_cert_file and security.tls_key_file go together: set both or neither")]
     HalfTls,
@@ -944,9 +1008,20 @@ impl Config {
                 return Err(InvalidConfig::Negative { name: name.into(), value });
             }
         }
-        if !(0.0..=1.0).contains(&self.safety.scan_max_unknown_fraction) {
-            return Err(InvalidConfig::Fraction { name: "safety.scan_max_unknown_fraction".into(), value: self.safety.scan_max_unknown_fraction });
+        for (name, value) in [("safety.scan_max_unknown_fraction", self.safety.scan_max_unknown_fraction), ("safety.max_unobserved_fraction", self.safety.max_unobserved_fraction)] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(InvalidConfig::Fraction { name: name.into(), value });
+            }
         }
+        if !(self.safety.height_m.is_finite() && self.safety.height_m > 0.0) {
+            return Err(InvalidConfig::NotPositive { name: "safety.height_m".into(), value: self.safety.height_m });
+        }
+        for (name, value) in [("safety.min_obstacle_height_m", self.safety.min_obstacle_height_m), ("sensors.depth_min_range_m", self.sensors.depth_min_range_m), ("safety.observed_memory_s", self.safety.observed_memory_s)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(InvalidConfig::Negative { name: name.into(), value });
+            }
+        }
+        self.check_stopping_margins()?;
         if self.dead_peer_intervals == 0 {
             return Err(InvalidConfig::Zero { name: "dead_peer_intervals".into() });
         }
@@ -984,6 +1059,46 @@ impl Config {
             let value = self.record.sample_rates_hz.of(sensor);
             if !(value.is_finite() && value >= 0.0) {
                 return Err(InvalidConfig::Negative { name: format!("record.sample_rates_hz.{}", sensor.key()), value });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Refuses obstacle sources whose max age lets the robot, at its top
+    /// speed, drive through the margin between its footprint and the stop
+    /// distance before the governor hears of an obstacle: the depth camera
+    /// guards ahead, the LiDAR both ways.
+    fn check_stopping_margins(&self) -> Result<(), InvalidConfig> {
+        use crate::governor::coverage::Direction;
+        let grid = self.safety.zone_grid();
+        let speed = self.base.max_linear_mps;
+        let decel = self.safety.emergency_decel_mps2;
+        let braking_m = speed * speed / (2.0 * decel);
+        let sources = [("sensors.depth", &self.sensors.depth, &[Direction::Ahead][..]), ("sensors.scan", &self.sensors.scan, &[Direction::Ahead, Direction::Behind][..])];
+        for (sensor, topic, directions) in sources {
+            if !topic.is_configured() {
+                continue;
+            }
+            for &direction in directions {
+                let edge_m = grid.start_m(direction);
+                let margin_m = self.safety.stop_distance_m - edge_m;
+                let travel_m = topic.max_age_s * speed;
+                if travel_m + braking_m > margin_m {
+                    return Err(InvalidConfig::CannotStopInTime {
+                        sensor: sensor.into(),
+                        direction: direction.name(),
+                        max_age_s: topic.max_age_s,
+                        max_linear_mps: speed,
+                        travel_m,
+                        braking_m,
+                        decel_mps2: decel,
+                        margin_m,
+                        edge_m,
+                        stop_m: self.safety.stop_distance_m,
+                    });
+                }
             }
         }
         Ok(())

@@ -441,9 +441,9 @@ mod tests {
 
     #[test]
     fn layers_apply_in_order_wildcard_then_node_then_overrides() {
-        let path = file("layers.yaml", "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n    base.max_linear_mps: 0.3\naicc_bridge:\n  ros__parameters:\n    tick_rate_hz: 25.0\nother_node:\n  ros__parameters:\n    whatever: 1\n");
+        let path = file("layers.yaml", "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n    base.max_linear_mps: 0.15\naicc_bridge:\n  ros__parameters:\n    tick_rate_hz: 25.0\nother_node:\n  ros__parameters:\n    whatever: 1\n");
         let config = load(&node(), std::slice::from_ref(&path), &[]).unwrap();
-        assert_eq!((config.tick_rate_hz, config.base.max_linear_mps), (25.0, 0.3), "the node's own section wins; dotted names work");
+        assert_eq!((config.tick_rate_hz, config.base.max_linear_mps), (25.0, 0.15), "the node's own section wins; dotted names work");
         let config = load(&node(), std::slice::from_ref(&path), &[("base.max_linear_mps".into(), "0.2".into()), ("world_name".into(), "lab".into())]).unwrap();
         assert_eq!((config.base.max_linear_mps, config.world_name.as_str()), (0.2, "lab"));
         // A namespaced node finds its section by its full name.

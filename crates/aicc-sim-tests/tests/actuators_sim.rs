@@ -17,8 +17,8 @@ const GRASP: [f64; 4] = [0.699, 1.063, -0.425, -0.138];
 /// The named pose "ready" (src/tools/interact.rs).
 const READY: [f64; 4] = [0.0, -0.3, 0.6, 0.5];
 /// The head's pan/tilt pivot in base_footprint (URDF: pan axis at x = -0.10,
-/// tilt axis 0.033 + 0.300 + 0.045 m up).
-const PIVOT: (f64, f64, f64) = (-0.10, 0.0, 0.378);
+/// tilt axis 0.033 + 0.550 + 0.045 m up).
+const PIVOT: (f64, f64, f64) = (-0.10, 0.0, 0.628);
 
 fn number(value: &Value) -> f64 {
     value.as_f64().unwrap_or_else(|| panic!("not a number: {value}"))

@@ -24,7 +24,10 @@ fn reversing_toward_a_wall_only_the_lidar_sees_stops_at_the_stop_distance() {
     let truth = GroundTruth::subscribe();
     let speed = TruthSpeed::subscribe();
     let cmd_vel = CmdVelRecorder::subscribe();
-    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml"]);
+    // Reverse is what this test is about: allowed explicitly (the sim
+    // profile refuses it, since the LiDAR does not see obstacles below its
+    // plane behind the robot; the wall here it does see).
+    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml", "--ros-args", "-p", "safety.unobserved_behind:=allow"]);
     let (mut client, _) = AiccClient::connect(port);
     let ready = client.call_when_ready("p0", "proprioception", json!({}), Duration::from_secs(30));
     assert_eq!(ready["ok"], true, "{ready}");

@@ -49,7 +49,7 @@ fn obstacle_scan() {
     let data = vec![1.0f32; width * height];
     let image = DepthImage::new(width, height, &data).expect("a full buffer");
     let intrinsics = CameraIntrinsics::from_horizontal_fov(1.047, width, height);
-    let camera = optical_pose_from_body(&Isometry3::translation(0.0, 0.0, 0.378));
+    let camera = optical_pose_from_body(&Isometry3::translation(0.0, 0.0, 0.628));
     for stride in [1, 2] {
         let corridor = Corridor { stride, ..Corridor::AICC_BOT };
         let mut times: Vec<f64> = (0..200)

@@ -22,6 +22,8 @@
 
 use thiserror::Error;
 
+use super::coverage::{Direction, Unseen, ZoneGrid};
+
 /// A scan as received: the fields of sensor_msgs/LaserScan the rules use.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ScanView<'a> {
@@ -323,6 +325,74 @@ pub fn read_scan(scan: &ScanView, laser: &LaserPose, zones: &ScanZones) -> Resul
     reading.behind = behind.zone(zones.max_unknown_fraction);
     reading.turning = turn_radius.map(|_| turning.zone(zones.max_unknown_fraction));
     Ok(reading)
+}
+
+/// Which cells of the zones a scan observed, in its plane: those its
+/// beams crossed up to their return (a beam with no usable return, or one
+/// returning from inside the footprint, observes nothing), and how many
+/// it did not, per direction (ahead, behind).
+pub fn observe_zones(scan: &ScanView, laser: &LaserPose, footprint: &Footprint, grid: &ZoneGrid) -> ([Vec<bool>; 2], [Vec<bool>; 2], [Unseen; 2]) {
+    let mut observed = [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
+    let mut clear = observed.clone();
+    let mut hit = observed.clone();
+    let mut no_return = [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
+    let reach = grid.reach_m.max(grid.front_m).max(grid.rear_m) + grid.half_width_m;
+    let step = grid.cell_m / 2.0;
+    let (ox, oy) = (laser.x_m, laser.y_m);
+    for (i, &range) in scan.ranges_m.iter().enumerate() {
+        let angle = laser.yaw_rad + scan.angle_min_rad + scan.angle_increment_rad * i as f64;
+        if !angle.is_finite() {
+            continue;
+        }
+        let (dx, dy) = (angle.cos(), angle.sin());
+        let range = f64::from(range);
+        let usable = range.is_finite() && range >= scan.range_min_m && range <= scan.range_max_m && range >= 0.0;
+        let hit_inside_robot = usable && footprint.contains(ox + range * dx, oy + range * dy);
+        let leaves = footprint.exit(ox, oy, dx, dy);
+        // How far along the beam the scan tells something: to the return.
+        let returned = usable && !hit_inside_robot;
+        let until = if returned { range.min(reach + ox.hypot(oy)) } else { reach + ox.hypot(oy) };
+        if returned {
+            if let Some((direction, cell)) = grid.locate(ox + range * dx, oy + range * dy) {
+                hit[usize::from(direction == Direction::Behind)][cell] = true;
+            }
+        }
+        let mut t = leaves;
+        while t <= until {
+            if let Some((direction, cell)) = grid.locate(ox + t * dx, oy + t * dy) {
+                let index = usize::from(direction == Direction::Behind);
+                if returned {
+                    observed[index][cell] = true;
+                    // Short of the return (by half a cell): seen clear at the plane.
+                    if t < range - step {
+                        clear[index][cell] = true;
+                    }
+                } else {
+                    no_return[index][cell] = true;
+                }
+            }
+            t += step;
+        }
+    }
+    // A cell a beam returned from is not clear, whatever other beams crossed it.
+    for index in 0..2 {
+        for (clear, hit) in clear[index].iter_mut().zip(&hit[index]) {
+            *clear &= !hit;
+        }
+    }
+    let mut unseen = [Unseen::default(); 2];
+    for index in 0..2 {
+        for (cell, seen) in observed[index].iter().enumerate() {
+            if !seen {
+                if no_return[index][cell] {
+                    unseen[index].no_return += 1;
+                } else {
+                    unseen[index].out_of_view += 1;
+                }
+            }
+        }
+    }
+    (observed, clear, unseen)
 }
 
 /// The most restrictive of two readings of the same direction's nearest

@@ -2,10 +2,13 @@
 //! and publishes what it decides; nothing here does I/O or reads a clock.
 pub mod base;
 pub mod braking;
+pub mod coverage;
 pub mod hazards;
 pub mod joints;
 pub mod laser;
+pub mod memory;
 pub mod obstacles;
+pub mod odometry;
 pub mod safety;
 
 pub use base::{govern_base, BaseLimits, BaseVelocity, Governed};

@@ -19,6 +19,9 @@
 use nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};
 use thiserror::Error;
 
+use super::coverage::{Direction, Unseen, ZoneGrid};
+use super::laser::Footprint;
+
 /// Pinhole intrinsics in pixels (from sensor_msgs/CameraInfo `K`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct CameraIntrinsics {
@@ -270,6 +273,222 @@ impl Projector {
     }
 }
 
+/// The robot's own body, as its depth camera may see it: a prism over the
+/// footprint up to `height_m`, and capsules around its articulated links
+/// (the arm, the head). A return inside it is the robot, never an obstacle,
+/// and what it hides is not observed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelfShape {
+    pub footprint: Footprint,
+    pub height_m: f64,
+    pub capsules: Vec<Capsule>,
+}
+
+/// The points within `radius_m` of the segment `a`-`b` (base frame).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Capsule {
+    pub a: Point3<f64>,
+    pub b: Point3<f64>,
+    pub radius_m: f64,
+}
+
+impl Capsule {
+    pub fn contains(&self, p: &Point3<f64>) -> bool {
+        let ab = self.b - self.a;
+        let length2 = ab.norm_squared();
+        let t = if length2 > 0.0 { ((p - self.a).dot(&ab) / length2).clamp(0.0, 1.0) } else { 0.0 };
+        (self.a + ab * t - p).norm() <= self.radius_m
+    }
+}
+
+impl SelfShape {
+    pub fn contains(&self, p: &Point3<f64>) -> bool {
+        (p.z <= self.height_m && self.footprint.contains(p.x, p.y)) || self.capsules.iter().any(|c| c.contains(p))
+    }
+}
+
+/// How a depth frame is read for the governor.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct DepthReadSettings {
+    /// Points at or below this height are the floor (with its noise), m,
+    /// near the camera...
+    pub floor_band_m: f64,
+    /// ...and the band grows by this much a metre of horizontal distance
+    /// from the camera (depth noise and the robot's pitch grow with it).
+    pub floor_band_per_m: f64,
+    /// Points above this height are overhangs the robot passes under, m.
+    pub max_z_m: f64,
+    /// Points farther than this (horizontally, from the base's origin) are
+    /// not kept, m.
+    pub window_m: f64,
+    /// Depths below this are no return (the sensor's minimum range), m.
+    pub min_range_m: f64,
+    /// Every `stride`-th pixel of every `stride`-th row is back-projected.
+    pub stride: usize,
+    /// A cell of this size must hold at least `min_points` returns for its
+    /// points to count (a lone speckle is noise), m.
+    pub noise_cell_m: f64,
+    pub min_points: usize,
+}
+
+impl DepthReadSettings {
+    pub const DEFAULT: DepthReadSettings = DepthReadSettings { floor_band_m: 0.02, floor_band_per_m: 0.02, max_z_m: 0.45, window_m: 2.0, min_range_m: 0.1, stride: 2, noise_cell_m: 0.02, min_points: 2 };
+
+    /// The floor band at `distance_m` (horizontal) from the camera.
+    pub fn floor_band_at(&self, distance_m: f64) -> f64 {
+        self.floor_band_m + self.floor_band_per_m * distance_m.max(0.0)
+    }
+}
+
+/// What one depth frame tells the governor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DepthFrameReading {
+    /// Obstacle points (base frame): in the height band, not the robot,
+    /// within the window, in cells with enough returns.
+    pub points: Vec<Point3<f64>>,
+    /// The pixels examined and why kept or not; `nearest_ahead_m` is the
+    /// nearest kept point in the corridor ahead (its x), for messages.
+    pub counts: DepthScan,
+    /// The zone cells the frame observed, and why not the others, per
+    /// direction (ahead, behind), as [`Observation`] holds them.
+    pub observed: [Vec<bool>; 2],
+    /// Of those, the cells whose floor was seen (nothing in front of it).
+    pub clear: [Vec<bool>; 2],
+    pub unseen: [Unseen; 2],
+}
+
+/// Reads a depth frame: its obstacle points and what it observed of the
+/// zones. `camera_in_base` is the optical frame's pose in the base frame.
+pub fn read_depth_frame(
+    image: &DepthImage,
+    intrinsics: &CameraIntrinsics,
+    camera_in_base: &Isometry3<f64>,
+    settings: &DepthReadSettings,
+    grid: &ZoneGrid,
+    body: &SelfShape,
+) -> Result<DepthFrameReading, ObstacleError> {
+    let corridor = Corridor { half_width_m: grid.half_width_m, margin_m: 0.0, min_z_m: settings.floor_band_m, max_z_m: settings.max_z_m, min_x_m: grid.front_m, stride: settings.stride.max(1) };
+    let projector = Projector::new(intrinsics, camera_in_base, &corridor)?;
+    let stride = corridor.stride;
+    let mut counts = DepthScan::default();
+    let mut by_cell: std::collections::HashMap<(i64, i64), Vec<Point3<f64>>> = std::collections::HashMap::new();
+    let columns: Vec<(usize, f64)> = (0..image.width).step_by(stride).map(|u| (u, (u as f64 - intrinsics.cx) / intrinsics.fx)).collect();
+    for v in (0..image.height).step_by(stride) {
+        let row_ray = projector.row_ray(v as f64);
+        let row = &image.data[v * image.width..(v + 1) * image.width];
+        for &(u, a) in &columns {
+            counts.examined += 1;
+            let depth = f64::from(row[u]);
+            if depth.is_nan() || depth == f64::INFINITY {
+                continue;
+            }
+            if !(depth >= settings.min_range_m) {
+                counts.too_close += 1;
+                continue;
+            }
+            counts.valid += 1;
+            let p = projector.origin + (projector.col0 * a + row_ray) * depth;
+            let band = settings.floor_band_at((p.x - projector.origin.x).hypot(p.y - projector.origin.y));
+            if !(p.z > band && p.z <= settings.max_z_m) || p.x.hypot(p.y) > settings.window_m || body.contains(&p) {
+                continue;
+            }
+            if p.x > corridor.min_x_m && p.y.abs() <= corridor.half_width_m {
+                counts.in_corridor += 1;
+            }
+            let key = ((p.x / settings.noise_cell_m).floor() as i64, (p.y / settings.noise_cell_m).floor() as i64);
+            by_cell.entry(key).or_default().push(p);
+        }
+    }
+    let points: Vec<Point3<f64>> = by_cell.into_values().filter(|cell| cell.len() >= settings.min_points).flatten().collect();
+    counts.nearest_ahead_m = points.iter().filter(|p| p.x > corridor.min_x_m && p.y.abs() <= corridor.half_width_m).map(|p| p.x).min_by(f64::total_cmp);
+    let mut observed = [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
+    let mut clear = observed.clone();
+    let mut unseen = [Unseen::default(); 2];
+    let to_camera = camera_in_base.inverse();
+    for (index, direction) in Direction::BOTH.into_iter().enumerate() {
+        for cell in 0..grid.cells(direction) {
+            let (x, y) = grid.centre(direction, cell);
+            match observe_floor_point(image, intrinsics, &to_camera, &projector, &Point3::new(x, y, 0.0), settings, body) {
+                CellSight::Clear => {
+                    observed[index][cell] = true;
+                    clear[index][cell] = true;
+                }
+                CellSight::Blocked => observed[index][cell] = true,
+                CellSight::OutOfView => unseen[index].out_of_view += 1,
+                CellSight::NoReturn => unseen[index].no_return += 1,
+                CellSight::SelfOccluded => unseen[index].self_occluded += 1,
+                CellSight::FloorMissing => unseen[index].floor_missing += 1,
+                CellSight::HiddenAbove => unseen[index].hidden_above += 1,
+            }
+        }
+    }
+    Ok(DepthFrameReading { points, counts, observed, clear, unseen })
+}
+
+/// What the frame says of one floor point.
+enum CellSight {
+    /// The floor seen where it should be.
+    Clear,
+    /// Something seen in front of it (an obstacle, or a floor bump).
+    Blocked,
+    OutOfView,
+    NoReturn,
+    SelfOccluded,
+    FloorMissing,
+    HiddenAbove,
+}
+
+/// The floor point's pixel and expected depth, if it is in the frame.
+fn pixel_of(image: &DepthImage, intrinsics: &CameraIntrinsics, to_camera: &Isometry3<f64>, point: &Point3<f64>) -> Option<(usize, usize, f64)> {
+    let p = to_camera * point;
+    if !(p.z > 1e-3) {
+        return None;
+    }
+    let u = (intrinsics.fx * p.x / p.z + intrinsics.cx).round();
+    let v = (intrinsics.fy * p.y / p.z + intrinsics.cy).round();
+    (u >= 0.0 && v >= 0.0 && u < image.width as f64 && v < image.height as f64).then_some((u as usize, v as usize, p.z))
+}
+
+/// Whether a pixel's depth saw `point` (or past it) for [`super::memory`]:
+/// `Some(true)` seen past it by a clear margin, `Some(false)` seen at or
+/// before it, `None` not in the frame or no usable return.
+pub fn sees_past(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, point: &Point3<f64>, min_range_m: f64) -> Option<bool> {
+    let (u, v, expected) = pixel_of(image, intrinsics, &camera_in_base.inverse(), point)?;
+    let measured = f64::from(image.depth(u, v)?);
+    if measured.is_nan() || !(measured >= min_range_m) {
+        return None;
+    }
+    // +inf is "nothing in range": past it, if the point is in range at all.
+    Some(measured > expected + 0.05 + 0.05 * expected)
+}
+
+fn observe_floor_point(image: &DepthImage, intrinsics: &CameraIntrinsics, to_camera: &Isometry3<f64>, projector: &Projector, point: &Point3<f64>, settings: &DepthReadSettings, body: &SelfShape) -> CellSight {
+    let Some((u, v, expected)) = pixel_of(image, intrinsics, to_camera, point) else { return CellSight::OutOfView };
+    let measured = image.depth(u, v).map_or(f64::NAN, f64::from);
+    if measured.is_nan() || !(measured >= settings.min_range_m) {
+        return CellSight::NoReturn;
+    }
+    // Nearer than the floor by more than the noise: something in the way.
+    if measured < expected - (0.02 + 0.03 * expected) {
+        let a = (u as f64 - intrinsics.cx) / intrinsics.fx;
+        let hit = projector.origin + (projector.col0 * a + projector.row_ray(v as f64)) * measured;
+        if body.contains(&hit) {
+            return CellSight::SelfOccluded;
+        }
+        if hit.z > settings.max_z_m {
+            return CellSight::HiddenAbove;
+        }
+        // An obstacle (its points are the obstacle rule's) or a floor bump:
+        // either way the place is known, not seen clear.
+        return CellSight::Blocked;
+    }
+    // Farther than the floor by more than the noise: no floor where it should be.
+    if measured > expected + (0.05 + 0.1 * expected) {
+        return CellSight::FloorMissing;
+    }
+    CellSight::Clear
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,11 +504,11 @@ mod tests {
 
     /// The optical frame's pose in base_footprint for head pan/tilt angles,
     /// from the URDF chain: base_joint (z 0.033), head_pan_joint (x -0.10,
-    /// z 0.300, about z), head_tilt_joint (z 0.045, about y; positive
+    /// z 0.550, about z), head_tilt_joint (z 0.045, about y; positive
     /// pitches down), camera_joint (x 0.025).
     fn camera_pose(pan: f64, tilt: f64) -> Isometry3<f64> {
         let base = Isometry3::translation(0.0, 0.0, 0.033);
-        let pan = Isometry3::from_parts(Translation3::new(-0.10, 0.0, 0.300), UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan));
+        let pan = Isometry3::from_parts(Translation3::new(-0.10, 0.0, 0.550), UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan));
         let tilt = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.045), UnitQuaternion::from_axis_angle(&Vector3::y_axis(), tilt));
         let camera = Isometry3::translation(0.025, 0.0, 0.0);
         optical_pose_from_body(&(base * pan * tilt * camera))
@@ -371,7 +590,7 @@ mod tests {
         let right = pose.rotation * Vector3::x();
         let down = pose.rotation * Vector3::y();
         assert!((forward - Vector3::x()).norm() < 1e-6 && (right + Vector3::y()).norm() < 1e-6 && (down + Vector3::z()).norm() < 1e-6);
-        assert!((pose.translation.vector - Vector3::new(-0.075, 0.0, 0.378)).norm() < 1e-12, "camera 0.378 m above the ground");
+        assert!((pose.translation.vector - Vector3::new(-0.075, 0.0, 0.628)).norm() < 1e-12, "camera 0.628 m above the ground");
         // Positive tilt pitches the view down.
         assert!((camera_pose(0.0, 0.5).rotation * Vector3::z()).z < -0.4);
     }
@@ -395,16 +614,16 @@ mod tests {
         assert_eq!(nearest(&camera_pose(0.0, 0.0), &[floor(), beside], &Corridor::AICC_BOT), None);
         // The same box in the corridor is seen at its front face.
         let ahead = Surface::Box { min: Vector3::new(0.6, -0.05, 0.0), max: Vector3::new(0.8, 0.1, 0.3) };
-        let d = nearest(&camera_pose(0.0, 0.0), &[floor(), ahead], &Corridor::AICC_BOT).unwrap();
+        let d = nearest(&camera_pose(0.0, 0.3), &[floor(), ahead], &Corridor::AICC_BOT).unwrap();
         assert!((d - 0.6).abs() <= 0.01, "{d}");
-        // Above the height band (a table top at 0.6 m) is ignored.
-        let overhang = Surface::Box { min: Vector3::new(0.5, -1.0, 0.6), max: Vector3::new(1.5, 1.0, 0.65) };
+        // Above the height band (a table top at 0.8 m) is ignored.
+        let overhang = Surface::Box { min: Vector3::new(0.5, -1.0, 0.8), max: Vector3::new(1.5, 1.0, 0.85) };
         assert_eq!(nearest(&camera_pose(0.0, -0.3), &[floor(), overhang], &Corridor::AICC_BOT), None);
     }
 
     #[test]
     fn a_tilted_or_panned_camera_still_measures_the_wall() {
-        for (pan, tilt) in [(0.0, 0.3), (0.0, 0.6), (0.0, -0.3), (0.3, 0.3), (-0.4, 0.0)] {
+        for (pan, tilt) in [(0.0, 0.3), (0.0, 0.6), (0.0, -0.1), (0.3, 0.3), (-0.4, 0.2)] {
             let d = nearest(&camera_pose(pan, tilt), &[floor(), wall(1.0)], &Corridor::AICC_BOT);
             assert!(d.is_some_and(|d| (d - 1.0).abs() <= 0.01), "pan {pan}, tilt {tilt}: {d:?}");
         }

@@ -91,6 +91,36 @@ pub struct SafetyConfig {
     pub contact_release_backoff_m: f64,
     /// ...turning this far away from that heading is the other.
     pub contact_release_turn_rad: f64,
+    /// What a motion into a zone no fresh source observes may do, ahead...
+    pub unobserved_ahead: UnobservedPolicy,
+    /// ...and behind.
+    pub unobserved_behind: UnobservedPolicy,
+}
+
+/// What a motion into a zone that no fresh source observes may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnobservedPolicy {
+    /// Treat the first unobserved row as an obstacle: slow down before
+    /// it, stop at the stop distance from it (so a zone unobserved from
+    /// the footprint's edge refuses the motion, naming it).
+    #[default]
+    Refuse,
+    /// Creep (`min_creep_speed_mps` at most) into it; remembered and seen
+    /// obstacles still stop the robot at the stop distance.
+    Creep,
+    /// Move blind: no rule (the profile declares it; warned at start).
+    Allow,
+}
+
+impl UnobservedPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnobservedPolicy::Refuse => "refuse",
+            UnobservedPolicy::Creep => "creep",
+            UnobservedPolicy::Allow => "allow",
+        }
+    }
 }
 
 impl SafetyConfig {
@@ -108,6 +138,8 @@ impl SafetyConfig {
         contact_clear_time_s: 0.5,
         contact_release_backoff_m: 0.05,
         contact_release_turn_rad: 0.5,
+        unobserved_ahead: UnobservedPolicy::Refuse,
+        unobserved_behind: UnobservedPolicy::Refuse,
     };
 
     /// Checks that every threshold is finite and in its domain; names the
@@ -203,6 +235,8 @@ pub enum Rule {
     Cliff,
     BackupLimit,
     HazardStop,
+    UnobservedAhead,
+    UnobservedBehind,
 }
 
 impl Rule {
@@ -223,6 +257,8 @@ impl Rule {
             Rule::Cliff => "cliff",
             Rule::BackupLimit => "backup_limit",
             Rule::HazardStop => "hazard_stop",
+            Rule::UnobservedAhead => "unobserved_ahead",
+            Rule::UnobservedBehind => "unobserved_behind",
         }
     }
 }
@@ -473,6 +509,17 @@ impl SafetyState {
         None
     }
 
+    /// Moves the latch's reference pose by `correction` (a point of the
+    /// old odometry frame to the new) turning it by `yaw_change_rad`: after
+    /// an odometry jump, so that the jump neither releases the latch nor
+    /// holds it longer.
+    pub fn reanchor(&mut self, correction: impl Fn(f64, f64) -> (f64, f64), yaw_change_rad: f64) {
+        if let Some(reference) = self.reference.as_mut() {
+            (reference.x_m, reference.y_m) = correction(reference.x_m, reference.y_m);
+            reference.yaw_rad = wrap_angle(reference.yaw_rad + yaw_change_rad);
+        }
+    }
+
     /// Clears the latch unconditionally. For a trusted human operator's
     /// reset only, never for an agent.
     pub fn reset_contact_latch(&mut self) {
@@ -638,6 +685,23 @@ pub struct SensingHealth {
     /// Whether the footprint sweeps new ground turning in place (so a stale
     /// scanner stops turning too).
     pub scan_guards_turning: bool,
+    /// The zones no fresh source observes (ahead, behind).
+    pub unobserved: [Option<UnobservedZone>; 2],
+}
+
+/// A zone no fresh source observes down to the required obstacle height.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct UnobservedZone {
+    /// Where the first unobserved row starts, m from the origin.
+    pub from_m: f64,
+    /// Each source's part, in words.
+    pub why: String,
+    /// What would observe it (e.g. a head pose), if anything.
+    pub remedy: Option<String>,
+    /// Whether fresh frames watch the zone now (see
+    /// [`super::coverage::ZoneView::watched`]): only then may a `creep`
+    /// policy creep; unwatched, it is refused.
+    pub watched: bool,
 }
 
 impl SensingHealth {
@@ -649,6 +713,7 @@ impl SensingHealth {
         scan: SensorHealth::NotConfigured,
         scan_unmeasured: None,
         scan_guards_turning: false,
+        unobserved: [None, None],
     };
 }
 
@@ -680,6 +745,23 @@ pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, 
         let reason = format!("{sensor} ({sensing_what} sensing): {age}: forward motion stopped (reverse and turning allowed)");
         let cause = format!("stale {sensing_what} sensing (the {sensor}: {age})");
         envelope.restrict(rule, Why::new(reason, cause), (-full_linear, 0.0), (-full_angular, full_angular));
+    }
+    for (index, (rule, direction, policy)) in [(Rule::UnobservedAhead, "ahead", config.unobserved_ahead), (Rule::UnobservedBehind, "behind", config.unobserved_behind)].into_iter().enumerate() {
+        let Some(zone) = &sensing.unobserved[index] else { continue };
+        let allowed = match policy {
+            UnobservedPolicy::Allow => continue,
+            UnobservedPolicy::Refuse => obstacle_speed_limit(zone.from_m, full_linear, config),
+            // Nobody watching the way: no creeping into it either.
+            UnobservedPolicy::Creep if !zone.watched => obstacle_speed_limit(zone.from_m, full_linear, config),
+            UnobservedPolicy::Creep => Some(if config.min_creep_speed_mps.is_finite() { config.min_creep_speed_mps.clamp(0.0, full_linear) } else { 0.0 }),
+        };
+        let Some(allowed) = allowed else { continue };
+        let remedy = zone.remedy.as_deref().map(|r| format!("; {r}")).unwrap_or_default();
+        let effect = if allowed == 0.0 { format!("motion {direction} stopped") } else { format!("speed {direction} limited to {allowed:.3} m/s") };
+        let reason = format!("the way {direction} is not observed from {:.2} m ({}){remedy}: {effect}", zone.from_m, zone.why);
+        let cause = format!("the way {direction} unobserved from {:.2} m ({}){remedy}", zone.from_m, zone.why);
+        let linear = if rule == Rule::UnobservedAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
+        envelope.restrict(rule, Why { reason, cause, distance_m: Some(zone.from_m) }, linear, (-full_angular, full_angular));
     }
     if let SensorHealth::Stale { age_s, max_age_s } = sensing.scan {
         let mut age = match age_s {

@@ -9,13 +9,17 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::config::SensorConfig;
-use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth};
+use crate::governor::coverage::{Observation, SourceKind, ZoneGrid};
+use crate::governor::laser::Footprint;
+use crate::governor::memory::{Remembered, Verdict};
+use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth, UnobservedZone};
 use crate::governor::hazards::{hazard_state, HazardFlags};
 use crate::governor::laser::{most_restrictive, ScanReading};
 use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use super::halt::Halts;
 use super::age::Now;
 use super::port::{ActuatorPort, Endpoint, SensorPort};
+use super::surroundings::{SourceConfig, Surroundings};
 
 /// Zero commands published on coming to rest, so that a lost message
 /// cannot leave the robot moving; then the driver goes quiet so that other
@@ -28,18 +32,20 @@ struct Setpoint {
     expires: Instant,
 }
 
-/// What the depth camera says about the way ahead. "Nothing seen" and
-/// "nothing known" are different answers: only a fresh measurement clears.
+/// What the depth camera says about the way ahead: its health, and the
+/// nearest obstacle it has seen there (remembered while out of view).
+/// "Nothing seen" and "nothing known" are different answers: only a fresh
+/// frame clears, and only where it observes (see the coverage rule).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub enum ObstacleAhead {
     /// The robot has no depth camera for obstacle sensing.
     #[default]
     NotSensed,
-    /// A fresh measurement saw nothing in the corridor ahead.
+    /// A fresh frame, and nothing seen or remembered in the corridor ahead.
     Clear,
-    /// A fresh measurement saw the nearest obstacle this far ahead.
+    /// A fresh frame; the nearest obstacle seen or remembered ahead.
     At { distance_m: f64 },
-    /// No measurement within `max_age_s` (`age_s: None`: none yet).
+    /// No frame within `max_age_s` (`age_s: None`: none yet).
     Unknown { age_s: Option<f64>, max_age_s: f64 },
 }
 
@@ -79,12 +85,18 @@ impl ScanGuard {
 }
 
 /// What the sensors say, as the loop gathered it.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct SensorSnapshot {
     pub odometry_age_s: Option<f64>,
     pub imu_age_s: Option<f64>,
     pub bumper: BumperContact,
     pub obstacle_ahead: ObstacleAhead,
+    /// The nearest remembered obstacle behind (m along -x) and in the
+    /// turning sweep (m from the origin).
+    pub remembered_behind_m: Option<f64>,
+    pub remembered_turning_m: Option<f64>,
+    /// The zones no fresh source observes (ahead, behind).
+    pub unobserved: [Option<UnobservedZone>; 2],
     pub scan: ScanGuard,
     /// What the base's hazard reports ask (None: no fresh report, or none configured).
     pub hazards: Option<HazardFlags>,
@@ -110,7 +122,7 @@ impl SensorSnapshot {
             ScanGuard::Fresh(_) => SensorHealth::Fresh,
             ScanGuard::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
         };
-        SensingHealth { depth, bumper, scan, ..SensingHealth::NOT_CONFIGURED }
+        SensingHealth { depth, bumper, scan, unobserved: self.unobserved.clone(), ..SensingHealth::NOT_CONFIGURED }
     }
 }
 
@@ -122,13 +134,21 @@ pub struct GuardSensors {
     pub bumper_max_age: Option<Duration>,
     pub scan_max_age: Option<Duration>,
     pub hazards_max_age: Option<Duration>,
+    /// Odometry older than this gives no pose to place observations by.
+    pub pose_max_age: Duration,
 }
 
 impl GuardSensors {
     /// As configured: a sensor with an empty topic is not configured.
     pub fn from_config(sensors: &SensorConfig) -> Self {
         let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
-        Self { depth_max_age: max_age(&sensors.depth), bumper_max_age: max_age(&sensors.bumper), scan_max_age: max_age(&sensors.scan), hazards_max_age: max_age(&sensors.hazards) }
+        Self {
+            depth_max_age: max_age(&sensors.depth),
+            bumper_max_age: max_age(&sensors.bumper),
+            scan_max_age: max_age(&sensors.scan),
+            hazards_max_age: max_age(&sensors.hazards),
+            pose_max_age: Duration::from_secs_f64(sensors.odom.max_age_s),
+        }
     }
 }
 
@@ -172,10 +192,12 @@ pub struct BaseDriver {
     setpoint_timeout: Duration,
     period: Duration,
     state: Mutex<DriverState>,
-    /// Nearest obstacle ahead from the depth camera, and when it was measured.
-    obstacle_ahead: Mutex<Option<(Option<f64>, Instant)>>,
-    /// Why the latest depth frames gave no measurement (cleared by one that does).
-    obstacle_unmeasured: Mutex<Option<String>>,
+    /// What the obstacle sources observed of the zones, and what they saw
+    /// (the obstacle memory).
+    surroundings: Mutex<Surroundings>,
+    /// The circle the footprint sweeps turning in place plus the margin,
+    /// where it sweeps new ground (a rectangle); None for a round robot.
+    sweep_radius_m: Option<f64>,
     /// The latest usable laser scan's reading, and when it was captured.
     scan: Mutex<Option<(ScanReading, Instant)>>,
     /// Why the latest scans gave no reading (cleared by one that does).
@@ -188,6 +210,9 @@ pub struct BaseDriver {
     /// Raised by every `halt`: a motion begun before it may no longer set
     /// the base (or the joints) moving; shared with the joint driver.
     halts: Arc<Halts>,
+    /// The last odometry jump, and the halt generation it began: the
+    /// motions it ended say why.
+    last_jump: Mutex<Option<(u64, String)>>,
 }
 
 /// How the base driver is set up (from `base` and `safety` in the config).
@@ -202,6 +227,41 @@ pub struct BaseSettings {
     /// Whether the footprint sweeps new ground turning in place (a stale
     /// laser scanner then stops turning too).
     pub scan_guards_turning: bool,
+    /// The zones, the sources that observe them, and what must be seen.
+    pub coverage: CoverageSettings,
+}
+
+/// How the zones are observed (from `safety` and `sensors` in the config).
+#[derive(Debug, Clone, Copy)]
+pub struct CoverageSettings {
+    pub grid: ZoneGrid,
+    pub footprint: Footprint,
+    /// The lowest obstacle a source must see to watch a zone, m.
+    pub required_height_m: f64,
+    pub max_unobserved_fraction: f64,
+    /// How long a place seen clear counts as observed while the way is watched.
+    pub observed_memory: Duration,
+    /// The depth camera's and the LiDAR's max age; None when not configured.
+    pub depth_max_age: Option<Duration>,
+    pub scan_max_age: Option<Duration>,
+    /// Beside the footprint, m (for the turning sweep).
+    pub margin_m: f64,
+}
+
+impl CoverageSettings {
+    pub fn from_config(config: &crate::config::Config) -> Self {
+        let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
+        CoverageSettings {
+            grid: config.safety.zone_grid(),
+            footprint: config.safety.footprint(),
+            required_height_m: config.safety.min_obstacle_height_m,
+            max_unobserved_fraction: config.safety.max_unobserved_fraction,
+            observed_memory: Duration::from_secs_f64(config.safety.observed_memory_s),
+            depth_max_age: max_age(&config.sensors.depth),
+            scan_max_age: max_age(&config.sensors.scan),
+            margin_m: config.safety.scan_margin_m,
+        }
+    }
 }
 
 impl BaseSettings {
@@ -221,6 +281,7 @@ impl BaseSettings {
             setpoint_timeout: Duration::from_secs_f64(base.setpoint_timeout_s),
             control_rate_hz: base.control_rate_hz,
             scan_guards_turning: config.safety.footprint().sweeps_when_turning(),
+            coverage: CoverageSettings::from_config(config),
         }
     }
 }
@@ -231,7 +292,18 @@ const EXIT_ZEROS: u32 = 3;
 
 impl BaseDriver {
     pub fn new(settings: BaseSettings, actuators: Arc<dyn ActuatorPort>, halts: Arc<Halts>) -> Self {
-        let BaseSettings { limits, emergency, safety, geofence_radius_m, setpoint_timeout, control_rate_hz, scan_guards_turning } = settings;
+        let BaseSettings { limits, emergency, safety, geofence_radius_m, setpoint_timeout, control_rate_hz, scan_guards_turning, coverage } = settings;
+        let source = |kind, max_age: Option<Duration>| max_age.map(|max_age| SourceConfig { kind, max_age });
+        let surroundings = Surroundings::new(
+            coverage.grid,
+            coverage.footprint,
+            coverage.required_height_m,
+            coverage.max_unobserved_fraction,
+            coverage.observed_memory,
+            source(SourceKind::DepthCamera, coverage.depth_max_age),
+            source(SourceKind::Laser, coverage.scan_max_age),
+        );
+        let sweep_radius_m = coverage.footprint.sweeps_when_turning().then(|| coverage.footprint.swept_radius_m() + coverage.margin_m);
         Self {
             actuators,
             limits,
@@ -252,13 +324,14 @@ impl BaseDriver {
                 active_rules: Vec::new(),
                 started: Instant::now(),
             }),
-            obstacle_ahead: Mutex::new(None),
-            obstacle_unmeasured: Mutex::new(None),
+            surroundings: Mutex::new(surroundings),
+            sweep_radius_m,
             scan: Mutex::new(None),
             scan_unmeasured: Mutex::new(None),
             scan_guards_turning,
             wake: tokio::sync::Notify::new(),
             halts,
+            last_jump: Mutex::new(None),
         }
     }
 
@@ -300,6 +373,44 @@ impl BaseDriver {
     pub fn halt(&self) {
         self.halts.raise();
         self.stop();
+    }
+
+    /// An odometry jump: stops everything (the motions begun before end,
+    /// as at a `stop`), and re-anchors what is kept in the odometry frame
+    /// (the geofence's centre, the contact latch's reference, what the
+    /// obstacle sources saw) so that it stays where it is in the world.
+    /// Returns what was re-anchored, in words, for the event.
+    pub fn note_odometry_jump(&self, jump: &crate::governor::odometry::Jump) -> String {
+        let correction = jump.correction();
+        let yaw_change = crate::governor::safety::wrap_angle(jump.after.yaw_rad - jump.before.yaw_rad);
+        let mut state = self.state.lock();
+        let fence = state.geofence.as_mut().map(|fence| {
+            let before = (fence.centre_x_m, fence.centre_y_m);
+            (fence.centre_x_m, fence.centre_y_m) = correction(fence.centre_x_m, fence.centre_y_m);
+            format!("the geofence's centre from ({:.2}, {:.2}) to ({:.2}, {:.2})", before.0, before.1, fence.centre_x_m, fence.centre_y_m)
+        });
+        let latched = state.safety.contact_latched();
+        state.safety.reanchor(correction, yaw_change);
+        drop(state);
+        let remembered = {
+            let mut surroundings = self.surroundings.lock();
+            surroundings.shift(correction);
+            surroundings.memory().len()
+        };
+        let mut parts: Vec<String> = fence.into_iter().collect();
+        if latched {
+            parts.push("the contact latch's reference pose".into());
+        }
+        parts.push(format!("{remembered} remembered obstacle points"));
+        let what = format!("{}; re-anchored: {}", jump.describe(), parts.join(", "));
+        *self.last_jump.lock() = Some((self.halts.current() + 1, what.clone()));
+        self.halt();
+        what
+    }
+
+    /// Why a motion begun in `generation` was ended by an odometry jump, if it was.
+    pub fn jump_since(&self, generation: u64) -> Option<String> {
+        self.last_jump.lock().as_ref().filter(|(at, _)| *at > generation && self.halted_since(generation)).map(|(_, what)| what.clone())
     }
 
     /// Asks for `velocity` until `setpoint_timeout` from `now`, for the
@@ -349,37 +460,43 @@ impl BaseDriver {
         self.state.lock().last_command
     }
 
-    /// Records the depth camera's nearest obstacle ahead, as captured at
-    /// `measured` (the frame's capture, not when the scan finished).
-    /// Returns whether the frames before gave no measurement (for logging
-    /// the recovery).
-    pub fn note_obstacle_ahead(&self, distance_m: Option<f64>, measured: Instant) -> bool {
-        *self.obstacle_ahead.lock() = Some((distance_m, measured));
-        self.obstacle_unmeasured.lock().take().is_some()
+    /// Takes an obstacle source's frame (see [`Surroundings::note`]):
+    /// its observation, the obstacle points it saw (odometry frame) and
+    /// its verdict on each remembered one. Returns the lines to log.
+    pub fn note_frame(&self, observation: Observation, points: &[(f64, f64, f64)], verdict: impl FnMut(&Remembered) -> Verdict) -> Vec<String> {
+        self.surroundings.lock().note(observation, points, verdict)
     }
 
     /// Records why a depth frame gave no measurement; the stale-sensing
     /// rule's reason says it, so a hold is never unexplained. Returns
     /// whether the frame before did give one (for logging once, not per frame).
     pub fn note_obstacle_unmeasured(&self, reason: String) -> bool {
-        self.obstacle_unmeasured.lock().replace(reason).is_none()
+        self.surroundings.lock().note_unmeasured(SourceKind::DepthCamera, reason)
     }
 
     /// Why the depth camera's frames give no measurement, if they do not.
     pub fn obstacle_unmeasured(&self) -> Option<String> {
-        self.obstacle_unmeasured.lock().clone()
+        self.surroundings.lock().unmeasured(SourceKind::DepthCamera)
     }
 
-    /// What the depth camera says at `now`: clear or an obstacle if
-    /// measured within `max_age` (`None`: no depth camera), else unknown.
-    pub fn obstacle_ahead(&self, now: Instant, max_age: Option<Duration>) -> ObstacleAhead {
+    /// The surroundings, to read or correct (the odometry monitor's
+    /// re-anchoring, the remedies).
+    pub fn surroundings(&self) -> parking_lot::MutexGuard<'_, Surroundings> {
+        self.surroundings.lock()
+    }
+
+    /// What the depth camera says at `now`: unknown without a frame within
+    /// `max_age` (`None`: no depth camera), else the nearest obstacle it
+    /// has seen (and remembers) ahead of `pose`, or clear.
+    pub fn obstacle_ahead(&self, now: Instant, max_age: Option<Duration>, remembered_ahead_m: Option<f64>) -> ObstacleAhead {
         let Some(max_age) = max_age else { return ObstacleAhead::NotSensed };
-        match *self.obstacle_ahead.lock() {
-            Some((distance, at)) if now.saturating_duration_since(at) <= max_age => match distance {
+        let last = self.surroundings.lock().latest_capture(SourceKind::DepthCamera);
+        match last {
+            Some(at) if now.saturating_duration_since(at) <= max_age => match remembered_ahead_m {
                 Some(distance_m) => ObstacleAhead::At { distance_m },
                 None => ObstacleAhead::Clear,
             },
-            last => ObstacleAhead::Unknown { age_s: last.map(|(_, at)| age_s(now, at)), max_age_s: max_age.as_secs_f64() },
+            last => ObstacleAhead::Unknown { age_s: last.map(|at| age_s(now, at)), max_age_s: max_age.as_secs_f64() },
         }
     }
 
@@ -441,8 +558,10 @@ impl BaseDriver {
             ObstacleAhead::At { distance_m } => Some(distance_m),
             ObstacleAhead::NotSensed | ObstacleAhead::Clear | ObstacleAhead::Unknown { .. } => None,
         };
-        // Depth camera and laser both watch ahead: the most restrictive wins.
+        // What is seen and remembered, and the laser's zones: the most restrictive wins.
         let (scan_ahead, scan_behind, scan_turning) = sensors.scan.zones();
+        let scan_behind = most_restrictive(sensors.remembered_behind_m, scan_behind);
+        let scan_turning = most_restrictive(sensors.remembered_turning_m, scan_turning);
         let inputs = SafetyInputs {
             odometry_age_s: sensors.odometry_age_s,
             imu_age_s: sensors.imu_age_s,
@@ -524,14 +643,21 @@ impl BaseDriver {
             (BumperContact::NotSensed, None) if hazards.is_some() => BumperContact::Clear,
             (bumper, _) => bumper,
         };
+        // A pose too old to stand for the robot's place observes nothing
+        // (the odometry rule stops a moving base on it anyway).
+        let pose = odometry.as_ref().filter(|o| o.age(now).effective() <= guards.pose_max_age).map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 });
+        let around = self.surroundings.lock().reading(pose, now.instant, self.sweep_radius_m);
         SensorSnapshot {
             hazards,
             odometry_age_s: odometry.as_ref().map(|o| o.age(now).effective().as_secs_f64()),
             imu_age_s: robot.imu().map(|i| i.age(now).effective().as_secs_f64()),
             bumper,
-            obstacle_ahead: self.obstacle_ahead(now.instant, guards.depth_max_age),
+            obstacle_ahead: self.obstacle_ahead(now.instant, guards.depth_max_age, around.ahead_m),
+            remembered_behind_m: around.behind_m,
+            remembered_turning_m: around.turning_m,
+            unobserved: around.unobserved,
             scan: self.scan_guard(now.instant, guards.scan_max_age),
-            pose: odometry.map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 }),
+            pose,
         }
     }
 
@@ -565,12 +691,38 @@ mod tests {
 
     fn driver() -> BaseDriver {
         let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 2.0, max_angular_accel_radps2: 2.0 };
-        let settings = BaseSettings { limits, emergency: EmergencyLimits::DEFAULT, safety: SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: true };
+        let settings = BaseSettings { limits, emergency: EmergencyLimits::DEFAULT, safety: SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: true, coverage: coverage(Some(Duration::from_millis(500))) };
         BaseDriver::new(settings, Arc::new(crate::robot::testing::RecordingActuators::default()), Arc::new(Halts::default()))
     }
 
+    const FOOTPRINT: Footprint = Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
+
+    fn coverage(depth_max_age: Option<Duration>) -> CoverageSettings {
+        CoverageSettings {
+            grid: ZoneGrid::new(FOOTPRINT, 0.03, 0.5, crate::governor::coverage::DEFAULT_CELL_M),
+            footprint: FOOTPRINT,
+            required_height_m: 0.05,
+            max_unobserved_fraction: 0.1,
+            observed_memory: Duration::from_secs(10),
+            depth_max_age,
+            scan_max_age: None,
+            margin_m: 0.03,
+        }
+    }
+
     fn fresh() -> SensorSnapshot {
-        SensorSnapshot { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), bumper: BumperContact::Clear, obstacle_ahead: ObstacleAhead::Clear, scan: ScanGuard::NotSensed, hazards: None, pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }) }
+        SensorSnapshot {
+            odometry_age_s: Some(0.01),
+            imu_age_s: Some(0.01),
+            bumper: BumperContact::Clear,
+            obstacle_ahead: ObstacleAhead::Clear,
+            remembered_behind_m: None,
+            remembered_turning_m: None,
+            unobserved: [None, None],
+            scan: ScanGuard::NotSensed,
+            hazards: None,
+            pose: Some(Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 }),
+        }
     }
 
     #[test]
@@ -671,7 +823,7 @@ mod tests {
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            let (_, change) = d.step(t, stale);
+            let (_, change) = d.step(t, stale.clone());
             change_seen |= change.is_some_and(|c| c.began.iter().any(|r| r.rule == Rule::OdometryStale));
         }
         assert!(d.last_command().is_zero() && change_seen);
@@ -679,7 +831,7 @@ mod tests {
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            d.step(t, touching);
+            d.step(t, touching.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
         let blocking = d.blocked_by(forward);
@@ -700,7 +852,7 @@ mod tests {
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            d.step(t, near);
+            d.step(t, near.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.04, "{:?}", d.last_command());
         assert!(d.blocked_by(forward).is_empty(), "slowed, not blocked");
@@ -709,7 +861,7 @@ mod tests {
         for _ in 0..3 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            d.step(t, at_stop);
+            d.step(t, at_stop.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
         let blocking = d.blocked_by(forward);
@@ -723,18 +875,23 @@ mod tests {
         let d = driver();
         let t0 = Instant::now();
         let max_age = Some(Duration::from_millis(500));
-        assert_eq!(d.obstacle_ahead(t0, None), ObstacleAhead::NotSensed, "no depth camera configured");
-        assert_eq!(d.obstacle_ahead(t0, max_age), ObstacleAhead::Unknown { age_s: None, max_age_s: 0.5 }, "none received yet");
+        assert_eq!(d.obstacle_ahead(t0, None, None), ObstacleAhead::NotSensed, "no depth camera configured");
+        assert_eq!(d.obstacle_ahead(t0, max_age, None), ObstacleAhead::Unknown { age_s: None, max_age_s: 0.5 }, "none received yet");
         assert!(d.note_obstacle_unmeasured("frame 'x' is not in the TF tree".into()), "the first failure is news");
         assert!(!d.note_obstacle_unmeasured("frame 'x' is not in the TF tree (again)".into()), "the next ones are not");
         assert_eq!(d.obstacle_unmeasured().as_deref(), Some("frame 'x' is not in the TF tree (again)"));
-        assert!(d.note_obstacle_ahead(None, t0), "a measurement after failures: a recovery");
+        let origin = Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 };
+        let frame = Observation::empty(SourceKind::DepthCamera, 0.02, origin, t0, d.surroundings().grid());
+        let said = d.note_frame(frame.clone(), &[], |_| Verdict::Unknown);
+        assert!(said.iter().any(|l| l.contains("observes again")), "a measurement after failures: a recovery: {said:?}");
         assert_eq!(d.obstacle_unmeasured(), None);
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(100), max_age), ObstacleAhead::Clear);
-        d.note_obstacle_ahead(Some(0.3), t0);
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(500), max_age), ObstacleAhead::At { distance_m: 0.3 });
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(750), max_age), ObstacleAhead::Unknown { age_s: Some(0.75), max_age_s: 0.5 });
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_secs(9), None), ObstacleAhead::NotSensed);
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(100), max_age, None), ObstacleAhead::Clear);
+        d.note_frame(frame, &[(0.3, 0.0, 0.1), (0.3, 0.0, 0.12)], |_| Verdict::Unknown);
+        let remembered = d.surroundings().reading(Some(origin), t0, None).ahead_m;
+        assert_eq!(remembered, Some(0.3));
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(500), max_age, remembered), ObstacleAhead::At { distance_m: 0.3 });
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(750), max_age, remembered), ObstacleAhead::Unknown { age_s: Some(0.75), max_age_s: 0.5 });
+        assert_eq!(d.obstacle_ahead(t0 + Duration::from_secs(9), None, remembered), ObstacleAhead::NotSensed);
     }
 
     #[test]
@@ -743,7 +900,7 @@ mod tests {
         sensors.depth.topic = "camera/depth/image_raw".into();
         sensors.depth.max_age_s = 0.4;
         sensors.bumper.topic = String::new();
-        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None, scan_max_age: None, hazards_max_age: None });
+        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None, scan_max_age: None, hazards_max_age: None, pose_max_age: Duration::from_millis(500) });
     }
 
     #[test]
@@ -757,7 +914,7 @@ mod tests {
         for _ in 0..20 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            let (command, change) = d.step(t, stale);
+            let (command, change) = d.step(t, stale.clone());
             assert!(command.is_none_or(|c| c.linear_mps == 0.0), "forward let through: {command:?}");
             began.extend(change.into_iter().flat_map(|c| c.began).map(|r| r.rule));
         }
@@ -772,7 +929,7 @@ mod tests {
         for _ in 0..20 {
             t += step;
             d.request(d.begin_motion(), turn, t);
-            d.step(t, stale);
+            d.step(t, stale.clone());
         }
         assert_eq!(d.last_command(), turn);
         // A stale bumper: its own rule; a fresh, clear depth reading lets forward through.
@@ -780,7 +937,7 @@ mod tests {
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            d.step(t, no_bumper);
+            d.step(t, no_bumper.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
         assert_eq!(d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactSensingStale]);
@@ -793,7 +950,7 @@ mod tests {
         assert!(d.restrictions().is_empty());
         // Without a depth camera or bumper configured no such rule exists.
         let unsensed = SensorSnapshot { obstacle_ahead: ObstacleAhead::NotSensed, bumper: BumperContact::NotSensed, ..fresh() };
-        d.step(t + step, unsensed);
+        d.step(t + step, unsensed.clone());
         assert!(d.restrictions().is_empty());
     }
 
@@ -815,7 +972,7 @@ mod tests {
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), back, t);
-            d.step(t, behind);
+            d.step(t, behind.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
         assert_eq!(d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleBehind]);
@@ -825,7 +982,7 @@ mod tests {
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), back, t);
-            d.step(t, near);
+            d.step(t, near.clone());
         }
         assert_eq!(d.last_command().linear_mps, -0.04, "{:?}", d.last_command());
         // The laser ahead and the depth camera: the nearer wins.
@@ -833,7 +990,7 @@ mod tests {
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), forward, t);
-            d.step(t, both);
+            d.step(t, both.clone());
         }
         assert_eq!(d.blocked_by(forward).first().and_then(|r| r.distance_m), Some(0.19));
         // Something in the turning sweep: turning held, straight motion allowed.
@@ -841,7 +998,7 @@ mod tests {
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), turn, t);
-            d.step(t, beside);
+            d.step(t, beside.clone());
         }
         assert_eq!(d.last_command().angular_radps, 0.0);
         assert_eq!(d.blocked_by(turn).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleTurning]);
@@ -850,7 +1007,7 @@ mod tests {
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), back, t);
-            d.step(t, blind);
+            d.step(t, blind.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
         assert!(d.blocked_by(back)[0].distance_m.is_some_and(f64::is_nan));
@@ -862,7 +1019,7 @@ mod tests {
             for _ in 0..5 {
                 t += step;
                 d.request(d.begin_motion(), velocity, t);
-                d.step(t, stale);
+                d.step(t, stale.clone());
             }
             assert!(d.last_command().is_zero(), "{velocity:?} let through: {:?}", d.last_command());
             let blocking = d.blocked_by(velocity);
@@ -888,7 +1045,7 @@ mod tests {
             for _ in 0..10 {
                 *t += step;
                 d.request(d.begin_motion(), velocity, *t);
-                d.step(*t, snapshot);
+                d.step(*t, snapshot.clone());
             }
             d.last_command()
         };

@@ -97,6 +97,48 @@ impl Kinematics {
         Ok(pose)
     }
 
+    /// The movable joints between the root and `link` (what moves it
+    /// relative to the base), root first.
+    pub fn joints_moving(&self, link: &str) -> Vec<String> {
+        let mut joints = Vec::new();
+        let mut current = link;
+        while let Some(joint) = self.joint_of_child.get(current) {
+            if joint.kind != "fixed" {
+                joints.push(joint.name.clone());
+            }
+            current = &joint.parent;
+            if joints.len() > 1000 {
+                break;
+            }
+        }
+        joints.reverse();
+        joints
+    }
+
+    /// Each link that moves with a joint (a movable joint's child and what
+    /// hangs from it), with its parent link, sorted: the robot's articulated
+    /// parts (arm, head), for telling its own body in a depth image.
+    pub fn articulated_links(&self) -> Vec<(String, String)> {
+        let moves = |link: &str| {
+            let mut current = link;
+            let mut steps = 0;
+            while let Some(joint) = self.joint_of_child.get(current) {
+                if joint.kind != "fixed" {
+                    return true;
+                }
+                current = &joint.parent;
+                steps += 1;
+                if steps > 1000 {
+                    return false;
+                }
+            }
+            false
+        };
+        let mut links: Vec<(String, String)> = self.joint_of_child.iter().filter(|(child, _)| moves(child)).map(|(child, joint)| (joint.parent.clone(), child.clone())).collect();
+        links.sort();
+        links
+    }
+
     /// The pose of `child` expressed in `frame` (e.g. the camera's optical
     /// frame in base_footprint).
     pub fn transform(&self, frame: &str, child: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, KinematicsError> {
@@ -119,8 +161,23 @@ mod tests {
         let right = centred.rotation * Vector3::x();
         assert!((view - Vector3::x()).norm() < 1e-6, "{view}");
         assert!((right + Vector3::y()).norm() < 1e-6, "{right}");
-        // Height from the URDF: 0.033 + 0.300 + 0.045 = 0.378 m.
-        assert!((centred.translation.vector.z - 0.378).abs() < 1e-6, "{}", centred.translation.vector);
+        // Height from the URDF: 0.033 + 0.550 + 0.045 = 0.628 m.
+        assert!((centred.translation.vector.z - 0.628).abs() < 1e-6, "{}", centred.translation.vector);
+    }
+
+    #[test]
+    fn the_articulated_links_are_those_a_joint_moves() {
+        let links = Kinematics::from_urdf(URDF).unwrap().articulated_links();
+        let children: Vec<&str> = links.iter().map(|(_, child)| child.as_str()).collect();
+        for moving in ["head_pan_link", "camera_optical_frame", "end_effector_link", "gripper_left_link", "wheel_left_link"] {
+            assert!(children.contains(&moving), "{moving} missing from {children:?}");
+        }
+        for fixed in ["base_link", "base_scan", "bumper_link", "imu_link"] {
+            assert!(!children.contains(&fixed), "{fixed} does not move: {children:?}");
+        }
+        let k = Kinematics::from_urdf(URDF).unwrap();
+        assert_eq!(k.joints_moving("camera_optical_frame"), ["head_pan_joint", "head_tilt_joint"]);
+        assert!(k.joints_moving("base_scan").is_empty());
     }
 
     #[test]

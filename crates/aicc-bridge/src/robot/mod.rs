@@ -13,6 +13,7 @@ pub mod monitor;
 pub mod names;
 pub mod port;
 pub mod samples;
+pub mod surroundings;
 pub mod topic_goal;
 pub mod testing;
 pub mod wire;

@@ -1,6 +1,7 @@
 //! Watches the robot's sensors for what agents and the governor must hear
 //! about: bumper contacts (collision and state_change events), a low
-//! battery, and the nearest obstacle ahead in the depth image.
+//! battery, and what the obstacle sources (depth camera, LiDAR) observe of
+//! the zones around the base and the obstacles they see.
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,18 +9,25 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::live::Live;
-use crate::governor::laser::{read_scan, LaserPose, ScanView};
-use crate::governor::obstacles::{nearest_obstacle_ahead, CameraIntrinsics as ScanIntrinsics, Corridor, DepthImage as DepthView};
+use crate::governor::coverage::{base_to_odom, Observation, SourceKind};
+use crate::governor::laser::{observe_zones, read_scan, LaserPose, ScanView};
+use crate::governor::memory::{Remembered, Verdict};
+use crate::governor::obstacles::{read_depth_frame, sees_past, CameraIntrinsics as ScanIntrinsics, Capsule, DepthImage as DepthView, DepthReadSettings, SelfShape};
+use crate::governor::safety::Pose2D;
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::frames::{Frames, BASE_FRAME};
-use crate::robot::{Age, Contacts, Sensor, SensorPort};
+use crate::governor::JointLimits;
+use crate::robot::{Age, Contacts, JointStates, OdometrySample, Sensor, SensorPort};
 use crate::tools::ToolEvent;
 
-/// The corridor ahead that must be clear. Points closer than the front of
-/// the bumper (0.14 m from base_footprint) are the robot itself (its arm,
-/// seen when the head tilts down), never obstacles.
-const CORRIDOR: Corridor = Corridor { min_x_m: 0.16, ..Corridor::AICC_BOT };
+/// Frames are recorded this far beyond the zones' reach (m): what a frame
+/// saw there is the zone once the robot has driven on (0.4 s at 0.5 m/s).
+const OBSERVED_BEYOND_THE_ZONES_M: f64 = 0.2;
+
+/// How far around its articulated links (arm, head) the robot's own body
+/// reaches, m: a depth return that near is the robot.
+const LINK_RADIUS_M: f64 = 0.05;
 
 /// What the monitor remembers between polls.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -95,22 +103,111 @@ fn measure_now(in_motion: bool, since_last: Option<Duration>, at_rest_period: Du
     in_motion || since_last.is_none_or(|since| since >= at_rest_period)
 }
 
-/// Measures the nearest obstacle ahead in each new depth frame while the
-/// base moves, and often enough at rest that the reading stays fresh, and
-/// hands it to the base driver's safety rules. A frame that gives no
-/// measurement (its frame not resolvable, an undecodable image) is noted
-/// with the base driver, whose stale-sensing rule then says why, and
-/// logged when it starts (and when measuring resumes), not per frame.
-pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frames: Frames, config: Arc<Config>) {
+/// The robot's pose in the odometry frame when something was captured
+/// `age_s` ago: the latest odometry, taken back along its own velocities
+/// by the time between its capture and that one (pure: unit-tested).
+pub fn pose_at(odometry: &OdometrySample, odometry_age_s: f64, age_s: f64) -> Pose2D {
+    let back_s = (age_s - odometry_age_s).max(0.0);
+    let yaw = odometry.orientation.euler_angles().2;
+    let (v, w) = (odometry.linear_velocity_mps.x, odometry.angular_velocity_radps.z);
+    let v = if v.is_finite() { v } else { 0.0 };
+    let w = if w.is_finite() { w } else { 0.0 };
+    let heading = yaw - w * back_s / 2.0;
+    Pose2D { x_m: odometry.position_m.x - v * back_s * heading.cos(), y_m: odometry.position_m.y - v * back_s * heading.sin(), yaw_rad: yaw - w * back_s }
+}
+
+/// A zone's cells as text, a row a line (left of the robot first), for
+/// debugging what a frame observed.
+fn zone_map(grid: &crate::governor::coverage::ZoneGrid, observed: &[bool], clear: &[bool]) -> String {
+    let columns = grid.columns();
+    observed
+        .chunks(columns)
+        .zip(clear.chunks(columns))
+        .enumerate()
+        .map(|(row, (o, c))| {
+            let cells: String = o.iter().zip(c).rev().map(|(o, c)| if *c { '.' } else if *o { 'o' } else { '-' }).collect();
+            format!("{:.2} {cells}", grid.start_m(crate::governor::coverage::Direction::Ahead) + row as f64 * grid.cell_m)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Since when the joints that move the camera have been still (each
+/// moved less than [`STILL_STEP_RAD`] between two looks 20 ms apart).
+#[derive(Debug, Default)]
+struct StillSince {
+    positions: Vec<Option<f64>>,
+    since: Option<std::time::Instant>,
+}
+
+/// A joint that moved less than this between two looks is still (0.1 rad/s at 20 ms).
+const STILL_STEP_RAD: f64 = 0.002;
+
+impl StillSince {
+    fn observe(&mut self, joints: &[String], states: Option<&JointStates>, now: std::time::Instant) {
+        let positions: Vec<Option<f64>> = joints.iter().map(|j| states.and_then(|s| s.position(j))).collect();
+        let still = positions.len() == self.positions.len()
+            && positions.iter().zip(&self.positions).all(|(a, b)| matches!((a, b), (Some(a), Some(b)) if (a - b).abs() < STILL_STEP_RAD));
+        if !still {
+            self.since = None;
+        } else if self.since.is_none() {
+            self.since = Some(now);
+        }
+        self.positions = positions;
+    }
+
+    /// Whether the camera was still when a frame was captured at `captured`.
+    fn still_at(&self, captured: std::time::Instant) -> bool {
+        self.since.is_some_and(|since| captured >= since)
+    }
+}
+
+/// The robot's own body now: the footprint's prism and capsules along its
+/// articulated links (arm, head), placed through TF (or the URDF). A link
+/// whose place is unknown is left out: its returns then count as obstacles.
+fn own_body(frames: &Frames, joints: &JointStates, now: crate::robot::Now, footprint: crate::governor::laser::Footprint, height_m: f64) -> SelfShape {
+    let origin = |link: &str| frames.lookup(BASE_FRAME, link, joints, now).ok().map(|(pose, _)| nalgebra::Point3::from(pose.translation.vector));
+    let capsules = frames
+        .urdf
+        .articulated_links()
+        .iter()
+        .filter_map(|(parent, child)| Some(Capsule { a: origin(parent)?, b: origin(child)?, radius_m: LINK_RADIUS_M }))
+        .collect();
+    SelfShape { footprint, height_m, capsules }
+}
+
+/// Reads each new depth frame while the base moves (and often enough at
+/// rest that it stays fresh) into an observation of the zones, obstacle
+/// points for the memory and a verdict on each remembered point, and
+/// hands them to the base driver. A frame that gives none (its frame not
+/// resolvable, an undecodable image) is noted with the base driver, whose
+/// rules then say why; logged when it starts and when it ends, not per frame.
+pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frames: Frames, config: Arc<Config>, joint_limits: Arc<JointLimits>) {
     if !config.sensors.depth.is_configured() {
         return;
     }
+    // The camera for which the head poses that observe the zones were found.
+    let mut covered_for: Option<(String, [f64; 9], u32, u32)> = None;
+    // The joints that move the camera, and since when they have been still:
+    // a frame taken while the camera moved is placed with a pose that is
+    // not the one it was taken at (the floor would read as obstacles).
+    let mut camera_joints: Vec<String> = Vec::new();
+    let mut camera_still = StillSince::default();
     let at_rest_period = Duration::from_secs_f64(config.sensors.depth.max_age_s * AT_REST_MEASURE_SHARE_OF_MAX_AGE);
+    let settings = DepthReadSettings { min_range_m: config.sensors.depth_min_range_m, max_z_m: config.safety.height_m, ..DepthReadSettings::DEFAULT };
+    let zones = config.safety.zone_grid();
+    let grid = zones.for_observations(OBSERVED_BEYOND_THE_ZONES_M);
+    // The floor band where the zones end (the camera is near the base's
+    // origin): the lowest obstacle the camera is sure to see in them.
+    let sees_down_to_m = settings.floor_band_at(zones.reach_m + zones.half_width_m);
+    let footprint = config.safety.footprint();
     let mut last_stamp = f64::NAN;
     let mut last_measured: Option<tokio::time::Instant> = None;
-    let mut interval = tokio::time::interval(Duration::from_millis(50));
+    let mut interval = tokio::time::interval(Duration::from_millis(20));
     loop {
         interval.tick().await;
+        let joints_now = robot.joint_states().map(|j| j.value);
+        camera_still.observe(&camera_joints, joints_now.as_ref(), std::time::Instant::now());
         if !measure_now(base.in_motion(), last_measured.map(|at| at.elapsed()), at_rest_period) {
             continue;
         }
@@ -121,36 +218,148 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         last_stamp = frame.stamp_s;
         last_measured = Some(tokio::time::Instant::now());
         let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
+        let camera_key = (frame.frame_id.clone(), info.value.k, info.value.width, info.value.height);
+        if covered_for.as_ref() != Some(&camera_key) {
+            covered_for = Some(camera_key);
+            camera_joints = frames.urdf.joints_moving(&frame.frame_id);
+            find_head_covers(&base, &frames, &config, &joint_limits, &frame.frame_id, &info.value).await;
+        }
         let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
-        let (stamp_s, received) = (frame.stamp_s, frame.received);
-        let camera = frames.lookup(BASE_FRAME, &frame.frame_id, &joints, robot.now());
-        let measured = tokio::task::spawn_blocking(move || -> Result<Option<f64>, String> {
+        let now = robot.now();
+        let frame_age = Age::of(frame.stamp_s, frame.received, now).effective();
+        let captured = now.instant.checked_sub(frame_age).unwrap_or(frame.received);
+        if !camera_still.still_at(captured) {
+            // Not an observation: the camera's pose at capture is not known.
+            continue;
+        }
+        let pose = robot.odometry().map(|o| {
+            let odometry_age = o.age(now).effective().as_secs_f64();
+            pose_at(&o, odometry_age, frame_age.as_secs_f64())
+        });
+        let camera = frames.lookup(BASE_FRAME, &frame.frame_id, &joints, now);
+        let body = own_body(&frames, &joints, now, footprint, config.safety.height_m);
+        let base_for_frame = base.clone();
+        let measured = tokio::task::spawn_blocking(move || -> Result<Vec<String>, String> {
             let (camera, _) = camera.map_err(|e| format!("the depth image's frame: {e}"))?;
+            let pose = pose.ok_or("no odometry to place the frame by")?;
             let depth = decode_depth(&frame.value).map_err(|e| e.to_string())?;
             let scale_x = f64::from(depth.width) / f64::from(info.value.width.max(1));
             let scale_y = f64::from(depth.height) / f64::from(info.value.height.max(1));
             let k = info.value.k;
             let intrinsics = ScanIntrinsics { fx: k[0] * scale_x, fy: k[4] * scale_y, cx: k[2] * scale_x, cy: k[5] * scale_y };
             let view = DepthView::new(depth.width as usize, depth.height as usize, &depth.metres).map_err(|e| e.to_string())?;
-            nearest_obstacle_ahead(&view, &intrinsics, &camera, &CORRIDOR).map_err(|e| e.to_string())
+            let reading = read_depth_frame(&view, &intrinsics, &camera, &settings, &grid, &body).map_err(|e| e.to_string())?;
+            if reading.counts.valid == 0 {
+                return Err(format!("no usable depth in the frame ({} pixels examined: all NaN, zero or nearer than {:.2} m: a covered lens?)", reading.counts.examined, settings.min_range_m));
+            }
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                tracing::debug!("depth frame over the zone ahead (rows from the footprint out; '.' clear, 'o' known, '-' unseen):\n{}", zone_map(&grid, &reading.observed[0], &reading.clear[0]));
+            }
+            let observation = Observation { source: SourceKind::DepthCamera, sees_down_to_m, pose, grid, captured, observed: reading.observed, clear: reading.clear, unseen: reading.unseen };
+            let points: Vec<(f64, f64, f64)> = reading.points.iter().map(|p| {
+                let (x, y) = base_to_odom((p.x, p.y), &pose);
+                (x, y, p.z)
+            }).collect();
+            let verdict = |r: &Remembered| {
+                let (x, y) = crate::governor::coverage::odom_to_base((r.x_m, r.y_m), &pose);
+                match sees_past(&view, &intrinsics, &camera, &nalgebra::Point3::new(x, y, r.z_m), settings.min_range_m) {
+                    Some(true) => Verdict::SeenPast,
+                    Some(false) => Verdict::Seen,
+                    None => Verdict::Unknown,
+                }
+            };
+            Ok(base_for_frame.note_frame(observation, &points, verdict))
         })
         .await;
         match measured {
-            Ok(Ok(distance)) => {
-                // The frame's capture, as far as its stamp can be trusted:
-                // a frame that arrived late is as old as it is.
-                let now = robot.now();
-                let captured = now.instant.checked_sub(Age::of(stamp_s, received, now).effective()).unwrap_or(received);
-                if base.note_obstacle_ahead(distance, captured) {
-                    tracing::info!("obstacle sensing: {} measures again", robot.topic(Sensor::Depth));
+            Ok(Ok(said)) => {
+                for line in said {
+                    tracing::info!("{line} ({})", robot.topic(Sensor::Depth));
                 }
             }
             Ok(Err(reason)) => {
                 if base.note_obstacle_unmeasured(reason.clone()) {
-                    tracing::warn!("obstacle sensing: no measurement from {}: {reason}", robot.topic(Sensor::Depth));
+                    tracing::warn!("obstacle sensing: no observation from {}: {reason}", robot.topic(Sensor::Depth));
                 }
             }
             Err(error) => tracing::warn!(%error, "obstacle measurement failed"),
+        }
+    }
+}
+
+/// Finds, for a robot with a pan-tilt head, the head pose from which the
+/// depth camera observes each direction's zone (on the URDF: its chain from
+/// the base to the camera's frame), and records it with the base driver: the
+/// remedy a refusal names, and where `move` turns the head with
+/// `safety.head_for_motion: turn`. Logged once per camera.
+async fn find_head_covers(base: &Arc<BaseDriver>, frames: &Frames, config: &Config, limits: &JointLimits, camera_frame: &str, info: &crate::robot::CameraInfo) {
+    use crate::governor::coverage::{covering_head_pose, CameraView, Direction};
+    let [pan_joint, tilt_joint] = config.actuators.head_joints.as_slice() else { return };
+    if config.actuators.head_action.is_empty() {
+        return;
+    }
+    let (Some(pan), Some(tilt)) = (limits.get(pan_joint), limits.get(tilt_joint)) else { return };
+    let range = |lower: Option<f64>, upper: Option<f64>| (lower.unwrap_or(-std::f64::consts::PI), upper.unwrap_or(std::f64::consts::PI));
+    let (pan_range, tilt_range) = (range(pan.lower, pan.upper), range(tilt.lower, tilt.upper));
+    let (pan_joint, tilt_joint, camera_frame) = (pan_joint.clone(), tilt_joint.clone(), camera_frame.to_string());
+    let camera = CameraView { fx: info.k[0], fy: info.k[4], cx: info.k[2], cy: info.k[5], width: info.width as usize, height: info.height as usize, min_range_m: config.sensors.depth_min_range_m };
+    let (grid, fraction, urdf) = (config.safety.zone_grid(), config.safety.max_unobserved_fraction, frames.urdf.clone());
+    let covers = tokio::task::spawn_blocking(move || {
+        let camera_at = |p: f64, t: f64| {
+            let position = |joint: &str| Some(if joint == pan_joint { p } else if joint == tilt_joint { t } else { 0.0 });
+            urdf.transform(BASE_FRAME, &camera_frame, &position).ok()
+        };
+        Direction::BOTH.map(|d| covering_head_pose(&grid, d, &camera_at, &camera, pan_range, tilt_range, 0.05, fraction))
+    })
+    .await;
+    let Ok(covers) = covers else { return };
+    for (direction, cover) in Direction::BOTH.into_iter().zip(covers) {
+        match cover {
+            Some(cover) => {
+                tracing::info!("coverage: {}", cover.remedy(direction));
+                base.surroundings().set_cover(direction, cover);
+            }
+            None => tracing::info!("coverage: the head's camera cannot observe the way {} (its frame is not on the URDF's head chain)", direction.name()),
+        }
+    }
+}
+
+/// Watches the odometry for jumps that the base's motion and the IMU cannot
+/// explain (a reset, a driver restart): each ends the motion, re-anchors
+/// what is kept in the odometry frame, and is an event (`governor`,
+/// kind `odometry_jump`) and a warning.
+pub async fn watch_odometry(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, config: Arc<Config>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
+    use crate::governor::odometry::{check_continuity, ContinuityLimits, OdometryPoint};
+    let limits = ContinuityLimits::for_base(config.base.max_linear_mps, config.base.max_angular_radps);
+    let mut previous: Option<OdometryPoint> = None;
+    let mut interval = tokio::time::interval(Duration::from_millis(5));
+    loop {
+        interval.tick().await;
+        let Some(odometry) = robot.odometry() else { continue };
+        if previous.is_some_and(|p| p.stamp_s == odometry.stamp_s) {
+            continue;
+        }
+        let imu_yaw_rate_radps = robot.imu().map(|imu| imu.angular_velocity_radps.z);
+        let point = OdometryPoint { pose: Pose2D { x_m: odometry.position_m.x, y_m: odometry.position_m.y, yaw_rad: odometry.orientation.euler_angles().2 }, stamp_s: odometry.stamp_s, imu_yaw_rate_radps };
+        if let Some(before) = previous.replace(point) {
+            // A stamp that went back is a restarted source: start over.
+            if point.stamp_s < before.stamp_s {
+                continue;
+            }
+            if let Some(jump) = check_continuity(&before, &point, &limits) {
+                let what = base.note_odometry_jump(&jump);
+                tracing::warn!("{what}: motion stopped ({})", robot.topic(Sensor::Odometry));
+                let payload = json!({
+                    "kind": "odometry_jump",
+                    "rule": "odometry_jump",
+                    "reason": what,
+                    "jump": { "dx_m": jump.dx_m, "dy_m": jump.dy_m, "dyaw_rad": jump.dyaw_rad, "dt_s": jump.dt_s },
+                    "explained": { "distance_m": jump.explained_m, "yaw_rad": jump.explained_rad },
+                });
+                if events.try_send(("governor".to_string(), payload, None)).is_err() {
+                    tracing::warn!("robot event dropped: the event queue is full");
+                }
+            }
         }
     }
 }
@@ -184,6 +393,7 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
         return;
     }
     let zones = config.safety.scan_zones();
+    let grid = config.safety.zone_grid().for_observations(OBSERVED_BEYOND_THE_ZONES_M);
     let mut last_stamp = f64::NAN;
     let mut last_received = None;
     let mut interval = tokio::time::interval(Duration::from_millis(20));
@@ -196,18 +406,33 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
         (last_stamp, last_received) = (scan.stamp_s, Some(scan.received));
         let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
         let now = robot.now();
+        let scan_age = Age::of(scan.stamp_s, scan.received, now).effective();
+        let captured = now.instant.checked_sub(scan_age).unwrap_or(scan.received);
+        let robot_pose = robot.odometry().map(|o| {
+            let odometry_age = o.age(now).effective().as_secs_f64();
+            pose_at(&o, odometry_age, scan_age.as_secs_f64())
+        });
         let reading = frames
             .lookup(BASE_FRAME, &scan.frame_id, &joints, now)
             .map_err(|e| format!("the scan's frame: {e}"))
-            .and_then(|(pose, _)| planar_laser_pose(&pose))
-            .and_then(|laser| {
+            .and_then(|(pose, _)| Ok((planar_laser_pose(&pose)?, pose.translation.vector.z)))
+            .and_then(|(laser, plane_height_m)| {
                 let s = &scan.value;
                 let view = ScanView { angle_min_rad: s.angle_min_rad, angle_increment_rad: s.angle_increment_rad, range_min_m: s.range_min_m, range_max_m: s.range_max_m, ranges_m: &s.ranges_m };
-                read_scan(&view, &laser, &zones).map_err(|e| e.to_string())
+                let reading = read_scan(&view, &laser, &zones).map_err(|e| e.to_string())?;
+                let observation = robot_pose.map(|robot_pose| {
+                    let (observed, clear, unseen) = observe_zones(&view, &laser, &zones.footprint, &grid);
+                    Observation { source: SourceKind::Laser, sees_down_to_m: plane_height_m, pose: robot_pose, grid, captured, observed, clear, unseen }
+                });
+                let verdict = |r: &Remembered| robot_pose.map_or(Verdict::Unknown, |p| laser_verdict(&view, &laser, plane_height_m, &p, r));
+                let said = observation.map(|o| base.note_frame(o, &[], verdict)).unwrap_or_default();
+                Ok((reading, said))
             });
         match reading {
-            Ok(reading) => {
-                let captured = now.instant.checked_sub(Age::of(scan.stamp_s, scan.received, now).effective()).unwrap_or(scan.received);
+            Ok((reading, said)) => {
+                for line in said {
+                    tracing::info!("{line} ({})", robot.topic(Sensor::Scan));
+                }
                 if base.note_scan(reading, captured) {
                     tracing::info!("obstacle sensing: {} reads again", robot.topic(Sensor::Scan));
                 }
@@ -218,6 +443,34 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
                 }
             }
         }
+    }
+}
+
+/// What a scan says of a remembered point: only a point that reached the
+/// scan's plane can be shown gone by it (pure: unit-tested).
+pub fn laser_verdict(scan: &ScanView, laser: &LaserPose, plane_height_m: f64, robot: &Pose2D, point: &Remembered) -> Verdict {
+    if point.top_m < plane_height_m - 0.02 || point.z_m > plane_height_m + 0.02 {
+        return Verdict::Unknown;
+    }
+    let (x, y) = crate::governor::coverage::odom_to_base((point.x_m, point.y_m), robot);
+    let (dx, dy) = (x - laser.x_m, y - laser.y_m);
+    let distance = dx.hypot(dy);
+    let bearing = crate::governor::safety::wrap_angle(dy.atan2(dx) - laser.yaw_rad - scan.angle_min_rad);
+    let steps = bearing.rem_euclid(std::f64::consts::TAU) / scan.angle_increment_rad;
+    if !steps.is_finite() || steps < 0.0 {
+        return Verdict::Unknown;
+    }
+    let Some(&range) = scan.ranges_m.get(steps.round() as usize) else { return Verdict::Unknown };
+    let range = f64::from(range);
+    if !(range.is_finite() && range >= scan.range_min_m && range <= scan.range_max_m) {
+        return Verdict::Unknown;
+    }
+    if range > distance + 0.05 {
+        Verdict::SeenPast
+    } else if range >= distance - 0.05 {
+        Verdict::Seen
+    } else {
+        Verdict::Unknown
     }
 }
 

@@ -220,6 +220,6 @@ mod tests {
         let stale = robot(depth_frame(4, 4), None);
         stale.samples.lock().depth.as_mut().unwrap().received -= Duration::from_secs(2);
         let err = Depth.call(Map::new(), context(stale)).await.unwrap_err();
-        assert!(err.message.contains("camera/depth/image_raw is 20") && err.message.contains("maximum 1000 ms"), "{}", err.message);
+        assert!(err.message.contains("camera/depth/image_raw is 20") && err.message.contains("maximum 400 ms"), "{}", err.message);
     }
 }

@@ -413,12 +413,12 @@ mod tests {
         assert_eq!((out["depth_m"].as_f64(), out["depth_valid_pixels"].as_u64()), (Some(2.0), Some(9)));
         let camera = &out["point_camera_m"];
         assert_eq!((camera["x"].as_f64(), camera["y"].as_f64(), camera["z"].as_f64()), (Some(-0.42), Some(-0.02), Some(2.0)));
-        // Head centred: optical z is base x, optical x is base -y, optical y is base -z; the camera is 0.378 m up.
+        // Head centred: optical z is base x, optical x is base -y, optical y is base -z; the camera is 0.628 m up.
         let base = &out["point_base_m"];
         let camera_x = crate::robot::kinematics::Kinematics::from_urdf(URDF).unwrap().transform(BASE_FRAME, "camera_optical_frame", &|_| Some(0.0)).unwrap().translation.vector.x;
         assert!((base["x"].as_f64().unwrap() - (camera_x + 2.0)).abs() < 1e-3, "{base}");
         assert!((base["y"].as_f64().unwrap() - 0.42).abs() < 1e-3, "{base}");
-        assert!((base["z"].as_f64().unwrap() - (0.378 + 0.02)).abs() < 1e-3, "{base}");
+        assert!((base["z"].as_f64().unwrap() - (0.628 + 0.02)).abs() < 1e-3, "{base}");
         assert_eq!(out["notes"], json!([]));
     }
 

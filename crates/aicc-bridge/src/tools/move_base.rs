@@ -9,8 +9,10 @@ use serde_json::{json, Map, Value};
 use super::input::optional_number;
 use super::shared::fresh::{fresh_odometry, odometry_missing, yaw_of};
 use super::shared::motion as base_motion;
+use super::shared::observe::observe_way;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::BaseConfig;
+use crate::governor::coverage::Direction;
 use crate::motion::Segment;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
@@ -54,7 +56,8 @@ impl Tool for Move {
                     "requested": { "type": "object" },
                     "achieved": { "type": "object", "properties": { "forward_m": {"type": "number"}, "left_m": {"type": "number"}, "yaw_change_rad": {"type": "number"} } },
                     "duration_s": { "type": "number" },
-                    "applied": { "type": "object" }
+                    "applied": { "type": "object" },
+                    "head_turned": { "type": "object", "description": "present when the head was turned to observe the way before moving (safety.head_for_motion: turn): why, from and to (degrees), whether the way was then observed" }
                 },
                 "required": ["requested", "achieved", "duration_s", "applied"]
             }),
@@ -111,14 +114,28 @@ impl Tool for Move {
                 }
                 _ => return Err(AiccError::invalid_input("input: give `forward` and/or `left` (metres), or `velocity_mps` with `duration_s`, not both")),
             };
+            // Where the base will drive straight: the head may have to look there first.
+            let direction = match (forward_m, left_m, velocity) {
+                (_, _, Some(v)) => Direction::of_linear(v),
+                (f, l, None) if l.unwrap_or(0.0) != 0.0 => Direction::of_linear(f.unwrap_or(0.0).hypot(l.unwrap_or(0.0))),
+                (f, _, None) => Direction::of_linear(f.unwrap_or(0.0)),
+            };
+            let head = match direction {
+                Some(direction) => observe_way(&ctx, direction, motion).await?,
+                None => None,
+            };
             let achieved = base_motion::run(&ctx, "move", segments, motion).await?;
+            let mut output = json!({
+                "requested": requested,
+                "achieved": { "forward_m": achieved.forward_m, "left_m": achieved.left_m, "yaw_change_rad": achieved.yaw_change_rad },
+                "duration_s": achieved.duration_s,
+                "applied": applied,
+            });
+            if let Some(head) = head {
+                output["head_turned"] = head;
+            }
             Ok(ToolSuccess {
-                output: json!({
-                    "requested": requested,
-                    "achieved": { "forward_m": achieved.forward_m, "left_m": achieved.left_m, "yaw_change_rad": achieved.yaw_change_rad },
-                    "duration_s": achieved.duration_s,
-                    "applied": applied,
-                }),
+                output,
                 source: ctx.sensors.topic(Sensor::Odometry),
             })
         }

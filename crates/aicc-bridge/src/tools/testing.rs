@@ -60,7 +60,7 @@ pub fn context_with(robot: Arc<FakeRobot>, configure: impl FnOnce(&mut Config)) 
     let mut config = Config::default();
     configure(&mut config);
     let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 1.0 };
-    let settings = BaseSettings { limits, emergency: crate::governor::EmergencyLimits::DEFAULT, safety: crate::governor::SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: false };
+    let settings = BaseSettings { limits, emergency: crate::governor::EmergencyLimits::DEFAULT, safety: crate::governor::SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: false, coverage: crate::robot::base_driver::CoverageSettings::from_config(&config) };
     let (events, _) = tokio::sync::mpsc::channel(8);
     let halts = Arc::new(Halts::default());
     let joint_limits = Arc::new(JointLimits::from_urdf(URDF).unwrap());

@@ -385,6 +385,13 @@ impl CmdVelRecorder {
     pub fn max_linear_after(&self, since: Instant) -> f64 {
         self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).fold(f64::NEG_INFINITY, f64::max)
     }
+
+    /// The most negative linear speed commanded since `since`; None when
+    /// nothing was recorded (so that "reversing" is never read off an
+    /// empty recording).
+    pub fn fastest_reverse_after(&self, since: Instant) -> Option<f64> {
+        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).min_by(f64::total_cmp)
+    }
 }
 
 /// The simulator's world ground truth (/ground_truth/world, JSON at 5 Hz:
@@ -557,4 +564,26 @@ impl FrameWatcher {
         delays.sort_by(f64::total_cmp);
         delays.get(delays.len() / 2).copied()
     }
+}
+
+/// Sends one command on the simulator's ground-truth channel (a test
+/// stand-in: `{"place": ...}`, `{"scene": ...}`, `{"odom_jump": ...}`, see
+/// sim/README.md) and returns its acknowledgement once the simulation
+/// loop has applied it.
+pub fn truth_command(truth_port: u16, command: Value) -> Value {
+    let stream = std::net::TcpStream::connect(("127.0.0.1", truth_port)).expect("the simulator's ground-truth channel");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut command = command;
+    command["id"] = Value::from("test");
+    writeln!(writer, "{command}").unwrap();
+    for line in BufReader::new(stream).lines() {
+        let line = line.expect("the ground-truth channel answers");
+        let message: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if message["type"] == "ack" && message["id"] == "test" {
+            assert_eq!(message["ok"], true, "the simulator refused {command}: {message}");
+            return message;
+        }
+    }
+    panic!("the ground-truth channel closed before acknowledging {command}")
 }

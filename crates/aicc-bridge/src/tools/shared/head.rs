@@ -170,8 +170,8 @@ mod tests {
     use crate::tools::testing::URDF;
 
     /// The pan/tilt pivot from the URDF: pan axis at x = -0.10, tilt axis
-    /// at 0.033 + 0.300 + 0.045 = 0.378 m.
-    const PIVOT: (f64, f64, f64) = (-0.10, 0.0, 0.378);
+    /// at 0.033 + 0.550 + 0.045 = 0.628 m.
+    const PIVOT: (f64, f64, f64) = (-0.10, 0.0, 0.628);
 
     #[test]
     fn a_point_45_degrees_left_of_the_head_pans_45_degrees() {

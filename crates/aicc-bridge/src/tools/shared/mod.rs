@@ -6,3 +6,4 @@ pub mod head;
 pub mod images;
 pub mod joints;
 pub mod motion;
+pub mod observe;

@@ -118,6 +118,11 @@ pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generati
                 Action::Done(achieved) => return Ok(achieved),
                 Action::Failed(failure) => {
                     ctx.base.stop();
+                    if matches!(failure.kind, FailureKind::Halted) {
+                        if let Some(jump) = ctx.base.jump_since(generation) {
+                            return Err(AiccError::execution_failed(true, format!("{tool} ended: {jump}; the robot was stopped. Check where it is (proprioception, vision), then retry")));
+                        }
+                    }
                     if let FailureKind::Blocked(blocking) = &failure.kind {
                         if !matches!(failure.report, Report::Rotate { .. }) {
                             ctx.event_for_session("command", progress_event(ctx, tool, &failure.report, Some(blocking)));
