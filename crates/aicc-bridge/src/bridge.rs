@@ -140,7 +140,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         report_governor_change(&change, &governor_events, signals.as_ref())
     })));
     tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
-    let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s) };
+    let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s), joint_states_max_age: Duration::from_secs_f64(config.sensors.joint_states.max_age_s) };
     tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
     tasks.push(tokio::spawn(monitor::watch_scan(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
 
@@ -219,7 +219,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
 /// Whether the frames of the camera images resolve to the base frame now
 /// (from their info topics: small messages, the same frames).
 fn frames_report(frames: &Frames, sensors: &dyn crate::robot::SensorPort, base: &BaseDriver) -> FramesReport {
-    let joints = sensors.joint_states().map(|j| j.value).unwrap_or_default();
+    let joints = sensors.joint_states();
     let now = sensors.now();
     let checks = [("depth", sensors.depth_info()), ("camera", sensors.camera_info())]
         .into_iter()

@@ -121,7 +121,7 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         last_stamp = frame.stamp_s;
         last_measured = Some(tokio::time::Instant::now());
         let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
-        let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
+        let joints = robot.joint_states();
         let (stamp_s, received) = (frame.stamp_s, frame.received);
         let camera = frames.lookup(BASE_FRAME, &frame.frame_id, &joints, robot.now());
         let measured = tokio::task::spawn_blocking(move || -> Result<Option<f64>, String> {
@@ -194,7 +194,7 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
             continue;
         }
         (last_stamp, last_received) = (scan.stamp_s, Some(scan.received));
-        let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
+        let joints = robot.joint_states();
         let now = robot.now();
         let reading = frames
             .lookup(BASE_FRAME, &scan.frame_id, &joints, now)
