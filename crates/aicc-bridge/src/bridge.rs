@@ -19,7 +19,7 @@ use crate::protocol::auth::Tokens;
 use crate::protocol::core::{Core, CoreConfig};
 use crate::robot::base_driver::{BaseDriver, BaseSettings, GovernorChange, GuardSensors};
 use crate::robot::halt::Halts;
-use crate::robot::joint_driver::JointDriver;
+use crate::robot::joint_driver::{JointDriver, JointSettings};
 use crate::diagnostics::{FrameCheck, FramesReport};
 use crate::robot::frames::{Frames, BASE_FRAME};
 use crate::robot::kinematics::Kinematics;
@@ -125,12 +125,13 @@ fn bind_with_backlog(address: &str, backlog: u32) -> anyhow::Result<TcpListener>
 pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let Startup { config, node_name, live, tokens, tls } = startup;
     let urdf = config.urdf_text()?;
-    let joint_limits = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    let joint_limits = JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?;
+    let joint_limits = Arc::new(joint_limits.with_max_accelerations(&config.actuators.max_accelerations()).map_err(|e| anyhow::anyhow!("actuators: {e}"))?);
     let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
     // The governed drivers: the only holders of the actuator port.
     let halts = Arc::new(Halts::default());
     let base = Arc::new(BaseDriver::new(BaseSettings::from_config(&config), robot.actuators.clone(), halts.clone()));
-    let joints = Arc::new(JointDriver::new(robot.actuators.clone(), joint_limits.clone(), halts, config.actuators.gripper_joint.clone()));
+    let joints = Arc::new(JointDriver::new(robot.actuators.clone(), robot.sensors.clone(), joint_limits.clone(), halts, JointSettings::from_config(&config)));
 
     let (events_tx, events_rx) = tokio::sync::mpsc::channel(TOOL_EVENT_QUEUE);
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
@@ -282,7 +283,7 @@ pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
     let safety = &config.safety;
     let joint_limits: serde_json::Map<String, Value> = joints
         .iter()
-        .map(|j| (j.name.clone(), json!({ "lower": j.lower, "upper": j.upper, "max_velocity": j.max_velocity, "unit": j.kind.position_unit() })))
+        .map(|j| (j.name.clone(), json!({ "lower": j.lower, "upper": j.upper, "max_velocity": j.max_velocity, "max_acceleration": j.max_acceleration, "max_effort": j.max_effort, "unit": j.kind.position_unit() })))
         .collect();
     json!({
         "base": {

@@ -3,6 +3,7 @@
 pub mod base;
 pub mod braking;
 pub mod hazards;
+pub mod joint_motion;
 pub mod joints;
 pub mod laser;
 pub mod obstacles;
