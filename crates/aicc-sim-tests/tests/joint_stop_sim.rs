@@ -1,5 +1,9 @@
 //! `stop` while the arm moves fast, judged on the simulator's ground truth:
-//! its /joint_states (50 Hz, the MuJoCo joints' positions and velocities).
+//! its /joint_states (50 Hz, the MuJoCo joints' positions and velocities,
+//! stamped in sim time), and its ground-truth channel (`--truth-listen`):
+//! the velocity the running trajectory demands of each joint before the
+//! simulated controller clamps its setpoints to the URDF limit (what a
+//! controller without a profile velocity would be asked to do).
 //!
 //! The agent swings joint1 at its URDF velocity limit; while it moves, it
 //! also asks for a head motion that cannot be sent yet (the head is reached
@@ -7,14 +11,17 @@
 //! `action_detect_wait_s` before it falls back to the head's trajectory
 //! topic); then a bystander calls `stop`. Passes only if, after the stop,
 //! no joint moves faster than its URDF limit, the arm comes to rest near
-//! where it was when the stop was called, and the head goal the stop
-//! overtook is refused (the head never moves). Prints the worst joint
+//! where it was when the stop was called, no trajectory demands more than
+//! a joint's limit, and the head goal the stop overtook is refused (the
+//! head never moves). Prints the worst joint
 //! speed after the stop (rad/s and as a fraction of the limit), the speed
 //! against the direction of motion (a hold at an old position pulls the arm
 //! back), and how long the arm took to rest. One simulator, one bridge.
 mod support;
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -75,10 +82,39 @@ impl JointRecorder {
         self.samples.lock().unwrap().last().and_then(|s| s.velocities.get(joint).copied())
     }
 
-    /// Positions of the last message received before `instant`.
-    fn positions_before(&self, instant: Instant) -> HashMap<String, f64> {
-        self.samples.lock().unwrap().iter().rev().find(|s| s.received < instant).map(|s| s.positions.clone()).expect("joint states before the stop")
+    /// Positions and sim time of the last message received before `instant`.
+    fn positions_before(&self, instant: Instant) -> (HashMap<String, f64>, f64) {
+        self.samples.lock().unwrap().iter().rev().find(|s| s.received < instant).map(|s| (s.positions.clone(), s.stamp_s)).expect("joint states before the stop")
     }
+}
+
+/// The velocity the running trajectories demand of each joint, from the
+/// simulator's ground-truth channel: (sim time, demand per joint).
+struct DemandRecorder {
+    samples: Arc<Mutex<Vec<(f64, HashMap<String, f64>)>>>,
+}
+
+impl DemandRecorder {
+    fn connect(port: u16) -> Self {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("the simulator's ground-truth channel");
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { return };
+                let Ok(state) = serde_json::from_str::<Value>(&line) else { continue };
+                let (Some(sim_time), Some(joints)) = (state["sim_time"].as_f64(), state["joints"].as_object()) else { continue };
+                let demand = joints.iter().map(|(joint, values)| (joint.clone(), values["demand_velocity"].as_f64().unwrap_or(f64::NAN))).collect();
+                sink.lock().unwrap().push((sim_time, demand));
+            }
+        });
+        DemandRecorder { samples }
+    }
+}
+
+/// A port free now, for the simulator's ground-truth channel.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
 fn send_call(client: &mut AiccClient, id: &str, tool: &str, input: Value) {
@@ -102,8 +138,10 @@ fn await_results(client: &mut AiccClient, ids: &[&str]) -> HashMap<String, Value
 
 #[test]
 fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal_it_overtook() {
-    let _sim = start_sim(&[]);
+    let truth_port = free_port();
+    let _sim = start_sim(&["--truth-listen", &format!("127.0.0.1:{truth_port}")]);
     let recorder = JointRecorder::subscribe();
+    let demands = DemandRecorder::connect(truth_port);
     let detect_wait = format!("actuators.action_detect_wait_s:={HEAD_DETECT_WAIT_S}");
     let args = ["--config", "config/sim.yaml", "--ros-args", "-p", "actuators.head_interface:=auto", "-p", "actuators.head_action:=head_controller/not_served_here", "-p", &detect_wait];
     let (_bridge, port, _log) = start_bridge_with(&args, &[]);
@@ -128,14 +166,15 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
     let stop = bystander.call("stop", "stop", json!({ "reason": "test: stop the arm mid-swing" }));
     let stop_returned = Instant::now();
     assert_eq!(stop["ok"], true, "{stop}");
-    let at_stop = recorder.positions_before(stop_called);
+    // Judged in sim time from the last state seen before the stop was called.
+    let (at_stop, stop_stamp_s) = recorder.positions_before(stop_called);
 
     let results = await_results(&mut agent, &["swing", "overtaken"]);
     // Long enough for the overtaken head goal to have gone out, had it been sent.
     thread::sleep(Duration::from_secs_f64(HEAD_DETECT_WAIT_S + 1.0).saturating_sub(stop_called.elapsed()));
 
     let samples: Vec<JointSample> = std::mem::take(&mut *recorder.samples.lock().unwrap());
-    let after: Vec<&JointSample> = samples.iter().filter(|s| s.received >= stop_called).collect();
+    let after: Vec<&JointSample> = samples.iter().filter(|s| s.stamp_s > stop_stamp_s).collect();
     assert!(after.len() > 50, "only {} joint states after the stop", after.len());
     let mut worst = (String::new(), 0.0f64, 0.0f64);
     for sample in &after {
@@ -149,20 +188,35 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
         }
     }
     let backwards = after.iter().map(|s| -s.velocities["joint1"]).fold(0.0f64, f64::max);
-    let braking = after.windows(2).filter(|w| w[1].stamp_s > w[0].stamp_s).map(|w| (w[1].velocities["joint1"] - w[0].velocities["joint1"]).abs() / (w[1].stamp_s - w[0].stamp_s)).fold(0.0f64, f64::max);
+    // From the last state before the stop on: the first drop counts too.
+    let from_stop: Vec<&JointSample> = samples.iter().filter(|s| s.stamp_s >= stop_stamp_s).collect();
+    let braking = from_stop.windows(2).filter(|w| w[1].stamp_s > w[0].stamp_s).map(|w| (w[1].velocities["joint1"] - w[0].velocities["joint1"]).abs() / (w[1].stamp_s - w[0].stamp_s)).fold(0.0f64, f64::max);
     let arm_still = |s: &JointSample| ARM.iter().all(|j| s.velocities[*j].abs() < REST_RADPS);
-    let rest = after.iter().enumerate().find(|(i, s)| arm_still(s) && after[*i..].iter().take_while(|t| t.received.duration_since(s.received) <= REST_HOLD).all(|t| arm_still(t)));
-    let (rest_at, rest_positions) = rest.map(|(_, s)| (s.received.duration_since(stop_called), s.positions.clone())).unwrap_or_else(|| panic!("the arm never came to rest after the stop"));
+    let rest = after.iter().enumerate().find(|(i, s)| arm_still(s) && after[*i..].iter().take_while(|t| t.stamp_s - s.stamp_s <= REST_HOLD.as_secs_f64()).all(|t| arm_still(t)));
+    let mut demanded = (String::new(), 0.0f64, 0.0f64);
+    for (_, demand) in demands.samples.lock().unwrap().iter().filter(|(sim_time, _)| *sim_time > stop_stamp_s) {
+        for (joints, limit) in [(&ARM[..], ARM_LIMIT_RADPS), (&HEAD[..], HEAD_LIMIT_RADPS)] {
+            for joint in joints {
+                let speed = demand[*joint].abs();
+                if speed / limit > demanded.2 {
+                    demanded = (joint.to_string(), speed, speed / limit);
+                }
+            }
+        }
+    }
+    let (rest_at, rest_positions) = rest.map(|(_, s)| (Duration::from_secs_f64(s.stamp_s - stop_stamp_s), s.positions.clone())).unwrap_or_else(|| panic!("the arm never came to rest after the stop"));
     let travel = ARM.iter().map(|j| (rest_positions[*j] - at_stop[*j]).abs()).fold(0.0f64, f64::max);
     let head_moved = HEAD.iter().map(|j| after.iter().map(|s| (s.positions[*j] - at_stop[*j]).abs()).fold(0.0f64, f64::max)).fold(0.0f64, f64::max);
 
     println!("stop while the arm moves fast: joint1 at {:.3} rad moving {speed_at_stop:.2} rad/s when stop was called; stop returned after {:.0} ms: {}", at_stop["joint1"], (stop_returned - stop_called).as_secs_f64() * 1e3, stop["output"]["stopped"]);
     println!("  worst joint speed after the stop: {} {:.3} rad/s = {:.3} of its URDF limit; fastest joint1 motion against the swing: {backwards:.3} rad/s; largest joint1 deceleration {braking:.0} rad/s^2", worst.0, worst.1, worst.2);
-    println!("  the arm rested {:.0} ms after the stop, {travel:.3} rad from where it was (joint1 {:.3} -> {:.3} rad); the head moved {head_moved:.4} rad", rest_at.as_secs_f64() * 1e3, at_stop["joint1"], rest_positions["joint1"]);
+    println!("  the largest velocity a trajectory demanded after the stop: {} {:.3} rad/s = {:.3} of its URDF limit", demanded.0, demanded.1, demanded.2);
+    println!("  the arm rested {:.0} ms (sim time) after the stop, {travel:.3} rad from where it was (joint1 {:.3} -> {:.3} rad); the head moved {head_moved:.4} rad", rest_at.as_secs_f64() * 1e3, at_stop["joint1"], rest_positions["joint1"]);
     println!("  the swing: {}", results["swing"]["error"]);
     println!("  the head goal the stop overtook: {}", if results["overtaken"]["ok"] == true { results["overtaken"]["output"].to_string() } else { results["overtaken"]["error"].to_string() });
 
     assert!(worst.2 <= 1.0, "{} reached {:.3} rad/s after the stop, above its URDF limit", worst.0, worst.1);
+    assert!(demanded.2 <= 1.0, "after the stop a trajectory demanded {:.3} rad/s of {}, above its URDF limit", demanded.1, demanded.0);
     assert!(travel <= MAX_TRAVEL_AFTER_STOP_RAD, "the arm came to rest {travel:.3} rad from where it was at the stop");
     assert!(rest_at <= MAX_TIME_TO_REST, "the arm took {rest_at:?} to rest");
     assert_eq!(results["swing"]["ok"], false, "the swing was stopped: {}", results["swing"]);
