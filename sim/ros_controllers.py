@@ -5,7 +5,11 @@
 
 With serve_action=False a controller serves only its joint_trajectory
 topic (a bringup without the action servers, for the bridge's topic
-fallback): the gripper then takes trajectories of its joint alone.
+fallback): the gripper then takes trajectories of its joint alone, with
+the effort of their waypoints as its force limit (as gripper_cmd's
+max_effort). An empty trajectory on the topic is refused, as recent
+joint_trajectory_controllers refuse it ("Empty trajectory received."):
+a one-point trajectory at time 0 is the way to hold where the joints are.
 
 Threading: ROS callbacks run on executor threads; the simulation loop calls
 tick() on its own thread. Both sides touch controller state only under the
@@ -48,7 +52,7 @@ def duration_to_s(duration) -> float:
 
 def trajectory_from_msg(msg: JointTrajectory) -> traj.Trajectory:
     points = [
-        traj.TrajectoryPoint(duration_to_s(p.time_from_start), list(p.positions), list(p.velocities))
+        traj.TrajectoryPoint(duration_to_s(p.time_from_start), list(p.positions), list(p.velocities), list(p.effort))
         for p in msg.points
     ]
     return traj.Trajectory(list(msg.joint_names), points)
@@ -117,11 +121,6 @@ class TrajectoryControllerRos:
     def _on_topic(self, msg: JointTrajectory) -> None:
         trajectory = trajectory_from_msg(msg)
         with self.shared.lock:
-            if not trajectory.points:
-                # ros2_control: an empty trajectory stops the controller where it is.
-                self.preempt("stopped by an empty trajectory")
-                self.group.hold(self.shared.positions)
-                return
             problem = self.group.validate(trajectory)
             if problem is not None:
                 self.logger.warning(f"{self.name}: ignoring trajectory: {problem.message}")
@@ -311,9 +310,10 @@ class GripperControllerRos:
     def tick(self, now_s: float, dt_s: float) -> None:
         """Called by the simulation loop with the lock held."""
         if self.group.execution is not None:
-            # A trajectory took over: it drives with the full URDF effort.
+            # A trajectory took over: it drives with its waypoints' effort,
+            # or the full URDF effort when they give none.
             self.preempt()
-            self.effort_limit = self.joint.effort
+            self.effort_limit = self.group.execution.effort_limit(self.joint.name, self.joint.effort)
         self.set_effort_limit(self.joint.name, self.effort_limit)
         self.trajectory.tick(now_s, dt_s)
         if self.execution is None:

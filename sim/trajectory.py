@@ -31,6 +31,7 @@ class TrajectoryPoint:
     time_s: float  # time_from_start
     positions: list[float]
     velocities: list[float] = field(default_factory=list)
+    efforts: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -76,6 +77,8 @@ def _point_problem(point: TrajectoryPoint, names: list[str], joints: dict[str, J
         return f"{len(point.positions)} positions for {len(names)} joints"
     if point.velocities and len(point.velocities) != len(names):
         return f"{len(point.velocities)} velocities for {len(names)} joints"
+    if point.efforts and len(point.efforts) != len(names):
+        return f"{len(point.efforts)} efforts for {len(names)} joints"
     if not math.isfinite(point.time_s) or point.time_s < 0 or point.time_s <= previous_time_s:
         return "time_from_start must be >= 0 and strictly increasing"
     for name, position in zip(names, point.positions):
@@ -118,6 +121,15 @@ class TrajectoryExecution:
     @property
     def final_positions(self) -> dict[str, float]:
         return dict(zip(self.trajectory.joint_names, self._points[-1].positions))
+
+    def effort_limit(self, name: str, default: float) -> float:
+        """The smallest effort the waypoints give `name` (at most `default`),
+        or `default` when they give none."""
+        if name not in self.trajectory.joint_names:
+            return default
+        index = self.trajectory.joint_names.index(name)
+        efforts = [abs(p.efforts[index]) for p in self.trajectory.points if p.efforts]
+        return min([default, *efforts])
 
     def sample(self, now_s: float) -> dict[str, float]:
         t = now_s - self.start_time_s

@@ -1,8 +1,9 @@
 """The simulator with --controller-interface topic (a bringup without the
 action servers): the head, arm and gripper controllers serve no action,
 and take trajectory_msgs/JointTrajectory on <controller>/joint_trajectory;
-an empty trajectory stops a controller where it is. One simulator for the
-module, in a ROS domain of its own; waits are in sim time.
+an empty trajectory is refused (as recent joint_trajectory_controllers
+refuse it) and one waypoint at time 0 holds a controller there. One
+simulator for the module, in a ROS domain of its own; waits are in sim time.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ def client():
 PUBLISHERS: dict = {}
 
 
-def publish(client, controller: str, positions: dict, seconds: float) -> None:
-    """A trajectory (no points when seconds is 0), from one publisher per
-    controller (a new publisher's first message may go before the
-    subscriber has matched it)."""
+def publish(client, controller: str, positions: dict, seconds: float | None) -> None:
+    """A trajectory of one waypoint at `seconds` (no points when None),
+    from one publisher per controller (a new publisher's first message may
+    go before the subscriber has matched it)."""
     publisher = PUBLISHERS.get(controller)
     if publisher is None:
         publisher = client.node.create_publisher(JointTrajectory, f"/{controller}/joint_trajectory", RELIABLE)
@@ -55,7 +56,7 @@ def publish(client, controller: str, positions: dict, seconds: float) -> None:
         client.sleep_sim(0.5)
         PUBLISHERS[controller] = publisher
     msg = JointTrajectory(joint_names=list(positions))
-    if seconds > 0:
+    if seconds is not None:
         msg.points = [JointTrajectoryPoint(positions=list(positions.values()), time_from_start=duration(seconds))]
     publisher.publish(msg)
 
@@ -78,13 +79,20 @@ def test_head_arm_and_gripper_follow_their_topics(client):
     assert client.joint("gripper_left_joint") == pytest.approx(0.012, abs=0.002)
 
 
-def test_an_empty_trajectory_stops_the_arm_where_it_is(client):
+def test_an_empty_trajectory_is_refused_and_a_waypoint_at_time_zero_holds_the_arm(client):
     start = client.joint("joint1")
     publish(client, "arm_controller", {"joint1": start + 1.2, "joint2": -0.8, "joint3": 0.9, "joint4": 0.6}, 4.0)
     client.sleep_sim(1.0)
-    publish(client, "arm_controller", {"joint1": 0.0, "joint2": 0.0, "joint3": 0.0, "joint4": 0.0}, 0.0)
+    publish(client, "arm_controller", {"joint1": 0.0, "joint2": 0.0, "joint3": 0.0, "joint4": 0.0}, None)
+    at_empty = client.joint("joint1")
+    client.sleep_sim(0.3)
+    going = client.joint("joint1")
+    # 1.2 rad in 4 s: 0.09 rad in 0.3 s, had the empty trajectory been ignored.
+    assert going > at_empty + 0.05, f"joint1 {at_empty} -> {going}: the empty trajectory stopped the arm"
+    here = {name: client.joint(name) for name in ("joint1", "joint2", "joint3", "joint4")}
+    publish(client, "arm_controller", here, 0.0)
     client.sleep_sim(0.3)
     stopped = client.joint("joint1")
-    assert start + 0.05 < stopped < start + 1.1, f"joint1 at {stopped}: not stopped part way"
+    assert stopped == pytest.approx(here["joint1"], abs=0.03), f"joint1 at {stopped}: not held at {here['joint1']}"
     client.sleep_sim(2.0)
-    assert client.joint("joint1") == pytest.approx(stopped, abs=0.03), "the arm went on after the empty trajectory"
+    assert client.joint("joint1") == pytest.approx(stopped, abs=0.03), "the arm went on after the hold"

@@ -40,6 +40,17 @@ def test_linear_and_cubic_interpolation():
     assert cubic.sample(1.5)["a"] == pytest.approx(1.5)
 
 
+def test_a_trajectory_gives_its_smallest_waypoint_effort_as_a_force_limit():
+    squeeze = traj.Trajectory(["finger", "other"], [traj.TrajectoryPoint(0.5, [0.01, 0.0], [0.0, 0.0], [3.0, 9.0]),
+                                                   traj.TrajectoryPoint(1.0, [0.0, 0.0], [0.0, 0.0], [2.5, 9.0])])
+    execution = traj.TrajectoryExecution(squeeze, {"finger": 0.03, "other": 0.0}, start_time_s=0.0)
+    assert execution.effort_limit("finger", 10.0) == pytest.approx(2.5)
+    assert execution.effort_limit("other", 5.0) == pytest.approx(5.0), "never above the URDF limit"
+    assert execution.effort_limit("absent", 10.0) == pytest.approx(10.0)
+    no_effort = traj.TrajectoryExecution(traj.Trajectory(["finger"], [point(1.0, 0.0)]), {"finger": 0.03}, start_time_s=0.0)
+    assert no_effort.effort_limit("finger", 10.0) == pytest.approx(10.0)
+
+
 def test_setpoints_respect_velocity_limit(arm):
     arm.start(traj.Trajectory(["joint1"], [point(0.01, 2.0)]), now_s=0.0)
     actual = dict(arm.setpoints)

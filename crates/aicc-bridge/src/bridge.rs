@@ -19,7 +19,7 @@ use crate::protocol::auth::Tokens;
 use crate::protocol::core::{Core, CoreConfig};
 use crate::robot::base_driver::{BaseDriver, BaseSettings, GovernorChange, GuardSensors};
 use crate::robot::halt::Halts;
-use crate::robot::joint_driver::JointDriver;
+use crate::robot::joint_driver::{JointDriver, JointSettings};
 use crate::diagnostics::{FrameCheck, FramesReport};
 use crate::robot::frames::{Frames, BASE_FRAME};
 use crate::robot::kinematics::Kinematics;
@@ -125,12 +125,13 @@ fn bind_with_backlog(address: &str, backlog: u32) -> anyhow::Result<TcpListener>
 pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let Startup { config, node_name, live, tokens, tls } = startup;
     let urdf = config.urdf_text()?;
-    let joint_limits = Arc::new(JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
+    let joint_limits = JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?;
+    let joint_limits = Arc::new(joint_limits.with_max_accelerations(&config.actuators.max_accelerations()).map_err(|e| anyhow::anyhow!("actuators: {e}"))?);
     let kinematics = Arc::new(Kinematics::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?);
     // The governed drivers: the only holders of the actuator port.
     let halts = Arc::new(Halts::default());
     let base = Arc::new(BaseDriver::new(BaseSettings::from_config(&config), robot.actuators.clone(), halts.clone()));
-    let joints = Arc::new(JointDriver::new(robot.actuators.clone(), joint_limits.clone(), halts, config.actuators.gripper_joint.clone()));
+    let joints = Arc::new(JointDriver::new(robot.actuators.clone(), robot.sensors.clone(), joint_limits.clone(), halts, JointSettings::from_config(&config)));
 
     declare_coverage(&config);
     let (events_tx, events_rx) = tokio::sync::mpsc::channel(TOOL_EVENT_QUEUE);
@@ -143,7 +144,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         report_governor_change(&change, &governor_events, signals.as_ref())
     }));
     tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
-    let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s) };
+    let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s), joint_states_max_age: Duration::from_secs_f64(config.sensors.joint_states.max_age_s) };
     tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone(), joint_limits.clone())));
     tasks.push(tokio::spawn(monitor::watch_scan(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
     tasks.push(tokio::spawn(monitor::watch_odometry(robot.sensors.clone(), base.clone(), config.clone(), events_tx.clone())));
@@ -251,7 +252,7 @@ async fn base_loop_ended(base_loop: &mut JoinHandle<()>, base: &BaseDriver) -> a
 /// Whether the frames of the camera images resolve to the base frame now
 /// (from their info topics: small messages, the same frames).
 fn frames_report(frames: &Frames, sensors: &dyn crate::robot::SensorPort, base: &BaseDriver) -> FramesReport {
-    let joints = sensors.joint_states().map(|j| j.value).unwrap_or_default();
+    let joints = sensors.joint_states();
     let now = sensors.now();
     let checks = [("depth", sensors.depth_info()), ("camera", sensors.camera_info())]
         .into_iter()
@@ -374,7 +375,7 @@ pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
     let safety = &config.safety;
     let joint_limits: serde_json::Map<String, Value> = joints
         .iter()
-        .map(|j| (j.name.clone(), json!({ "lower": j.lower, "upper": j.upper, "max_velocity": j.max_velocity, "unit": j.kind.position_unit() })))
+        .map(|j| (j.name.clone(), json!({ "lower": j.lower, "upper": j.upper, "max_velocity": j.max_velocity, "max_acceleration": j.max_acceleration, "max_effort": j.max_effort, "unit": j.kind.position_unit() })))
         .collect();
     json!({
         "base": {
@@ -451,11 +452,11 @@ mod tests {
                 panic!("injected fault in the control loop");
             }
         }
-        fn follow_trajectory(&self, controller: crate::robot::Controller, goal: crate::robot::TrajectoryGoal) -> futures::future::BoxFuture<'static, Result<crate::robot::TrajectoryOutcome, crate::robot::port::PortError>> {
-            self.inner.follow_trajectory(controller, goal)
+        fn follow_trajectory(&self, controller: crate::robot::Controller, goal: crate::robot::TrajectoryGoal, control: crate::robot::port::GoalControl) -> futures::future::BoxFuture<'static, Result<crate::robot::TrajectoryOutcome, crate::robot::port::PortError>> {
+            self.inner.follow_trajectory(controller, goal, control)
         }
-        fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> futures::future::BoxFuture<'static, Result<crate::robot::GripperOutcome, crate::robot::port::PortError>> {
-            self.inner.gripper_command(position_m, max_effort_n)
+        fn gripper_command(&self, goal: crate::robot::GripperGoal, control: crate::robot::port::GoalControl) -> futures::future::BoxFuture<'static, Result<crate::robot::GripperOutcome, crate::robot::port::PortError>> {
+            self.inner.gripper_command(goal, control)
         }
         fn endpoint(&self, endpoint: crate::robot::port::Endpoint) -> String {
             self.inner.endpoint(endpoint)

@@ -395,8 +395,15 @@ pub struct Actuators {
     /// Topic goals: how long after the trajectory's end the joints may
     /// take to get there before the goal fails.
     pub topic_result_margin_s: f64,
-    /// Gripper topic goals: the time given to reach the commanded position.
+    /// Gripper topic goals: the shortest time given a gripper motion
+    /// (longer where its velocity or acceleration limit needs it).
     pub gripper_topic_duration_s: f64,
+    /// Acceleration limits of the joint goals (the URDF states none).
+    pub head_max_accel_radps2: f64,
+    pub arm_max_accel_radps2: f64,
+    pub gripper_max_accel_mps2: f64,
+    /// A joint goal starts from joint states no older than this.
+    pub joint_start_max_age_s: f64,
     /// std_msgs/String topic for `say` ("" = none).
     pub say_topic: String,
     /// diagnostic_msgs/DiagnosticArray topic for clamps, stops and rejections.
@@ -430,6 +437,10 @@ impl Default for Actuators {
             topic_goal_tolerance_m: 0.002,
             topic_result_margin_s: 1.0,
             gripper_topic_duration_s: 1.0,
+            head_max_accel_radps2: 15.0,
+            arm_max_accel_radps2: 20.0,
+            gripper_max_accel_mps2: 0.5,
+            joint_start_max_age_s: 0.1,
             say_topic: "say".into(),
             diagnostics_topic: "/diagnostics".into(),
             world_topic: String::new(),
@@ -459,6 +470,16 @@ impl Actuators {
         } else {
             self.gripper_trajectory_joints.clone()
         }
+    }
+
+    /// The acceleration limit of every joint a configured controller moves.
+    pub fn max_accelerations(&self) -> Vec<(String, f64)> {
+        let group = |action: &str, joints: Vec<String>, limit: f64| if action.is_empty() { Vec::new() } else { joints.into_iter().map(|j| (j, limit)).collect() };
+        let mut limits = group(&self.head_action, self.head_joints.clone(), self.head_max_accel_radps2);
+        limits.extend(group(&self.arm_action, self.arm_joints.clone(), self.arm_max_accel_radps2));
+        let fingers = if self.gripper_joint.is_empty() { Vec::new() } else { self.gripper_trajectory_joints() };
+        limits.extend(group(&self.gripper_action, fingers, self.gripper_max_accel_mps2));
+        limits
     }
 }
 
@@ -979,6 +1000,10 @@ impl Config {
             ("actuators.topic_goal_tolerance_m", actuators.topic_goal_tolerance_m),
             ("actuators.topic_result_margin_s", actuators.topic_result_margin_s),
             ("actuators.gripper_topic_duration_s", actuators.gripper_topic_duration_s),
+            ("actuators.head_max_accel_radps2", actuators.head_max_accel_radps2),
+            ("actuators.arm_max_accel_radps2", actuators.arm_max_accel_radps2),
+            ("actuators.gripper_max_accel_mps2", actuators.gripper_max_accel_mps2),
+            ("actuators.joint_start_max_age_s", actuators.joint_start_max_age_s),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(InvalidConfig::NotPositive { name: name.into(), value });

@@ -41,6 +41,14 @@ impl JointKind {
         }
     }
 
+    /// Unit of an acceleration of this joint: "rad/s^2" or "m/s^2".
+    pub fn acceleration_unit(self) -> &'static str {
+        match self {
+            JointKind::Revolute | JointKind::Continuous => "rad/s^2",
+            JointKind::Prismatic => "m/s^2",
+        }
+    }
+
     /// Unit of an effort limit: N*m for rotating joints, N for sliding ones.
     pub fn effort_unit(self) -> &'static str {
         match self {
@@ -87,6 +95,10 @@ pub struct JointLimit {
     pub max_velocity: f64,
     /// Largest effort, N*m or N; finite and non-negative.
     pub max_effort: f64,
+    /// Largest acceleration, rad/s^2 or m/s^2: not in the URDF, set from
+    /// the configuration ([`JointLimits::with_max_accelerations`]); None:
+    /// goals for the joint are refused.
+    pub max_acceleration: Option<f64>,
     /// The joint this one follows, if any.
     pub mimic: Option<Mimic>,
 }
@@ -155,6 +167,16 @@ pub enum JointError {
     /// A trajectory segment that would move the joint faster than its limit.
     #[error("joint {joint}: waypoint {waypoint} needs {velocity:.3} {unit}, above the limit of {max_velocity} {unit}")]
     TooFast { joint: String, waypoint: usize, velocity: f64, max_velocity: f64, unit: &'static str },
+    /// A trajectory segment that would accelerate the joint beyond its limit.
+    #[error("joint {joint}: waypoint {waypoint} needs {acceleration:.3} {unit}, above the acceleration limit of {max_acceleration} {unit}")]
+    TooHardAcceleration { joint: String, waypoint: usize, acceleration: f64, max_acceleration: f64, unit: &'static str },
+    /// A joint without an acceleration limit cannot be given a goal.
+    #[error("joint {joint}: no acceleration limit is configured (actuators.head_max_accel_radps2, arm_max_accel_radps2, gripper_max_accel_mps2): its goals are refused")]
+    NoAccelerationLimit { joint: String },
+    /// A trajectory whose last waypoint is not at rest: the controller
+    /// would hold there with an instant stop.
+    #[error("joint {joint}: the last waypoint has velocity {velocity} {unit}; a trajectory must end at rest")]
+    EndsMoving { joint: String, velocity: f64, unit: &'static str },
     /// A force or torque above the joint's effort limit.
     #[error("joint {joint}: effort {effort} {unit} exceeds the limit of {max_effort} {unit}")]
     EffortTooHigh { joint: String, effort: f64, max_effort: f64, unit: &'static str },
@@ -226,7 +248,7 @@ impl JointLimits {
                     offset: number(m, "mimic.offset", "offset", Some(0.0))?,
                 }),
             };
-            joints.push(JointLimit { name: name.into(), kind, lower, upper, max_velocity, max_effort, mimic });
+            joints.push(JointLimit { name: name.into(), kind, lower, upper, max_velocity, max_effort, max_acceleration: None, mimic });
         }
         for joint in &joints {
             if let Some(mimic) = &joint.mimic {
@@ -262,6 +284,25 @@ impl JointLimits {
     pub fn followers(&self, name: &str) -> impl Iterator<Item = &JointLimit> + '_ {
         let name = name.to_string();
         self.joints.iter().filter(move |j| j.mimic.as_ref().is_some_and(|m| m.joint == name))
+    }
+
+    /// These limits with the acceleration limit of each named joint (and of
+    /// the joints that mimic it) set: the URDF states none.
+    pub fn with_max_accelerations(mut self, limits: &[(String, f64)]) -> Result<Self, JointError> {
+        for (name, max_acceleration) in limits {
+            let joint = self.joint(name)?;
+            if !max_acceleration.is_finite() {
+                return Err(JointError::NotFinite { joint: name.clone(), field: "max_acceleration", value: *max_acceleration });
+            }
+            if *max_acceleration <= 0.0 {
+                return Err(JointError::NotPositive { joint: name.clone(), field: "max_acceleration", value: *max_acceleration, unit: joint.kind.acceleration_unit() });
+            }
+            let followers: Vec<String> = self.followers(name).map(|f| f.name.clone()).collect();
+            for joint in self.joints.iter_mut().filter(|j| j.name == *name || followers.contains(&j.name)) {
+                joint.max_acceleration = Some(*max_acceleration);
+            }
+        }
+        Ok(self)
     }
 
     /// Accepts `value` as a position goal for `name` if it is finite and
@@ -333,50 +374,6 @@ impl JointLimits {
 }
 
 impl JointLimits {
-    /// Accepts a trajectory for `joints` if every waypoint is within the
-    /// limits (as [`JointLimits::check_position`]), times strictly increase,
-    /// and no segment is faster than a joint's velocity limit; the first
-    /// segment starts at `start` (the measured positions) when given, and
-    /// is not checked for speed otherwise (a hold of where the joints are).
-    /// `points`: positions (one per joint) and time from start, seconds.
-    pub fn check_trajectory(&self, joints: &[String], points: &[(Vec<f64>, f64)], start: Option<&[f64]>) -> Result<(), JointError> {
-        if points.is_empty() {
-            return Err(JointError::MalformedTrajectory("no waypoints".into()));
-        }
-        if let Some(start) = start {
-            if start.len() != joints.len() {
-                return Err(JointError::MalformedTrajectory(format!("{} start positions for {} joints", start.len(), joints.len())));
-            }
-        }
-        let mut previous: Option<(&[f64], f64)> = start.map(|s| (s, 0.0));
-        for (index, (positions, time_s)) in points.iter().enumerate() {
-            if positions.len() != joints.len() {
-                return Err(JointError::MalformedTrajectory(format!("waypoint {index} has {} positions for {} joints", positions.len(), joints.len())));
-            }
-            if !(time_s.is_finite() && *time_s > previous.map_or(0.0, |(_, t)| t)) {
-                return Err(JointError::MalformedTrajectory(format!("waypoint {index} at {time_s} s does not come after the one before")));
-            }
-            for (name, value) in joints.iter().zip(positions) {
-                self.check_position(name, *value)?;
-            }
-            if let Some((from, from_s)) = previous {
-                let dt = time_s - from_s;
-                for ((name, to), from) in joints.iter().zip(positions).zip(from) {
-                    let joint = self.joint(name)?;
-                    if !from.is_finite() {
-                        return Err(JointError::NotFinite { joint: name.clone(), field: "start position", value: *from });
-                    }
-                    let velocity = (to - from).abs() / dt;
-                    if velocity > joint.max_velocity {
-                        return Err(JointError::TooFast { joint: name.clone(), waypoint: index, velocity, max_velocity: joint.max_velocity, unit: joint.kind.velocity_unit() });
-                    }
-                }
-            }
-            previous = Some((positions, *time_s));
-        }
-        Ok(())
-    }
-
     /// Accepts `effort` as a force or torque limit for `name`.
     pub fn check_effort(&self, name: &str, effort: f64) -> Result<(), JointError> {
         let joint = self.joint(name)?;
@@ -430,28 +427,6 @@ mod tests {
 
     fn robot() -> JointLimits {
         JointLimits::from_urdf(URDF).expect("the robot's URDF parses")
-    }
-
-    #[test]
-    fn trajectories_are_checked_for_limits_order_and_speed() {
-        let l = robot();
-        let head = vec!["head_pan_joint".to_string(), "head_tilt_joint".to_string()];
-        let max = l.get("head_pan_joint").unwrap().max_velocity;
-        assert_eq!(l.check_trajectory(&head, &[(vec![0.5, 0.1], 1.0)], Some(&[0.0, 0.0])), Ok(()));
-        let too_fast = l.check_trajectory(&head, &[(vec![max * 0.2, 0.0], 0.1)], Some(&[0.0, 0.0])).unwrap_err();
-        assert!(matches!(too_fast, JointError::TooFast { ref joint, waypoint: 0, .. } if joint == "head_pan_joint"), "{too_fast}");
-        assert!(too_fast.to_string().contains("above the limit"), "{too_fast}");
-        // A hold (no start given) is checked for limits, not for speed from an unknown start.
-        assert_eq!(l.check_trajectory(&head, &[(vec![0.5, 0.1], 0.1)], None), Ok(()));
-        // The second segment is checked against the first waypoint.
-        let second = l.check_trajectory(&head, &[(vec![0.1, 0.0], 1.0), (vec![0.1 + max * 0.5, 0.0], 1.1)], None).unwrap_err();
-        assert!(matches!(second, JointError::TooFast { waypoint: 1, .. }), "{second}");
-        assert!(matches!(l.check_trajectory(&head, &[(vec![9.0, 0.0], 30.0)], None), Err(JointError::OutOfRange { .. })));
-        assert!(matches!(l.check_trajectory(&head, &[], None), Err(JointError::MalformedTrajectory(_))));
-        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1], 1.0)], None), Err(JointError::MalformedTrajectory(_))));
-        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1, 0.0], 1.0), (vec![0.1, 0.0], 1.0)], None), Err(JointError::MalformedTrajectory(_))));
-        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1, 0.0], f64::NAN)], None), Err(JointError::MalformedTrajectory(_))));
-        assert!(matches!(l.check_trajectory(&head, &[(vec![0.1, 0.0], 1.0)], Some(&[f64::NAN, 0.0])), Err(JointError::NotFinite { .. })));
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod base;
 pub mod braking;
 pub mod coverage;
 pub mod hazards;
+pub mod joint_motion;
 pub mod joints;
 pub mod laser;
 pub mod memory;

@@ -9,7 +9,10 @@
 //! the lookup fail, naming the edge, rather than answer from old data.
 //! [`Frames`] decides between TF and the URDF: once any transform has
 //! arrived, TF is the only source, so a frame missing from it is an error
-//! that names the frame, never a silent guess from the model.
+//! that names the frame, never a silent guess from the model. From the
+//! URDF, a movable joint between the two frames must have a position in
+//! joint states no older than `sensors.joint_states.max_age_s`: stale or
+//! missing, the lookup fails naming the joint and the age (unknown, not 0).
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +22,7 @@ use parking_lot::RwLock;
 
 use super::age::{Age, Now};
 use super::kinematics::{Kinematics, KinematicsError};
-use super::JointStates;
+use super::{JointStates, Stamped};
 
 /// The robot's base frame (REP-105), in which obstacles and head aims are given.
 pub const BASE_FRAME: &str = "base_footprint";
@@ -42,6 +45,18 @@ pub enum FrameError {
     /// The URDF fallback could not answer.
     #[error("robot description (no TF received): {0}")]
     Urdf(#[from] KinematicsError),
+    /// The URDF fallback needs a joint's position and the joint states
+    /// cannot give it fresh: none received (`age_s` None: unknown), or
+    /// older than allowed.
+    #[error("robot description (no TF received): joint {joint} between '{target}' and '{source_frame}' has no fresh position: {}", joint_age_text(*age_s, *max_age_s))]
+    StaleJoint { joint: String, target: String, source_frame: String, age_s: Option<f64>, max_age_s: f64 },
+}
+
+fn joint_age_text(age_s: Option<f64>, max_age_s: f64) -> String {
+    match age_s {
+        Some(age_s) => format!("joint states are {age_s:.2} s old (max {max_age_s:.2} s)"),
+        None => "no joint states received (age unknown)".into(),
+    }
 }
 
 fn known_list(known: &[String]) -> String {
@@ -244,6 +259,8 @@ pub struct Frames {
     pub urdf: Arc<Kinematics>,
     /// The age past which a dynamic transform is not used.
     pub max_age: Duration,
+    /// The age past which joint states do not place frames (URDF fallback).
+    pub joint_states_max_age: Duration,
 }
 
 impl Frames {
@@ -257,12 +274,24 @@ impl Frames {
     }
 
     /// The pose of `source` in `target` now, from TF, or (no TF received)
-    /// from the URDF at `joints`' positions.
-    pub fn lookup(&self, target: &str, source: &str, joints: &JointStates, now: Now) -> Result<(Isometry3<f64>, FrameSource), FrameError> {
+    /// from the URDF at the positions of `joints` (the latest joint states:
+    /// `&Option<Stamped<JointStates>>` as the sensor port gives them, or
+    /// `Some(&sample)`), which must be fresh wherever a movable joint lies
+    /// between the two frames.
+    pub fn lookup<'a>(&self, target: &str, source: &str, joints: impl Into<Option<&'a Stamped<JointStates>>>, now: Now) -> Result<(Isometry3<f64>, FrameSource), FrameError> {
         let graph = self.tf.read();
         if graph.is_empty() {
             drop(graph);
-            let pose = self.urdf.transform(target, source, &|joint| joints.position(joint))?;
+            let joints = joints.into();
+            let needed = self.urdf.movable_joints_between(target, source)?;
+            if let Some(joint) = needed.first() {
+                let age_s = joints.map(|j| j.age(now).effective().as_secs_f64());
+                let max_age_s = self.joint_states_max_age.as_secs_f64();
+                if age_s.is_none_or(|age_s| age_s > max_age_s) {
+                    return Err(FrameError::StaleJoint { joint: joint.clone(), target: target.into(), source_frame: source.into(), age_s, max_age_s });
+                }
+            }
+            let pose = self.urdf.transform(target, source, &|joint| joints.and_then(|j| j.value.position(joint)))?;
             return Ok((pose, FrameSource::Urdf));
         }
         Ok((graph.lookup(target, source, now, self.max_age)?, FrameSource::Tf))
@@ -377,10 +406,9 @@ mod tests {
 
     #[test]
     fn frames_fall_back_to_the_urdf_only_while_no_tf_has_arrived() {
-        let urdf = Arc::new(Kinematics::from_urdf(include_str!("../../../../urdf/aicc_bot.urdf")).unwrap());
-        let frames = Frames { tf: SharedFrames::default(), urdf, max_age: Duration::from_secs(1) };
+        let frames = urdf_frames();
         let t0 = Instant::now();
-        let joints = JointStates::default();
+        let joints = Some(head_states(1.0, t0));
         let (pose, via) = frames.lookup("base_footprint", "camera_optical_frame", &joints, now_at(t0, 1.0)).unwrap();
         assert_eq!(via, FrameSource::Urdf);
         assert!(pose.translation.vector.z > 0.1, "the camera is above the floor");
@@ -388,5 +416,38 @@ mod tests {
         let err = frames.lookup("base_footprint", "camera_optical_frame", &joints, now_at(t0, 1.0)).unwrap_err();
         assert!(matches!(err, FrameError::UnknownFrame { ref frame, .. } if frame == "camera_optical_frame"), "{err}");
         assert_eq!(frames.source(), FrameSource::Tf);
+    }
+
+    fn urdf_frames() -> Frames {
+        let urdf = Arc::new(Kinematics::from_urdf(include_str!("../../../../urdf/aicc_bot.urdf")).unwrap());
+        Frames { tf: SharedFrames::default(), urdf, max_age: Duration::from_secs(1), joint_states_max_age: Duration::from_millis(500) }
+    }
+
+    /// The head's joints at zero, stamped `stamp_s` (node clock), received at `received`.
+    fn head_states(stamp_s: f64, received: Instant) -> Stamped<JointStates> {
+        let value = JointStates { names: vec!["head_pan_joint".into(), "head_tilt_joint".into()], positions: vec![0.0, 0.0], ..JointStates::default() };
+        Stamped { value, frame_id: String::new(), stamp_s, received }
+    }
+
+    #[test]
+    fn without_tf_stale_or_missing_joint_states_fail_the_lookup_naming_the_joint_and_the_age() {
+        let frames = urdf_frames();
+        let t0 = Instant::now();
+        let fresh = head_states(10.0, t0);
+        assert!(frames.lookup("base_footprint", "camera_optical_frame", Some(&fresh), now_at(t0, 10.4)).is_ok());
+        // Captured 0.8 s ago: too old to place the camera.
+        let err = frames.lookup("base_footprint", "camera_optical_frame", Some(&fresh), now_at(t0, 10.8)).unwrap_err();
+        assert!(matches!(err, FrameError::StaleJoint { ref joint, age_s: Some(age_s), .. } if joint == "head_tilt_joint" && (age_s - 0.8).abs() < 1e-9), "{err}");
+        assert!(err.to_string().contains("head_tilt_joint") && err.to_string().contains("0.80 s old (max 0.50 s)"), "{err}");
+        // None received: the age is unknown, never a pose at zero.
+        let err = frames.lookup("base_footprint", "camera_optical_frame", None::<&Stamped<JointStates>>, now_at(t0, 10.0)).unwrap_err();
+        assert!(matches!(err, FrameError::StaleJoint { age_s: None, .. }), "{err}");
+        assert!(err.to_string().contains("no joint states received (age unknown)"), "{err}");
+        // Fresh but without the tilt joint: named, not counted as 0.
+        let pan_only = Stamped { value: JointStates { names: vec!["head_pan_joint".into()], positions: vec![0.0], ..JointStates::default() }, ..fresh.clone() };
+        let err = frames.lookup("base_footprint", "camera_optical_frame", Some(&pan_only), now_at(t0, 10.1)).unwrap_err();
+        assert!(matches!(err, FrameError::Urdf(KinematicsError::UnknownJointPosition { ref joint, .. }) if joint == "head_tilt_joint"), "{err}");
+        // No movable joint between the frames: joint states do not matter.
+        assert!(frames.lookup("base_footprint", "base_scan", None::<&Stamped<JointStates>>, now_at(t0, 10.0)).is_ok());
     }
 }

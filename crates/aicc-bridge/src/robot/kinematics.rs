@@ -1,5 +1,8 @@
 //! Forward kinematics from the URDF (the single source of truth for the
 //! robot's geometry): where the camera is, given the head's joint angles.
+//! A movable joint between the two frames whose position is not given is
+//! an error naming it, never counted as 0: a wrong pose would place
+//! obstacles where they are not.
 use std::collections::HashMap;
 
 use nalgebra::{Isometry3, Translation3, Unit, UnitQuaternion, Vector3};
@@ -22,6 +25,12 @@ pub enum KinematicsError {
     /// Pointing the head: the geometry gives no direction.
     #[error("{0}")]
     NoDirection(&'static str),
+    /// A movable joint between the two frames has no known position.
+    #[error("joint {joint} (between '{frame}' and '{child}') has no known position")]
+    UnknownJointPosition { joint: String, frame: String, child: String },
+    /// The two links are in trees with different roots.
+    #[error("links '{frame}' and '{child}' are not connected by the URDF's joints")]
+    NotConnected { frame: String, child: String },
 }
 
 #[derive(Debug, Clone)]
@@ -71,30 +80,46 @@ impl Kinematics {
         Ok(Self { joint_of_child })
     }
 
-    /// The pose of `link` in the tree's root frame, with joint positions
-    /// from `position` (radians or metres; missing joints count as 0).
-    fn pose_in_root(&self, link: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, KinematicsError> {
-        let mut pose = Isometry3::identity();
-        let mut current = link.to_string();
-        let mut steps = 0;
-        while let Some(joint) = self.joint_of_child.get(&current) {
-            let q = position(&joint.name).unwrap_or(0.0);
-            let motion = match joint.kind.as_str() {
-                "revolute" | "continuous" => Isometry3::from_parts(Translation3::identity(), UnitQuaternion::from_axis_angle(&joint.axis, q)),
-                "prismatic" => Isometry3::from_parts(Translation3::from(joint.axis.into_inner() * q), UnitQuaternion::identity()),
-                _ => Isometry3::identity(),
-            };
-            pose = joint.origin * motion * pose;
-            current = joint.parent.clone();
-            steps += 1;
-            if steps > 1000 {
+    /// The links from `link` up to the root, `link` first.
+    fn chain_to_root<'a>(&'a self, link: &'a str) -> Result<Vec<&'a str>, KinematicsError> {
+        if !self.joint_of_child.contains_key(link) && !self.joint_of_child.values().any(|j| j.parent == link) {
+            return Err(KinematicsError::UnknownLink(link.to_string()));
+        }
+        let mut chain = vec![link];
+        let mut current = link;
+        while let Some(joint) = self.joint_of_child.get(current) {
+            current = joint.parent.as_str();
+            chain.push(current);
+            if chain.len() > self.joint_of_child.len() + 1 {
                 return Err(KinematicsError::Loop);
             }
         }
-        if steps == 0 && !self.joint_of_child.values().any(|j| j.parent == link) {
-            return Err(KinematicsError::UnknownLink(link.to_string()));
-        }
-        Ok(pose)
+        Ok(chain)
+    }
+
+    /// The joints from `frame` and from `child` up to the nearest link
+    /// they share: the joints whose positions the transform depends on.
+    fn paths<'a>(&'a self, frame: &str, child: &str) -> Result<(Vec<&'a Joint>, Vec<&'a Joint>), KinematicsError> {
+        let up_from_frame = self.chain_to_root(frame)?;
+        let up_from_child = self.chain_to_root(child)?;
+        let common = up_from_child
+            .iter()
+            .find(|link| up_from_frame.contains(link))
+            .ok_or_else(|| KinematicsError::NotConnected { frame: frame.to_string(), child: child.to_string() })?;
+        let joints_below = |chain: &[&str]| -> Vec<&'a Joint> { chain.iter().take_while(|link| *link != common).map(|link| &self.joint_of_child[*link]).collect() };
+        Ok((joints_below(&up_from_frame), joints_below(&up_from_child)))
+    }
+
+    /// The movable joints whose positions the pose of `child` in `frame`
+    /// depends on, child side first.
+    pub fn movable_joints_between(&self, frame: &str, child: &str) -> Result<Vec<String>, KinematicsError> {
+        let (from_frame, from_child) = self.paths(frame, child)?;
+        Ok(from_child.into_iter().chain(from_frame).filter(|j| j.is_movable()).map(|j| j.name.clone()).collect())
+    }
+
+    /// Whether the URDF has a link of this name.
+    pub fn has_link(&self, link: &str) -> bool {
+        self.chain_to_root(link).is_ok()
     }
 
     /// The movable joints between the root and `link` (what moves it
@@ -140,9 +165,40 @@ impl Kinematics {
     }
 
     /// The pose of `child` expressed in `frame` (e.g. the camera's optical
-    /// frame in base_footprint).
+    /// frame in base_footprint), with joint positions from `position`
+    /// (radians or metres); a movable joint between them that `position`
+    /// does not give is an error naming it.
     pub fn transform(&self, frame: &str, child: &str, position: &dyn Fn(&str) -> Option<f64>) -> Result<Isometry3<f64>, KinematicsError> {
-        Ok(self.pose_in_root(frame, position)?.inverse() * self.pose_in_root(child, position)?)
+        let (from_frame, from_child) = self.paths(frame, child)?;
+        let pose_in_common = |joints: &[&Joint]| -> Result<Isometry3<f64>, KinematicsError> {
+            let mut pose = Isometry3::identity();
+            for joint in joints {
+                let motion = if joint.is_movable() {
+                    let q = position(&joint.name).filter(|q| q.is_finite()).ok_or_else(|| KinematicsError::UnknownJointPosition { joint: joint.name.clone(), frame: frame.to_string(), child: child.to_string() })?;
+                    joint.motion(q)
+                } else {
+                    Isometry3::identity()
+                };
+                pose = joint.origin * motion * pose;
+            }
+            Ok(pose)
+        };
+        Ok(pose_in_common(&from_frame)?.inverse() * pose_in_common(&from_child)?)
+    }
+}
+
+impl Joint {
+    fn is_movable(&self) -> bool {
+        matches!(self.kind.as_str(), "revolute" | "continuous" | "prismatic")
+    }
+
+    /// The child's motion in the joint frame at position `q`.
+    fn motion(&self, q: f64) -> Isometry3<f64> {
+        match self.kind.as_str() {
+            "revolute" | "continuous" => Isometry3::from_parts(Translation3::identity(), UnitQuaternion::from_axis_angle(&self.axis, q)),
+            "prismatic" => Isometry3::from_parts(Translation3::from(self.axis.into_inner() * q), UnitQuaternion::identity()),
+            _ => Isometry3::identity(),
+        }
     }
 }
 
@@ -183,10 +239,40 @@ mod tests {
     #[test]
     fn panning_left_turns_the_view_left_and_tilting_down_looks_down() {
         let k = Kinematics::from_urdf(URDF).unwrap();
-        let panned = k.transform("base_footprint", "camera_optical_frame", &|j| (j == "head_pan_joint").then_some(std::f64::consts::FRAC_PI_2)).unwrap();
+        let panned = k.transform("base_footprint", "camera_optical_frame", &|j| Some(if j == "head_pan_joint" { std::f64::consts::FRAC_PI_2 } else { 0.0 })).unwrap();
         assert!((panned.rotation * Vector3::z() - Vector3::y()).norm() < 1e-6);
-        let tilted = k.transform("base_footprint", "camera_optical_frame", &|j| (j == "head_tilt_joint").then_some(0.5)).unwrap();
+        let tilted = k.transform("base_footprint", "camera_optical_frame", &|j| Some(if j == "head_tilt_joint" { 0.5 } else { 0.0 })).unwrap();
         assert!((tilted.rotation * Vector3::z()).z < -0.4, "positive tilt about +y looks down");
         assert!(k.transform("base_footprint", "no_such_link", &|_| None).is_err());
+    }
+
+    #[test]
+    fn a_movable_joint_without_a_position_is_an_error_naming_it_never_zero() {
+        let k = Kinematics::from_urdf(URDF).unwrap();
+        let only_pan = |j: &str| (j == "head_pan_joint").then_some(0.3);
+        let err = k.transform("base_footprint", "camera_optical_frame", &only_pan).unwrap_err();
+        assert_eq!(err, KinematicsError::UnknownJointPosition { joint: "head_tilt_joint".into(), frame: "base_footprint".into(), child: "camera_optical_frame".into() });
+        assert!(err.to_string().contains("head_tilt_joint"), "{err}");
+        let nan_tilt = |j: &str| Some(if j == "head_tilt_joint" { f64::NAN } else { 0.0 });
+        assert!(matches!(k.transform("base_footprint", "camera_optical_frame", &nan_tilt), Err(KinematicsError::UnknownJointPosition { .. })));
+        // Only the joints between the two frames count: the arm and the wheels are not on the camera's way.
+        assert_eq!(k.movable_joints_between("base_footprint", "camera_optical_frame").unwrap(), ["head_tilt_joint", "head_pan_joint"]);
+        let head_only = |j: &str| j.starts_with("head_").then_some(0.0);
+        assert!(k.transform("base_footprint", "camera_optical_frame", &head_only).is_ok());
+        // Frames under the same moving link need no joint at all.
+        assert_eq!(k.movable_joints_between("camera_link", "camera_optical_frame").unwrap(), Vec::<String>::new());
+        assert!(k.transform("camera_link", "camera_optical_frame", &|_| None).is_ok());
+        assert!(k.has_link("camera_optical_frame") && !k.has_link("no_such_link"));
+    }
+
+    #[test]
+    fn the_pose_between_two_moving_branches_needs_both_and_agrees_with_the_root_path() {
+        let k = Kinematics::from_urdf(URDF).unwrap();
+        let at = |j: &str| Some(match j { "head_pan_joint" => 0.4, "head_tilt_joint" => -0.2, "joint1" => 0.7, "joint2" => 0.3, _ => 0.1 });
+        let direct = k.transform("camera_optical_frame", "end_effector_link", &at).unwrap();
+        let via_base = k.transform("base_footprint", "camera_optical_frame", &at).unwrap().inverse() * k.transform("base_footprint", "end_effector_link", &at).unwrap();
+        assert!((direct.translation.vector - via_base.translation.vector).norm() < 1e-12 && direct.rotation.angle_to(&via_base.rotation) < 1e-12);
+        let joints = k.movable_joints_between("camera_optical_frame", "end_effector_link").unwrap();
+        assert_eq!(joints, ["joint4", "joint3", "joint2", "joint1", "head_tilt_joint", "head_pan_joint"]);
     }
 }

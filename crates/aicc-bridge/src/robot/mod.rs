@@ -19,7 +19,7 @@ pub mod testing;
 pub mod wire;
 
 pub use age::{Age, NodeClock, Now, StampStatus, SystemClock};
-pub use port::{ActuatorPort, Endpoint, PortError, Robot, SensorPort, Sensor, SignalPort};
+pub use port::{ActuatorPort, Endpoint, GoalControl, PortError, Robot, SensorPort, Sensor, SignalPort};
 
 use std::time::Instant;
 
@@ -160,12 +160,25 @@ pub struct Battery {
     pub charging: bool,
 }
 
+pub use crate::governor::joint_motion::Waypoint;
+
 /// A joint trajectory goal for a FollowJointTrajectory controller.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrajectoryGoal {
     pub joint_names: Vec<String>,
-    /// Waypoints: positions (one per joint) and time from start, seconds.
-    pub points: Vec<(Vec<f64>, f64)>,
+    /// Waypoints: positions and velocities (one per joint), optional
+    /// efforts, time from start.
+    pub points: Vec<Waypoint>,
+}
+
+/// A gripper goal: the command a GripperCommand action takes, and the
+/// trajectory of the finger joint(s) a trajectory topic takes instead
+/// (planned within their limits, `max_effort_n` in every waypoint).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GripperGoal {
+    pub position_m: f64,
+    pub max_effort_n: f64,
+    pub trajectory: TrajectoryGoal,
 }
 
 /// How a controller finished a goal.

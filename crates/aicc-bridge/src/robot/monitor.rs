@@ -165,7 +165,7 @@ impl StillSince {
 /// The robot's own body now: the footprint's prism and capsules along its
 /// articulated links (arm, head), placed through TF (or the URDF). A link
 /// whose place is unknown is left out: its returns then count as obstacles.
-fn own_body(frames: &Frames, joints: &JointStates, now: crate::robot::Now, footprint: crate::governor::laser::Footprint, height_m: f64) -> SelfShape {
+fn own_body(frames: &Frames, joints: &Option<crate::robot::Stamped<JointStates>>, now: crate::robot::Now, footprint: crate::governor::laser::Footprint, height_m: f64) -> SelfShape {
     let origin = |link: &str| frames.lookup(BASE_FRAME, link, joints, now).ok().map(|(pose, _)| nalgebra::Point3::from(pose.translation.vector));
     let capsules = frames
         .urdf
@@ -224,7 +224,7 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
             camera_joints = frames.urdf.joints_moving(&frame.frame_id);
             find_head_covers(&base, &frames, &config, &joint_limits, &frame.frame_id, &info.value).await;
         }
-        let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
+        let joints = robot.joint_states();
         let now = robot.now();
         let frame_age = Age::of(frame.stamp_s, frame.received, now).effective();
         let captured = now.instant.checked_sub(frame_age).unwrap_or(frame.received);
@@ -404,7 +404,7 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
             continue;
         }
         (last_stamp, last_received) = (scan.stamp_s, Some(scan.received));
-        let joints = robot.joint_states().map(|j| j.value).unwrap_or_default();
+        let joints = robot.joint_states();
         let now = robot.now();
         let scan_age = Age::of(scan.stamp_s, scan.received, now).effective();
         let captured = now.instant.checked_sub(scan_age).unwrap_or(scan.received);

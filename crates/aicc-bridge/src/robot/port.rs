@@ -16,7 +16,8 @@ use futures::future::BoxFuture;
 
 use super::age::{Now, StampStatus};
 use super::frames::SharedFrames;
-use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
+use super::halt::HaltWatch;
+use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperGoal, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
 use crate::governor::BaseVelocity;
 use crate::perception::RawImage;
 
@@ -90,12 +91,39 @@ pub enum PortError {
     /// Talking to the controller or topic failed.
     #[error("{name}: {reason}")]
     Failed { name: String, reason: String },
+    /// A stop came before the goal went out (it may have been waiting for
+    /// its action server): nothing was sent.
+    #[error("{name}: a stop came before the goal was sent; nothing was sent")]
+    HaltedBeforeSending { name: String },
+    /// A stop came while the goal ran: it was cancelled, and the joints
+    /// hold where they are (`how` says what the controller was told).
+    #[error("{name}: stopped by a stop ({how})")]
+    Halted { name: String, how: String },
 }
 
 impl PortError {
     /// Whether trying again may succeed.
     pub fn retryable(&self) -> bool {
-        !matches!(self, PortError::NotConfigured { .. } | PortError::Rejected { .. })
+        !matches!(self, PortError::NotConfigured { .. } | PortError::Rejected { .. } | PortError::HaltedBeforeSending { .. } | PortError::Halted { .. })
+    }
+}
+
+/// What a joint goal carries to the port besides itself: the halt it
+/// obeys, and how to hold its joints where they are on a controller that
+/// has no cancel (a trajectory topic).
+#[derive(Clone)]
+pub struct GoalControl {
+    pub halt: HaltWatch,
+    /// A trajectory holding the goal's joints where they are now (one
+    /// waypoint, at rest, at time 0, as a trajectory controller holds on a
+    /// cancel), or why there is none (no fresh joint states).
+    pub hold: Arc<dyn Fn() -> Result<TrajectoryGoal, String> + Send + Sync>,
+}
+
+impl GoalControl {
+    /// Never halted, and no hold known (tests).
+    pub fn unguarded() -> Self {
+        Self { halt: HaltWatch::never(), hold: Arc::new(|| Err("no hold in this test".into())) }
     }
 }
 
@@ -180,11 +208,19 @@ pub trait ActuatorPort: Send + Sync + 'static {
     fn publish_base_velocity(&self, velocity: BaseVelocity);
 
     /// Sends a trajectory to a controller; resolves when it finishes.
-    /// Dropping the future cancels the goal.
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>>;
+    /// Nothing goes out once `control.halt` has fired, not even a goal
+    /// still waiting for its action server ([`PortError::HaltedBeforeSending`]);
+    /// a halt while the goal runs stops the controller where the joints
+    /// are (the action's cancel; on a topic, `control.hold`) and resolves
+    /// with [`PortError::Halted`] once the controller has it. Dropping the
+    /// future stops the controller the same way.
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal, control: GoalControl) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>>;
 
-    /// Sends a gripper goal; resolves when it finishes.
-    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, PortError>>;
+    /// Sends a gripper goal (its command to a GripperCommand action, its
+    /// trajectory to a trajectory topic); resolves when it finishes.
+    /// Nothing goes out once `control.halt` has fired; a gripper goal
+    /// already running is left to finish (it may be holding something).
+    fn gripper_command(&self, goal: GripperGoal, control: GoalControl) -> BoxFuture<'static, Result<GripperOutcome, PortError>>;
 
     /// The topic or action behind `endpoint`, for messages.
     fn endpoint(&self, endpoint: Endpoint) -> String;

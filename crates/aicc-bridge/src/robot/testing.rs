@@ -1,27 +1,43 @@
 //! A robot without ROS, for tests and benchmarks: sensors are a
 //! [`SampleStore`] the test fills; actuators and signals record what they
-//! were asked and report success at once. It moves nothing, so tests of
+//! were asked and report success at once (or, for joint goals, run for a
+//! while on virtual time and obey halts: [`GoalMode`]). It moves nothing, so tests of
 //! motion use the simulator (crate `aicc-sim-tests`) or the motion
 //! controller's own model; these serve the protocol, the tools' input and
 //! error paths, and the governed drivers' checks.
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
 use super::names::Names;
-use super::port::{ActuatorPort, Endpoint, PortError, Robot, SignalPort};
+use super::port::{ActuatorPort, Endpoint, GoalControl, PortError, Robot, SignalPort};
 use super::samples::SampleStore;
-use super::{Controller, Diagnostic, GripperOutcome, TrajectoryGoal, TrajectoryOutcome};
+use super::{Controller, Diagnostic, GripperGoal, GripperOutcome, TrajectoryGoal, TrajectoryOutcome};
 use crate::config::Config;
 use crate::governor::BaseVelocity;
 
-/// Records every command; trajectories and gripper goals succeed at once.
+/// How the recording robot's controllers answer a goal.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum GoalMode {
+    /// Every goal succeeds at once.
+    #[default]
+    Immediate,
+    /// The action server answers after `server_delay` (the goal is sent
+    /// then), and the goal runs for `duration` (virtual time in tests);
+    /// a halt is obeyed as the port promises.
+    Running { server_delay: Duration, duration: Duration },
+}
+
+/// Records every command; goals succeed at once or run (see [`GoalMode`]).
 #[derive(Default)]
 pub struct RecordingActuators {
     velocities: Mutex<Vec<BaseVelocity>>,
-    goals: Mutex<Vec<(Controller, TrajectoryGoal)>>,
-    gripper_goals: Mutex<Vec<(f64, f64)>>,
+    goals: Arc<Mutex<Vec<(Controller, TrajectoryGoal)>>>,
+    gripper_goals: Mutex<Vec<GripperGoal>>,
+    cancelled: Arc<Mutex<Vec<Controller>>>,
+    mode: GoalMode,
     names: Names,
 }
 
@@ -30,18 +46,28 @@ impl RecordingActuators {
         Self { names, ..Self::default() }
     }
 
+    pub fn with_mode(mode: GoalMode) -> Self {
+        Self { mode, ..Self::default() }
+    }
+
     /// Every base velocity published, oldest first.
     pub fn velocities(&self) -> Vec<BaseVelocity> {
         self.velocities.lock().clone()
     }
 
+    /// Every trajectory goal sent (not those a halt refused), oldest first.
     pub fn goals(&self) -> Vec<(Controller, TrajectoryGoal)> {
         self.goals.lock().clone()
     }
 
-    /// (position_m, max_effort_n) of every gripper goal.
-    pub fn gripper_goals(&self) -> Vec<(f64, f64)> {
+    /// Every gripper goal sent, oldest first.
+    pub fn gripper_goals(&self) -> Vec<GripperGoal> {
         self.gripper_goals.lock().clone()
+    }
+
+    /// The controllers whose running goal a halt cancelled, in order.
+    pub fn cancelled(&self) -> Vec<Controller> {
+        self.cancelled.lock().clone()
     }
 }
 
@@ -50,13 +76,44 @@ impl ActuatorPort for RecordingActuators {
         self.velocities.lock().push(velocity);
     }
 
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
-        self.goals.lock().push((controller, goal));
-        Box::pin(async { Ok(TrajectoryOutcome { error_code: 0, error_string: String::new() }) })
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal, control: GoalControl) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
+        let name = self.names.endpoint(controller.into()).to_string();
+        let done = TrajectoryOutcome { error_code: 0, error_string: String::new() };
+        match self.mode {
+            GoalMode::Immediate => {
+                if control.halt.halted() {
+                    return Box::pin(async move { Err(PortError::HaltedBeforeSending { name }) });
+                }
+                self.goals.lock().push((controller, goal));
+                Box::pin(async move { Ok(done) })
+            }
+            GoalMode::Running { server_delay, duration } => {
+                let (goals, cancelled) = (self.goals.clone(), self.cancelled.clone());
+                Box::pin(async move {
+                    tokio::select! {
+                        _ = tokio::time::sleep(server_delay) => {}
+                        _ = control.halt.wait() => return Err(PortError::HaltedBeforeSending { name }),
+                    }
+                    goals.lock().push((controller, goal));
+                    tokio::select! {
+                        _ = tokio::time::sleep(duration) => Ok(done),
+                        _ = control.halt.wait() => {
+                            cancelled.lock().push(controller);
+                            Err(PortError::Halted { name, how: "goal cancelled".into() })
+                        }
+                    }
+                })
+            }
+        }
     }
 
-    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
-        self.gripper_goals.lock().push((position_m, max_effort_n));
+    fn gripper_command(&self, goal: GripperGoal, control: GoalControl) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
+        if control.halt.halted() {
+            let name = self.names.endpoint(Endpoint::Gripper).to_string();
+            return Box::pin(async move { Err(PortError::HaltedBeforeSending { name }) });
+        }
+        let position_m = goal.position_m;
+        self.gripper_goals.lock().push(goal);
         Box::pin(async move { Ok(GripperOutcome { position_m, effort_n: 0.0, stalled: false, reached_goal: true }) })
     }
 

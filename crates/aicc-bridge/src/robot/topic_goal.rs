@@ -33,7 +33,7 @@ impl TrajectoryJudge {
     /// A goal sent at `start_s` (node clock), its last point to be reached
     /// within `tolerance` (joint units) by its time plus `margin_s`.
     pub fn new(goal: &TrajectoryGoal, start_s: f64, tolerance: f64, margin_s: f64) -> Self {
-        let (targets, duration_s) = goal.points.last().map_or((Vec::new(), 0.0), |(positions, time_s)| (positions.clone(), *time_s));
+        let (targets, duration_s) = goal.points.last().map_or((Vec::new(), 0.0), |point| (point.positions.clone(), point.time_s));
         let end_s = start_s + duration_s.max(0.0);
         Self { joints: goal.joint_names.clone(), targets, tolerance, end_s, deadline_s: end_s + margin_s }
     }
@@ -137,7 +137,8 @@ mod tests {
     }
 
     fn goal() -> TrajectoryGoal {
-        TrajectoryGoal { joint_names: vec!["pan".into(), "tilt".into()], points: vec![(vec![0.2, 0.1], 1.0), (vec![0.4, -0.2], 2.0)] }
+        let point = |positions: Vec<f64>, time_s: f64| crate::robot::Waypoint { positions, velocities: vec![0.0, 0.0], efforts: Vec::new(), time_s };
+        TrajectoryGoal { joint_names: vec!["pan".into(), "tilt".into()], points: vec![point(vec![0.2, 0.1], 1.0), point(vec![0.4, -0.2], 2.0)] }
     }
 
     #[test]

@@ -270,28 +270,13 @@ impl Tool for Inspect {
                 let states = fresh_sample(ctx.sensors.joint_states(), "joint states", &ctx.sensors.topic(Sensor::JointStates), max_age(&sensors.joint_states), ctx.sensors.now());
                 match states {
                     Err(error) => notes.push(format!("no base-frame point: {}", error.message)),
-                    Ok((states, _)) => {
-                        // Forward kinematics counts a missing joint as 0: a
-                        // movable joint on the chain that joint_states lacks
-                        // would give a wrong point, so it gives none.
-                        let missing = std::cell::RefCell::new(Vec::<String>::new());
-                        let position = |joint: &str| {
-                            let value = states.value.position(joint);
-                            if value.is_none() && ctx.joints.limits().get(joint).is_some() && !missing.borrow().iter().any(|m| m == joint) {
-                                missing.borrow_mut().push(joint.to_string());
-                            }
-                            value
-                        };
-                        match ctx.kinematics.transform(BASE_FRAME, &frame_id, &position) {
-                            Ok(_) if !missing.borrow().is_empty() => notes.push(format!(
-                                "no base-frame point: {} lacks {} (on the chain from {BASE_FRAME} to {frame_id})",
-                                ctx.sensors.topic(Sensor::JointStates),
-                                missing.borrow().join(", ")
-                            )),
-                            Ok(pose) => point_base = Some((pose * Point3::from(point)).coords),
-                            Err(error) => notes.push(format!("no base-frame point: camera frame '{frame_id}': {error}")),
+                    Ok((states, _)) => match ctx.kinematics.transform(BASE_FRAME, &frame_id, &|joint| states.value.position(joint)) {
+                        Ok(pose) => point_base = Some((pose * Point3::from(point)).coords),
+                        Err(crate::robot::kinematics::KinematicsError::UnknownJointPosition { joint, .. }) => {
+                            notes.push(format!("no base-frame point: {} lacks {joint} (on the chain from {BASE_FRAME} to {frame_id})", ctx.sensors.topic(Sensor::JointStates)))
                         }
-                    }
+                        Err(error) => notes.push(format!("no base-frame point: camera frame '{frame_id}': {error}")),
+                    },
                 }
             }
             let (h, s, v) = hsv(seen.rgb);

@@ -12,14 +12,14 @@ use serde_json::{json, Map, Value};
 
 use super::input::{optional_number, reject_unknown_fields};
 use super::shared::fresh::{fresh_joint_states, measured};
-use super::shared::joints::{joint_error, joint_speed, joint_tool_unavailable, outcome_json, plan_motion, run_trajectory, settle};
+use super::shared::joints::{joint_error, joint_speed, joint_tool_unavailable, outcome_json, refused_error, run_motion, settle};
 use super::shared::motion::stopped_error;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::Actuators;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::{AiccError, ErrorCode};
-use crate::robot::{Controller, Endpoint, GripperOutcome, Sensor, TrajectoryGoal};
+use crate::robot::{Controller, Endpoint, GripperOutcome, PortError, Sensor};
 
 /// Named arm poses: joint1..joint4 in radians (the order of
 /// `actuators.arm_joints`), each within the URDF limits (a unit test checks
@@ -207,16 +207,15 @@ async fn move_arm(ctx: &ToolContext, arm_joints: &[String], goal: Vec<(String, f
     let halts = ctx.joints.begin_motion();
     let started = Instant::now();
     let states = fresh_joint_states(ctx)?;
-    let from = arm_joints.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
+    let now = arm_joints.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
     let target: Vec<f64> = arm_joints
         .iter()
-        .zip(&from)
+        .zip(&now)
         .map(|(name, now)| goal.iter().find(|(n, _)| n == name).map_or_else(|| ctx.joints.clamp_to_limits(name, *now), |(_, p)| *p))
         .collect();
     let (speed_radps, speed_clamped) = joint_speed(ctx, arm_joints, speed, DEFAULT_ARM_SPEED_RADPS)?;
-    let duration_s = plan_motion(ctx, arm_joints, &from, &target, speed_radps, MIN_ARM_DURATION_S)?;
-    let trajectory = TrajectoryGoal { joint_names: arm_joints.to_vec(), points: vec![(target.clone(), duration_s)] };
-    let outcome = run_trajectory(ctx, Controller::Arm, trajectory, &from, duration_s, "arm", halts).await?;
+    let sent = run_motion(ctx, Controller::Arm, arm_joints, &target, speed_radps, MIN_ARM_DURATION_S, "arm", halts).await?;
+    let (outcome, from, duration_s) = (sent.outcome, sent.start.positions().to_vec(), sent.duration_s);
     let (actual, settled) = settle(ctx, arm_joints, &target).await?;
     let by_name = |values: &[f64]| -> Map<String, Value> { arm_joints.iter().cloned().zip(values.iter().map(|v| json!(v))).collect() };
     let errors: Vec<f64> = actual.iter().zip(&target).map(|(a, t)| a - t).collect();
@@ -259,12 +258,11 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
     ctx.joints.limits().check_position(&joint_name, goal_m).map_err(joint_error)?;
     let halts = ctx.joints.begin_motion();
     let started = Instant::now();
-    let from = fresh_joint_states(ctx).ok().and_then(|s| s.position(&joint_name)).unwrap_or(if close { open_m } else { closed_m });
-    let travel_s = ctx.joints.limits().plan_duration(&joint_name, from, goal_m, joint.max_velocity).map_err(joint_error)?;
-    let deadline = Duration::from_secs_f64(travel_s + GRIPPER_SLACK_S);
-    let sent = ctx.joints.gripper(goal_m, effort).map_err(joint_error)?;
-    let outcome = match tokio::time::timeout(deadline, sent).await {
+    let motion = ctx.joints.gripper(goal_m, effort, halts).map_err(|e| refused_error(e, "gripper"))?;
+    let deadline = Duration::from_secs_f64(motion.duration_s() + GRIPPER_SLACK_S);
+    let outcome = match tokio::time::timeout(deadline, motion.outcome).await {
         Err(_) => return Err(AiccError::new(ErrorCode::Timeout, true, format!("the gripper did not finish within {:.1} s; the goal was cancelled", deadline.as_secs_f64()))),
+        Ok(Err(error @ PortError::HaltedBeforeSending { .. })) => return Err(stopped_error(&format!("the gripper motion ({error})"))),
         Ok(Err(error)) => return Err(AiccError::execution_failed(error.retryable(), format!("the gripper controller: {error}"))),
         Ok(Ok(outcome)) => outcome,
     };

@@ -99,7 +99,7 @@ fn fresh_camera_info(ctx: &ToolContext) -> Result<(CameraInfo, String), AiccErro
 fn camera_frame(ctx: &ToolContext) -> String {
     let reported = ctx.sensors.camera_info().map(|i| i.frame_id).filter(|f| !f.is_empty());
     match reported {
-        Some(frame) if ctx.kinematics.transform(BASE_FRAME, &frame, &|_| None).is_ok() => frame,
+        Some(frame) if ctx.kinematics.has_link(&frame) => frame,
         _ => DEFAULT_CAMERA_FRAME.to_string(),
     }
 }

@@ -2,30 +2,30 @@
 //! `can_halt`, which every scope grants, observe included), whether or not
 //! it holds the motion lease: a bystander, or a supervisor watching through
 //! the sensors, must be able to stop a robot that another agent drives. The base brakes at the
-//! emergency rate; the head and arm are sent a short trajectory that holds
-//! their current positions, which preempts any goal they were following;
-//! every session is told by a `governor` event.
+//! emergency rate; a head or arm goal running is cancelled and the joints
+//! hold where they are (the controller's cancel on an action; on a
+//! trajectory topic one waypoint where the joints are now, at rest), never
+//! sent back to a position measured earlier; every session is told by a
+//! `governor` event.
 //!
-//! The base driver's `halt` refuses every later setpoint of motions begun
-//! before it, so a tool still running cannot override the stop; head and
-//! arm tools check the same generation and end.
+//! The halt raises the stop generation the base and joint drivers share:
+//! the base refuses every later setpoint of motions begun before it, and
+//! no joint goal of a motion begun before it is sent any more, even one
+//! still waiting for its action server.
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::input::reject_unknown_fields;
-use super::shared::fresh::fresh_joint_states;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::robot::{Controller, Diagnostic, Endpoint, JointStates, TrajectoryGoal};
+use crate::robot::joint_driver::HaltedGoal;
+use crate::robot::{Diagnostic, Endpoint};
 
-/// The time the hold trajectory takes: short, so that the joints stop
-/// almost where they are.
-const HOLD_TIME_S: f64 = 0.1;
-/// How long to wait for the controllers to accept the hold.
+/// How long to wait for the controllers to confirm the cancels.
 const HOLD_WAIT: Duration = Duration::from_secs(1);
 /// Most characters of an optional reason.
 const MAX_REASON_CHARS: usize = 200;
@@ -38,42 +38,16 @@ pub fn short_id(session: &str) -> &str {
     &session[..end]
 }
 
-/// A trajectory that holds `joints` at their measured positions (brought
-/// within the URDF limits, since a sensor may read slightly outside them).
-fn hold_goal(ctx: &ToolContext, joints: &[String], states: &JointStates) -> Result<TrajectoryGoal, String> {
-    let mut positions = Vec::with_capacity(joints.len());
-    for name in joints {
-        let measured = states.position(name).ok_or_else(|| format!("{name} is not in the joint states"))?;
-        ctx.joints.limits().joint(name).map_err(|e| e.to_string())?;
-        positions.push(ctx.joints.clamp_to_limits(name, measured));
-    }
-    Ok(TrajectoryGoal { joint_names: joints.to_vec(), points: vec![(positions, HOLD_TIME_S)] })
-}
-
-/// Holds one controller; says what happened.
-async fn hold(ctx: &ToolContext, controller: Controller, action: &str, joints: &[String], states: &Result<JointStates, AiccError>) -> Value {
+/// What became of one controller's goals under the halt.
+fn joint_report(halted: &[HaltedGoal], endpoint: Endpoint, action: &str, joints: &[String]) -> Value {
     if action.is_empty() || joints.is_empty() {
         return json!("not configured");
     }
-    let states = match states {
-        Ok(states) => states,
-        Err(error) => return json!(format!("not held: {}", error.message)),
-    };
-    let goal = match hold_goal(ctx, joints, states) {
-        Ok(goal) => goal,
-        Err(error) => return json!(format!("not held: {error}")),
-    };
-    let sent = match ctx.joints.follow(controller, goal, None) {
-        Ok(sent) => sent,
-        Err(error) => return json!(format!("not held: {error}")),
-    };
-    match tokio::time::timeout(HOLD_WAIT, sent).await {
-        Ok(Ok(outcome)) if outcome.error_code == 0 => json!("held at its current position"),
-        Ok(Ok(outcome)) => json!(format!("hold ended with error_code {}: {}", outcome.error_code, outcome.error_string)),
-        Ok(Err(error)) => json!(format!("hold not accepted: {error}")),
-        // Dropping the goal cancels it, and a cancelled goal holds too.
-        Err(_) => json!("hold sent (no result within 1 s)"),
+    let hows: Vec<&str> = halted.iter().filter(|h| h.endpoint == endpoint).map(|h| h.how.as_str()).collect();
+    if hows.is_empty() {
+        return json!("no goal was running: the controller holds where the joints are");
     }
+    json!(hows.join("; "))
 }
 
 impl Tool for Stop {
@@ -81,7 +55,7 @@ impl Tool for Stop {
         ToolDescriptor {
             id: "stop",
             class: ToolClass::Actuator,
-            description: "Halt ALL motion at once: the base brakes, the head and the arm hold where they are, and any running turn/look_at/interact call ends. Any session may call it, observers included, with or without the motion lease (capability can_halt: it stops motion and can start none, so it never waits for the lease). The gripper is left as it is (it may be holding something). Every session gets a `governor` event {kind: \"stop\", by}.",
+            description: "Halt ALL motion at once: the base brakes, the head and the arm stop and hold where they are (their running goals cancelled; goals not yet sent are refused), and any running turn/look_at/interact call ends. Any session may call it, observers included, with or without the motion lease (capability can_halt: it stops motion and can start none, so it never waits for the lease). The gripper is left as it is (it may be holding something). Every session gets a `governor` event {kind: \"stop\", by}.",
             capability: crate::protocol::auth::CAN_HALT,
             strict_input: true,
             // Per session; generous, so that it never blocks a real stop,
@@ -123,11 +97,9 @@ impl Tool for Stop {
             tracing::warn!(by, reason = reason.as_deref().unwrap_or(""), "stop: halting all motion");
 
             let actuators = &ctx.config.actuators;
-            let states = fresh_joint_states(&ctx);
-            let (head, arm) = futures::join!(
-                hold(&ctx, Controller::Head, &actuators.head_action, &actuators.head_joints, &states),
-                hold(&ctx, Controller::Arm, &actuators.arm_action, &actuators.arm_joints, &states),
-            );
+            let halted = ctx.joints.settle_halt(HOLD_WAIT).await;
+            let head = joint_report(&halted, Endpoint::Head, &actuators.head_action, &actuators.head_joints);
+            let arm = joint_report(&halted, Endpoint::Arm, &actuators.arm_action, &actuators.arm_joints);
             let stopped = json!({
                 "base": {
                     "was_commanded": { "linear_mps": command_before.linear_mps, "angular_radps": command_before.angular_radps },
@@ -162,6 +134,15 @@ mod tests {
         assert_eq!(short_id("0123456789abcdef"), "01234567");
         assert_eq!(short_id("abc"), "abc");
         assert_eq!(short_id(""), "");
+    }
+
+    #[test]
+    fn each_controller_is_reported_by_what_became_of_its_goals() {
+        let joints = vec!["j".to_string()];
+        let halted = [HaltedGoal { endpoint: Endpoint::Arm, how: "arm: stopped by a stop (goal cancelled)".into() }];
+        assert_eq!(joint_report(&halted, Endpoint::Arm, "arm_controller/follow_joint_trajectory", &joints), json!("arm: stopped by a stop (goal cancelled)"));
+        assert_eq!(joint_report(&halted, Endpoint::Head, "head_controller/follow_joint_trajectory", &joints), json!("no goal was running: the controller holds where the joints are"));
+        assert_eq!(joint_report(&halted, Endpoint::Head, "", &joints), json!("not configured"));
     }
 
 }

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::governor::{BaseLimits, JointLimits};
 use crate::robot::base_driver::{BaseDriver, BaseSettings};
 use crate::robot::halt::Halts;
-use crate::robot::joint_driver::JointDriver;
+use crate::robot::joint_driver::{JointDriver, JointSettings};
 use crate::robot::kinematics::Kinematics;
 use crate::robot::names::Names;
 use crate::robot::samples::SampleStore;
@@ -63,10 +63,10 @@ pub fn context_with(robot: Arc<FakeRobot>, configure: impl FnOnce(&mut Config)) 
     let settings = BaseSettings { limits, emergency: crate::governor::EmergencyLimits::DEFAULT, safety: crate::governor::SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: false, coverage: crate::robot::base_driver::CoverageSettings::from_config(&config) };
     let (events, _) = tokio::sync::mpsc::channel(8);
     let halts = Arc::new(Halts::default());
-    let joint_limits = Arc::new(JointLimits::from_urdf(URDF).unwrap());
+    let joint_limits = Arc::new(JointLimits::from_urdf(URDF).unwrap().with_max_accelerations(&config.actuators.max_accelerations()).unwrap());
     ToolContext {
         base: Arc::new(BaseDriver::new(settings, robot.actuators.clone(), halts.clone())),
-        joints: Arc::new(JointDriver::new(robot.actuators.clone(), joint_limits, halts, config.actuators.gripper_joint.clone())),
+        joints: Arc::new(JointDriver::new(robot.actuators.clone(), robot.samples.clone(), joint_limits, halts, JointSettings::from_config(&config))),
         signals: robot.signals.clone(),
         sensors: robot.samples.clone(),
         live: Arc::new(crate::live::Live::from_config(&config)),

@@ -30,8 +30,8 @@ use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::topic_goal::{GripperJudge, TrajectoryJudge};
 use aicc_bridge::robot::wire::WireType;
 use aicc_bridge::robot::{
-    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot, SignalPort,
-    Stamped, TrajectoryGoal, TrajectoryOutcome,
+    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GoalControl, GripperGoal, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot,
+    SignalPort, Stamped, TrajectoryGoal, TrajectoryOutcome,
 };
 
 /// How long one spin_once may block: it returns at once when anything
@@ -42,6 +42,8 @@ const SPIN_TIMEOUT: Duration = Duration::from_millis(50);
 const ACTION_SERVER_WAIT: Duration = Duration::from_secs(3);
 /// How often a goal sent on a trajectory topic is judged from joint_states.
 const TOPIC_GOAL_POLL: Duration = Duration::from_millis(20);
+/// How long a halt waits for a controller to confirm a cancel.
+const CANCEL_WAIT: Duration = Duration::from_secs(1);
 
 type TrajectoryPublisher = r2r::Publisher<trajectory_msgs::msg::JointTrajectory>;
 
@@ -144,18 +146,38 @@ impl GoalClock {
     }
 }
 
-/// Publishes an empty trajectory (ros2_control: stop where you are) when a
-/// topic goal's future is dropped before it ended, unless a newer goal has
-/// gone out on the topic since.
+/// Stops a trajectory controller where the joints are: one waypoint at
+/// their current positions, at rest, at time 0 (`control.hold`; as the
+/// controller itself holds on a cancel). Recent joint_trajectory_controllers
+/// refuse an empty trajectory, so it is only the last resort, when the
+/// joint states are too old to place the waypoint (said in the log and in
+/// what this returns).
+fn publish_hold(publisher: &TrajectoryPublisher, name: &str, joint_names: Vec<String>, control: &GoalControl) -> String {
+    let (message, how) = match (control.hold)() {
+        Ok(hold) => (trajectory_msg(&hold), "held where the joints are (one waypoint at their current positions, at rest)".to_string()),
+        Err(reason) => {
+            tracing::warn!("{name}: cannot place a hold ({reason}); sending an empty trajectory, which recent joint_trajectory_controllers refuse");
+            (trajectory_msgs::msg::JointTrajectory { joint_names, ..Default::default() }, format!("an empty trajectory sent ({reason})"))
+        }
+    };
+    match publisher.publish(&message) {
+        Ok(()) => how,
+        Err(error) => format!("the hold could not be published: {error}"),
+    }
+}
+
+/// Holds a topic goal's controller where the joints are when the goal's
+/// future is dropped before it ended, unless a newer goal has gone out on
+/// the topic since.
 struct HoldOnDrop {
-    goal: Option<(TrajectoryPublisher, Vec<String>, Arc<std::sync::atomic::AtomicU64>, u64)>,
+    goal: Option<(TrajectoryPublisher, String, Vec<String>, Arc<std::sync::atomic::AtomicU64>, u64, GoalControl)>,
 }
 
 impl Drop for HoldOnDrop {
     fn drop(&mut self) {
-        if let Some((publisher, joint_names, sent, number)) = self.goal.take() {
+        if let Some((publisher, name, joint_names, sent, number, control)) = self.goal.take() {
             if sent.load(Ordering::SeqCst) == number {
-                let _ = publisher.publish(&trajectory_msgs::msg::JointTrajectory { joint_names, ..Default::default() });
+                publish_hold(&publisher, &name, joint_names, &control);
             }
         }
     }
@@ -165,14 +187,27 @@ impl Drop for HoldOnDrop {
 /// `judge` (called with the start and current node time and the latest
 /// joint states) until it gives one, with whether the controller is to be
 /// stopped where it is (a failed goal: as a trajectory controller aborts).
-async fn follow_on_topic<T>(goal: TopicGoal, trajectory: trajectory_msgs::msg::JointTrajectory, sensors: Arc<SampleStore>, mut judge: impl FnMut(f64, f64, Option<&JointStates>) -> Option<(T, bool)>) -> Result<T, PortError> {
+/// Nothing is published once `control.halt` has fired; a halt while the
+/// goal runs holds the controller where the joints are when
+/// `stop_on_halt` (a gripper's goal is left to finish).
+async fn follow_on_topic<T>(goal: TopicGoal, trajectory: trajectory_msgs::msg::JointTrajectory, sensors: Arc<SampleStore>, control: GoalControl, stop_on_halt: bool, mut judge: impl FnMut(f64, f64, Option<&JointStates>) -> Option<(T, bool)>) -> Result<T, PortError> {
     let joint_names = trajectory.joint_names.clone();
+    if control.halt.halted() {
+        return Err(PortError::HaltedBeforeSending { name: goal.name });
+    }
     let (mut clock, start_s) = GoalClock::start(&sensors);
     let number = goal.sent.fetch_add(1, Ordering::SeqCst) + 1;
     goal.publisher.publish(&trajectory).map_err(|e| failed(&goal.name, format!("publishing the trajectory: {e}")))?;
-    let mut guard = HoldOnDrop { goal: Some((goal.publisher.clone(), joint_names, goal.sent.clone(), number)) };
+    let mut guard = HoldOnDrop { goal: Some((goal.publisher.clone(), goal.name.clone(), joint_names.clone(), goal.sent.clone(), number, control.clone())) };
     loop {
-        tokio::time::sleep(TOPIC_GOAL_POLL).await;
+        tokio::select! {
+            _ = tokio::time::sleep(TOPIC_GOAL_POLL) => {}
+            _ = control.halt.wait(), if stop_on_halt => {
+                guard.goal = None;
+                let how = publish_hold(&goal.publisher, &goal.name, joint_names, &control);
+                return Err(PortError::Halted { name: goal.name, how });
+            }
+        }
         let now_s = clock.now_s(&sensors);
         let states = sensors.joint_states().map(|s| s.value);
         if let Some((outcome, stop)) = judge(start_s, now_s, states.as_ref()) {
@@ -184,11 +219,44 @@ async fn follow_on_topic<T>(goal: TopicGoal, trajectory: trajectory_msgs::msg::J
     }
 }
 
+/// The route to a controller, unless a halt comes first (a goal waiting
+/// for its action server is then never sent).
+async fn route_unless_halted<A: r2r::WrappedActionTypeSupport>(route: BoxFuture<'static, Result<Route<A>, PortError>>, control: &GoalControl, name: &str) -> Result<Route<A>, PortError> {
+    let halted = || PortError::HaltedBeforeSending { name: name.to_string() };
+    let route = tokio::select! {
+        route = route => route?,
+        _ = control.halt.wait() => return Err(halted()),
+    };
+    if control.halt.halted() {
+        return Err(halted());
+    }
+    Ok(route)
+}
+
+/// Cancels an action goal that a halt overtook and waits (bounded) for the
+/// controller to confirm: what happened, for the stop's result.
+async fn cancel_for_halt<T: r2r::WrappedActionTypeSupport + 'static>(handle: &r2r::ActionClientGoal<T>) -> String {
+    match handle.cancel() {
+        Ok(cancel) => match tokio::time::timeout(CANCEL_WAIT, cancel).await {
+            Ok(Ok(())) => "goal cancelled: the controller holds where the joints are".into(),
+            Ok(Err(error)) => format!("the cancel was refused: {error}"),
+            Err(_) => format!("cancel sent; not confirmed within {:.1} s", CANCEL_WAIT.as_secs_f64()),
+        },
+        Err(error) => format!("the cancel could not be sent: {error}"),
+    }
+}
+
 fn trajectory_msg(goal: &TrajectoryGoal) -> trajectory_msgs::msg::JointTrajectory {
     let points = goal
         .points
         .iter()
-        .map(|(positions, time_s)| trajectory_msgs::msg::JointTrajectoryPoint { positions: positions.clone(), time_from_start: duration_msg(*time_s), ..Default::default() })
+        .map(|point| trajectory_msgs::msg::JointTrajectoryPoint {
+            positions: point.positions.clone(),
+            velocities: point.velocities.clone(),
+            effort: point.efforts.clone(),
+            time_from_start: duration_msg(point.time_s),
+            ..Default::default()
+        })
         .collect();
     trajectory_msgs::msg::JointTrajectory { joint_names: goal.joint_names.clone(), points, ..Default::default() }
 }
@@ -764,7 +832,7 @@ impl ActuatorPort for RosRobot {
         }
     }
 
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
+    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal, control: GoalControl) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
         let channel = match controller {
             Controller::Head => &self.head,
             Controller::Arm => &self.arm,
@@ -779,11 +847,11 @@ impl ActuatorPort for RosRobot {
                 return Err(PortError::NotConfigured { what: format!("{controller:?} controller") });
             }
             let trajectory = trajectory_msg(&goal);
-            let client = match route.await? {
+            let client = match route_unless_halted(route, &control, &name).await? {
                 Route::Action(client) => client,
                 Route::Topic(topic) => {
                     let mut judge = None;
-                    return follow_on_topic(topic, trajectory, sensors, move |start_s, now_s, states| {
+                    return follow_on_topic(topic, trajectory, sensors, control, true, move |start_s, now_s, states| {
                         judge.get_or_insert_with(|| TrajectoryJudge::new(&goal, start_s, tolerance_rad, margin_s)).judge(now_s, states).map(|outcome| {
                             let failed = outcome.error_code != 0;
                             (outcome, failed)
@@ -799,7 +867,15 @@ impl ActuatorPort for RosRobot {
                 .await
                 .map_err(|e| PortError::Rejected { name: name.clone(), reason: e.to_string() })?;
             let mut guard = cancel_on_drop(&handle);
-            let (status, result) = until_result(result, feedback).await.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
+            let finished = tokio::select! {
+                finished = until_result(result, feedback) => finished,
+                _ = control.halt.wait() => {
+                    guard.0 = None;
+                    let how = cancel_for_halt(&handle).await;
+                    return Err(PortError::Halted { name, how });
+                }
+            };
+            let (status, result) = finished.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
             let mut error_string = result.error_string;
             if status != r2r::GoalStatus::Succeeded && error_string.is_empty() {
@@ -810,28 +886,28 @@ impl ActuatorPort for RosRobot {
         .boxed()
     }
 
-    fn gripper_command(&self, position_m: f64, max_effort_n: f64) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
+    fn gripper_command(&self, goal: GripperGoal, control: GoalControl) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
         let name = self.endpoint(Endpoint::Gripper);
         let configured = self.gripper.configured();
         let route = self.gripper.route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
         let sensors = self.sensors.clone();
         let actuators = &self.config.actuators;
-        let (joint, joints) = (actuators.gripper_joint.clone(), actuators.gripper_trajectory_joints());
-        let (duration_s, tolerance_m, margin_s) = (actuators.gripper_topic_duration_s, actuators.topic_goal_tolerance_m, actuators.topic_result_margin_s);
+        let joint = actuators.gripper_joint.clone();
+        let (tolerance_m, margin_s) = (actuators.topic_goal_tolerance_m, actuators.topic_result_margin_s);
         async move {
             if !configured {
                 return Err(PortError::NotConfigured { what: "gripper controller".into() });
             }
-            let client = match route.await? {
+            let client = match route_unless_halted(route, &control, &name).await? {
                 Route::Action(client) => client,
                 Route::Topic(topic) => {
-                    // A position trajectory carries no effort: max_effort was
-                    // checked against the joint's limit, the controller's own
-                    // effort limit applies.
-                    let goal = TrajectoryGoal { points: vec![(vec![position_m; joints.len()], duration_s)], joint_names: joints };
-                    let topic_name = topic.name.clone();
+                    // The fingers' trajectory, planned within their limits,
+                    // carries max_effort in every waypoint: a controller
+                    // with an effort interface applies it.
+                    let duration_s = goal.trajectory.points.last().map_or(0.0, |p| p.time_s);
+                    let (position_m, topic_name) = (goal.position_m, topic.name.clone());
                     let mut judge = None;
-                    let outcome = follow_on_topic(topic, trajectory_msg(&goal), sensors, move |start_s, now_s, states| {
+                    let outcome = follow_on_topic(topic, trajectory_msg(&goal.trajectory), sensors, control, false, move |start_s, now_s, states| {
                         // A stalled gripper keeps squeezing what it holds: never stopped here.
                         judge.get_or_insert_with(|| GripperJudge::new(&joint, position_m, start_s, duration_s, tolerance_m, margin_s)).judge(now_s, states).map(|outcome| (outcome, false))
                     })
@@ -839,7 +915,7 @@ impl ActuatorPort for RosRobot {
                     return outcome.map_err(|e| failed(&topic_name, e));
                 }
             };
-            let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: position_m, max_effort: max_effort_n } };
+            let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: goal.position_m, max_effort: goal.max_effort_n } };
             let (handle, result, feedback) = client
                 .send_goal_request(request)
                 .map_err(|e| failed(&name, format!("sending the goal: {e}")))?

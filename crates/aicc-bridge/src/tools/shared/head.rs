@@ -7,10 +7,10 @@ use nalgebra::Vector3;
 use serde_json::{json, Value};
 
 use super::fresh::measured;
-use super::joints::{deg, joint_error, joint_speed, outcome_json, plan_motion, run_trajectory, settle};
+use super::joints::{deg, joint_error, joint_speed, outcome_json, plan_motion, run_motion, settle};
 use crate::protocol::AiccError;
 use crate::robot::kinematics::{Kinematics, KinematicsError};
-use crate::robot::{Controller, JointStates, TrajectoryGoal};
+use crate::robot::{Controller, JointStates};
 use crate::tools::ToolContext;
 
 pub use crate::robot::frames::BASE_FRAME;
@@ -142,23 +142,25 @@ pub fn plan_head(ctx: &ToolContext, states: &JointStates, pan: Option<f64>, tilt
         ctx.joints.limits().check_position(name, *value).map_err(joint_error)?;
     }
     let (speed, speed_clamped) = joint_speed(ctx, &joints, speed_radps, DEFAULT_HEAD_SPEED_RADPS)?;
-    let duration_s = plan_motion(ctx, &joints, &from, &goal, speed, MIN_HEAD_DURATION_S)?;
+    let duration_s = plan_motion(ctx, &joints, states, &goal, speed, MIN_HEAD_DURATION_S)?;
     Ok(HeadPlan { joints, from, goal, speed_radps: speed, speed_clamped, duration_s })
 }
 
-/// Runs a head plan and reports the positions reached.
+/// Runs a head plan (planned again from the joint states when it is
+/// sent) and reports the positions reached.
 pub async fn run_head(ctx: &ToolContext, plan: &HeadPlan, halts: u64) -> Result<Value, AiccError> {
     let started = Instant::now();
-    let goal = TrajectoryGoal { joint_names: plan.joints.clone(), points: vec![(plan.goal.clone(), plan.duration_s)] };
-    let outcome = run_trajectory(ctx, Controller::Head, goal, &plan.from, plan.duration_s, "head", halts).await?;
+    let sent = run_motion(ctx, Controller::Head, &plan.joints, &plan.goal, plan.speed_radps, MIN_HEAD_DURATION_S, "head", halts).await?;
+    let outcome = sent.outcome;
+    let from = sent.start.positions().to_vec();
     let (actual, settled) = settle(ctx, &plan.joints, &plan.goal).await?;
     Ok(json!({
         "target": { "pan_deg": deg(plan.goal[0]), "tilt_deg": deg(plan.goal[1]), "pan_rad": plan.goal[0], "tilt_rad": plan.goal[1] },
         "actual": { "pan_deg": deg(actual[0]), "tilt_deg": deg(actual[1]), "pan_rad": actual[0], "tilt_rad": actual[1] },
         "error_deg": { "pan": deg(actual[0] - plan.goal[0]), "tilt": deg(actual[1] - plan.goal[1]) },
         "settled": settled,
-        "start": { "pan_deg": deg(plan.from[0]), "tilt_deg": deg(plan.from[1]) },
-        "applied": { "speed_dps": deg(plan.speed_radps), "speed_clamped_to_urdf_limit": plan.speed_clamped, "planned_duration_s": plan.duration_s },
+        "start": { "pan_deg": deg(from[0]), "tilt_deg": deg(from[1]) },
+        "applied": { "speed_dps": deg(plan.speed_radps), "speed_clamped_to_urdf_limit": plan.speed_clamped, "planned_duration_s": sent.duration_s },
         "outcome": outcome_json(&outcome),
         "duration_s": started.elapsed().as_secs_f64(),
     }))

@@ -1,16 +1,19 @@
 //! What the joint tools share (`look_at`, `interact`, the head part of
-//! `turn`, the hold in `stop`): limit errors worded for an agent, the
-//! joint tools' availability, and running a trajectory through the
-//! governed joint driver with a deadline, then settling on joint_states.
+//! `turn`): limit errors worded for an agent, the joint tools'
+//! availability, and running a motion through the governed joint driver
+//! (which plans it within the limits from fresh joint states) with a
+//! deadline, then settling on joint_states.
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use super::fresh::{fresh_joint_states, measured, silence_reason};
 use super::motion::stopped_error;
+use crate::governor::joint_motion::JointMotionState;
 use crate::governor::JointError;
 use crate::protocol::{AiccError, ErrorCode};
-use crate::robot::{Controller, Sensor, TrajectoryGoal, TrajectoryOutcome};
+use crate::robot::joint_driver::{GoalRefused, JointStart};
+use crate::robot::{Controller, JointStates, PortError, Sensor, TrajectoryOutcome};
 use crate::tools::ToolContext;
 
 /// Time allowed beyond the planned duration: the controller's goal time
@@ -77,29 +80,53 @@ pub fn outcome_json(outcome: &TrajectoryOutcome) -> Value {
     json!({ "error_code": outcome.error_code, "error_name": trajectory_error_name(outcome.error_code), "error_string": outcome.error_string })
 }
 
-/// Sends `goal` (starting from the measured positions `start`) to
-/// `controller` through the governed joint driver and waits for it, at
-/// most the planned duration plus slack (then the goal is cancelled: the
-/// future is dropped). A goal the driver refuses is `invalid_input`
-/// naming the limit; a controller failure is `execution_failed` carrying
-/// its error code and string; an interruption by `stop` says so.
-pub async fn run_trajectory(ctx: &ToolContext, controller: Controller, goal: TrajectoryGoal, start: &[f64], planned_s: f64, what: &str, halts: u64) -> Result<TrajectoryOutcome, AiccError> {
-    let deadline = Duration::from_secs_f64(planned_s + TRAJECTORY_SLACK_S);
-    let sent = ctx.joints.follow(controller, goal, Some(start)).map_err(joint_error)?;
-    match tokio::time::timeout(deadline, sent).await {
-        Err(_) => Err(AiccError::new(ErrorCode::Timeout, true, format!("the {what} did not finish within {:.1} s (planned {planned_s:.2} s); the goal was cancelled", deadline.as_secs_f64()))),
-        Ok(Err(error)) => Err(AiccError::execution_failed(error.retryable(), format!("the {what} controller: {error}"))),
-        Ok(Ok(outcome)) if !trajectory_succeeded(&outcome) => {
-            if ctx.joints.halted_since(halts) {
-                return Err(stopped_error(&format!("the {what} motion")));
-            }
-            Err(AiccError::execution_failed(
-                false,
-                format!("the {what} controller reported error_code {} ({}): {}", outcome.error_code, trajectory_error_name(outcome.error_code), outcome.error_string),
-            ))
-        }
-        Ok(Ok(outcome)) => Ok(outcome),
+/// A goal the driver refused, for an agent: a limit is `invalid_input`
+/// naming it; joint states not fresh enough, retryable; a `stop` that came
+/// first, the stop's own error.
+pub fn refused_error(refused: GoalRefused, what: &str) -> AiccError {
+    match refused {
+        GoalRefused::Limits(error) => joint_error(error),
+        GoalRefused::StartUnknown(reason) => AiccError::execution_failed(true, format!("the {what} goal was not sent: {reason}")),
+        GoalRefused::Halted => stopped_error(&format!("the {what} motion (refused before it was sent)")),
     }
+}
+
+/// A motion as it was sent: where it started and how long it was planned.
+pub struct MotionSent {
+    pub start: JointStart,
+    pub duration_s: f64,
+    pub outcome: TrajectoryOutcome,
+}
+
+/// Moves `joints` to `goal` through the governed joint driver (planned
+/// from where they are now, within every limit, at no more than `speed`,
+/// taking at least `min_duration_s`) and waits for it, at most the
+/// planned duration plus slack (then the goal is cancelled: the future is
+/// dropped). A goal the driver refuses says why (see [`refused_error`]); a
+/// controller failure is `execution_failed` carrying its error code and
+/// string; an interruption by `stop` says so.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_motion(ctx: &ToolContext, controller: Controller, joints: &[String], goal: &[f64], speed: f64, min_duration_s: f64, what: &str, halts: u64) -> Result<MotionSent, AiccError> {
+    let motion = ctx.joints.move_joints(controller, joints, goal, speed, min_duration_s, halts).map_err(|e| refused_error(e, what))?;
+    let planned_s = motion.duration_s();
+    let deadline = Duration::from_secs_f64(planned_s + TRAJECTORY_SLACK_S);
+    let start = motion.start;
+    let outcome = match tokio::time::timeout(deadline, motion.outcome).await {
+        Err(_) => return Err(AiccError::new(ErrorCode::Timeout, true, format!("the {what} did not finish within {:.1} s (planned {planned_s:.2} s); the goal was cancelled", deadline.as_secs_f64()))),
+        Ok(Err(error @ (PortError::Halted { .. } | PortError::HaltedBeforeSending { .. }))) => return Err(stopped_error(&format!("the {what} motion ({error})"))),
+        Ok(Err(error)) => return Err(AiccError::execution_failed(error.retryable(), format!("the {what} controller: {error}"))),
+        Ok(Ok(outcome)) => outcome,
+    };
+    if !trajectory_succeeded(&outcome) {
+        if ctx.joints.halted_since(halts) {
+            return Err(stopped_error(&format!("the {what} motion")));
+        }
+        return Err(AiccError::execution_failed(
+            false,
+            format!("the {what} controller reported error_code {} ({}): {}", outcome.error_code, trajectory_error_name(outcome.error_code), outcome.error_string),
+        ));
+    }
+    Ok(MotionSent { start, duration_s: planned_s, outcome })
 }
 
 /// Reads joint_states until every joint of `names` is within
@@ -132,14 +159,18 @@ pub fn joint_speed(ctx: &ToolContext, names: &[String], requested: Option<f64>, 
     Ok((speed, clamped))
 }
 
-/// The duration that moves every joint from `from` to `to` within `speed`
-/// and its URDF limit (`goal` positions are checked against the limits).
-pub fn plan_motion(ctx: &ToolContext, names: &[String], from: &[f64], to: &[f64], speed: f64, min_duration_s: f64) -> Result<f64, AiccError> {
-    let mut duration = 0.0f64;
-    for ((name, from), to) in names.iter().zip(from).zip(to) {
-        duration = duration.max(ctx.joints.limits().plan_duration(name, *from, *to, speed).map_err(joint_error)?);
+/// How long a motion of `names` from where `states` has them to `to`
+/// will take within `speed` and every limit (the driver plans it again
+/// from the joint states when it is sent); `to` is checked against the limits.
+pub fn plan_motion(ctx: &ToolContext, names: &[String], states: &JointStates, to: &[f64], speed: f64, min_duration_s: f64) -> Result<f64, AiccError> {
+    let mut start = JointMotionState { positions: Vec::with_capacity(names.len()), velocities: Vec::with_capacity(names.len()) };
+    for name in names {
+        start.positions.push(measured(ctx, states, name)?);
+        let index = states.names.iter().position(|n| n == name);
+        start.velocities.push(index.and_then(|i| states.velocities.get(i)).copied().filter(|v| v.is_finite()).unwrap_or(0.0));
     }
-    Ok(duration.max(min_duration_s))
+    let points = ctx.joints.limits().plan_motion(names, &start, to, speed, min_duration_s).map_err(joint_error)?;
+    Ok(points.last().map_or(0.0, |p| p.time_s))
 }
 
 #[cfg(test)]
