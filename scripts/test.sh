@@ -12,7 +12,9 @@
 #   4. the tests that need the simulated robot (crate aicc-sim-tests: the real
 #      bridge binary beside the MuJoCo robot on real ROS 2 topics, in a ROS
 #      domain of their own; pick_bench.rs runs the reference agent in two
-#      seeded worlds: figures in target/bench/pick.json; console_sim.rs
+#      seeded worlds: figures in target/bench/pick.json; chaos_sim.rs runs
+#      the chaos agent for three seeds of 30 s judged on the simulator's ground
+#      truth: figures in target/chaos/ci-report.json; console_sim.rs
 #      drives the operator's console in headless Chromium, screenshots in
 #      target/console/), the colcon build of the package with its
 #      install and launch file checked (scripts/colcon-check.sh, sharing
@@ -22,8 +24,11 @@
 #      bridge beside the simulated robot, once per shipped robot profile
 #      (sim, turtlebot3, turtlebot4: the simulator impersonates the robot,
 #      the bridge runs its profile unchanged; scenarios needing a part the
-#      robot lacks are skipped, naming it). Reports: target/conformance/<profile>/
-#      (the sim profile's also in target/conformance/);
+#      robot lacks are skipped, naming it), judged on the simulator's ground
+#      truth where a scenario asks (the adversarial area), and the
+#      adversarial area once more with config/default.yaml (no rear source).
+#      Reports: target/conformance/<profile>/ (the sim profile's also in
+#      target/conformance/);
 #   6. beside all of the above, from the start, at low priority: a 30-second
 #      smoke run of each fuzz target (scripts/fuzz.sh 30, unoptimised; log:
 #      target/fuzz-smoke.log), waited for at the end.
@@ -95,6 +100,12 @@ for profile in sim turtlebot3 turtlebot4; do
   AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh --profile "$profile" || conformance_failed+=("$profile")
   step "bridge conformance, profile $profile: $((SECONDS - profile_started)) s in all"
 done
+# config/default.yaml has no rear source (no LiDAR): the adversarial
+# scenarios, the reverse one above all, run against it too.
+step "bridge conformance, profile default: the adversarial scenarios"
+profile_started=$SECONDS
+AICC_CONFORMANCE_NO_BUILD=1 bash scripts/conformance.sh --profile default --area adversarial || conformance_failed+=("default")
+step "bridge conformance, profile default: $((SECONDS - profile_started)) s in all"
 if [ ${#conformance_failed[@]} -gt 0 ]; then
   echo "[test] ERROR: bridge conformance failed for profile(s): ${conformance_failed[*]} (above; reports in target/conformance/<profile>/)" >&2
   exit 1

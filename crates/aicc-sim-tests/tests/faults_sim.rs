@@ -188,7 +188,9 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
 
     // 3. The agent is killed mid-move while both cores are busy: the deadman
     //    brakes at once and reaches zero within its deceleration.
-    client.send_line(&tool_call("back", "move", json!({ "forward": -1.0 })));
+    // (Forward, toward the south wall 1.8 m away: behind the robot now are
+    // the pedestal and the box it saw, which stop a reverse.)
+    client.send_line(&tool_call("back", "move", json!({ "forward": 1.0 })));
     wait_moving(&speed, 0.15, 10.0);
     let load = CpuLoad::start(2);
     thread::sleep(Duration::from_millis(200));
