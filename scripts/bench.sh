@@ -84,7 +84,7 @@ echo "== operator's console: the bridge's CPU and memory with 0, 1 and 10 pages 
 bash scripts/setup-browser.sh
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 console_out="$work/console.out"
-AICC_TOKEN=bench-console-token "$bin"/aicc-ros2 --listen 127.0.0.1:0 --console-listen 127.0.0.1:0 --config config/sim.yaml > "$console_out" 2> "$work/console.err" &
+AICC_OPERATOR_TOKEN=bench-console-token "$bin"/aicc-ros2 --listen 127.0.0.1:0 --console-listen 127.0.0.1:0 --config config/sim.yaml > "$console_out" 2> "$work/console.err" &
 console_bridge=$!
 pids+=($console_bridge)
 for _ in $(seq 100); do grep -q CONSOLE_READY "$console_out" 2>/dev/null && break; sleep 0.1; done
@@ -98,7 +98,7 @@ for pages in 0 1 10; do
     after=$(cpu_ticks "$console_bridge"); ended=$(date +%s.%N); seen='{"pages": 0}'
   else
     fifo="$work/pages-$pages.out"
-    AICC_TOKEN=bench-console-token PLAYWRIGHT_CORE="$repo/.deps/browser/node_modules/playwright-core/index.mjs" \
+    AICC_OPERATOR_TOKEN=bench-console-token PLAYWRIGHT_CORE="$repo/.deps/browser/node_modules/playwright-core/index.mjs" \
       node crates/aicc-sim-tests/tests/console/pages.mjs "http://127.0.0.1:$console_port" "$pages" "$window" > "$fifo" &
     node_pid=$!
     for _ in $(seq 600); do grep -q PAGES_READY "$fifo" 2>/dev/null && break; sleep 0.1; done

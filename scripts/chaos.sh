@@ -46,8 +46,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 # Fresh random tokens (the bridge reads the same variables); the chaos
 # agent holds the actuate scope, as an agent would, not the admin one.
 random_token() { head -c 24 /dev/urandom | base64 | tr -d '/+=' ; }
+export AICC_OPERATOR_TOKEN="$(random_token)"
 export AICC_TOKEN="$(random_token)"
-export AICC_ACTUATE_TOKEN="$(random_token)"
 export AICC_OBSERVE_TOKEN="$(random_token)"
 
 echo "[chaos] starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
@@ -78,7 +78,7 @@ mkdir -p target/chaos
 report="target/chaos/report-${minutes}min.json"
 echo "[chaos] $seeds seed(s) of ${seed_s} s against 127.0.0.1:$port, ground truth on 127.0.0.1:$truth_port" >&2
 status=0
-target/release/aicc-chaos --port "$port" --token-env AICC_ACTUATE_TOKEN --truth "127.0.0.1:$truth_port" --seeds "1..$((seeds + 1))" \
+target/release/aicc-chaos --port "$port" --token-env AICC_TOKEN --truth "127.0.0.1:$truth_port" --seeds "1..$((seeds + 1))" \
   --seconds-per-seed "$seed_s" --report "$report" {lock_fd}>&- || status=$?
 echo "[chaos] report: $report; logs: $logs (bridge.log, sim.log)" >&2
 exit "$status"

@@ -69,8 +69,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 # Fresh random tokens: the runner authenticates with them, the bridge reads
 # the same variables (never the command line, never logged).
 random_token() { head -c 24 /dev/urandom | base64 | tr -d '/+=' ; }
+export AICC_OPERATOR_TOKEN="$(random_token)"
 export AICC_TOKEN="$(random_token)"
-export AICC_ACTUATE_TOKEN="$(random_token)"
 export AICC_OBSERVE_TOKEN="$(random_token)"
 
 echo "[conformance] profile $profile: starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2

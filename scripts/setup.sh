@@ -39,7 +39,8 @@ fi
 
 # --- apt packages -----------------------------------------------------------
 command -v apt-get >/dev/null || die "apt-get not found: this script supports Debian/Ubuntu. Elsewhere install clang, libclang, cmake, Python 3.11 and Mesa EGL by hand, then rerun."
-apt_wanted=(clang libclang-dev cmake pkg-config libegl1 libegl-mesa0 libgl1-mesa-dri ca-certificates iproute2)
+# curl: the tests' HTTP client for the console and the cross-protocol requests.
+apt_wanted=(clang libclang-dev cmake pkg-config libegl1 libegl-mesa0 libgl1-mesa-dri ca-certificates iproute2 curl)
 python_bin=""
 if [ "$own_ros" -eq 1 ]; then
   python_bin="$(command -v python3 || true)"

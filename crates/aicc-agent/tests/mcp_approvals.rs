@@ -23,7 +23,7 @@ const HOST_TIME_LIMIT: Duration = Duration::from_secs(120);
 
 fn bridge() -> MovingBridge {
     let config = support::config_with(2.0, "    approvals:\n      move_longer_than_m: 0.1\n      timeout_s: 60.0\n");
-    support::start_with_tokens(config, &[("AICC_TOKEN", OPERATOR_TOKEN), ("AICC_ACTUATE_TOKEN", AGENT_TOKEN)])
+    support::start_with_tokens(config, &[("AICC_OPERATOR_TOKEN", OPERATOR_TOKEN), ("AICC_TOKEN", AGENT_TOKEN)])
 }
 
 /// What the watching admin session does when a call starts waiting.

@@ -223,6 +223,42 @@ fn wait_for_port(port: u16) {
     }
 }
 
+#[test]
+fn an_adapter_holding_an_operators_token_offers_the_llm_no_operator_tool() {
+    // The worst case: the adapter was given the operator's (admin) token.
+    let bridge = support::start_with_tokens(support::config(2.0), &[("AICC_OPERATOR_TOKEN", "mcp-operator-token-77e2")]);
+    let mut command = Command::new(support::mcp_python());
+    command
+        .arg(support::host_script())
+        .args(["stdio", "--steps", "tools", "--"])
+        .arg(env!("CARGO_BIN_EXE_aicc"))
+        .args(["--port", &bridge.port.to_string(), "--token-env", "AICC_TEST_ADMIN_TOKEN", "mcp"])
+        .env("AICC_TEST_ADMIN_TOKEN", "mcp-operator-token-77e2");
+    let steps = run_host(command, &bridge);
+    let names: Vec<&str> = steps["tools"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    println!("tools/list of an adapter with an admin token: {names:?}");
+    for withheld in ["approve", "deny", "approval_mode", "approvals_list", "hold", "record_start", "record_stop", "place_object"] {
+        assert!(!names.contains(&withheld), "{withheld} offered to the LLM: {names:?}");
+    }
+    assert!(names.contains(&"move") && names.contains(&"stop"), "{names:?}");
+    for (tool, error) in steps["withheld"]["refused"].as_object().unwrap() {
+        assert!(error.as_str().is_some_and(|e| e.contains("unknown tool")), "calling {tool} by name: {error}");
+    }
+}
+
+#[test]
+fn mcp_over_http_needs_a_bearer_token_on_loopback_too() {
+    let bridge = support::start(support::config(2.0));
+    let output = Command::new(env!("CARGO_BIN_EXE_aicc"))
+        .args(["--port", &bridge.port.to_string(), "mcp", "--http", &format!("127.0.0.1:{}", free_port()), "--http-token-env", "AICC_TEST_UNSET_MCP_TOKEN"])
+        .env_remove("AICC_TEST_UNSET_MCP_TOKEN")
+        .output()
+        .expect("running aicc mcp --http");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "refused as a usage error: {stderr}");
+    assert!(stderr.contains("AICC_TEST_UNSET_MCP_TOKEN") && stderr.contains("loopback too"), "{stderr}");
+}
+
 /// An initialize POST by hand; returns the response's head.
 fn raw_post(port: u16, token: Option<&str>) -> String {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;

@@ -115,7 +115,7 @@ fn a_recorded_session_replays_without_difference_and_a_tampered_one_is_reported(
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     runtime.spawn(async move {
         let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-        aicc_wire::recording::serve::serve(listener, std::sync::Arc::new(std::sync::Mutex::new(served))).await;
+        aicc_wire::recording::serve::serve(listener, std::sync::Arc::new(std::sync::Mutex::new(served)), Default::default()).await;
     });
     let against = aicc(&["replay", path, "--against", &format!("127.0.0.1:{port}")]);
     assert_eq!(against.status.code(), Some(5), "{}", text(&against));
@@ -154,5 +154,44 @@ fn truncated_corrupt_and_newer_recordings_are_refused_by_offset_or_version() {
     let out = aicc(&["replay", newer.to_str().unwrap(), "--check"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("format_version 2 is newer than this reader's 1"), "{}", text(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A session of the operator's (its token) that switched approval mode on.
+fn record_operator_session(dir: &Path, token: &'static str) -> PathBuf {
+    let mut config = support::config(2.0);
+    config.record.mode = aicc_bridge::config::RecordMode::Always;
+    config.record.dir = dir.display().to_string();
+    let bridge = support::start_with_tokens(config, &[("AICC_OPERATOR_TOKEN", token)]);
+    let mut client = AiccClient::connect_raw(bridge.port);
+    client.send_line(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": token } }).to_string());
+    client.read_until("session_init");
+    assert_eq!(client.call("on", "approval_mode", json!({ "on": true }))["ok"], true);
+    assert_eq!(client.call("st", "bridge_status", json!({}))["ok"], true);
+    drop(client);
+    drop(bridge);
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "mcap")).expect("a recording")
+}
+
+#[test]
+fn a_replay_against_a_live_bridge_skips_the_operators_calls_unless_asked() {
+    const OPERATOR: &str = "replay-operator-token-3e8b";
+    let dir = temp_dir("operator");
+    let file = record_operator_session(&dir, OPERATOR);
+    let live = support::start_with_tokens(support::config(2.0), &[("AICC_OPERATOR_TOKEN", OPERATOR)]);
+    let approval_mode = || {
+        let mut client = AiccClient::connect_raw(live.port);
+        client.send_line(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": OPERATOR } }).to_string());
+        client.read_until("session_init");
+        client.call("l", "approvals_list", json!({}))["output"]["approval_mode"].as_bool().unwrap()
+    };
+    let replay = |extra: &[&str]| Command::new(env!("CARGO_BIN_EXE_aicc")).args(["--token-env", "REPLAY_TEST_TOKEN", "replay", file.to_str().unwrap(), "--against", &format!("127.0.0.1:{}", live.port)]).args(extra).env("REPLAY_TEST_TOKEN", OPERATOR).output().unwrap();
+    let skipped = replay(&[]);
+    let report = text(&skipped);
+    assert!(report.contains("call on (approval_mode, recorded at byte") && report.contains("an operator's call, not re-sent"), "{report}");
+    assert!(!approval_mode(), "the recorded approval_mode call was not re-sent");
+    let included = replay(&["--include-operator-calls"]);
+    assert!(!text(&included).contains("not re-sent"), "{}", text(&included));
+    assert!(approval_mode(), "asked for: re-sent");
     let _ = std::fs::remove_dir_all(&dir);
 }

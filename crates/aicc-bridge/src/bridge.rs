@@ -49,35 +49,66 @@ pub struct Startup {
 
 impl Startup {
     /// Reads the tokens from `env` and the TLS files, and refuses a
-    /// non-loopback listener without `security.allow_remote` and a token.
+    /// non-loopback listener without `security.allow_remote` and a token,
+    /// or without TLS unless `security.allow_plaintext_remote` (then loud).
     pub fn from_config(config: Arc<Config>, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         let tokens = config.security.load_tokens(env).map_err(|e| anyhow::anyhow!("{e}"))?;
         let listen: SocketAddr = config.listen.parse().context("parsing listen address")?;
-        if !listen.ip().is_loopback() {
-            anyhow::ensure!(config.security.allow_remote, "refusing to listen on {listen}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote agents");
-            anyhow::ensure!(!tokens.is_empty(), "refusing to listen on {listen} without a token: set one of the environment variables in security.tokens");
-            if config.security.tls_cert_file.is_empty() {
-                tracing::warn!(%listen, "remote listener without TLS: tokens and data cross the network in plain text");
-            }
-        }
+        let security = &config.security;
+        check_remote(listen, "the AICC listener (listen)", security, !tokens.is_empty(), !security.tls_cert_file.is_empty()).map_err(|e| anyhow::anyhow!("{e}"))?;
         if config.fonline.enabled {
             let address: SocketAddr = config.fonline.listen.parse().context("parsing fonline.listen")?;
-            crate::fonline::check_listen_address(address, config.security.allow_remote, !tokens.is_empty()).map_err(|e| anyhow::anyhow!("{e}"))?;
-            if !address.ip().is_loopback() {
-                tracing::warn!(%address, "remote AI-control listener: it has no TLS, tokens and data cross the network in plain text");
-            }
+            crate::fonline::check_listen_address(address, security.allow_remote, !tokens.is_empty()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            // The dialect has no TLS: remote, it is plain text or nothing.
+            check_remote(address, "the AI-control listener (fonline.listen)", security, !tokens.is_empty(), false).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
-        let tls = match config.security.tls_cert_file.as_str() {
+        let tls = match security.tls_cert_file.as_str() {
             "" => None,
-            cert => Some(crate::server::tls::acceptor(cert, &config.security.tls_key_file)?),
+            cert => Some(crate::server::tls::acceptor(cert, &security.tls_key_file)?),
         };
         if config.console.enabled {
             let address: SocketAddr = config.console.listen.parse().context("parsing console.listen")?;
-            crate::console::check(address, config.security.allow_remote, tls.is_some(), &tokens).map_err(|e| anyhow::anyhow!("{e}"))?;
+            crate::console::check(address, security.allow_remote, tls.is_some() || security.allow_plaintext_remote, &tokens).map_err(|e| anyhow::anyhow!("{e}"))?;
+            check_remote(address, "the console (console.listen)", security, !tokens.is_empty(), tls.is_some()).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         let live = Arc::new(Live::from_config(&config));
         Ok(Self { config, node_name: crate::config::DEFAULT_NODE_NAME.to_string(), live, tokens, tls })
     }
+}
+
+/// Why a listener may not bind where it was asked to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemoteRefused {
+    #[error("refusing {what} on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote peers")]
+    NotAllowed { what: &'static str, address: SocketAddr },
+    #[error("refusing {what} on {address} without a token: set one of the environment variables in security.tokens")]
+    WithoutToken { what: &'static str, address: SocketAddr },
+    #[error("refusing {what} on {address} without TLS: tokens, commands and pictures would cross the network in plain text. Set security.tls_cert_file and tls_key_file{}, or security.allow_plaintext_remote: true to accept that", if *.tls_possible { "" } else { " (this listener has no TLS: use an encrypted tunnel)" })]
+    Plaintext { what: &'static str, address: SocketAddr, tls_possible: bool },
+}
+
+/// Remote means encrypted: a listener on a non-loopback address needs
+/// `security.allow_remote`, a token, and TLS (`tls`) or the explicit
+/// `security.allow_plaintext_remote`, which is then logged loudly.
+pub fn check_remote(address: SocketAddr, what: &'static str, security: &crate::config::SecurityConfig, has_tokens: bool, tls: bool) -> Result<(), RemoteRefused> {
+    if address.ip().is_loopback() {
+        return Ok(());
+    }
+    if !security.allow_remote {
+        return Err(RemoteRefused::NotAllowed { what, address });
+    }
+    if !has_tokens {
+        return Err(RemoteRefused::WithoutToken { what, address });
+    }
+    if !tls {
+        if !security.allow_plaintext_remote {
+            let tls_possible = !what.starts_with("the AI-control");
+            return Err(RemoteRefused::Plaintext { what, address, tls_possible });
+        }
+        tracing::error!(%address, "PLAINTEXT REMOTE LISTENER: {what} accepts peers over the network without TLS (security.allow_plaintext_remote): tokens, commands and pictures cross the network in plain text");
+        eprintln!("aicc-ros2: WARNING: {what} on {address} is remote and not encrypted (security.allow_plaintext_remote): tokens and data cross the network in plain text");
+    }
+    Ok(())
 }
 
 /// The bound listeners: AICC, and the AI-control dialect and the
@@ -190,14 +221,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
         tasks.extend(console_tasks);
     }
     if let Some(listener) = listeners.ai_control {
-        let settings = crate::fonline::Settings {
-            max_queued_commands: config.fonline.max_queued_commands,
-            max_events: config.fonline.max_events,
-            tokens,
-            unauthenticated_scope: config.security.unauthenticated_scope,
-            max_auth_failures: config.security.max_auth_failures,
-            tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
-        };
+        let settings = crate::fonline::Settings::from_config(&config, tokens);
         let (bound, dialect_tasks) = crate::fonline::start(bridge.clone(), catalog, listener, settings)?;
         tracing::info!(%bound, "AI-control listener ready");
         tasks.extend(dialect_tasks);
@@ -357,6 +381,8 @@ fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreCo
         lease_timeout: Duration::from_secs_f64(config.lease_timeout_s),
         tokens: tokens.clone(),
         unauthenticated_scope: config.security.unauthenticated_scope,
+        agents_may_modify_world: config.security.agents_may_modify_world,
+        max_undecodable_lines: config.security.max_undecodable_lines,
         max_auth_failures: config.security.max_auth_failures,
         handshake_timeout: Duration::from_secs_f64(config.handshake_timeout_s),
         limits: limits_in_force(config, joints),

@@ -92,7 +92,7 @@ pub struct ConsoleConfig {
     /// Needs an admin token in security.tokens; never served without one.
     pub enabled: bool,
     /// HOST:PORT; a non-loopback address needs security.allow_remote and TLS
-    /// (security.tls_cert_file).
+    /// (security.tls_cert_file), or security.allow_plaintext_remote.
     pub listen: String,
     /// How often the live camera picture is refreshed while a page is open.
     pub camera_hz: f64,
@@ -106,13 +106,21 @@ pub struct ConsoleConfig {
     /// Requests (approve, deny, release, the live pictures) from all pages
     /// in any minute; more are refused with 429 (STOP is never refused).
     pub max_requests_per_minute: u32,
+    /// HTTP connections served at once, and from one source address
+    /// (TLS handshakes included).
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+    /// A request's header must have arrived this long after the
+    /// connection opened or its previous response (and a TLS handshake be
+    /// done within it); a slower peer is closed.
+    pub header_timeout_s: f64,
 }
 
 pub const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:8765";
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        Self { enabled: false, listen: DEFAULT_CONSOLE_LISTEN.into(), camera_hz: 2.0, state_hz: 5.0, max_pages: 16, page_queue: 64, max_requests_per_minute: 1200 }
+        Self { enabled: false, listen: DEFAULT_CONSOLE_LISTEN.into(), camera_hz: 2.0, state_hz: 5.0, max_pages: 16, page_queue: 64, max_requests_per_minute: 1200, max_connections: 64, max_connections_per_address: 32, header_timeout_s: 5.0 }
     }
 }
 
@@ -294,17 +302,26 @@ impl Default for Config {
 #[serde(deny_unknown_fields, default)]
 pub struct FonlineConfig {
     pub enabled: bool,
-    /// HOST:PORT; a non-loopback address needs security.allow_remote and a token.
+    /// HOST:PORT; a non-loopback address needs security.allow_remote, a
+    /// token and security.allow_plaintext_remote (the dialect has no TLS).
     pub listen: String,
     /// Commands waiting behind the running one; one more is refused (-32002).
     pub max_queued_commands: usize,
     /// Events retained for `events` (bridge-wide, oldest dropped first).
     pub max_events: usize,
+    /// The dialect's commands run under a lease: a client (a token; every
+    /// client without one counts as one) not heard from for this long (any
+    /// request: the reference client's event polling keeps it) has its
+    /// running command stopped and its queued ones dropped.
+    pub lease_timeout_s: f64,
+    /// Connections served at once, and from one source address.
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
 }
 
 impl Default for FonlineConfig {
     fn default() -> Self {
-        Self { enabled: false, listen: DEFAULT_FONLINE_LISTEN.into(), max_queued_commands: 64, max_events: 512 }
+        Self { enabled: false, listen: DEFAULT_FONLINE_LISTEN.into(), max_queued_commands: 64, max_events: 512, lease_timeout_s: 2.0, max_connections: 32, max_connections_per_address: 16 }
     }
 }
 
@@ -314,30 +331,62 @@ impl Default for FonlineConfig {
 pub struct SecurityConfig {
     /// Listening on a non-loopback address needs this and a token.
     pub allow_remote: bool,
+    /// A non-loopback listener without TLS (AICC without a certificate,
+    /// the AI-control dialect, which has none, the console, a replay) is
+    /// refused unless this is set too; then each start says so loudly.
+    pub allow_plaintext_remote: bool,
     /// Environment variables holding tokens, and the scope each grants.
     /// Unset variables are skipped; with none set, no authentication is
     /// asked (loopback only) and sessions get `unauthenticated_scope`.
+    /// The agent's token and the operator's are different variables, and
+    /// must hold different texts (a start with one text in two scopes is
+    /// refused).
     pub tokens: Vec<TokenSource>,
+    /// Scope of sessions when no token is configured: observe or actuate.
+    /// Admin is refused: operator tools exist only for an operator's token.
     pub unauthenticated_scope: crate::protocol::auth::Scope,
     /// Failed authentication attempts before a connection is closed.
     pub max_auth_failures: u32,
+    /// AICC connections one source address may hold at once (of
+    /// `max_connections`): a peer reconnecting in a loop cannot take every slot.
+    pub max_connections_per_address: usize,
+    /// Lines on one AICC or AI-control connection that are not JSON at all
+    /// (not UTF-8, not JSON, not an object) before it is closed with one
+    /// error line. A line that looks like HTTP closes it at once.
+    pub max_undecodable_lines: u32,
+    /// Lets sessions of the actuate scope (agents) call generators, which
+    /// edit the world (place_object: only a simulator has it). Agents' MCP
+    /// and agent-loop clients still offer generators only when asked.
+    pub agents_may_modify_world: bool,
     /// TLS for remote use: PEM certificate chain and private key. Empty: plain TCP.
     pub tls_cert_file: String,
     pub tls_key_file: String,
 }
+
+/// The environment variable of the operator's (admin) token.
+pub const OPERATOR_TOKEN_ENV: &str = "AICC_OPERATOR_TOKEN";
+/// The environment variable of the agent's (actuate) token: the one every
+/// agent client reads by default.
+pub const AGENT_TOKEN_ENV: &str = "AICC_TOKEN";
+/// The environment variable of an observer's token.
+pub const OBSERVE_TOKEN_ENV: &str = "AICC_OBSERVE_TOKEN";
 
 impl Default for SecurityConfig {
     fn default() -> Self {
         use crate::protocol::auth::Scope;
         Self {
             allow_remote: false,
+            allow_plaintext_remote: false,
             tokens: vec![
-                TokenSource { env: "AICC_TOKEN".into(), scope: Scope::Admin },
-                TokenSource { env: "AICC_ACTUATE_TOKEN".into(), scope: Scope::Actuate },
-                TokenSource { env: "AICC_OBSERVE_TOKEN".into(), scope: Scope::Observe },
+                TokenSource { env: OPERATOR_TOKEN_ENV.into(), scope: Scope::Admin },
+                TokenSource { env: AGENT_TOKEN_ENV.into(), scope: Scope::Actuate },
+                TokenSource { env: OBSERVE_TOKEN_ENV.into(), scope: Scope::Observe },
             ],
-            unauthenticated_scope: Scope::Admin,
+            unauthenticated_scope: Scope::Actuate,
             max_auth_failures: 5,
+            max_connections_per_address: 64,
+            max_undecodable_lines: 8,
+            agents_may_modify_world: false,
             tls_cert_file: String::new(),
             tls_key_file: String::new(),
         }
@@ -881,15 +930,24 @@ pub enum InvalidConfig {
     /// A TLS certificate without its key, or the other way round.
     #[error("security.tls_cert_file and security.tls_key_file go together: set both or neither")]
     HalfTls,
+    /// Operator tools for whoever connects: only an operator's token grants admin.
+    #[error("security.unauthenticated_scope: admin is not allowed: operator tools (approve, deny, approval_mode, recording) exist only for an operator's token (AICC_OPERATOR_TOKEN, scope admin); use observe or actuate")]
+    AdminWithoutToken,
 }
 
-/// A token variable that is set but cannot be used.
+/// Tokens that cannot be used as configured.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("environment variable {variable}: {error}")]
-pub struct TokenEnvError {
-    pub variable: String,
-    #[source]
-    pub error: crate::protocol::auth::TokenError,
+pub enum TokenEnvError {
+    /// A variable that is set but unusable (empty).
+    #[error("environment variable {variable}: {error}")]
+    Unusable {
+        variable: String,
+        #[source]
+        error: crate::protocol::auth::TokenError,
+    },
+    /// One text in two scopes: its holder would be both (the agent an operator).
+    #[error("environment variables {first} ({first_scope}) and {second} ({second_scope}) hold the same token: whoever holds it would be both, e.g. the agent its own operator. Give each its own token")]
+    SharedAcrossScopes { first: String, first_scope: &'static str, second: String, second_scope: &'static str },
 }
 
 impl Config {
@@ -945,6 +1003,8 @@ impl Config {
             ("approvals.timeout_s", self.approvals.timeout_s),
             ("console.camera_hz", self.console.camera_hz),
             ("console.state_hz", self.console.state_hz),
+            ("console.header_timeout_s", self.console.header_timeout_s),
+            ("fonline.lease_timeout_s", self.fonline.lease_timeout_s),
         ];
         if !(self.approvals.move_longer_than_m.is_finite() && self.approvals.move_longer_than_m >= 0.0) {
             return Err(InvalidConfig::NotPositive { name: "approvals.move_longer_than_m".into(), value: self.approvals.move_longer_than_m });
@@ -1053,6 +1113,9 @@ impl Config {
         if self.security.tls_cert_file.is_empty() != self.security.tls_key_file.is_empty() {
             return Err(InvalidConfig::HalfTls);
         }
+        if self.security.unauthenticated_scope == crate::protocol::auth::Scope::Admin {
+            return Err(InvalidConfig::AdminWithoutToken);
+        }
         for (name, value) in [
             ("max_line_bytes", self.max_line_bytes),
             ("max_calls_in_flight", self.max_calls_in_flight),
@@ -1069,6 +1132,12 @@ impl Config {
             ("console.max_pages", self.console.max_pages),
             ("console.page_queue", self.console.page_queue),
             ("console.max_requests_per_minute", self.console.max_requests_per_minute as usize),
+            ("console.max_connections", self.console.max_connections),
+            ("console.max_connections_per_address", self.console.max_connections_per_address),
+            ("fonline.max_connections", self.fonline.max_connections),
+            ("fonline.max_connections_per_address", self.fonline.max_connections_per_address),
+            ("security.max_connections_per_address", self.security.max_connections_per_address),
+            ("security.max_undecodable_lines", self.security.max_undecodable_lines as usize),
         ] {
             if value == 0 {
                 return Err(InvalidConfig::Zero { name: name.into() });
@@ -1148,10 +1217,17 @@ impl SecurityConfig {
     /// is an error rather than silently no token.
     pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, TokenEnvError> {
         let mut tokens = crate::protocol::auth::Tokens::default();
+        // The variable behind each added token, in the order they were added.
+        let mut added: Vec<&TokenSource> = Vec::new();
         for source in &self.tokens {
             if let Some(token) = env(&source.env) {
-                tokens.add(&token, source.scope).map_err(|error| TokenEnvError { variable: source.env.clone(), error })?;
+                tokens.add(&token, source.scope).map_err(|error| TokenEnvError::Unusable { variable: source.env.clone(), error })?;
+                added.push(source);
             }
+        }
+        if let Some((i, j)) = tokens.shared_across_scopes() {
+            let (first, second) = (added[i], added[j]);
+            return Err(TokenEnvError::SharedAcrossScopes { first: first.env.clone(), first_scope: first.scope.as_str(), second: second.env.clone(), second_scope: second.scope.as_str() });
         }
         Ok(tokens)
     }
@@ -1228,9 +1304,25 @@ mod tests {
         assert_eq!(tokens.check("t0k"), Some(crate::protocol::auth::Scope::Observe));
         assert!(security.load_tokens(|_| None).unwrap().is_empty());
         let err = security.load_tokens(|name| (name == "AICC_TOKEN").then(String::new)).unwrap_err();
-        assert_eq!(err.error, crate::protocol::auth::TokenError::Empty);
+        assert!(matches!(&err, TokenEnvError::Unusable { error: crate::protocol::auth::TokenError::Empty, .. }), "{err:?}");
         let err = err.to_string();
         assert!(err.contains("AICC_TOKEN"), "{err}");
+    }
+
+    #[test]
+    fn the_agent_token_is_not_the_operator_token_and_one_text_in_both_is_refused() {
+        use crate::protocol::auth::Scope;
+        let security = SecurityConfig::default();
+        let env = |pairs: &'static [(&'static str, &'static str)]| move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+        let tokens = security.load_tokens(env(&[("AICC_TOKEN", "agent-text"), ("AICC_OPERATOR_TOKEN", "operator-text")])).unwrap();
+        assert_eq!((tokens.check("agent-text"), tokens.check("operator-text")), (Some(Scope::Actuate), Some(Scope::Admin)), "AICC_TOKEN, what every client reads, is the agent's");
+        let err = security.load_tokens(env(&[("AICC_TOKEN", "same"), ("AICC_OPERATOR_TOKEN", "same")])).unwrap_err().to_string();
+        assert!(err.contains("AICC_OPERATOR_TOKEN (admin)") && err.contains("AICC_TOKEN (actuate)") && err.contains("same token"), "{err}");
+        assert!(!err.contains("\"same\""), "the token itself is never printed: {err}");
+        assert_eq!(Config::default().security.unauthenticated_scope, Scope::Actuate, "no token: an agent, not an operator");
+        let admin = "/**:\n  ros__parameters:\n    security:\n      unauthenticated_scope: admin\n";
+        let err = Config::from_params_yaml(admin, DEFAULT_NODE_NAME).unwrap_err().to_string();
+        assert!(err.contains("unauthenticated_scope") && err.contains("operator's token"), "{err}");
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub fn loopback_config(parameters: &str) -> Config {
 /// stops its feeder).
 pub struct TestBridge {
     pub port: u16,
+    /// The AI-control dialect's and the console's ports, when enabled.
+    pub ai_control_port: Option<u16>,
+    pub console_port: Option<u16>,
     pub robot: TestRobot,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     stop_feeding: Arc<AtomicBool>,
@@ -53,7 +56,9 @@ impl TestBridge {
             let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(WORKERS).enable_all().build().expect("a runtime");
             runtime.block_on(async move {
                 let listeners = Listeners::bind(&config).await.expect("binding the loopback listener");
-                port_tx.send(listeners.aicc.local_addr().expect("bound").port()).expect("the starter waits");
+                let port_of = |listener: &tokio::net::TcpListener| listener.local_addr().expect("bound").port();
+                let ports = (port_of(&listeners.aicc), listeners.ai_control.as_ref().map(port_of), listeners.console.as_ref().map(port_of));
+                port_tx.send(ports).expect("the starter waits");
                 run(startup, listeners, robot_port, async {
                     let _ = shutdown_rx.await;
                 })
@@ -61,8 +66,8 @@ impl TestBridge {
                 .expect("the bridge runs");
             });
         });
-        let port = port_rx.recv().expect("the bridge reports its port");
-        Self { port, robot, shutdown: Some(shutdown_tx), stop_feeding: Arc::default(), threads: vec![thread] }
+        let (port, ai_control_port, console_port) = port_rx.recv().expect("the bridge reports its ports");
+        Self { port, ai_control_port, console_port, robot, shutdown: Some(shutdown_tx), stop_feeding: Arc::default(), threads: vec![thread] }
     }
 
     /// Feeds the robot's sensors at 30 Hz, as a robot standing still:

@@ -7,6 +7,18 @@ mod support;
 use serde_json::{json, Value};
 use support::{config, start, AiccClient};
 
+const AGENT: &str = "approvals-agent-token-2c91";
+const OPERATOR: &str = "approvals-operator-token-77ad";
+const TOKENS: [(&str, &str); 2] = [("AICC_TOKEN", AGENT), ("AICC_OPERATOR_TOKEN", OPERATOR)];
+
+/// A session opened with `token`, and its session_init.
+fn open(port: u16, token: &str) -> (AiccClient, Value) {
+    let mut client = AiccClient::connect_raw(port);
+    client.send_line(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": token } }).to_string());
+    let init = client.read_until("session_init");
+    (client, init)
+}
+
 fn send_call(client: &mut AiccClient, call_id: &str, tool: &str, input: Value) {
     client.send_line(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m-{call_id}"), "call_id": call_id, "tool": tool, "input": input }).to_string());
 }
@@ -24,9 +36,9 @@ fn result_of(client: &mut AiccClient, call_id: &str, seen: &mut Vec<Value>) -> V
 
 #[test]
 fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_refused() {
-    let bridge = start(config("    approvals:\n      tools: [say]\n      timeout_s: 30.0\n"), &[]);
-    let (mut agent, _) = AiccClient::connect(bridge.port);
-    let (mut operator, init) = AiccClient::connect(bridge.port);
+    let bridge = start(config("    approvals:\n      tools: [say]\n      timeout_s: 30.0\n"), &TOKENS);
+    let (mut agent, _) = open(bridge.port, AGENT);
+    let (mut operator, init) = open(bridge.port, OPERATOR);
     assert!(init["capabilities"]["actuators"].as_array().unwrap().contains(&json!("approve")), "{}", init["capabilities"]);
     send_call(&mut agent, "hello", "say", json!({ "text": "hello" }));
     let waiting = loop {
@@ -81,13 +93,13 @@ fn approval_id_when_waiting(agent: &mut AiccClient) -> String {
 
 #[test]
 fn an_approved_call_runs_on_its_agents_connection_after_the_operator_has_gone() {
-    let bridge = start(config("    approvals:\n      tools: [wait]\n      timeout_s: 30.0\n"), &[]);
-    let (mut agent, _) = AiccClient::connect(bridge.port);
+    let bridge = start(config("    approvals:\n      tools: [wait]\n      timeout_s: 30.0\n"), &TOKENS);
+    let (mut agent, _) = open(bridge.port, AGENT);
     // A headless operator approves and leaves at once (as `aicc approvals approve` does).
     send_call(&mut agent, "w1", "wait", json!({ "seconds": 0.5 }));
     let approval_id = approval_id_when_waiting(&mut agent);
     {
-        let (mut operator, _) = AiccClient::connect(bridge.port);
+        let (mut operator, _) = open(bridge.port, OPERATOR);
         let approved = operator.call("a1", "approve", json!({ "approval_id": approval_id }));
         assert_eq!(approved["output"]["decision"], "approved", "{approved}");
     }

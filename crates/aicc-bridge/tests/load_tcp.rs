@@ -125,7 +125,8 @@ fn a_reader_that_catches_up_late_gets_every_reply_in_order() {
 fn a_burst_beyond_the_cap_is_each_greeted_or_refused() {
     let cap = 200;
     let burst = 500;
-    let bridge = start(config(&format!("    max_connections: {cap}\n")), &[]);
+    // Every connection comes from 127.0.0.1: its per-address share is the whole cap here.
+    let bridge = start(config(&format!("    max_connections: {cap}\n    security:\n      max_connections_per_address: {cap}\n")), &[]);
     let started = Instant::now();
     let streams: Vec<TcpStream> = (0..burst).map(|_| TcpStream::connect(("127.0.0.1", bridge.port)).expect("the kernel accepts the connection")).collect();
     let (mut greeted, mut refused) = (0, 0);

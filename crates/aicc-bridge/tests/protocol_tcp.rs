@@ -51,7 +51,7 @@ fn invalid_utf8_and_garbage_get_errors_and_the_connection_lives() {
 #[test]
 fn tokens_come_from_the_environment_are_checked_per_connection_and_never_logged() {
     let token = "s3cret-token-for-the-test";
-    let bridge = start(config(""), &[("AICC_TOKEN", token), ("AICC_OBSERVE_TOKEN", "look-only")]);
+    let bridge = start(config(""), &[("AICC_OPERATOR_TOKEN", token), ("AICC_OBSERVE_TOKEN", "look-only")]);
     let port = bridge.port;
     let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": token } }));
 
@@ -105,8 +105,11 @@ fn a_non_loopback_listener_is_refused_without_opt_in_and_token() {
     remote.security.allow_remote = true;
     let refusal = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None).err().expect("refused").to_string();
     assert!(refusal.contains("without a token"), "{refusal}");
+    let refusal = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |name| (name == "AICC_TOKEN").then(|| "t".to_string())).err().expect("refused").to_string();
+    assert!(refusal.contains("without TLS"), "remote means encrypted: {refusal}");
+    remote.security.allow_plaintext_remote = true;
     let accepted = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote), |name| (name == "AICC_TOKEN").then(|| "t".to_string()));
-    assert!(accepted.is_ok(), "opted in, with a token");
+    assert!(accepted.is_ok(), "opted in, with a token, plain text allowed");
 }
 
 #[test]

@@ -145,8 +145,11 @@ fn an_unwritable_directory_is_logged_and_the_bridge_serves_on() {
 #[test]
 fn record_start_and_record_stop_give_the_file_which_holds_the_calls_between() {
     let dir = temp_dir("tools");
-    let bridge = start(config(&format!("    record:\n      dir: \"{}\"\n", dir.display())), &[]);
-    let (mut client, init) = AiccClient::connect(bridge.port);
+    // The recording tools are the operator's: they exist with an operator's token.
+    let bridge = start(config(&format!("    record:\n      dir: \"{}\"\n", dir.display())), &[("AICC_OPERATOR_TOKEN", "recording-operator-token")]);
+    let mut client = AiccClient::connect_raw(bridge.port);
+    client.send_line(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "open", "auth": { "token": "recording-operator-token" } }).to_string());
+    let init = client.read_until("session_init");
     let actuators = init["capabilities"]["actuators"].as_array().unwrap();
     assert!(actuators.contains(&json!("record_start")) && actuators.contains(&json!("record_stop")), "{}", init["capabilities"]);
     let before = client.call("before", "bridge_status", json!({}));

@@ -123,7 +123,7 @@ fn the_operator_watches_approves_denies_and_stops_from_a_real_browser() {
     let approval_rule = format!("approvals.move_longer_than_m:={APPROVAL_LONGER_THAN_M}");
     let (_bridge, port, console_port, log) = start_bridge_with_console(
         &["--config", "config/sim.yaml", "--ros-args", "-p", &approval_rule],
-        &[("AICC_TOKEN", ADMIN_TOKEN), ("AICC_ACTUATE_TOKEN", AGENT_TOKEN)],
+        &[("AICC_OPERATOR_TOKEN", ADMIN_TOKEN), ("AICC_TOKEN", AGENT_TOKEN)],
     );
     let client = agent(port);
     let url = format!("http://127.0.0.1:{console_port}");
@@ -210,7 +210,7 @@ fn the_operator_watches_approves_denies_and_stops_from_a_real_browser() {
     // Held: the next actuator call waits for the operator; release ends the hold.
     let held_call = call_in_thread(client, "held-move", "move", json!({ "forward": 0.05 }));
     let row = browser.send(json!({ "cmd": "wait_approval", "tool": "move", "timeout_ms": 10000 }));
-    assert!(row["text"].as_str().unwrap().contains("approval mode"), "{row}");
+    assert!(row["text"].as_str().unwrap().contains("held by an operator"), "{row}");
     browser.send(json!({ "cmd": "decide", "approval_id": row["approval_id"], "button": "deny" }));
     let (mut client, held_result) = held_call.join().unwrap();
     assert_eq!(held_result["ok"], false, "{held_result}");

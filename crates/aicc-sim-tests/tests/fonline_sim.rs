@@ -100,7 +100,7 @@ fn refused_start(args: &[&str]) -> String {
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
         .env_remove("AICC_TOKEN")
-        .env_remove("AICC_ACTUATE_TOKEN")
+        .env_remove("AICC_OPERATOR_TOKEN")
         .env_remove("AICC_OBSERVE_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -139,7 +139,7 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
     let truth = GroundTruth::subscribe();
     let config_path = config_dir.join("fonline.yaml");
     std::fs::write(&config_path, "aicc_bridge:\n  ros__parameters:\n    fonline:\n      max_queued_commands: 2\n").unwrap();
-    let (_bridge, _aicc_port, port, _log) = start_bridge_with_ai_control(&["--config", config_path.to_str().unwrap()], &[("AICC_ACTUATE_TOKEN", DRIVE_TOKEN), ("AICC_OBSERVE_TOKEN", LOOK_TOKEN)]);
+    let (_bridge, _aicc_port, port, _log) = start_bridge_with_ai_control(&["--config", config_path.to_str().unwrap()], &[("AICC_TOKEN", DRIVE_TOKEN), ("AICC_OBSERVE_TOKEN", LOOK_TOKEN)]);
 
     // Authorization: per connection, a wrong token is an answer, not an error.
     let mut client = connect(port);

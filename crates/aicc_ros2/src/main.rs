@@ -53,8 +53,9 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
     /// Serve a recording instead of a robot (docs/recording.md, "Replay"):
-    /// each tool call gets its recorded result. No ROS is started; only
-    /// `--listen` applies.
+    /// each tool call gets its recorded result. No ROS is started; the
+    /// listener follows the configuration's rules (loopback unless
+    /// security.allow_remote, the tokens, the connection caps).
     #[arg(long, value_name = "FILE", conflicts_with = "record")]
     replay: Option<PathBuf>,
 }
@@ -137,7 +138,10 @@ async fn main() -> anyhow::Result<()> {
     let (own_args, ros_parameters) = split_args(&argv)?;
     let args = Args::parse_from(own_args);
     if let Some(file) = &args.replay {
-        return serve_replay(file, args.listen.as_deref()).await;
+        // No node: the configuration's listen and security rules only.
+        let node = aicc_bridge::parameters::NodeIdentity { name: DEFAULT_NODE_NAME.to_string(), namespace: "/".to_string() };
+        let config = load_config(&args, &ros_parameters, &node)?;
+        return serve_replay(file, &config).await;
     }
     let mut node = aicc_ros2::ros::create_node(DEFAULT_NODE_NAME)?;
     let logger = node.logger().to_string();
@@ -164,17 +168,21 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--replay FILE`: the recording served on `listen` (the configured
-/// default when not given), with no ROS node, until SIGTERM or Ctrl-C.
-async fn serve_replay(file: &std::path::Path, listen: Option<&str>) -> anyhow::Result<()> {
+/// `--replay FILE`: the recording served on `listen` (`--listen` or the
+/// configuration's), with no ROS node, until SIGTERM or Ctrl-C. The same
+/// rules as the bridge's listener: loopback unless allowed (and then with
+/// a token; a replay has no TLS), the configured tokens, the caps.
+async fn serve_replay(file: &std::path::Path, config: &Config) -> anyhow::Result<()> {
     // Refused before listening: a bad file names its byte offset.
     aicc_bridge::replay::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let listen = listen.map(str::to_owned).unwrap_or_else(|| Config::default().listen);
-    let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| anyhow::anyhow!("binding {listen}: {e}"))?;
+    let listen: std::net::SocketAddr = config.listen.parse().map_err(|e| anyhow::anyhow!("listen {}: {e}", config.listen))?;
+    let access = aicc_bridge::replay::access(config, listen, |name| std::env::var(name).ok())?;
+    let auth_required = !access.tokens.is_empty();
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("binding {listen}: {e}"))?;
     let bound = listener.local_addr()?;
-    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": false, "replay": file.display().to_string() }));
+    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": false, "replay": file.display().to_string(), "auth_required": auth_required }));
     tokio::select! {
-        served = aicc_bridge::replay::serve_file(file, listener) => served.map_err(|e| anyhow::anyhow!("{e}")),
+        served = aicc_bridge::replay::serve_file(file, listener, access) => served.map_err(|e| anyhow::anyhow!("{e}")),
         _ = wait_for_shutdown_signal() => Ok(()),
     }
 }

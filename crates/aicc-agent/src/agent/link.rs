@@ -6,16 +6,18 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{CallError, Heard, Link, ToolSpec};
-use crate::client::manifest::NotPermitted;
+use crate::client::manifest::{LlmOffer, NotPermitted};
 use crate::client::{ClientError, Session, Update};
 
 pub struct SessionLink {
     pub session: Session,
+    /// What the backend is offered: never an operator's tool.
+    pub offer: LlmOffer,
 }
 
 impl SessionLink {
-    pub fn new(session: Session) -> Self {
-        Self { session }
+    pub fn new(session: Session, offer: LlmOffer) -> Self {
+        Self { session, offer }
     }
 }
 
@@ -35,11 +37,16 @@ pub fn tool_specs(manifest: &serde_json::Map<String, Value>) -> Vec<ToolSpec> {
 
 impl Link for SessionLink {
     fn tools(&self) -> Vec<ToolSpec> {
-        tool_specs(self.session.manifest().raw())
+        let manifest = self.session.manifest();
+        tool_specs(manifest.raw()).into_iter().filter(|spec| manifest.tool(&spec.id).is_some_and(|info| self.offer.withheld(info).is_none())).collect()
     }
 
     fn permits(&self, tool: &str) -> Result<(), (String, String)> {
-        self.session.manifest().permits(tool).map(|_| ()).map_err(|why| {
+        let manifest = self.session.manifest();
+        if let Some(why) = manifest.tool(tool).and_then(|info| self.offer.withheld(info)) {
+            return Err(("tool_unknown".to_string(), format!("tool '{tool}' is not offered to an agent: {why}")));
+        }
+        manifest.permits(tool).map(|_| ()).map_err(|why| {
             let code = match why {
                 NotPermitted::NotInManifest { .. } => "tool_unknown",
                 NotPermitted::NotGranted { .. } | NotPermitted::NotUsable { .. } => "tool_unavailable",

@@ -35,10 +35,11 @@ struct Args {
     /// The name the server certificate must carry (with --tls; default: --host).
     #[arg(long, value_name = "NAME")]
     server_name: Option<String>,
-    /// Environment variable with the runner's own (admin) token.
-    #[arg(long, default_value = "AICC_TOKEN", value_name = "NAME")]
+    /// Environment variable with the runner's own (admin: the operator's) token.
+    #[arg(long, default_value = "AICC_OPERATOR_TOKEN", value_name = "NAME")]
     token_env: String,
-    #[arg(long, default_value = "AICC_ACTUATE_TOKEN", value_name = "NAME")]
+    /// Environment variable with an agent's (actuate) token.
+    #[arg(long, default_value = "AICC_TOKEN", value_name = "NAME")]
     actuate_token_env: String,
     #[arg(long, default_value = "AICC_OBSERVE_TOKEN", value_name = "NAME")]
     observe_token_env: String,

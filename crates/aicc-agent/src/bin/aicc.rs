@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use aicc_agent::client::commands::{self, events_command, parse_input, Command};
+use aicc_agent::client::manifest::LlmOffer;
 use aicc_agent::client::retry::RetryPolicy;
 use aicc_agent::client::transport::{self, TlsOptions};
 use aicc_agent::client::{shell, ClientError, Session, SessionOptions};
@@ -21,7 +22,9 @@ struct Cli {
     host: String,
     #[arg(long, default_value_t = 43010)]
     port: u16,
-    /// Environment variable holding the token (a token is never an argument).
+    /// Environment variable holding the agent's token (a token is never an
+    /// argument; default AICC_TOKEN). Operator commands (`approvals`) read
+    /// the operator's token from their own variable instead.
     #[arg(long, value_name = "VAR")]
     token_env: Option<String>,
     /// Speak TLS; the bridge's certificate must chain to --ca-file.
@@ -73,9 +76,15 @@ enum Verb {
         out: PathBuf,
         json: Option<String>,
     },
-    /// Operators' approvals (admin token): list the calls waiting, approve
-    /// or deny one, switch approval mode. Prints the bridge's answer as JSON.
+    /// Operators' approvals (the operator's admin token, from
+    /// --operator-token-env): list the calls waiting, approve or deny one,
+    /// switch approval mode, hold or release the robot. Prints the bridge's
+    /// answer as JSON. The bridge refuses a decision from the token of the
+    /// agent whose call waits.
     Approvals {
+        /// Environment variable holding the operator's token (never the agent's).
+        #[arg(long, value_name = "VAR", default_value = "AICC_OPERATOR_TOKEN")]
+        operator_token_env: String,
         #[command(subcommand)]
         action: ApprovalsVerb,
     },
@@ -88,7 +97,9 @@ enum Verb {
         /// Loopback unless a bearer token is set (--http-token-env).
         #[arg(long, value_name = "ADDR:PORT")]
         http: Option<std::net::SocketAddr>,
-        /// Environment variable holding the bearer token HTTP clients must send.
+        /// Environment variable holding the bearer token HTTP clients must
+        /// send, on every address (loopback too: any local process could
+        /// otherwise drive the robot and answer its approval prompts).
         #[arg(long, value_name = "VAR", default_value = "AICC_MCP_TOKEN")]
         http_token_env: String,
         /// Environment variable holding an operator's admin token: a call
@@ -97,6 +108,11 @@ enum Verb {
         /// on a session of its own with this token. Unset: never asked.
         #[arg(long, value_name = "VAR")]
         operator_token_env: Option<String>,
+        /// Also offer the host's LLM the bridge's generators (a simulator's
+        /// place_object). Operator tools (approve, deny, approval_mode,
+        /// hold, record_start, record_stop) are never offered.
+        #[arg(long)]
+        offer_generators: bool,
     },
     /// Re-run a recording's tool calls and compare every result with the
     /// recorded one (docs/recording.md, "Replay"). Exit 0: no difference;
@@ -118,6 +134,12 @@ enum Verb {
         /// Numbers differing by at most this are equal (--against only).
         #[arg(long, default_value_t = 0.0)]
         tolerance: f64,
+        /// With --against: also re-send the recorded operator calls
+        /// (approve, deny, approval_mode, hold, record_*), which are
+        /// otherwise skipped and listed (they need an operator's token in
+        /// --token-env, and decide things no replay should decide again).
+        #[arg(long)]
+        include_operator_calls: bool,
     },
     /// The agent loop: a backend decides, the loop calls the tools, until
     /// the goal, the budget or the timeout. Prints its report (JSON).
@@ -147,6 +169,10 @@ enum Verb {
         /// Also write the report here.
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Also offer the backend the bridge's generators (a simulator's
+        /// place_object). Operator tools are never offered.
+        #[arg(long)]
+        offer_generators: bool,
     },
 }
 
@@ -168,6 +194,9 @@ enum ApprovalsVerb {
     },
     /// Approval mode on or off: every actuator call but stop waits.
     Mode { on_off: String },
+    /// The operator's hold on or off (as the console's STOP and Release):
+    /// while on, every actuator call but stop waits for an operator.
+    Hold { on_off: String },
 }
 
 /// The approval tool call an `approvals` command stands for.
@@ -183,13 +212,14 @@ fn approvals_command(action: &ApprovalsVerb) -> Result<Command, ClientError> {
         ApprovalsVerb::List => Command::Call { tool: "approvals_list".into(), input: serde_json::json!({}) },
         ApprovalsVerb::Approve { approval_id, reason } => decide("approve", approval_id, reason),
         ApprovalsVerb::Deny { approval_id, reason } => decide("deny", approval_id, reason),
-        ApprovalsVerb::Mode { on_off } => {
+        ApprovalsVerb::Mode { on_off } | ApprovalsVerb::Hold { on_off } => {
+            let (verb, tool) = if matches!(action, ApprovalsVerb::Mode { .. }) { ("mode", "approval_mode") } else { ("hold", "hold") };
             let on = match on_off.as_str() {
                 "on" => true,
                 "off" => false,
-                other => return Err(ClientError::Usage(format!("approvals mode takes on or off, got '{other}'"))),
+                other => return Err(ClientError::Usage(format!("approvals {verb} takes on or off, got '{other}'"))),
             };
-            Command::Call { tool: "approval_mode".into(), input: serde_json::json!({ "on": on }) }
+            Command::Call { tool: tool.into(), input: serde_json::json!({ "on": on }) }
         }
     })
 }
@@ -221,22 +251,31 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
         Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
         Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
         Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
-        Verb::Approvals { action } => Some(approvals_command(action)?),
+        Verb::Approvals { action, .. } => Some(approvals_command(action)?),
         Verb::Shell | Verb::Mcp { .. } | Verb::Agent { .. } | Verb::Replay { .. } => None,
     };
-    let options = session_options(&cli)?;
+    let mut options = session_options(&cli)?;
     let tls = tls_options(&cli)?;
-    if let Verb::Mcp { http, http_token_env, operator_token_env } = &cli.command {
+    if let Verb::Mcp { http, http_token_env, operator_token_env, offer_generators } = &cli.command {
         let operator_token = operator_token(operator_token_env.as_deref(), |name| std::env::var(name).ok())?;
-        return serve_mcp(&cli, options, tls, *http, http_token_env, operator_token).await;
+        if operator_token.is_some() && operator_token == options.token {
+            return Err(ClientError::Usage(format!("--operator-token-env {}: it holds the same token as the agent's ({}): the agent would be its own operator. Give the operator a token of its own", operator_token_env.as_deref().unwrap_or(""), cli.token_env.as_deref().unwrap_or("AICC_TOKEN"))));
+        }
+        let offer = LlmOffer { generators: *offer_generators };
+        return serve_mcp(&cli, options, tls, *http, http_token_env, operator_token, offer).await;
     }
-    if let Verb::Replay { file, check, against, ignore, tolerance } = &cli.command {
-        return replay(file, *check, against.as_deref(), ignore, *tolerance, options, tls.as_ref()).await;
+    if let Verb::Replay { file, check, against, ignore, tolerance, include_operator_calls } = &cli.command {
+        return replay(file, *check, against.as_deref(), ignore, *tolerance, *include_operator_calls, options, tls.as_ref()).await;
+    }
+    if let Verb::Approvals { operator_token_env, .. } = &cli.command {
+        // The operator's token, never the agent's.
+        options.token = operator_token(Some(operator_token_env), |name| std::env::var(name).ok())?;
     }
     let stream = transport::connect(&cli.host, cli.port, tls.as_ref(), options.timeout).await?;
     let mut session = Session::open(stream, options).await?;
-    if let Verb::Agent { backend, command, goal, max_calls, run_timeout_s, think_timeout_s, timer_s, report } = &cli.command {
-        return run_agent(session, backend, command, goal, *max_calls, [*run_timeout_s, *think_timeout_s, *timer_s], report.as_deref()).await;
+    if let Verb::Agent { backend, command, goal, max_calls, run_timeout_s, think_timeout_s, timer_s, report, offer_generators } = &cli.command {
+        let offer = LlmOffer { generators: *offer_generators };
+        return run_agent(session, backend, command, goal, *max_calls, [*run_timeout_s, *think_timeout_s, *timer_s], report.as_deref(), offer).await;
     }
     let Some(command) = command else { return shell::run_shell(session).await };
     let mut stdout = std::io::stdout();
@@ -248,7 +287,8 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
     outcome
 }
 
-async fn run_agent(session: Session, backend: &str, command: &[String], goal: &str, max_calls: u32, seconds: [f64; 3], report_file: Option<&std::path::Path>) -> Result<(), ClientError> {
+#[allow(clippy::too_many_arguments)]
+async fn run_agent(session: Session, backend: &str, command: &[String], goal: &str, max_calls: u32, seconds: [f64; 3], report_file: Option<&std::path::Path>, offer: LlmOffer) -> Result<(), ClientError> {
     use aicc_agent::agent::{self, Backend};
     for (name, value) in ["--run-timeout-s", "--think-timeout-s", "--timer-s"].iter().zip(seconds) {
         if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
@@ -266,7 +306,7 @@ async fn run_agent(session: Session, backend: &str, command: &[String], goal: &s
         "command" => Box::new(agent::command::CommandBackend::spawn(command, goal).map_err(ClientError::Usage)?),
         other => return Err(ClientError::Usage(format!("--backend must be reference, openai or command, got '{other}'"))),
     };
-    let mut link = agent::link::SessionLink::new(session);
+    let mut link = agent::link::SessionLink::new(session, offer);
     let report = agent::run(&mut link, backend.as_mut(), limits).await;
     let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
     println!("{text}");
@@ -283,7 +323,8 @@ async fn run_agent(session: Session, backend: &str, command: &[String], goal: &s
 
 /// `aicc replay`: the recorded calls against the recording itself
 /// (`--check`, served in-process on a loopback port) or a live bridge.
-async fn replay(file: &std::path::Path, check: bool, against: Option<&str>, ignore: &[String], tolerance: f64, options: SessionOptions, tls: Option<&TlsOptions>) -> Result<(), ClientError> {
+#[allow(clippy::too_many_arguments)]
+async fn replay(file: &std::path::Path, check: bool, against: Option<&str>, ignore: &[String], tolerance: f64, include_operator_calls: bool, options: SessionOptions, tls: Option<&TlsOptions>) -> Result<(), ClientError> {
     use aicc_agent::replay::{self, compare::Rules};
     if !(tolerance.is_finite() && tolerance >= 0.0) {
         return Err(ClientError::Usage(format!("--tolerance must be a number of at least 0, got {tolerance}")));
@@ -294,7 +335,7 @@ async fn replay(file: &std::path::Path, check: bool, against: Option<&str>, igno
         (true, _) => {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| ClientError::Transport(format!("cannot listen on a loopback port: {e}")))?;
             let port = listener.local_addr().map_err(|e| ClientError::Transport(e.to_string()))?.port();
-            tokio::spawn(aicc_wire::recording::serve::serve(listener, std::sync::Arc::new(std::sync::Mutex::new(book))));
+            tokio::spawn(aicc_wire::recording::serve::serve(listener, std::sync::Arc::new(std::sync::Mutex::new(book)), Default::default()));
             let mut rules = Rules::exact();
             rules.ignored.extend(ignore.iter().cloned());
             (transport::connect("127.0.0.1", port, None, options.timeout).await?, rules, None)
@@ -305,7 +346,10 @@ async fn replay(file: &std::path::Path, check: bool, against: Option<&str>, igno
         }
         (false, None) => return Err(ClientError::Usage("aicc replay needs --check or --against HOST:PORT".into())),
     };
-    let report = replay::run(&calls, stream, token.as_deref(), &rules, options.timeout).await?;
+    // A live bridge is not asked to decide again what an operator decided
+    // in the recording (approvals, approval mode, the hold, recording).
+    let skip_operator_calls = against.is_some() && !include_operator_calls;
+    let report = replay::run(&calls, stream, token.as_deref(), &rules, options.timeout, skip_operator_calls).await?;
     print!("{}", report.text());
     if report.is_clean() {
         Ok(())
@@ -332,6 +376,7 @@ async fn serve_mcp(
     http: Option<std::net::SocketAddr>,
     http_token_env: &str,
     operator_token: Option<String>,
+    offer: LlmOffer,
 ) -> Result<(), ClientError> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).try_init();
@@ -341,7 +386,7 @@ async fn serve_mcp(
         tls: tls.clone(),
         session: SessionOptions { token: Some(token), subscribe: Some(Vec::new()), ..session.clone() },
     });
-    let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session, operator };
+    let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session, operator, offer };
     let Some(address) = http else {
         return mcp::serve_stdio(bridge).await.map_err(|e| ClientError::Transport(format!("mcp: {e}")));
     };
@@ -356,14 +401,15 @@ async fn serve_mcp(
     mcp::http::serve(listener, bridge, token, shutdown).await.map_err(|e| ClientError::Transport(format!("mcp over HTTP: {e}")))
 }
 
-/// The operator's token from `--operator-token-env`: that variable must
-/// hold one (a mistyped name must not silently turn the asking off).
+/// The operator's token from its variable: that variable must hold one (a
+/// mistyped name must not silently turn the asking off, nor an operator
+/// command run with the agent's token).
 fn operator_token(token_env: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Result<Option<String>, ClientError> {
     let Some(name) = token_env else { return Ok(None) };
     match env(name) {
         Some(token) if !token.is_empty() => Ok(Some(token)),
         Some(_) => Err(ClientError::Usage(format!("--operator-token-env {name}: the variable is empty; it must hold an operator's admin token"))),
-        None => Err(ClientError::Usage(format!("--operator-token-env {name}: the variable is not set; it must hold an operator's admin token"))),
+        None => Err(ClientError::Usage(format!("--operator-token-env {name}: the variable is not set; it must hold an operator's admin token (the agent's token, AICC_TOKEN, decides nothing)"))),
     }
 }
 

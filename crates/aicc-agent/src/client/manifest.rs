@@ -14,6 +14,33 @@ pub struct ToolInfo {
     pub limits: Option<Value>,
 }
 
+/// Tools that decide for the operator, by name: never handed to an LLM
+/// even by a bridge that names another capability for them.
+pub const OPERATOR_TOOLS: [&str; 7] = ["approve", "deny", "approval_mode", "approvals_list", "hold", "record_start", "record_stop"];
+
+/// What a client that hands tools to an LLM (the MCP adapter, the agent
+/// loop) offers it: never the operator's tools (approvals, approval mode,
+/// the hold, recording: capability `can_administer_bridge`), whatever the
+/// scope of the token it holds; generators (world edits, a simulator's
+/// `place_object`) only when asked (`--offer-generators`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LlmOffer {
+    pub generators: bool,
+}
+
+impl LlmOffer {
+    /// Why `tool` is not offered, or None when it is.
+    pub fn withheld(&self, tool: &ToolInfo) -> Option<&'static str> {
+        if OPERATOR_TOOLS.contains(&tool.id.as_str()) || tool.capability.as_deref() == Some("can_administer_bridge") {
+            return Some("it is an operator's tool: decisions are the operator's, never an agent's");
+        }
+        if tool.class == "generator" && !self.generators {
+            return Some("it edits the world (a generator); offered only with --offer-generators");
+        }
+        None
+    }
+}
+
 /// How a manifest breaks the protocol (the client fails closed).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ManifestError {

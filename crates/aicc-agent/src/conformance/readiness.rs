@@ -285,8 +285,8 @@ mod tests {
         RunnerOptions {
             endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: None },
             max_line_bytes: 1 << 20,
-            admin: no_token("AICC_TOKEN"),
-            actuate: no_token("AICC_ACTUATE_TOKEN"),
+            admin: no_token("AICC_OPERATOR_TOKEN"),
+            actuate: no_token("AICC_TOKEN"),
             observe: no_token("AICC_OBSERVE_TOKEN"),
             close_wait: DEFAULT_CLOSE_WAIT,
             truth: None,

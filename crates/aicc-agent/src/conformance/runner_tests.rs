@@ -89,8 +89,8 @@ fn options(port: u16, token: Option<&str>) -> RunnerOptions {
     RunnerOptions {
         endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: None },
         max_line_bytes: 4096,
-        admin: source("AICC_TOKEN", token),
-        actuate: source("AICC_ACTUATE_TOKEN", None),
+        admin: source("AICC_OPERATOR_TOKEN", token),
+        actuate: source("AICC_TOKEN", None),
         observe: source("AICC_OBSERVE_TOKEN", None),
         close_wait: DEFAULT_CLOSE_WAIT,
         truth: None,

@@ -1,7 +1,9 @@
 //! Streamable HTTP: rmcp's service at `/mcp`, each MCP session with an
-//! AICC session of its own. Loopback by default; any other address needs a
-//! bearer token (from an environment variable), checked on every request
-//! in constant time before rmcp sees it.
+//! AICC session of its own. A bearer token (from an environment variable)
+//! is required on every address, loopback included (any local process, or
+//! a web page through the browser, could otherwise drive the robot at the
+//! adapter's scope and answer its approval prompts), and checked on every
+//! request in constant time before rmcp sees it.
 use std::net::SocketAddr;
 
 use axum::extract::{Request, State};
@@ -24,23 +26,19 @@ const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// Why an HTTP listener may not start.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum HttpRefusal {
-    /// A non-loopback address without a token would let anyone on the
-    /// network drive the robot.
-    #[error("--http {address} is not a loopback address: set a bearer token in the environment variable {token_env} (and give it to the MCP host), or listen on 127.0.0.1")]
-    RemoteWithoutToken { address: SocketAddr, token_env: String },
+    /// Without a token anyone who reaches the address (any local process,
+    /// on loopback) would drive the robot.
+    #[error("--http {address}: set a bearer token in the environment variable {token_env} (and give it to the MCP host): MCP over HTTP needs one on every address, loopback too, or any local process could drive the robot and answer its approval prompts")]
+    WithoutToken { address: SocketAddr, token_env: String },
 }
 
-/// The bearer token required, if any: always for a non-loopback address.
-pub fn required_token(address: SocketAddr, token_env: &str, token: Option<String>) -> Result<Option<String>, HttpRefusal> {
-    let token = token.filter(|t| !t.is_empty());
-    if token.is_none() && !address.ip().is_loopback() {
-        return Err(HttpRefusal::RemoteWithoutToken { address, token_env: token_env.to_string() });
-    }
-    Ok(token)
+/// The bearer token required: always, on every address.
+pub fn required_token(address: SocketAddr, token_env: &str, token: Option<String>) -> Result<String, HttpRefusal> {
+    token.filter(|t| !t.is_empty()).ok_or_else(|| HttpRefusal::WithoutToken { address, token_env: token_env.to_string() })
 }
 
 /// Serves MCP over streamable HTTP on `listener` until `shutdown`.
-pub async fn serve(listener: tokio::net::TcpListener, bridge: BridgeTarget, token: Option<String>, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(listener: tokio::net::TcpListener, bridge: BridgeTarget, token: String, shutdown: CancellationToken) -> std::io::Result<()> {
     let address = listener.local_addr()?;
     let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token()).with_max_request_body_bytes(MAX_REQUEST_BYTES);
     if !address.ip().is_loopback() {
@@ -49,7 +47,7 @@ pub async fn serve(listener: tokio::net::TcpListener, bridge: BridgeTarget, toke
         config = config.disable_allowed_hosts();
     }
     let service = StreamableHttpService::new(move || Ok(RobotServer::new(bridge.clone(), CancellationToken::new())), LocalSessionManager::default().into(), config);
-    let router = axum::Router::new().nest_service(MCP_PATH, service).layer(axum::middleware::from_fn_with_state(token.map(std::sync::Arc::new), check_bearer));
+    let router = axum::Router::new().nest_service(MCP_PATH, service).layer(axum::middleware::from_fn_with_state(std::sync::Arc::new(token), check_bearer));
     tracing::info!("MCP over streamable HTTP at http://{address}{MCP_PATH}");
     // Responses go out as several small writes (SSE frames): without
     // TCP_NODELAY each waits for the host's delayed ACK (~40 ms).
@@ -59,8 +57,7 @@ pub async fn serve(listener: tokio::net::TcpListener, bridge: BridgeTarget, toke
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
-async fn check_bearer(State(token): State<Option<std::sync::Arc<String>>>, request: Request, next: Next) -> Response {
-    let Some(token) = token else { return next.run(request).await };
+async fn check_bearer(State(token): State<std::sync::Arc<String>>, request: Request, next: Next) -> Response {
     let offered = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     match offered {
         Some(offered) if bool::from(offered.as_bytes().ct_eq(token.as_bytes())) => next.run(request).await,
@@ -73,13 +70,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_remote_address_needs_a_token_and_loopback_does_not() {
+    fn every_address_needs_a_token_loopback_included() {
         let remote: SocketAddr = "0.0.0.0:8080".parse().unwrap();
         let refusal = required_token(remote, "AICC_MCP_TOKEN", None).unwrap_err();
-        assert!(refusal.to_string().contains("AICC_MCP_TOKEN") && refusal.to_string().contains("not a loopback"), "{refusal}");
+        assert!(refusal.to_string().contains("AICC_MCP_TOKEN") && refusal.to_string().contains("loopback too"), "{refusal}");
         assert!(required_token(remote, "AICC_MCP_TOKEN", Some(String::new())).is_err(), "an empty token is no token");
-        assert_eq!(required_token(remote, "T", Some("s".into())), Ok(Some("s".into())));
-        assert_eq!(required_token("127.0.0.1:8080".parse().unwrap(), "T", None), Ok(None));
-        assert_eq!(required_token("[::1]:8080".parse().unwrap(), "T", Some("s".into())), Ok(Some("s".into())), "a token given is required on loopback too");
+        assert_eq!(required_token(remote, "T", Some("s".into())), Ok("s".into()));
+        assert!(required_token("127.0.0.1:8080".parse().unwrap(), "T", None).is_err(), "loopback needs one too");
+        assert_eq!(required_token("[::1]:8080".parse().unwrap(), "T", Some("s".into())), Ok("s".into()));
     }
 }

@@ -24,7 +24,7 @@ use super::operator::{self, OperatorTarget};
 use super::progress::ProgressTracker;
 use super::results;
 use super::tools::{self, EVENTS_TOOL};
-use crate::client::manifest::NotPermitted;
+use crate::client::manifest::{LlmOffer, NotPermitted};
 use crate::client::transport::{self, TlsOptions};
 use crate::client::{ClientError, Session, SessionOptions};
 
@@ -47,6 +47,8 @@ pub struct BridgeTarget {
     /// waiting for approval is asked of the host's user (elicitation) and
     /// their answer carried out on a session of its own. None: never asked.
     pub operator: Option<OperatorTarget>,
+    /// What the host's LLM is offered (never an operator's tool).
+    pub offer: LlmOffer,
 }
 
 impl BridgeTarget {
@@ -87,7 +89,7 @@ impl RobotServer {
                 let stream = transport::connect(&bridge.host, bridge.port, bridge.tls.as_ref(), bridge.session.timeout).await?;
                 let session = Session::open(stream, bridge.session.clone()).await?;
                 let (handle, ended) = link::start(session).await?;
-                watch_the_session(&handle, peer.clone(), self.inner.events_subscribed.clone(), ended, self.inner.bridge_lost.clone());
+                watch_the_session(&handle, self.inner.bridge.offer, peer.clone(), self.inner.events_subscribed.clone(), ended, self.inner.bridge_lost.clone());
                 let session_id = handle.manifest.borrow().raw().get("session_id").and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
                 tracing::info!("AICC session {session_id} open on {}", bridge.address());
                 Ok(handle)
@@ -233,13 +235,13 @@ async fn notify_progress(peer: &Peer<RoleServer>, token: &ProgressToken, progres
 
 /// Tells the host of manifest changes and new events, and the server of
 /// the session's end; the tasks end with the session.
-fn watch_the_session(handle: &LinkHandle, peer: Peer<RoleServer>, subscribed: Arc<AtomicBool>, ended: CancellationToken, bridge_lost: CancellationToken) {
+fn watch_the_session(handle: &LinkHandle, offer: LlmOffer, peer: Peer<RoleServer>, subscribed: Arc<AtomicBool>, ended: CancellationToken, bridge_lost: CancellationToken) {
     let mut manifest = handle.manifest.clone();
     let tools_peer = peer.clone();
     tokio::spawn(async move {
-        let mut listed = tool_names(&manifest.borrow());
+        let mut listed = tool_names(&manifest.borrow(), offer);
         while manifest.changed().await.is_ok() {
-            let now = tool_names(&manifest.borrow_and_update());
+            let now = tool_names(&manifest.borrow_and_update(), offer);
             if now != listed {
                 listed = now;
                 if tools_peer.notify_tool_list_changed().await.is_err() {
@@ -263,8 +265,8 @@ fn watch_the_session(handle: &LinkHandle, peer: Peer<RoleServer>, subscribed: Ar
     });
 }
 
-fn tool_names(manifest: &crate::client::manifest::Manifest) -> Vec<String> {
-    tools::mcp_tools(manifest).into_iter().map(|t| t.name.into_owned()).collect()
+fn tool_names(manifest: &crate::client::manifest::Manifest, offer: LlmOffer) -> Vec<String> {
+    tools::mcp_tools(manifest, offer).into_iter().map(|t| t.name.into_owned()).collect()
 }
 
 const INSTRUCTIONS: &str = "These tools act on a robot through its AICC bridge, under a safety governor that limits speeds, stops for obstacles and stale sensor data, and may refuse or cut short a motion. Observe first (proprioception, vision), move in small steps, and read each result: an error says whether retrying can help and what to do. Long motions report progress; cancelling a call stops the robot. The `events` tool (or the aicc://events resource) tells what happened meanwhile (collisions, governor stops, lease changes).";
@@ -296,7 +298,7 @@ impl ServerHandler for RobotServer {
     async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
         let link = self.link()?;
         let manifest = link.manifest.borrow().clone();
-        Ok(ListToolsResult::with_all_items(tools::mcp_tools(&manifest)))
+        Ok(ListToolsResult::with_all_items(tools::mcp_tools(&manifest, self.inner.bridge.offer)))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
@@ -306,7 +308,7 @@ impl ServerHandler for RobotServer {
         if name == EVENTS_TOOL {
             return Ok(self.events_call(&link, &input).into());
         }
-        if !tools::is_listed(&link.manifest.borrow(), &name) {
+        if !tools::is_listed(&link.manifest.borrow(), self.inner.bridge.offer, &name) {
             return Err(McpError::invalid_params(format!("unknown tool '{name}': tools/list names the tools of this robot"), Some(json!({ "tool": name }))));
         }
         Ok(self.call_robot_tool(&link, &name, Value::Object(input), context).await.into())

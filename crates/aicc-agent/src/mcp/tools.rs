@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Map, Value};
 
-use crate::client::manifest::Manifest;
+use crate::client::manifest::{LlmOffer, Manifest};
 
 /// The adapter's own tool: the events after a cursor, for hosts that do
 /// not read resources.
@@ -24,23 +24,25 @@ pub const IMAGE_FIELDS: [(&str, &str); 3] = [("png_b64", "image/png"), ("jpeg_b6
 const MOVING_TOOLS: [&str; 5] = ["move", "turn", "look_at", "interact", "touch"];
 
 /// The MCP tools of this session: every tool the session may call now
-/// (granted and available), then `events`. A tool that is gone (its sensor
-/// went silent, the scope does not allow it) is left out; the host is told
-/// with `tools/list_changed` when that changes.
-pub fn mcp_tools(manifest: &Manifest) -> Vec<Tool> {
+/// (granted and available) that `offer` hands an LLM (never an operator's
+/// tool), then `events`. A tool that is gone (its sensor went silent, the
+/// scope does not allow it) is left out; the host is told with
+/// `tools/list_changed` when that changes.
+pub fn mcp_tools(manifest: &Manifest, offer: LlmOffer) -> Vec<Tool> {
     let mut tools: Vec<Tool> = manifest
         .tools()
         .iter()
-        .filter(|info| !HIDDEN_TOOLS.contains(&info.id.as_str()) && manifest.permits(&info.id).is_ok())
+        .filter(|info| !HIDDEN_TOOLS.contains(&info.id.as_str()) && offer.withheld(info).is_none() && manifest.permits(&info.id).is_ok())
         .filter_map(|info| manifest_tool(manifest, &info.id))
         .collect();
     tools.push(events_tool());
     tools
 }
 
-/// Whether `name` is a tool the host may see (the manifest's, not hidden).
-pub fn is_listed(manifest: &Manifest, name: &str) -> bool {
-    name == EVENTS_TOOL || (!HIDDEN_TOOLS.contains(&name) && manifest.tool(name).is_some())
+/// Whether `name` is a tool the host may see (the manifest's, not hidden,
+/// offered).
+pub fn is_listed(manifest: &Manifest, offer: LlmOffer, name: &str) -> bool {
+    name == EVENTS_TOOL || (!HIDDEN_TOOLS.contains(&name) && manifest.tool(name).is_some_and(|info| offer.withheld(info).is_none()))
 }
 
 /// One manifest tool as an MCP tool; `None` when its entry is not usable
@@ -179,14 +181,41 @@ mod tests {
 
     #[test]
     fn the_usable_tools_are_listed_with_events_and_without_cancel_or_unavailable_ones() {
-        let tools = mcp_tools(&manifest());
+        let tools = mcp_tools(&manifest(), LlmOffer::default());
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(names, ["proprioception", "vision", "move", "say", "events"], "depth is not among the session's sensors; cancel is MCP's own");
     }
 
     #[test]
+    fn an_admin_session_is_offered_no_operator_tool_and_no_generator_unless_asked() {
+        let ids = ["proprioception", "approvals_list", "move", "approve", "deny", "approval_mode", "hold", "record_start", "record_stop", "place_object"];
+        let tools: Vec<Value> = ids
+            .iter()
+            .map(|id| {
+                let (class, capability) = match *id {
+                    "proprioception" => ("sensor", "can_observe_world"),
+                    "approvals_list" => ("sensor", "can_administer_bridge"),
+                    "move" => ("actuator", "can_move_self"),
+                    "place_object" => ("generator", "can_modify_world"),
+                    _ => ("actuator", "can_administer_bridge"),
+                };
+                json!({ "id": id, "class": class, "capability": capability, "input_schema": { "type": "object" } })
+            })
+            .collect();
+        let message = json!({
+            "capabilities": { "sensors": ["proprioception", "approvals_list"], "actuators": ["move", "approve", "deny", "approval_mode", "hold", "record_start", "record_stop"], "generators": ["place_object"], "granted": ["can_observe_world", "can_move_self", "can_administer_bridge", "can_modify_world"] },
+            "tools": tools,
+        });
+        let manifest = Manifest::from_message(message.as_object().unwrap()).unwrap();
+        let names = |offer| mcp_tools(&manifest, offer).into_iter().map(|t| t.name.into_owned()).collect::<Vec<_>>();
+        assert_eq!(names(LlmOffer::default()), ["proprioception", "move", "events"], "an admin token gives the LLM no operator tool");
+        assert_eq!(names(LlmOffer { generators: true }), ["proprioception", "move", "place_object", "events"]);
+        assert!(!is_listed(&manifest, LlmOffer { generators: true }, "approve"), "and calling one by name is refused");
+    }
+
+    #[test]
     fn sensors_are_read_only_and_moving_actuators_destructive() {
-        let tools = mcp_tools(&manifest());
+        let tools = mcp_tools(&manifest(), LlmOffer::default());
         let hints = |name| named(&tools, name).annotations.clone().unwrap();
         assert_eq!(hints("proprioception").read_only_hint, Some(true));
         let drive = hints("move");
@@ -198,7 +227,7 @@ mod tests {
 
     #[test]
     fn schemas_are_objects_and_the_picture_fields_leave_the_output_schema() {
-        let tools = mcp_tools(&manifest());
+        let tools = mcp_tools(&manifest(), LlmOffer::default());
         let drive = named(&tools, "move");
         assert_eq!(drive.input_schema.get("type"), Some(&json!("object")), "a schema without a type is given one");
         assert!(drive.description.as_deref().unwrap().contains("calls_per_minute"), "limits are told in the description");
@@ -216,7 +245,8 @@ mod tests {
         assert!(valid_tool_name("look_at") && valid_tool_name("a.b-c"));
         assert!(!valid_tool_name("") && !valid_tool_name("two words") && !valid_tool_name(&"x".repeat(129)));
         let manifest = manifest();
-        assert!(is_listed(&manifest, "depth") && is_listed(&manifest, "events"), "depth exists, though unavailable now");
-        assert!(!is_listed(&manifest, "cancel") && !is_listed(&manifest, "teleport"));
+        let offer = LlmOffer::default();
+        assert!(is_listed(&manifest, offer, "depth") && is_listed(&manifest, offer, "events"), "depth exists, though unavailable now");
+        assert!(!is_listed(&manifest, offer, "cancel") && !is_listed(&manifest, offer, "teleport"));
     }
 }

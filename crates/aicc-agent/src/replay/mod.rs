@@ -106,22 +106,32 @@ impl Lines {
 /// Re-runs `calls` on `stream` (a bridge or a replay); `token` opens the
 /// session when the bridge needs one. Every call waits for its result
 /// before the next is sent, so the order is the recorded order.
-pub async fn run(calls: &[Exchange], stream: Box<dyn Duplex>, token: Option<&str>, rules: &Rules, timeout: Duration) -> Result<Report, ClientError> {
+/// With `skip_operator_calls`, calls of the operator's tools (by the live
+/// manifest's capability `can_administer_bridge` or `can_modify_world`, or
+/// by name) are not sent, and listed as skipped: a replay must not decide
+/// again what an operator decided (approve a call, switch approval mode,
+/// release a hold, stop a recording).
+pub async fn run(calls: &[Exchange], stream: Box<dyn Duplex>, token: Option<&str>, rules: &Rules, timeout: Duration, skip_operator_calls: bool) -> Result<Report, ClientError> {
     let mut lines = Lines { stream, framer: LineFramer::new(MAX_LINE_BYTES), buffer: vec![0; 64 * 1024] };
     if let Some(token) = token {
         lines.send(&json!({ "protocol": aicc_wire::PROTOCOL, "type": "manifest_request", "message_id": "replay-open", "auth": { "token": token } })).await?;
     }
     let until = Instant::now() + timeout;
-    loop {
+    let init = loop {
         let message = lines.next_answer(until).await?;
         match message["type"].as_str() {
-            Some("session_init") => break,
+            Some("session_init") => break message,
             Some("error") => return Err(ClientError::Refused(format!("the bridge refused the session: {}", message["message"]))),
             _ => continue,
         }
-    }
+    };
+    let operators = operator_tools(&init);
     let mut report = Report::default();
     for (index, exchange) in calls.iter().enumerate() {
+        if skip_operator_calls && operators.contains(&exchange.tool) {
+            report.skipped.push(format!("call {} ({}, recorded at byte {}): an operator's call, not re-sent (--include-operator-calls sends it)", exchange.call_id, exchange.tool, exchange.offset));
+            continue;
+        }
         let Some(recorded) = &exchange.result else {
             report.skipped.push(format!("call {} ({}, recorded at byte {})", exchange.call_id, exchange.tool, exchange.offset));
             continue;
@@ -151,9 +161,23 @@ pub async fn run(calls: &[Exchange], stream: Box<dyn Duplex>, token: Option<&str
     Ok(report)
 }
 
+/// The operator's tools of a manifest: by capability, and by name.
+fn operator_tools(manifest: &Value) -> Vec<String> {
+    let by_capability = manifest["tools"].as_array().into_iter().flatten().filter(|t| matches!(t["capability"].as_str(), Some("can_administer_bridge" | "can_modify_world"))).filter_map(|t| t["id"].as_str().map(str::to_owned));
+    by_capability.chain(crate::client::manifest::OPERATOR_TOOLS.iter().map(|t| t.to_string())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operator_tools_are_known_by_capability_and_by_name() {
+        let manifest = json!({ "tools": [{ "id": "move", "capability": "can_move_self" }, { "id": "place_object", "capability": "can_modify_world" }, { "id": "custom_admin", "capability": "can_administer_bridge" }] });
+        let tools = operator_tools(&manifest);
+        assert!(tools.iter().any(|t| t == "place_object") && tools.iter().any(|t| t == "custom_admin") && tools.iter().any(|t| t == "approve"));
+        assert!(!tools.iter().any(|t| t == "move"));
+    }
 
     #[test]
     fn the_report_names_the_call_and_the_field() {

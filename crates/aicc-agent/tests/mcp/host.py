@@ -176,6 +176,17 @@ async def run_steps(session, steps, notifications, elicitations=None):
                 schema_errors.append(f"{tool.name}.{kind}: {error.message}")
     report("tools", tools=[dump(tool) for tool in listed.tools], schema_errors=schema_errors)
 
+    if steps == "tools":
+        # What the LLM is offered, and what calling a withheld tool by name gets.
+        refused = {}
+        for name in ("approve", "approval_mode", "hold", "record_stop"):
+            try:
+                await session.call_tool(name, {"approval_id": "x"} if name == "approve" else {"on": False} if name != "record_stop" else {})
+                refused[name] = None
+            except Exception as error:  # MCPError: a JSON-RPC error answer
+                refused[name] = str(error)
+        report("withheld", refused=refused)
+        return
     if steps == "sim":
         await run_sim_steps(session)
         return
@@ -237,7 +248,7 @@ async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("target", nargs="+", help="stdio: the server command; http: the URL")
-    parser.add_argument("--steps", choices=["basic", "full", "sim", "approval"], default="full")
+    parser.add_argument("--steps", choices=["basic", "full", "sim", "approval", "tools"], default="full")
     parser.add_argument("--elicit", choices=["none", "accept", "reject", "decline"], default="none")
     parser.add_argument("--token-env", help="http: the environment variable holding the bearer token")
     args = parser.parse_args()

@@ -37,8 +37,8 @@ pub struct MovingBridge {
     pub pose: Arc<Mutex<Pose>>,
     /// Cleared: the camera stops publishing (its tool goes away).
     pub camera_on: Arc<AtomicBool>,
-    /// The admin token (AICC_TOKEN) when tokens are configured; this
-    /// module's own sessions use it.
+    /// The operator's token (AICC_OPERATOR_TOKEN) when tokens are
+    /// configured; this module's own sessions use it.
     pub admin_token: Option<String>,
     stop: Arc<AtomicBool>,
     feeder: Option<JoinHandle<()>>,
@@ -97,12 +97,12 @@ pub fn start(config: Config) -> MovingBridge {
     start_with_tokens(config, &[])
 }
 
-/// As `start`, the bridge reading its tokens (security.tokens: AICC_TOKEN
-/// admin, AICC_ACTUATE_TOKEN actuate, ...) from `tokens` as if from the
-/// environment.
+/// As `start`, the bridge reading its tokens (security.tokens:
+/// AICC_OPERATOR_TOKEN admin, AICC_TOKEN actuate, ...) from `tokens` as if
+/// from the environment.
 pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridge {
     let tokens: Vec<(String, String)> = tokens.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let admin_token = tokens.iter().find(|(k, _)| k == "AICC_TOKEN").map(|(_, v)| v.clone());
+    let admin_token = tokens.iter().find(|(k, _)| k == "AICC_OPERATOR_TOKEN").map(|(_, v)| v.clone());
     let bridge = TestBridge::start(config, move |name| tokens.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()));
     let port = bridge.port;
     let pose = Arc::new(Mutex::new(Pose::default()));

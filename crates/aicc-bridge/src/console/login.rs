@@ -1,6 +1,15 @@
 //! Who may use the console: an admin token exchanged once for a session
-//! cookie, and a brake on guessing. No I/O: the handlers pass `now`.
+//! cookie, and a brake on guessing. No I/O: the handlers pass `now` and
+//! the request's source address.
+//!
+//! The brake is per source address and never locks the right token out:
+//! an address that sent [`MAX_FAILURES`] wrong tokens within
+//! [`FAILURE_WINDOW`] has its wrong tokens answered 429 (and slowly, by
+//! the handler), but the operator's token is always checked and always
+//! admitted, from any address, so that a guesser cannot lock the operator
+//! out. Tokens are long random secrets: what the brake limits is the noise.
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// The cookie that carries a console session.
@@ -9,10 +18,13 @@ pub const COOKIE: &str = "aicc_console";
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// Console sessions kept at once (the oldest is ended to open another).
 pub const MAX_SESSIONS: usize = 64;
-/// Refused logins within [`FAILURE_WINDOW`] before every login is refused
-/// until the window has passed.
+/// Refused logins from one address within [`FAILURE_WINDOW`] before its
+/// further wrong tokens are throttled.
 pub const MAX_FAILURES: usize = 10;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Addresses whose refusals are remembered at once (the one refused
+/// longest ago is forgotten first).
+pub const MAX_TRACKED_ADDRESSES: usize = 1024;
 
 /// What a login attempt led to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +33,8 @@ pub enum Login {
     Granted(String),
     /// The token is not an admin token.
     Refused,
-    /// Too many refusals lately: not even checked; retry after this.
+    /// The token is not an admin token, and this address sent too many of
+    /// those lately: retry after this (the right token is never throttled).
     Throttled { retry_after: Duration },
 }
 
@@ -29,32 +42,46 @@ pub enum Login {
 pub struct Logins {
     /// Session id → when it ends.
     sessions: HashMap<String, Instant>,
-    /// Refused attempts in the window, oldest first.
-    failures: VecDeque<Instant>,
+    /// Refused attempts in the window per source address, oldest first.
+    failures: HashMap<IpAddr, VecDeque<Instant>>,
 }
 
 impl Logins {
-    /// Decides an attempt. `is_admin` says whether the presented token is
-    /// an admin token (checked by the caller, in constant time);
-    /// `new_session_id` is the random id to hand out if granted.
-    pub fn attempt(&mut self, is_admin: bool, new_session_id: String, now: Instant) -> Login {
-        self.failures.retain(|at| now.saturating_duration_since(*at) < FAILURE_WINDOW);
-        if self.failures.len() >= MAX_FAILURES {
-            let oldest = self.failures.front().copied().unwrap_or(now);
+    /// Decides an attempt from `source`. `is_admin` says whether the
+    /// presented token is an admin token (checked by the caller, in
+    /// constant time); `new_session_id` is the random id to hand out if granted.
+    pub fn attempt(&mut self, is_admin: bool, new_session_id: String, source: IpAddr, now: Instant) -> Login {
+        if is_admin {
+            self.sessions.retain(|_, ends| *ends > now);
+            if self.sessions.len() >= MAX_SESSIONS {
+                if let Some(oldest) = self.sessions.iter().min_by_key(|(_, ends)| **ends).map(|(id, _)| id.clone()) {
+                    self.sessions.remove(&oldest);
+                }
+            }
+            self.sessions.insert(new_session_id.clone(), now + SESSION_LIFETIME);
+            return Login::Granted(new_session_id);
+        }
+        self.forget_old_failures(now);
+        let refusals = self.failures.entry(source).or_default();
+        refusals.push_back(now);
+        if refusals.len() > MAX_FAILURES {
+            refusals.pop_front();
+            let oldest = refusals.front().copied().unwrap_or(now);
             return Login::Throttled { retry_after: FAILURE_WINDOW.saturating_sub(now.saturating_duration_since(oldest)) };
         }
-        if !is_admin {
-            self.failures.push_back(now);
-            return Login::Refused;
+        Login::Refused
+    }
+
+    /// Refusals older than the window go, and the map stays bounded.
+    fn forget_old_failures(&mut self, now: Instant) {
+        self.failures.retain(|_, refusals| {
+            refusals.retain(|at| now.saturating_duration_since(*at) < FAILURE_WINDOW);
+            !refusals.is_empty()
+        });
+        while self.failures.len() >= MAX_TRACKED_ADDRESSES {
+            let Some(stalest) = self.failures.iter().min_by_key(|(_, r)| r.back().copied()).map(|(a, _)| *a) else { break };
+            self.failures.remove(&stalest);
         }
-        self.sessions.retain(|_, ends| *ends > now);
-        if self.sessions.len() >= MAX_SESSIONS {
-            if let Some(oldest) = self.sessions.iter().min_by_key(|(_, ends)| **ends).map(|(id, _)| id.clone()) {
-                self.sessions.remove(&oldest);
-            }
-        }
-        self.sessions.insert(new_session_id.clone(), now + SESSION_LIFETIME);
-        Login::Granted(new_session_id)
     }
 
     /// Whether a request's `Cookie` header carries a live console session.
@@ -105,11 +132,15 @@ fn percent_decode(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn here() -> IpAddr {
+        "127.0.0.1".parse().unwrap()
+    }
+
     #[test]
     fn an_admin_token_opens_a_session_its_cookie_admits_until_it_ends() {
         let t0 = Instant::now();
         let mut logins = Logins::default();
-        assert_eq!(logins.attempt(true, "abc".into(), t0), Login::Granted("abc".into()));
+        assert_eq!(logins.attempt(true, "abc".into(), here(), t0), Login::Granted("abc".into()));
         assert!(logins.admits(Some("theme=dark; aicc_console=abc"), t0));
         assert!(!logins.admits(Some("aicc_console=abd"), t0), "another id");
         assert!(!logins.admits(Some("aicc_console="), t0));
@@ -120,15 +151,28 @@ mod tests {
     }
 
     #[test]
-    fn repeated_refusals_throttle_every_login_for_the_window() {
+    fn a_guessing_address_is_throttled_but_the_right_token_is_never_locked_out() {
         let t0 = Instant::now();
         let mut logins = Logins::default();
+        let guesser: IpAddr = "10.0.0.66".parse().unwrap();
         for n in 0..MAX_FAILURES {
-            assert_eq!(logins.attempt(false, format!("s{n}"), t0), Login::Refused);
+            assert_eq!(logins.attempt(false, format!("s{n}"), guesser, t0), Login::Refused);
         }
-        // Even the right token is not checked now: guessing gains nothing.
-        assert!(matches!(logins.attempt(true, "s".into(), t0 + Duration::from_secs(10)), Login::Throttled { retry_after } if retry_after == Duration::from_secs(50)));
-        assert_eq!(logins.attempt(true, "s".into(), t0 + FAILURE_WINDOW), Login::Granted("s".into()));
+        assert!(matches!(logins.attempt(false, "s".into(), guesser, t0 + Duration::from_secs(10)), Login::Throttled { retry_after } if retry_after == Duration::from_secs(50)));
+        assert_eq!(logins.attempt(true, "op".into(), guesser, t0 + Duration::from_secs(10)), Login::Granted("op".into()), "the right token, even from the guessing address");
+        assert_eq!(logins.attempt(false, "x".into(), here(), t0 + Duration::from_secs(10)), Login::Refused, "another address is not throttled");
+        assert_eq!(logins.attempt(false, "y".into(), guesser, t0 + FAILURE_WINDOW + Duration::from_secs(11)), Login::Refused, "the window passed");
+    }
+
+    #[test]
+    fn remembered_addresses_are_bounded() {
+        let t0 = Instant::now();
+        let mut logins = Logins::default();
+        for n in 0..(MAX_TRACKED_ADDRESSES as u32 + 50) {
+            let address = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + n));
+            logins.attempt(false, "s".into(), address, t0 + Duration::from_micros(n as u64));
+        }
+        assert!(logins.failures.len() <= MAX_TRACKED_ADDRESSES);
     }
 
     #[test]
@@ -136,7 +180,7 @@ mod tests {
         let t0 = Instant::now();
         let mut logins = Logins::default();
         for n in 0..MAX_SESSIONS + 5 {
-            logins.attempt(true, format!("s{n}"), t0 + Duration::from_millis(n as u64));
+            logins.attempt(true, format!("s{n}"), here(), t0 + Duration::from_millis(n as u64));
         }
         assert_eq!(logins.sessions.len(), MAX_SESSIONS);
         assert!(!logins.admits(Some("aicc_console=s0"), t0), "the oldest was ended");

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -44,6 +44,7 @@ use crate::protocol::auth::{Scope, Tokens};
 use crate::protocol::ratelimit::RateLimiter;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::{Sensor, SensorPort};
+use crate::server::slots::PerAddress;
 use crate::server::Bridge;
 pub use feed::{summarize, AgentFrame, Feed};
 use login::{Login, Logins, COOKIE};
@@ -66,11 +67,12 @@ pub enum ConsoleRefused {
     NoAdminToken,
     #[error("refusing to serve the console on {0}: not a loopback address. Set security.allow_remote: true and TLS (security.tls_cert_file, tls_key_file)")]
     RemoteNotAllowed(SocketAddr),
-    #[error("refusing to serve the console on {0} without TLS: the admin token and the camera would cross the network in plain text (set security.tls_cert_file and tls_key_file)")]
+    #[error("refusing to serve the console on {0} without TLS: the admin token and the camera would cross the network in plain text (set security.tls_cert_file and tls_key_file, or security.allow_plaintext_remote)")]
     RemoteWithoutTls(SocketAddr),
 }
 
-/// Refuses a console without an admin token, or remote without TLS.
+/// Refuses a console without an admin token, or remote without TLS (`tls`:
+/// TLS is configured, or plain text explicitly allowed).
 pub fn check(address: SocketAddr, allow_remote: bool, tls: bool, tokens: &Tokens) -> Result<(), ConsoleRefused> {
     if !tokens.grants(Scope::Admin) {
         return Err(ConsoleRefused::NoAdminToken);
@@ -107,14 +109,9 @@ struct Picture {
     received: Instant,
 }
 
-/// STOP from the page holds the robot until released: it turns approval
-/// mode on (every actuator call waits for the operator) unless it was on.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Hold {
-    held: bool,
-    /// Whether the console turned approval mode on (release turns it off).
-    engaged_approval_mode: bool,
-}
+/// The source address of a request (set per connection by the accept loop).
+#[derive(Debug, Clone, Copy)]
+struct Peer(SocketAddr);
 
 struct Console {
     parts: Parts,
@@ -126,7 +123,8 @@ struct Console {
     camera: Mutex<Option<Picture>>,
     agent_frame: Mutex<Option<AgentFrame>>,
     requests: Mutex<RateLimiter>,
-    hold: Mutex<Hold>,
+    /// Connections refused for the caps, for the log's rate of warnings.
+    refused_connections: std::sync::atomic::AtomicU64,
 }
 
 /// Serves the console on `listener` until the tasks are aborted.
@@ -143,18 +141,17 @@ pub fn start(parts: Parts, listener: TcpListener) -> std::io::Result<(SocketAddr
         camera: Mutex::new(None),
         agent_frame: Mutex::new(None),
         requests: Mutex::default(),
-        hold: Mutex::default(),
+        refused_connections: std::sync::atomic::AtomicU64::new(0),
     });
     let session_task = {
         let console = console.clone();
         tokio::spawn(async move {
             let bridge = console.parts.bridge.clone();
             let events = console.clone();
-            console.session.run(move || bridge.connect_in_process(Scope::Admin), move |event| events.session_event(event)).await;
+            console.session.run(move || bridge.connect_in_process(Scope::Admin, "console"), move |event| events.session_event(event)).await;
         })
     };
     let observer_task = tokio::spawn(console.clone().observe());
-    let tls = console.parts.tls.clone();
     let router = Router::new()
         .route("/", get(index))
         .route("/console.js", get(|| async { static_file("text/javascript; charset=utf-8", page::SCRIPT) }))
@@ -168,17 +165,79 @@ pub fn start(parts: Parts, listener: TcpListener) -> std::io::Result<(SocketAddr
         .route("/api/release", post(release))
         .route("/api/approve", post(approve))
         .route("/api/deny", post(deny))
-        .with_state(console);
-    let server_task = tokio::spawn(async move {
-        let served = match tls {
-            Some(acceptor) => axum::serve(TlsListener { tcp: listener, acceptor }, router).await,
-            None => axum::serve(listener, router).await,
-        };
-        if let Err(error) = served {
-            tracing::error!(%error, "the console's listener failed");
-        }
-    });
+        .with_state(console.clone());
+    let server_task = tokio::spawn(serve_connections(console, listener, router));
     Ok((bound, vec![session_task, observer_task, server_task]))
+}
+
+/// The console's accept loop: each connection in a task of its own, its
+/// TLS handshake there too (a silent peer never holds up another's
+/// login), within the connection caps (in all and per source address)
+/// and the header timeout.
+async fn serve_connections(console: Arc<Console>, listener: TcpListener, router: Router) {
+    let settings = console.parts.settings.clone();
+    let slots = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
+    let by_address = Arc::new(PerAddress::new(settings.max_connections_per_address));
+    let header_timeout = Duration::from_secs_f64(settings.header_timeout_s);
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "console: accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let slot = by_address.take(peer.ip()).and_then(|slot| slots.clone().try_acquire_owned().ok().map(|permit| (permit, slot)));
+        let Some(slot) = slot else {
+            let refused = console.refused_connections.fetch_add(1, Ordering::Relaxed) + 1;
+            // One warning per hundred: a flood must not flood the log.
+            if refused % 100 == 1 {
+                tracing::warn!(%peer, refused, max = settings.max_connections, per_address = settings.max_connections_per_address, "console: connection refused, the caps are reached (console.max_connections, max_connections_per_address)");
+            }
+            tokio::spawn(refuse_connection(stream));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone().layer(Extension(Peer(peer)));
+        let tls = console.parts.tls.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            match tls {
+                Some(acceptor) => match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => serve_http(stream, router, header_timeout).await,
+                    Ok(Err(error)) => tracing::info!(%peer, %error, "console: TLS handshake failed"),
+                    Err(_) => tracing::info!(%peer, "console: TLS handshake not done within console.header_timeout_s"),
+                },
+                None => serve_http(stream, router, header_timeout).await,
+            }
+        });
+    }
+}
+
+/// HTTP/1.1 on one connection; a request header not in within
+/// `header_timeout` (after the connection opened or the previous response)
+/// closes it.
+async fn serve_http<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static>(io: IO, router: Router, header_timeout: Duration) {
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
+    if let Err(error) = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service).await {
+        tracing::debug!(%error, "console: a connection ended with an error");
+    }
+}
+
+/// A connection over the caps: told so in one short response, bounded in
+/// time (a peer that never reads cannot keep its socket).
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    const BODY: &str = "the console serves no more connections now (console.max_connections, console.max_connections_per_address); retry shortly\n";
+    let response = format!("HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{BODY}", BODY.len());
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }
 
 impl Console {
@@ -247,9 +306,9 @@ impl Console {
     /// What the page shows besides the stream.
     fn state(&self) -> Value {
         let now = Instant::now();
-        let (status, approvals, approval_mode) = {
+        let (status, approvals, approval_mode, held) = {
             let core = self.parts.bridge.core.lock();
-            (core.status("", now), core.pending_approvals(now), core.approval_mode())
+            (core.status("", now), core.pending_approvals(now), core.approval_mode(), core.held())
         };
         let odometry = self.parts.sensors.odometry().map(|odom| {
             let (_, _, yaw) = odom.orientation.euler_angles();
@@ -264,7 +323,6 @@ impl Console {
             })
         });
         let restrictions: Vec<Value> = self.parts.base.restrictions().iter().map(|r| json!({ "rule": r.rule, "reason": r.reason })).collect();
-        let hold = *self.hold.lock();
         let camera = self.camera.lock().as_ref().map(|p| json!({ "seq": p.seq, "stamp_s": p.stamp_s }));
         let agent_frame = self.agent_frame.lock().as_ref().map(|f| json!({ "seq": f.seq, "tool": f.tool, "call_id": f.call_id, "mime_type": f.mime_type }));
         let view = self.session.view();
@@ -276,7 +334,8 @@ impl Console {
             "sessions": status["sessions"],
             "approvals": approvals,
             "approval_mode": approval_mode,
-            "held": hold.held,
+            "held": held,
+            "hold": status["hold"],
             "console_session": { "open": view.open, "id": view.session, "error": view.last_error },
             "pages": self.pages.load(Ordering::SeqCst),
             "camera": camera,
@@ -361,13 +420,22 @@ async fn index(State(console): State<Arc<Console>>, headers: HeaderMap) -> Respo
     }
 }
 
-async fn login(State(console): State<Arc<Console>>, body: Bytes) -> Response {
+/// How long a throttled (wrong) login is held before its answer: a
+/// guesser's connections are each slowed, within the connection caps.
+const THROTTLED_DELAY: Duration = Duration::from_secs(1);
+
+async fn login(State(console): State<Arc<Console>>, Extension(Peer(peer)): Extension<Peer>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(why) = foreign_origin(&headers, console.parts.tls.is_some()) {
+        tracing::warn!(%peer, why, "console: a login from another origin was refused");
+        return html(StatusCode::FORBIDDEN, page::login(Some(&format!("Refused: {why}. Log in from the console's own page."))));
+    }
     let token = login::form_token(&body).unwrap_or_default();
     let is_admin = console.parts.tokens.check(&token) == Some(Scope::Admin);
     let new_id = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-    match console.logins.lock().attempt(is_admin, new_id, Instant::now()) {
+    let attempt = console.logins.lock().attempt(is_admin, new_id, peer.ip(), Instant::now());
+    match attempt {
         Login::Granted(id) => {
-            tracing::info!("console: an operator logged in");
+            tracing::info!(%peer, "console: an operator logged in");
             let secure = if console.parts.tls.is_some() { "; Secure" } else { "" };
             let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/{secure}");
             let mut response = with_common_headers((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response());
@@ -377,14 +445,33 @@ async fn login(State(console): State<Arc<Console>>, body: Bytes) -> Response {
             response
         }
         Login::Refused => {
-            tracing::warn!("console: a login with a token that is not an admin token was refused");
+            tracing::warn!(%peer, "console: a login with a token that is not an admin token was refused");
             html(StatusCode::UNAUTHORIZED, page::login(Some("That token is not an admin token of this bridge.")))
         }
         Login::Throttled { retry_after } => {
-            tracing::warn!(retry_after_s = retry_after.as_secs(), "console: login refused, too many wrong tokens");
-            html(StatusCode::TOO_MANY_REQUESTS, page::login(Some(&format!("Too many wrong tokens: try again in {} s.", retry_after.as_secs().max(1)))))
+            tracing::debug!(%peer, retry_after_s = retry_after.as_secs(), "console: a wrong login from a throttled address");
+            tokio::time::sleep(THROTTLED_DELAY).await;
+            let mut response = html(StatusCode::TOO_MANY_REQUESTS, page::login(Some(&format!("Too many wrong tokens from this address: wrong ones are refused for {} s more (the right token is always accepted).", retry_after.as_secs().max(1)))));
+            if let Ok(value) = HeaderValue::from_str(&retry_after.as_secs().max(1).to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
         }
     }
+}
+
+/// Why a request comes from another site than the console's own page:
+/// its `Origin` is not this console's (a page elsewhere posting to it), or
+/// the browser says it is cross-site. None when it is the console's own,
+/// or not from a browser at all (no such headers: curl, a script).
+fn foreign_origin(headers: &HeaderMap, tls: bool) -> Option<String> {
+    if headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) == Some("cross-site") {
+        return Some("the browser marked the request cross-site (Sec-Fetch-Site)".into());
+    }
+    let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or("");
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let own = format!("{}://{host}", if tls { "https" } else { "http" });
+    (host.is_empty() || !origin.eq_ignore_ascii_case(&own)).then(|| format!("the request's Origin '{}' is not the console's own ({own})", origin.chars().take(100).collect::<String>()))
 }
 
 async fn logout(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
@@ -488,26 +575,40 @@ async fn stop(State(console): State<Arc<Console>>, headers: HeaderMap) -> Respon
     if let Some(refusal) = action_refused(&console, &headers) {
         return refusal;
     }
-    // Sent before anything else is awaited: the stop is what matters.
+    // The hold first, then the stop, both sent before anything is awaited:
+    // no call is admitted between them, and the stop is what matters. The
+    // hold (every actuator call waits for an operator) is the core's: only
+    // Release, or an operator's `hold {on: false}`, ends it; approval mode
+    // does not.
+    let mut input = Map::new();
+    input.insert("on".into(), json!(true));
+    input.insert("reason".into(), json!(STOP_REASON));
+    let hold = console.session.start_call("hold", input);
     let sent = console.session.stop(STOP_REASON);
     tracing::warn!("console: STOP pressed");
     if let Err(not_sent) = sent {
         return refused(StatusCode::BAD_GATEWAY, &format!("STOP could not be sent: {not_sent}"));
     }
-    let mode_was_on = console.parts.bridge.core.lock().approval_mode();
-    let mut engaged = false;
-    if !mode_was_on {
-        let mut input = Map::new();
-        input.insert("on".into(), json!(true));
-        engaged = matches!(console.session.call("approval_mode", input, CALL_TIMEOUT).await, CallOutcome::Ok { .. });
-    }
-    {
-        let mut hold = console.hold.lock();
-        hold.held = true;
-        hold.engaged_approval_mode |= engaged;
-    }
+    let held = match hold {
+        Ok((call_id, outcome)) => match tokio::time::timeout(CALL_TIMEOUT, outcome).await {
+            Ok(Ok(CallOutcome::Ok { .. })) => Ok(()),
+            Ok(Ok(CallOutcome::Failed { error, .. })) => Err(error["message"].as_str().unwrap_or("refused").to_string()),
+            Ok(Err(_)) => Err("the console's session closed".to_string()),
+            Err(_) => {
+                console.session.forget(&call_id);
+                Err("no answer within 5 s".to_string())
+            }
+        },
+        Err(not_sent) => Err(not_sent.to_string()),
+    };
     console.push("state", &console.state());
-    json_response(StatusCode::OK, &json!({ "ok": true, "output": { "stopped": true, "held": true, "approval_mode": true } }))
+    match held {
+        Ok(()) => json_response(StatusCode::OK, &json!({ "ok": true, "output": { "stopped": true, "held": true } })),
+        Err(why) => {
+            tracing::error!(%why, "console: the robot was stopped but could not be held");
+            json_response(StatusCode::BAD_GATEWAY, &json!({ "ok": false, "output": { "stopped": true, "held": false }, "error": { "message": format!("stopped, but not held: {why}") } }))
+        }
+    }
 }
 
 async fn release(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
@@ -517,18 +618,18 @@ async fn release(State(console): State<Arc<Console>>, headers: HeaderMap) -> Res
     if !console.within_rate() {
         return refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)");
     }
-    let hold = std::mem::take(&mut *console.hold.lock());
-    if hold.engaged_approval_mode {
-        let mut input = Map::new();
-        input.insert("on".into(), json!(false));
-        if let CallOutcome::Failed { error, .. } = console.session.call("approval_mode", input, CALL_TIMEOUT).await {
-            *console.hold.lock() = hold;
-            return json_response(StatusCode::BAD_GATEWAY, &json!({ "ok": false, "error": error }));
-        }
+    let mut input = Map::new();
+    input.insert("on".into(), json!(false));
+    if let CallOutcome::Failed { error, .. } = console.session.call("hold", input, CALL_TIMEOUT).await {
+        return json_response(StatusCode::BAD_GATEWAY, &json!({ "ok": false, "error": error }));
     }
     tracing::info!("console: STOP released");
     console.push("state", &console.state());
-    json_response(StatusCode::OK, &json!({ "ok": true, "output": { "held": false, "approval_mode": console.parts.bridge.core.lock().approval_mode() } }))
+    let (held, approval_mode) = {
+        let core = console.parts.bridge.core.lock();
+        (core.held(), core.approval_mode())
+    };
+    json_response(StatusCode::OK, &json!({ "ok": true, "output": { "held": held, "approval_mode": approval_mode } }))
 }
 
 async fn approve(state: State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -554,42 +655,6 @@ async fn decide(tool: &str, State(console): State<Arc<Console>>, headers: Header
         Err(error) => return refused(StatusCode::BAD_REQUEST, &format!("the body is not JSON: {error}")),
     };
     console.call(tool, input).await
-}
-
-/// A TLS listener for axum: TCP accepted, then the handshake (bounded);
-/// a failed handshake is logged and the next connection accepted.
-struct TlsListener {
-    tcp: TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
-}
-
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let (stream, peer) = match self.tcp.accept().await {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "console: accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, self.acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => return (tls, peer),
-                Ok(Err(error)) => tracing::info!(%peer, %error, "console: TLS handshake failed"),
-                Err(_) => tracing::info!(%peer, "console: TLS handshake timed out"),
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Per-connection authorization, free of I/O. Tokens are the bridge's own
 //! (compared in constant time by [`Tokens::check`]); each connection
 //! authenticates on its own and never inherits another's authorization.
-use crate::protocol::auth::{Scope, Tokens};
+use crate::protocol::auth::{Credential, Scope, Tokens};
 
 /// What an `auth` attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +15,9 @@ pub struct AuthOutcome {
 #[derive(Debug, Clone)]
 pub struct Gate {
     scope: Option<Scope>,
+    /// Who it authenticated as: whose commands its `act` may replace, and
+    /// whose lease its requests keep.
+    credential: Option<Credential>,
     failures: u32,
     max_failures: u32,
 }
@@ -23,7 +26,8 @@ impl Gate {
     /// Without tokens a connection starts authorized with
     /// `unauthenticated_scope` (the listener is then loopback only).
     pub fn new(tokens: &Tokens, unauthenticated_scope: Scope, max_failures: u32) -> Self {
-        Self { scope: tokens.is_empty().then_some(unauthenticated_scope), failures: 0, max_failures: max_failures.max(1) }
+        let open = tokens.is_empty();
+        Self { scope: open.then_some(unauthenticated_scope), credential: open.then_some(Credential::Unauthenticated), failures: 0, max_failures: max_failures.max(1) }
     }
 
     /// Checks a token. A wrong one leaves the connection unauthorized (a
@@ -31,15 +35,18 @@ impl Gate {
     pub fn authenticate(&mut self, tokens: &Tokens, unauthenticated_scope: Scope, token: &str) -> AuthOutcome {
         if tokens.is_empty() {
             self.scope = Some(unauthenticated_scope);
+            self.credential = Some(Credential::Unauthenticated);
             return AuthOutcome { authorized: true, close: false };
         }
-        match tokens.check(token) {
-            Some(scope) => {
+        match tokens.identify(token) {
+            Some((scope, credential)) => {
                 self.scope = Some(scope);
+                self.credential = Some(credential);
                 AuthOutcome { authorized: true, close: false }
             }
             None => {
                 self.scope = None;
+                self.credential = None;
                 self.failures += 1;
                 AuthOutcome { authorized: false, close: self.failures >= self.max_failures }
             }
@@ -49,6 +56,11 @@ impl Gate {
     /// The granted scope; None until authorized.
     pub fn scope(&self) -> Option<Scope> {
         self.scope
+    }
+
+    /// Who the connection is; None until authorized.
+    pub fn credential(&self) -> Option<Credential> {
+        self.credential
     }
 
     /// Whether the connection may send `act` (its scope may move the robot).
@@ -70,8 +82,8 @@ mod tests {
 
     #[test]
     fn without_tokens_connections_start_authorized() {
-        let gate = Gate::new(&Tokens::default(), Scope::Admin, 5);
-        assert_eq!(gate.scope(), Some(Scope::Admin));
+        let gate = Gate::new(&Tokens::default(), Scope::Actuate, 5);
+        assert_eq!((gate.scope(), gate.credential()), (Some(Scope::Actuate), Some(Credential::Unauthenticated)));
         assert!(gate.may_act());
     }
 
@@ -84,8 +96,10 @@ mod tests {
         assert_eq!(gate.scope(), None);
         assert_eq!(gate.authenticate(&tokens, Scope::Admin, "drive-token"), AuthOutcome { authorized: true, close: false });
         assert!(gate.may_act());
+        assert_eq!(gate.credential(), Some(Credential::Token(0)));
         assert!(!gate.authenticate(&tokens, Scope::Admin, "drive-tokenX").authorized);
         assert!(!gate.may_act(), "a failed attempt leaves the connection unauthorized");
+        assert_eq!(gate.credential(), None);
     }
 
     #[test]

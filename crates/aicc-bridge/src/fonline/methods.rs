@@ -40,6 +40,10 @@ impl Dialect {
             let error = RpcError::new(ErrorCode::Unauthorized, "Unauthorized: authenticate first with auth {token}");
             return Response { line: error_line(&id, &error), close: false };
         }
+        // Any request of an authorized client keeps its commands' lease.
+        if let Some(owner) = gate.credential() {
+            self.state.lock().heard(owner, std::time::Instant::now());
+        }
         let Some(method) = method else {
             let error = RpcError::new(ErrorCode::MethodNotFound, format!("Method not found: '{}' (methods: {})", request.method, Method::NAMES.join(", ")));
             return Response { line: error_line(&id, &error), close: false };
@@ -76,6 +80,9 @@ impl Dialect {
         };
         let settings = &self.settings;
         let outcome = gate.authenticate(&settings.tokens, settings.unauthenticated_scope, token);
+        if let Some(owner) = gate.credential() {
+            self.state.lock().heard(owner, std::time::Instant::now());
+        }
         if !outcome.authorized {
             self.state.lock().last_error = "authentication failed on an AI-control connection".into();
             tracing::warn!(close = outcome.close, "AI-control: authentication failed");
@@ -87,6 +94,8 @@ impl Dialect {
         let view = self.session.view();
         let bound = *self.listening.lock();
         let state = self.state.lock();
+        let now = std::time::Instant::now();
+        let leases: Vec<Value> = state.leases(now).into_iter().map(|(owner, silent)| json!({ "client": owner.describe(), "silentForS": silent.map(|s| s.as_secs_f64()) })).collect();
         json!({
             "running": bound.is_some(),
             "host": bound.map(|a| a.ip().to_string()),
@@ -102,6 +111,14 @@ impl Dialect {
             "observationSeq": state.observation.seq(),
             "lastError": state.last_error,
             "connections": self.connections.load(Ordering::Relaxed),
+            "maxConnections": self.settings.max_connections,
+            "maxConnectionsPerAddress": self.settings.max_connections_per_address,
+            "closedForHttp": state.closed_for_http,
+            "closedForUndecodableLines": state.closed_for_undecodable,
+            "maxUndecodableLines": self.settings.max_undecodable_lines,
+            "leaseTimeoutS": self.settings.lease_timeout.as_secs_f64(),
+            "leases": leases,
+            "stopGeneration": (self.stop_generation)(),
             "authRequired": !self.settings.tokens.is_empty(),
             "session": {
                 "open": view.open,
@@ -139,14 +156,18 @@ impl Dialect {
             return Err(RpcError::new(ErrorCode::Unauthorized, format!("Unauthorized: this connection's token has the '{scope}' scope, which may not act; authenticate with an actuate or admin token")));
         }
         let command = parse_command(params, &self.catalog)?;
+        let owner = gate.credential().expect("an authorized connection has a credential");
         let mut state = self.state.lock();
-        if !command.append || command.is_stop() {
+        // Taken under the state lock, as the drain compares it: a stop
+        // after this moment drops the command before it runs.
+        let generation = (self.stop_generation)();
+        if state.queue.replaces_running(&command, owner) {
             // Sent under the state lock, before anything is replaced: the
             // cancel follows the call it cancels, and a command is
             // accepted only once the running one is surely ending.
             self.end_running_call(&mut state)?;
         }
-        let accepted = state.queue.enqueue(command).map_err(|full| RpcError::new(ErrorCode::QueueFull, format!("Command queue full: {} commands wait (the limit, fonline.max_queued_commands); retry when one has run, or send without append to replace them", full.capacity)))?;
+        let accepted = state.queue.enqueue(command, owner, generation).map_err(|full| RpcError::new(ErrorCode::QueueFull, format!("Command queue full: {} commands wait (the limit, fonline.max_queued_commands); retry when one has run, or send without append to replace your own (another client's commands are not yours to replace)", full.capacity)))?;
         let seq = accepted.seq;
         for dropped in accepted.dropped {
             state.complete(dropped.seq, &dropped.command.command_type, dropped.tool(), Completion::failed(format!("replaced by command {seq}"), "replaced", false));
@@ -163,7 +184,13 @@ impl Dialect {
     /// neither can be sent, the replacing command is refused, untouched.
     fn end_running_call(&self, state: &mut DialectState) -> Result<(), RpcError> {
         let Some((running_seq, call_id)) = state.queue.running().and_then(|r| Some((r.seq, r.call_id.clone()?))) else { return Ok(()) };
-        let Err(cancel_failed) = self.session.cancel(&call_id) else { return Ok(()) };
+        self.cancel_or_stop(state, running_seq, &call_id)
+    }
+
+    /// Cancels a running command's call; when the cancel cannot be sent,
+    /// stops the robot instead; when neither can, says so.
+    pub(super) fn cancel_or_stop(&self, state: &mut DialectState, running_seq: u64, call_id: &str) -> Result<(), RpcError> {
+        let Err(cancel_failed) = self.session.cancel(call_id) else { return Ok(()) };
         let reason = format!("AI-control could not cancel command {running_seq} ({cancel_failed})");
         match self.session.stop(&reason) {
             Ok(()) => {
@@ -215,7 +242,7 @@ mod tests {
 
     fn dialect(tokens: Tokens, max_queued_commands: usize) -> Arc<Dialect> {
         let catalog = Arc::new(Registry::new(&Config::default()).catalog().unwrap());
-        let settings = Settings { max_queued_commands, max_events: 8, tokens, unauthenticated_scope: Scope::Admin, max_auth_failures: 2, tool_timeout: Duration::from_secs(5) };
+        let settings = Settings::for_test(max_queued_commands, tokens);
         Dialect::new(catalog, settings)
     }
 
@@ -307,7 +334,7 @@ mod tests {
         let outgoing = dialect.session.open_for_test(room);
         let mut state = dialect.state.lock();
         let command = parse_command(json!({"type": "move", "x": 100}).as_object().unwrap(), &dialect.catalog).unwrap();
-        state.queue.enqueue(command).unwrap();
+        state.queue.enqueue(command, crate::protocol::auth::Credential::Unauthenticated, 0).unwrap();
         let running = state.queue.start_next().unwrap();
         state.queue.set_call(running.seq, "fonline-7".into());
         outgoing

@@ -50,7 +50,54 @@ pub struct Settings {
     /// The bridge's tool timeout: a command's result is awaited this long
     /// (and a little more).
     pub tool_timeout: Duration,
+    /// An owner (token) not heard from this long loses its commands.
+    pub lease_timeout: Duration,
+    /// Connections served at once, and from one source address.
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+    /// Lines that are not JSON at all before a connection is closed.
+    pub max_undecodable_lines: u32,
 }
+
+impl Settings {
+    /// The settings of a bridge configured with `config`, checking `tokens`.
+    pub fn from_config(config: &crate::config::Config, tokens: Tokens) -> Self {
+        Self {
+            max_queued_commands: config.fonline.max_queued_commands,
+            max_events: config.fonline.max_events,
+            tokens,
+            unauthenticated_scope: config.security.unauthenticated_scope,
+            max_auth_failures: config.security.max_auth_failures,
+            tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
+            lease_timeout: Duration::from_secs_f64(config.fonline.lease_timeout_s),
+            max_connections: config.fonline.max_connections,
+            max_connections_per_address: config.fonline.max_connections_per_address,
+            max_undecodable_lines: config.security.max_undecodable_lines,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Settings {
+    /// Settings for unit tests: no tokens unless given, short timeouts.
+    pub(crate) fn for_test(max_queued_commands: usize, tokens: Tokens) -> Self {
+        Self {
+            max_queued_commands,
+            max_events: 8,
+            tokens,
+            unauthenticated_scope: Scope::Actuate,
+            max_auth_failures: 2,
+            tool_timeout: Duration::from_secs(5),
+            lease_timeout: Duration::from_secs(2),
+            max_connections: 32,
+            max_connections_per_address: 16,
+            max_undecodable_lines: 4,
+        }
+    }
+}
+
+/// The stop generation, as the bridge counts it (see robot::halt).
+pub type StopGeneration = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// The dialect's shared state and its parts.
 pub struct Dialect {
@@ -69,10 +116,18 @@ pub struct Dialect {
     observe_gate: tokio::sync::Mutex<()>,
     listening: Mutex<Option<SocketAddr>>,
     connections: AtomicUsize,
+    /// The bridge's stop generation: commands accepted before a stop from
+    /// any front end are dropped.
+    stop_generation: StopGeneration,
 }
 
 impl Dialect {
+    /// A dialect whose stop generation never moves (for tests of its parts).
     pub fn new(catalog: Arc<Catalog>, settings: Settings) -> Arc<Self> {
+        Self::with_stop_generation(catalog, settings, Arc::new(|| 0))
+    }
+
+    pub fn with_stop_generation(catalog: Arc<Catalog>, settings: Settings, stop_generation: StopGeneration) -> Arc<Self> {
         let actuators = catalog.descriptors().filter(|d| d.class == ToolClass::Actuator && d.capability != "can_administer_bridge").map(|d| d.id.to_string()).collect();
         Arc::new(Self {
             state: Mutex::new(DialectState::new(settings.max_queued_commands, settings.max_events)),
@@ -85,6 +140,7 @@ impl Dialect {
             observe_gate: tokio::sync::Mutex::new(()),
             listening: Mutex::new(None),
             connections: AtomicUsize::new(0),
+            stop_generation,
         })
     }
 }
@@ -101,7 +157,8 @@ pub enum ListenRefused {
 }
 
 /// Loopback first: another address needs the operator's explicit
-/// `security.allow_remote` and a token (the transport has no TLS).
+/// `security.allow_remote` and a token (and, the transport having no TLS,
+/// `security.allow_plaintext_remote`: see bridge::check_remote).
 pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens: bool) -> Result<(), ListenRefused> {
     if address.ip().is_loopback() {
         return Ok(());
@@ -119,13 +176,14 @@ pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens:
 /// core, its drain task and its listener. Abort the tasks to stop it.
 pub fn start(bridge: Arc<Bridge>, catalog: Arc<Catalog>, listener: TcpListener, settings: Settings) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
     let bound = listener.local_addr()?;
-    let dialect = Dialect::new(catalog, settings);
+    let generation_of = bridge.clone();
+    let dialect = Dialect::with_stop_generation(catalog, settings, Arc::new(move || generation_of.stop_generation()));
     *dialect.listening.lock() = Some(bound);
     let session_task = {
         let dialect = dialect.clone();
         tokio::spawn(async move {
             let events = dialect.clone();
-            dialect.session.run(move || bridge.connect_in_process(SESSION_SCOPE), move |event| {
+            dialect.session.run(move || bridge.connect_in_process(SESSION_SCOPE, "AI-control dialect"), move |event| {
                 events.state.lock().history.push(event);
             }).await;
         })

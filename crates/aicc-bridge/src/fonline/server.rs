@@ -12,12 +12,12 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::gate::Gate;
+use crate::protocol::core::looks_like_http;
+use crate::server::slots::PerAddress;
 use super::rpc::{error_line, oversized, ErrorCode, RpcError, MAX_LINE_BYTES};
 use super::Dialect;
 use crate::protocol::codec::{Frame, LineFramer};
 
-/// Connections served at once; one more is told so and closed.
-pub const MAX_CONNECTIONS: usize = 32;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// How long a connection may stay unauthenticated (tokens configured):
@@ -48,7 +48,9 @@ pub async fn serve(dialect: Arc<Dialect>, listener: TcpListener) {
 }
 
 async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: ConnectionLimits) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let (max, per_address) = (dialect.settings.max_connections, dialect.settings.max_connections_per_address);
+    let slots = Arc::new(Semaphore::new(max));
+    let by_address = Arc::new(PerAddress::new(per_address));
     loop {
         let (mut stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -58,14 +60,25 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "AI-control: connection refused, {MAX_CONNECTIONS} already open");
-            let error = RpcError::new(ErrorCode::InvalidRequest, format!("the bridge serves at most {MAX_CONNECTIONS} AI-control connections; retry later"));
-            tokio::spawn(async move {
-                let _ = stream.write_all(&error_line(&serde_json::Value::Null, &error)).await;
-                let _ = stream.shutdown().await;
-            });
-            continue;
+        let slot = match by_address.take(peer.ip()) {
+            Some(slot) => slots.clone().try_acquire_owned().ok().map(|permit| (permit, slot)).ok_or(format!("the bridge serves at most {max} AI-control connections (fonline.max_connections); retry later")),
+            None => Err(format!("the bridge serves at most {per_address} AI-control connections from one address ({}; fonline.max_connections_per_address); retry when one has closed", peer.ip())),
+        };
+        let permit = match slot {
+            Ok(permit) => permit,
+            Err(why) => {
+                tracing::warn!(%peer, "AI-control: connection refused: {why}");
+                let error = RpcError::new(ErrorCode::InvalidRequest, why);
+                // Bounded: a refused peer that never reads cannot keep its socket.
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                        let _ = stream.write_all(&error_line(&serde_json::Value::Null, &error)).await;
+                        let _ = stream.shutdown().await;
+                    })
+                    .await;
+                });
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let dialect = dialect.clone();
@@ -87,6 +100,7 @@ async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: Connect
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let mut buffer = vec![0u8; READ_CHUNK_BYTES];
     let auth_deadline = Instant::now() + limits.unauthenticated;
+    let mut undecodable = 0u32;
     loop {
         let idle_deadline = Instant::now() + limits.idle;
         let deadline = match gate.scope() {
@@ -106,6 +120,13 @@ async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: Connect
         while let Some(frame) = framer.next_frame() {
             match frame {
                 Frame::Line(line) => {
+                    if let Some(refusal) = junk(dialect, &line, &mut undecodable) {
+                        tracing::warn!(%peer, "AI-control: closing a connection: {}", refusal.message);
+                        writer.write_all(&error_line(&serde_json::Value::Null, &refusal)).await?;
+                        writer.shutdown().await?;
+                        discard_until_closed(&mut reader).await;
+                        return Ok(());
+                    }
                     let response = dialect.respond(&mut gate, &line).await;
                     writer.write_all(&response.line).await?;
                     if response.close {
@@ -122,6 +143,27 @@ async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: Connect
             }
         }
     }
+}
+
+/// Why a line closes the connection: it looks like HTTP (a web page's
+/// request to this port: its body must never be read as a command), or it
+/// is one more line that is not JSON than `max_undecodable_lines` allows.
+fn junk(dialect: &Dialect, line: &[u8], undecodable: &mut u32) -> Option<RpcError> {
+    if looks_like_http(line) {
+        dialect.state.lock().closed_for_http += 1;
+        let shown: String = String::from_utf8_lossy(&line[..line.len().min(40)]).chars().filter(|c| !c.is_control()).collect();
+        return Some(RpcError::new(ErrorCode::InvalidRequest, format!("Invalid request: this is an AI-control endpoint (JSON-RPC over NDJSON), not HTTP: the line '{shown}' looks like an HTTP request; closing the connection")));
+    }
+    if serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line).is_ok() {
+        return None;
+    }
+    *undecodable += 1;
+    let limit = dialect.settings.max_undecodable_lines;
+    if *undecodable < limit {
+        return None;
+    }
+    dialect.state.lock().closed_for_undecodable += 1;
+    Some(RpcError::new(ErrorCode::Parse, format!("Parse error: {limit} lines that were not JSON objects on this connection (the limit, security.max_undecodable_lines); closing the connection")))
 }
 
 /// Closes a connection held open without use; nothing is answered (there
@@ -165,7 +207,7 @@ mod tests {
         if with_token {
             tokens.add("drive", Scope::Actuate).unwrap();
         }
-        let settings = Settings { max_queued_commands: 2, max_events: 8, tokens, unauthenticated_scope: Scope::Admin, max_auth_failures: 3, tool_timeout: Duration::from_secs(5) };
+        let settings = Settings { max_auth_failures: 3, ..Settings::for_test(2, tokens) };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         (address, tokio::spawn(serve_with(Dialect::new(catalog, settings), listener, limits)))

@@ -49,6 +49,33 @@ pub enum TokenError {
     Empty,
 }
 
+/// Who a connection proved to be, for the rules that tell callers apart
+/// (who may decide an approval, who may resume a session, whose AI-control
+/// commands a replacing command may cancel). Never the token's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Credential {
+    /// No tokens are configured: any loopback peer, with
+    /// `security.unauthenticated_scope`. All such peers are one credential.
+    Unauthenticated,
+    /// The configured token with this number (its place among the
+    /// configured tokens): peers presenting the same token are one.
+    Token(usize),
+    /// A front end inside the bridge process (the console, the AI-control
+    /// dialect's session), by name: no listener leads to it.
+    InProcess(&'static str),
+}
+
+impl Credential {
+    /// How the credential is shown in audits and errors (never a secret).
+    pub fn describe(&self) -> String {
+        match self {
+            Credential::Unauthenticated => "no token (tokens are not configured)".into(),
+            Credential::Token(n) => format!("token #{n}"),
+            Credential::InProcess(name) => format!("the bridge's own {name}"),
+        }
+    }
+}
+
 /// The configured tokens. Debug never prints a secret.
 #[derive(Clone, Default)]
 pub struct Tokens {
@@ -85,15 +112,36 @@ impl Tokens {
     /// The scope of `presented`, if it matches a token. Every configured
     /// token is compared in full, in constant time, whatever matches.
     pub fn check(&self, presented: &str) -> Option<Scope> {
+        self.identify(presented).map(|(scope, _)| scope)
+    }
+
+    /// The scope and the credential of `presented`, if it matches a token
+    /// (the widest scope when one text was configured twice). Every
+    /// configured token is compared in full, in constant time.
+    pub fn identify(&self, presented: &str) -> Option<(Scope, Credential)> {
         let presented = presented.as_bytes();
-        let mut granted = None;
-        for (secret, scope) in &self.entries {
+        let mut granted: Option<(Scope, Credential)> = None;
+        for (index, (secret, scope)) in self.entries.iter().enumerate() {
             let equal: bool = secret.len() == presented.len() && bool::from(secret.as_slice().ct_eq(presented));
-            if equal {
-                granted = granted.max(Some(*scope));
+            if equal && granted.is_none_or(|(best, _)| *scope > best) {
+                granted = Some((*scope, Credential::Token(index)));
             }
         }
         granted
+    }
+
+    /// Two configured tokens with the same text but different scopes (by
+    /// their places), if any: such a token would make its holder both,
+    /// e.g. the agent an operator.
+    pub fn shared_across_scopes(&self) -> Option<(usize, usize)> {
+        for (i, (a, scope_a)) in self.entries.iter().enumerate() {
+            for (j, (b, scope_b)) in self.entries.iter().enumerate().skip(i + 1) {
+                if scope_a != scope_b && bool::from(a.as_slice().ct_eq(b.as_slice())) {
+                    return Some((i, j));
+                }
+            }
+        }
+        None
     }
 }
 
@@ -117,5 +165,21 @@ mod tests {
         for scope in [Scope::Observe, Scope::Actuate, Scope::Admin] {
             assert!(scope.capabilities().contains(&CAN_HALT), "{scope:?} may halt");
         }
+    }
+
+    #[test]
+    fn a_token_identifies_its_holder_and_one_text_in_two_scopes_is_found() {
+        let mut tokens = Tokens::default();
+        tokens.add("operator-secret", Scope::Admin).unwrap();
+        tokens.add("agent-secret", Scope::Actuate).unwrap();
+        assert_eq!(tokens.identify("agent-secret"), Some((Scope::Actuate, Credential::Token(1))));
+        assert_eq!(tokens.identify("operator-secret"), Some((Scope::Admin, Credential::Token(0))));
+        assert_eq!(tokens.shared_across_scopes(), None);
+        tokens.add("agent-secret", Scope::Actuate).unwrap();
+        assert_eq!(tokens.shared_across_scopes(), None, "the same text twice in one scope grants nothing more");
+        tokens.add("agent-secret", Scope::Admin).unwrap();
+        assert_eq!(tokens.shared_across_scopes(), Some((1, 3)));
+        assert_eq!(tokens.identify("agent-secret"), Some((Scope::Admin, Credential::Token(3))), "the widest scope");
+        assert!(!Credential::Token(1).describe().contains("secret"));
     }
 }

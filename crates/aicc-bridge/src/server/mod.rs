@@ -2,6 +2,7 @@
 //! tools, and applies what the [`Core`] decides. One task reads each
 //! connection, one writes it through a bounded [`Outbox`].
 pub mod outbox;
+pub mod slots;
 pub mod tls;
 pub mod trim;
 
@@ -94,6 +95,13 @@ impl Bridge {
         self.tools.live.clone()
     }
 
+    /// The stop generation: it moves at every `stop`, from any front end
+    /// (see robot::halt). A front end with work of its own queued (the
+    /// AI-control dialect) drops what it accepted before a stop.
+    pub fn stop_generation(&self) -> u64 {
+        self.tools.base.begin_motion()
+    }
+
     /// Publishes an event from the robot side (sensors, governor).
     pub fn publish(&self, topic: &str, payload: Value, audience: Option<&str>) {
         let mut core = self.core.lock();
@@ -138,6 +146,7 @@ impl Bridge {
                     self.tap.record(None, || TapBody::LeaseReleased);
                     self.tools.base.stop();
                 }
+                Output::Halt => self.tools.base.halt(),
                 own @ (Output::Execute { .. } | Output::Abort { .. }) => executions.push(own),
             }
         }
@@ -195,10 +204,12 @@ impl Bridge {
 
     /// Accepts connections until the task is dropped.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, max_connections: usize) {
+        let per_address = self.tools.config.security.max_connections_per_address;
         if let Ok(address) = listener.local_addr() {
             self.core.lock().note_listener(format!("{}://{address}", if tls.is_some() { "tls" } else { "tcp" }), max_connections);
         }
         let slots = Arc::new(Semaphore::new(max_connections));
+        let by_address = Arc::new(slots::PerAddress::new(per_address));
         loop {
             let (mut stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
@@ -208,9 +219,15 @@ impl Bridge {
                     continue;
                 }
             };
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "connection refused: {max_connections} connections already open");
-                let error = AiccError::new(ErrorCode::ToolUnavailable, true, format!("the bridge serves at most {max_connections} connections; retry later"));
+            let slot = match by_address.take(peer.ip()) {
+                Some(slot) => slots.clone().try_acquire_owned().ok().map(|permit| (permit, slot)).ok_or(format!("the bridge serves at most {max_connections} connections; retry later")),
+                None => Err(format!("the bridge serves at most {per_address} connections from one address ({}; security.max_connections_per_address); retry when one of them has closed", peer.ip())),
+            };
+            let permit = match slot {
+                Ok(permit) => permit,
+                Err(why) => {
+                tracing::warn!(%peer, "connection refused: {why}");
+                let error = AiccError::new(ErrorCode::ToolUnavailable, true, why);
                 let mut line = serde_json::to_vec(&envelope("error", "", RandomIds.next_id(), error.to_json())).expect("serializable");
                 line.push(b'\n');
                 // Off the accept loop, and bounded: a refused peer that
@@ -224,6 +241,7 @@ impl Bridge {
                     .await;
                 });
                 continue;
+                }
             };
             let _ = stream.set_nodelay(true);
             let bridge = self.clone();
@@ -252,20 +270,20 @@ impl Bridge {
     /// token; the caller holds the other end of the returned stream. It is
     /// served like a network connection (validation, governor, lease, rate
     /// limits, events), but no listener leads to it.
-    pub fn connect_in_process(self: &Arc<Self>, scope: Scope) -> tokio::io::DuplexStream {
+    pub fn connect_in_process(self: &Arc<Self>, scope: Scope, front_end: &'static str) -> tokio::io::DuplexStream {
         let (ours, theirs) = tokio::io::duplex(IN_PROCESS_BUFFER_BYTES);
         let bridge = self.clone();
         tokio::spawn(async move {
-            if let Err(error) = bridge.handle_connection(ours, Some(scope), "in-process".to_string()).await {
+            if let Err(error) = bridge.handle_connection(ours, Some((scope, front_end)), format!("in-process {front_end}")).await {
                 tracing::info!(%error, "in-process connection ended with an error");
             }
         });
         theirs
     }
 
-    /// `granted`: the scope of an in-process connection (no authentication);
+    /// `granted`: the scope and front end of an in-process connection (no authentication);
     /// None for network connections. `peer`: its address, for observers.
-    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S, granted: Option<Scope>, peer: String) -> std::io::Result<()> {
+    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S, granted: Option<(Scope, &'static str)>, peer: String) -> std::io::Result<()> {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         self.tap.record(Some(conn), || TapBody::Connected { peer });
         let outbox = Arc::new(Outbox::new(self.outbox_limits));
@@ -292,7 +310,7 @@ impl Bridge {
         {
             let mut core = self.core.lock();
             let outputs = match granted {
-                Some(scope) => core.on_connect_in_process(conn, scope, Instant::now()),
+                Some((scope, front_end)) => core.on_connect_in_process(conn, scope, front_end, Instant::now()),
                 None => core.on_connect(conn, Instant::now()),
             };
             let executions = self.apply(outputs);

@@ -1,5 +1,5 @@
 // Keeps N console pages open for a while, for scripts/bench.sh's figures of
-// the console's cost: N pages, each logged in (AICC_TOKEN), waits SECONDS,
+// the console's cost: N pages, each logged in (AICC_OPERATOR_TOKEN), waits SECONDS,
 // prints what the pages received as one JSON line.
 //   node pages.mjs URL N SECONDS   (PLAYWRIGHT_CORE: playwright-core's index.mjs)
 const [url, count, seconds] = process.argv.slice(2);
@@ -18,7 +18,7 @@ for (let i = 0; i < Number(count); i++) {
   const context = await browser.newContext();
   const page = await context.newPage();
   await page.goto(url);
-  await page.fill("#token", process.env.AICC_TOKEN);
+  await page.fill("#token", process.env.AICC_OPERATOR_TOKEN);
   await Promise.all([page.waitForNavigation(), page.click("#login")]);
   pages.push(page);
 }

@@ -205,6 +205,15 @@ pub fn start_bridge_with_console(extra_args: &[&str], envs: &[(&str, &str)]) -> 
     (guard, ports[0], ports[1], log)
 }
 
+/// Starts the bridge with every front end on free ports: AICC, the
+/// AI-control dialect and the console; returns it, the three ports (from
+/// their ready lines) and its log.
+pub fn start_bridge_with_every_front_end(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, [u16; 3], Arc<Mutex<String>>) {
+    let listen = ["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0"];
+    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY ", "CONSOLE_READY "]);
+    (guard, [ports[0], ports[1], ports[2]], log)
+}
+
 /// Spawns the bridge and waits for its ready lines (`MARKER {"host","port"}`
 /// on stdout, in order); returns the port of each.
 fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], markers: &[&'static str]) -> (ChildGuard, Vec<u16>, Arc<Mutex<String>>) {

@@ -3,6 +3,13 @@
 //! approval timeout lapses. Held here, in the core, so that they hold for
 //! every front end (AICC, the AI-control dialect, MCP through AICC).
 //!
+//! Who may decide: an operator, never the caller. An approval or denial
+//! from the session whose call waits, or from any session opened with the
+//! same token, is refused and audited (an agent given an admin token still
+//! cannot approve itself). The operator's hold (`hold`, the console's
+//! STOP) makes every actuator call wait like approval mode, but only its
+//! own release ends it: switching approval mode off does not.
+//!
 //! A waiting call is in its session's calls in flight (it counts against
 //! the bound, `cancel` finds it, a lost connection aborts it) but nothing
 //! was asked of the shell: only an approval turns it into an
@@ -25,6 +32,7 @@ pub const APPROVALS_LIST: &str = "approvals_list";
 pub const APPROVE: &str = "approve";
 pub const DENY: &str = "deny";
 pub const APPROVAL_MODE: &str = "approval_mode";
+pub const HOLD: &str = "hold";
 /// The event topic admins are told of every decision on.
 pub const APPROVAL_TOPIC: &str = "approval";
 /// Tools never held for approval: stopping and the bridge's own.
@@ -51,7 +59,33 @@ impl Default for ApprovalRules {
     }
 }
 
+/// An operator's hold on the robot: who set it, when, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Hold {
+    pub(super) by: String,
+    pub(super) since: Instant,
+    pub(super) reason: String,
+}
+
+impl Hold {
+    pub(super) fn to_json(&self, now: Instant) -> Value {
+        json!({ "by": self.by, "reason": self.reason, "held_for_s": now.saturating_duration_since(self.since).as_secs_f64() })
+    }
+}
+
 impl ApprovalRules {
+    /// Why a call of `descriptor` with `input` must wait, or None. `held`:
+    /// the operator's hold, when one is on.
+    pub(super) fn reason_held(&self, descriptor: &ToolDescriptor, input: &Map<String, Value>, mode_on: bool, held: Option<&Hold>) -> Option<String> {
+        match (held, self.reason(descriptor, input, mode_on)) {
+            (_, Some(reason)) => Some(reason),
+            (Some(hold), None) if descriptor.class == ToolClass::Actuator && !NEVER_HELD.contains(&descriptor.id) && descriptor.capability != "can_administer_bridge" => {
+                Some(format!("the robot is held by an operator ({}): every actuator call waits for an operator until the hold is released", hold.reason))
+            }
+            _ => None,
+        }
+    }
+
     /// Why a call of `descriptor` with `input` must wait, or None.
     pub fn reason(&self, descriptor: &ToolDescriptor, input: &Map<String, Value>, mode_on: bool) -> Option<String> {
         if NEVER_HELD.contains(&descriptor.id) || descriptor.capability == "can_administer_bridge" {
@@ -127,6 +161,21 @@ impl Core {
         self.approval_mode
     }
 
+    /// Whether an operator's hold is on.
+    pub fn held(&self) -> bool {
+        self.hold.is_some()
+    }
+
+    /// Why `decider` may not decide the call waiting in `waiting_session`:
+    /// it is that session, or was opened with the same credential.
+    fn may_not_decide(&self, decider: &str, waiting_session: &str) -> Option<String> {
+        if decider == waiting_session {
+            return Some("it is this session's own call".into());
+        }
+        let (decider, waiting) = (self.sessions.get(decider)?, self.sessions.get(waiting_session)?);
+        (decider.credential == waiting.credential).then(|| format!("the call's session was opened with the same credential ({})", waiting.credential.describe()))
+    }
+
     /// The admin tools `approvals_list`, `approve`, `deny` and
     /// `approval_mode` (None for any other tool). `decider` is the admin's
     /// session.
@@ -138,18 +187,42 @@ impl Core {
                 self.approval_mode = on;
                 tracing::info!(by = short_id(decider), on, "approval mode switched");
                 self.tell_admins(json!({ "decision": "approval_mode", "on": on, "by": short_id(decider) }), now, out);
-                Ok(json!({ "approval_mode": on }))
+                // The operator's hold is not approval mode: it stays until released.
+                Ok(json!({ "approval_mode": on, "held": self.hold.is_some() }))
+            }
+            HOLD => {
+                let on = input.get("on").and_then(Value::as_bool).unwrap_or(false);
+                let reason = input.get("reason").and_then(Value::as_str).unwrap_or("held by an operator").to_string();
+                let was = self.hold.take();
+                if on {
+                    self.hold = Some(was.unwrap_or(Hold { by: short_id(decider).to_string(), since: now, reason }));
+                    tracing::warn!(by = short_id(decider), "operator's hold on: every actuator call waits for an operator");
+                } else if was.is_some() {
+                    tracing::info!(by = short_id(decider), "operator's hold released");
+                }
+                self.tell_admins(json!({ "decision": "hold", "on": on, "by": short_id(decider) }), now, out);
+                Ok(json!({ "held": on, "approval_mode": self.approval_mode, "hold": self.hold.as_ref().map(|h| h.to_json(now)) }))
             }
             APPROVE | DENY => {
                 let approval_id = input.get("approval_id").and_then(Value::as_str).unwrap_or_default().to_string();
                 let reason = input.get("reason").and_then(Value::as_str).unwrap_or("").to_string();
-                match self.find_waiting(&approval_id) {
+                let waiting = self.find_waiting(&approval_id).map(|(session, call_id)| {
+                    let refusal = self.may_not_decide(decider, &session);
+                    (session, call_id, refusal)
+                });
+                match waiting {
                     None => {
                         tracing::warn!(by = short_id(decider), approval_id, tool, "refused: no call waits for this approval (decided already, cancelled, or its session ended)");
                         self.tell_admins(json!({ "decision": "refused", "attempt": tool, "approval_id": approval_id, "by": short_id(decider), "why": "no call is waiting for this approval" }), now, out);
                         Err(AiccError::new(ErrorCode::InvalidInput, false, format!("input.approval_id: no call is waiting for approval '{approval_id}' (decided already, cancelled, timed out, or its session ended); see approvals_list")))
                     }
-                    Some((session, call_id)) => {
+                    Some((session, call_id, Some(why))) => {
+                        self.counters.decisions_refused += 1;
+                        tracing::warn!(by = short_id(decider), approval_id, tool, session = short_id(&session), call_id, why, "refused: a decision from the caller's own side");
+                        self.tell_admins(json!({ "decision": "refused", "attempt": tool, "approval_id": approval_id, "session": short_id(&session), "call_id": call_id, "by": short_id(decider), "why": format!("who may decide: {why}") }), now, out);
+                        Err(AiccError::new(ErrorCode::ToolUnavailable, false, format!("who may decide: approval '{approval_id}' may not be decided by this session: {why}. An operator decides it, from another session with another token (the console, or `aicc approvals` with AICC_OPERATOR_TOKEN); the attempt was audited")))
+                    }
+                    Some((session, call_id, None)) => {
                         let decision = if tool == APPROVE { Decision::Approved } else { Decision::Denied };
                         let decided = self.decide(&session, &call_id, decision, decider, &reason, now, out);
                         Ok(json!({ "approval_id": approval_id, "decision": decision.as_str(), "call_id": call_id, "tool": decided }))
@@ -183,6 +256,7 @@ impl Core {
         self.tell_admins(audit, now, out);
         match decision {
             Decision::Approved => {
+                self.moved_since_stop = true;
                 let payload = json!({ "call_id": call_id, "tool": tool, "state": "accepted", "approved_by": short_id(decider), "deadline_ms": waiting.deadline.map(|d| d.as_millis() as u64) });
                 self.push_event(session_id, "command", payload, now, out);
                 out.push(Output::Execute { conn, session: session_id.to_string(), call_id: call_id.to_string(), tool: tool.to_string(), input: waiting.input, deadline: waiting.deadline });
@@ -286,12 +360,22 @@ pub fn approval_tool_descriptors() -> Vec<ToolDescriptor> {
         ToolDescriptor {
             id: APPROVAL_MODE,
             class: ToolClass::Actuator,
-            description: "Operators: switch approval mode, in which every actuator call but stop waits for an operator's approval.",
+            description: "Operators: switch approval mode, in which every actuator call but stop waits for an operator's approval. It does not release an operator's hold (see hold).",
             capability: "can_administer_bridge",
             strict_input: true,
             calls_per_minute: Some(60),
             input_schema: json!({ "type": "object", "properties": { "on": { "type": "boolean" } }, "required": ["on"], "additionalProperties": false }),
-            output_schema: json!({ "type": "object", "properties": { "approval_mode": { "type": "boolean" } }, "required": ["approval_mode"] }),
+            output_schema: json!({ "type": "object", "properties": { "approval_mode": { "type": "boolean" }, "held": { "type": "boolean" } }, "required": ["approval_mode"] }),
+        },
+        ToolDescriptor {
+            id: HOLD,
+            class: ToolClass::Actuator,
+            description: "Operators: hold the robot (on: every actuator call but stop waits for an operator's approval, as after the console's STOP) or release the hold (off). Only this releases it; approval_mode does not.",
+            capability: "can_administer_bridge",
+            strict_input: true,
+            calls_per_minute: Some(60),
+            input_schema: json!({ "type": "object", "properties": { "on": { "type": "boolean" }, "reason": { "type": "string", "maxLength": 200 } }, "required": ["on"], "additionalProperties": false }),
+            output_schema: json!({ "type": "object", "properties": { "held": { "type": "boolean" }, "approval_mode": { "type": "boolean" }, "hold": {} }, "required": ["held"] }),
         },
     ]
 }

@@ -21,6 +21,17 @@ pub(super) struct Counters {
     pub(super) tool_calls: u64,
     pub(super) tool_errors: u64,
     pub(super) protocol_errors: u64,
+    /// Connections closed for sending HTTP.
+    pub(super) closed_http: u64,
+    /// Connections closed for sending too many lines that were not JSON.
+    pub(super) closed_undecodable: u64,
+    /// Resumes refused (another token, or the owner still connected).
+    pub(super) resumes_refused: u64,
+    /// Approvals refused to the session or token whose call waits.
+    pub(super) decisions_refused: u64,
+    /// `stop` calls that ran, and those the core answered itself.
+    pub(super) stops_run: u64,
+    pub(super) stops_merged: u64,
 }
 
 /// Transport facts the shell reports, for operators' status.
@@ -110,6 +121,15 @@ impl Core {
             "tool_calls": self.counters.tool_calls,
             "tool_errors": self.counters.tool_errors,
             "protocol_errors": self.counters.protocol_errors,
+            "connections_closed_for_http": self.counters.closed_http,
+            "connections_closed_for_undecodable_lines": self.counters.closed_undecodable,
+            "max_undecodable_lines": self.config.max_undecodable_lines,
+            "resumes_refused": self.counters.resumes_refused,
+            "decisions_refused": self.counters.decisions_refused,
+            "stops_run": self.counters.stops_run,
+            "stops_merged": self.counters.stops_merged,
+            "approval_mode": self.approval_mode,
+            "hold": self.hold.as_ref().map(|h| h.to_json(now)),
             "unavailable_tools": self.unavailable,
             "last_error": self.last_error,
             "auth_required": self.auth_required(),

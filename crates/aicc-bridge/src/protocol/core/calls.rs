@@ -12,6 +12,10 @@ use crate::protocol::error::{AiccError, ErrorCode};
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::message::{Correlation, ToolCall};
 
+/// The tool that halts all motion (never held, answered by the core when
+/// nothing moved since the last one ran).
+const STOP: &str = "stop";
+
 /// A call the shell is running.
 pub(super) struct InFlight {
     pub(super) started: Instant,
@@ -118,10 +122,27 @@ impl Core {
             Ok(Admitted::Execute { descriptor_id, input, ignored_fields, acquired_lease, command }) => {
                 let mut out = Vec::new();
                 let deadline = options.deadline_ms.map(Duration::from_millis);
-                let held = self.catalog.descriptor(descriptor_id).and_then(|d| self.config.approvals.reason(d, &input, self.approval_mode));
+                let held = self.catalog.descriptor(descriptor_id).and_then(|d| self.config.approvals.reason_held(d, &input, self.approval_mode, self.hold.as_ref()));
                 let awaiting = held.map(|reason| Awaiting { approval_id: self.ids.next_id(), input: input.clone(), deadline, reason, since: now, expires: now + self.config.approvals.timeout });
-                if descriptor_id == "stop" {
+                if descriptor_id == STOP {
                     self.deny_all_waiting("the robot was stopped", now, &mut out);
+                    if let Some(merged) = self.merged_stop(&session_id, now) {
+                        // Nothing moved since the last stop ran: halted again
+                        // at once, without its event to every session.
+                        out.push(Output::Halt);
+                        let tick = self.tick(now);
+                        let result = self.message("tool_result", &session_id, json!({
+                            "call_id": call_id, "ok": true, "output": merged,
+                            "meta": { "tick": tick, "latency_ms": 0.0, "source": "bridge" },
+                        }));
+                        out.push(self.reply(conn, result));
+                        return out;
+                    }
+                    self.counters.stops_run += 1;
+                    self.moved_since_stop = false;
+                    self.last_stop = Some((session_id.clone(), now));
+                } else if command && awaiting.is_none() {
+                    self.moved_since_stop = true;
                 }
                 let waits = awaiting.is_some();
                 let session = self.sessions.get_mut(&session_id).expect("admitted");
@@ -157,7 +178,7 @@ impl Core {
         let catalog = self.catalog.clone();
         let descriptor: &ToolDescriptor = catalog.descriptor(tool).filter(|d| self.offered(d)).ok_or_else(|| AiccError::new(ErrorCode::ToolUnknown, false, format!("tool '{tool}' is not in the manifest")))?;
         let session = self.sessions.get(session_id).expect("attached session exists");
-        if !session.scope.capabilities().contains(&descriptor.capability) {
+        if !self.capabilities_of(session.scope).contains(&descriptor.capability) {
             return Err(AiccError::new(ErrorCode::ToolUnavailable, false, format!("tool '{tool}' requires capability '{}', which this session's '{}' scope does not grant", descriptor.capability, session.scope.as_str())));
         }
         if let Some(reason) = self.unavailable.get(tool) {
@@ -167,7 +188,9 @@ impl Core {
             return Err(AiccError::invalid_input(format!("call_id '{call_id}' is already in flight; use a new call_id per call")));
         }
         let valid = self.catalog.validate(tool, input)?;
-        if session.in_flight.len() >= self.config.max_calls_in_flight {
+        // A stop is never refused for the calls in flight: an agent with its
+        // every slot taken must still be able to halt the robot.
+        if session.in_flight.len() >= self.config.max_calls_in_flight && descriptor.capability != crate::protocol::auth::CAN_HALT {
             return Err(AiccError::new(ErrorCode::ToolUnavailable, true, format!("{} calls already in flight (the limit); retry when one completes", self.config.max_calls_in_flight)));
         }
         let needs_lease = descriptor.class == ToolClass::Actuator && descriptor.capability == "can_move_self";
@@ -196,6 +219,21 @@ impl Core {
             });
         }
         Ok(Admitted::Execute { descriptor_id: descriptor.id, input: valid.input, ignored_fields: valid.ignored_fields, acquired_lease, command: descriptor.class == ToolClass::Actuator })
+    }
+
+    /// A `stop` while nothing may have moved since the last one ran: its
+    /// output, answered by the core (the shell halts again, cheaply). A
+    /// flood of stops from many sessions so halts the robot once, and
+    /// costs each session one reply, not an event to every session.
+    fn merged_stop(&mut self, session_id: &str, now: Instant) -> Option<Value> {
+        if self.moved_since_stop {
+            return None;
+        }
+        let (by, at) = self.last_stop.as_ref()?;
+        self.counters.stops_merged += 1;
+        let ago_s = now.saturating_duration_since(*at).as_secs_f64();
+        let action = format!("already stopped: nothing moved since the stop by session {} {ago_s:.2} s ago; setpoints dropped again", super::short_id(by));
+        Some(json!({ "stopped": { "base": { "action": action } }, "by": super::short_id(session_id), "merged": true, "duration_s": 0.0 }))
     }
 
     /// The result of a call refused before it ran.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{ConnId, Core, Output};
-use crate::protocol::auth::Scope;
+use crate::protocol::auth::{Credential, Scope};
 use crate::protocol::error::AiccError;
 use crate::protocol::message::{Correlation, Inbound};
 
@@ -14,15 +14,19 @@ pub(super) struct Connection {
     pub(super) session: Option<String>,
     /// Granted scope once authenticated (or at once without tokens).
     pub(super) scope: Option<Scope>,
+    /// Who it proved to be, once authenticated.
+    pub(super) credential: Option<Credential>,
     auth_failures: u32,
+    /// Lines that were not JSON at all (see `junk`).
+    pub(super) undecodable: u32,
     opened: Instant,
     last_inbound: Instant,
     last_heartbeat_sent: Instant,
 }
 
 impl Connection {
-    pub(super) fn new(scope: Option<Scope>, now: Instant) -> Self {
-        Self { session: None, scope, auth_failures: 0, opened: now, last_inbound: now, last_heartbeat_sent: now }
+    pub(super) fn new(granted: Option<(Scope, Credential)>, now: Instant) -> Self {
+        Self { session: None, scope: granted.map(|g| g.0), credential: granted.map(|g| g.1), auth_failures: 0, undecodable: 0, opened: now, last_inbound: now, last_heartbeat_sent: now }
     }
 
     pub(super) fn is_authenticated(&self) -> bool {
@@ -47,6 +51,11 @@ impl Connection {
         !self.is_authenticated() && now.saturating_duration_since(self.opened) > bound
     }
 
+    /// How long since it was last heard from.
+    pub(super) fn silent_for(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.last_inbound)
+    }
+
     /// Silent for longer than `intervals` heartbeat intervals: taken as dead.
     pub(super) fn is_silent(&self, now: Instant, interval: Duration, intervals: u32) -> bool {
         now.saturating_duration_since(self.last_inbound) > interval * intervals
@@ -64,12 +73,12 @@ impl Connection {
 }
 
 impl Core {
-    pub(super) fn open_connection(&mut self, conn: ConnId, scope: Option<Scope>, now: Instant) -> Vec<Output> {
+    pub(super) fn open_connection(&mut self, conn: ConnId, granted: Option<(Scope, Credential)>, now: Instant) -> Vec<Output> {
         self.counters.connections_total += 1;
-        self.connections.insert(conn, Connection::new(scope, now));
-        match scope {
-            Some(scope) => {
-                let session = self.new_session(conn, scope, &Default::default());
+        self.connections.insert(conn, Connection::new(granted, now));
+        match granted {
+            Some((scope, credential)) => {
+                let session = self.new_session(conn, scope, credential, &Default::default());
                 vec![self.session_init(conn, &session, None, now)]
             }
             None => Vec::new(),
@@ -88,9 +97,11 @@ impl Core {
             let error = AiccError::invalid_input("authentication required: open with manifest_request or session_resume carrying auth.token");
             return vec![self.error_message(conn, error, &correlation, now)];
         };
-        match self.config.tokens.check(&token) {
-            Some(scope) => {
-                self.connections.get_mut(&conn).expect("known connection").scope = Some(scope);
+        match self.config.tokens.identify(&token) {
+            Some((scope, credential)) => {
+                let state = self.connections.get_mut(&conn).expect("known connection");
+                state.scope = Some(scope);
+                state.credential = Some(credential);
                 // Only openings carry a token: this opens (or resumes) the session.
                 self.dispatch(conn, inbound, now)
             }
@@ -147,7 +158,7 @@ mod tests {
     fn a_connection_is_silent_after_the_given_intervals_and_heartbeats_when_due() {
         let t0 = Instant::now();
         let second = Duration::from_secs(1);
-        let mut connection = Connection::new(Some(Scope::Observe), t0);
+        let mut connection = Connection::new(Some((Scope::Observe, Credential::Unauthenticated)), t0);
         assert!(!connection.is_silent(t0 + 3 * second, second, 3), "exactly three intervals is not yet silent");
         assert!(connection.is_silent(t0 + 4 * second, second, 3));
         connection.heard(t0 + 4 * second);

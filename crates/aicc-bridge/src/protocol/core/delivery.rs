@@ -86,7 +86,7 @@ mod tests {
     }
 
     fn session(class: Option<&str>) -> Session {
-        Session::new(Scope::Observe, 7, 4, &Opening { agent_class: class.map(str::to_string), ..Opening::default() })
+        Session::new(Scope::Observe, crate::protocol::auth::Credential::Unauthenticated, 7, 4, &Opening { agent_class: class.map(str::to_string), ..Opening::default() })
     }
 
     #[test]

@@ -28,11 +28,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use super::auth::{Scope, Tokens};
+use super::auth::{Credential, Scope, Tokens};
 use super::catalog::Catalog;
 use super::clock::TickClock;
 use super::error::{AiccError, ErrorCode};
 use super::ids::{IdSource, RandomIds};
+use super::manifest::ToolDescriptor;
 use super::message::{decode, envelope, Correlation, Inbound};
 
 mod approvals;
@@ -41,11 +42,13 @@ mod calls;
 mod connections;
 mod delivery;
 mod idempotency;
+mod junk;
 mod lease;
 mod memory;
 mod sessions;
 
-pub use approvals::{approval_tool_descriptors, ApprovalRules, APPROVALS_LIST, APPROVAL_MODE, APPROVAL_TOPIC, APPROVE, DENY};
+pub use approvals::{approval_tool_descriptors, ApprovalRules, APPROVALS_LIST, APPROVAL_MODE, APPROVAL_TOPIC, APPROVE, DENY, HOLD};
+pub use junk::looks_like_http;
 pub use builtin::{core_tool_descriptors, BRIDGE_STATUS, CANCEL, MEMORY_QUERY, TICK_NOW};
 pub use sessions::AgentModel;
 
@@ -115,8 +118,14 @@ pub struct CoreConfig {
     /// The motion lease lapses after this long without actuator activity.
     pub lease_timeout: Duration,
     pub tokens: Tokens,
-    /// Scope of sessions when no tokens are configured (loopback only).
+    /// Scope of sessions when no tokens are configured (loopback only):
+    /// observe or actuate (operator tools need an operator's token).
     pub unauthenticated_scope: Scope,
+    /// Sessions of the actuate scope may call generators (world edits).
+    pub agents_may_modify_world: bool,
+    /// Lines that are not JSON at all a connection may send before it is
+    /// closed (a line that looks like HTTP closes it at once).
+    pub max_undecodable_lines: u32,
     /// Failed authentication attempts before the connection is closed.
     pub max_auth_failures: u32,
     /// A connection not authenticated this long after it opened is closed.
@@ -143,6 +152,10 @@ pub enum Output {
     Close { conn: ConnId },
     /// The motion lease was released (or lapsed): stop the robot's motion.
     LeaseReleased { session: String },
+    /// A `stop` the core answered itself (nothing moved since the last one
+    /// ran): halt again, cheaply (the base brakes, motions begun before
+    /// end), with no event to every session.
+    Halt,
 }
 
 pub struct Core {
@@ -165,6 +178,15 @@ pub struct Core {
     ids: Box<dyn IdSource>,
     /// Every actuator call waits for approval while on (admins switch it).
     approval_mode: bool,
+    /// An operator's hold (the console's STOP): every actuator call waits
+    /// for an operator until an operator releases it. Not approval mode:
+    /// switching that off does not release it.
+    hold: Option<approvals::Hold>,
+    /// Whether anything may have moved since the last `stop` ran: when
+    /// not, another stop is answered by the core (see `calls`).
+    moved_since_stop: bool,
+    /// The last `stop` that ran: who, and when.
+    last_stop: Option<(String, Instant)>,
 }
 
 /// The first characters of a session id: enough to tell sessions apart,
@@ -198,6 +220,9 @@ impl Core {
             counters: Counters::default(),
             shell: ShellFacts::default(),
             ids: Box::new(ids),
+            hold: None,
+            moved_since_stop: true,
+            last_stop: None,
         }
     }
 
@@ -224,15 +249,37 @@ impl Core {
     /// A new connection. Without tokens it gets a session at once;
     /// with tokens it must authenticate first, and is sent nothing until then.
     pub fn on_connect(&mut self, conn: ConnId, now: Instant) -> Vec<Output> {
-        let scope = (!self.auth_required()).then_some(self.config.unauthenticated_scope);
-        self.open_connection(conn, scope, now)
+        let granted = (!self.auth_required()).then_some((self.config.unauthenticated_scope, Credential::Unauthenticated));
+        self.open_connection(conn, granted, now)
     }
 
     /// A connection from inside the bridge process (a second front end,
-    /// such as the AI-control dialect), granted `scope` without a token.
-    /// Only code in this process can open one: no listener leads here.
-    pub fn on_connect_in_process(&mut self, conn: ConnId, scope: Scope, now: Instant) -> Vec<Output> {
-        self.open_connection(conn, Some(scope), now)
+    /// such as the AI-control dialect, named `front_end`), granted `scope`
+    /// without a token. Only code in this process can open one: no
+    /// listener leads here.
+    pub fn on_connect_in_process(&mut self, conn: ConnId, scope: Scope, front_end: &'static str, now: Instant) -> Vec<Output> {
+        self.open_connection(conn, Some((scope, Credential::InProcess(front_end))), now)
+    }
+
+    /// The capabilities `scope` grants on this bridge: the scope's own,
+    /// plus world edits for agents where the configuration allows them.
+    pub fn capabilities_of(&self, scope: Scope) -> Vec<&'static str> {
+        let mut granted = scope.capabilities().to_vec();
+        if scope == Scope::Actuate && self.config.agents_may_modify_world {
+            granted.push("can_modify_world");
+        }
+        granted
+    }
+
+    /// Whether a tool exists on this bridge for anyone: operator tools only
+    /// when an operator's (admin) token is configured.
+    pub(super) fn exists(&self, tool: &ToolDescriptor) -> bool {
+        let operator_only = match tool.capability {
+            "can_administer_bridge" => true,
+            "can_modify_world" => !self.config.agents_may_modify_world,
+            _ => false,
+        };
+        !operator_only || self.config.tokens.grants(Scope::Admin)
     }
 
     /// The connection is gone: its session is kept for resuming, its
@@ -251,10 +298,16 @@ impl Core {
         let Some(state) = self.connections.get_mut(&conn) else { return Vec::new() };
         state.heard(now);
         let authenticated = state.is_authenticated();
+        if let Some(closing) = self.refuse_cross_protocol(conn, line, now) {
+            return closing;
+        }
         let (inbound, named_session) = match decode(line) {
             Ok(decoded) => (decoded.inbound, decoded.session_id),
             Err((error, correlation)) => {
                 self.counters.protocol_errors += 1;
+                if let Some(closing) = self.count_undecodable(conn, line, &error, now) {
+                    return closing;
+                }
                 return vec![self.error_message(conn, error, &correlation, now)];
             }
         };

@@ -11,7 +11,7 @@ use super::calls::InFlight;
 use super::idempotency::IdempotencyKeys;
 use super::memory::EpisodicMemory;
 use super::{ConnId, Core, Output, DEFAULT_TOPICS, KNOWN_TOPICS};
-use crate::protocol::auth::Scope;
+use crate::protocol::auth::{Credential, Scope};
 use crate::protocol::error::{AiccError, ErrorCode};
 use crate::protocol::events::EventRing;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
@@ -42,6 +42,9 @@ impl AgentModel {
 
 pub(super) struct Session {
     pub(super) scope: Scope,
+    /// Who opened it: only the same credential may resume it, and an
+    /// approval is never decided by it.
+    pub(super) credential: Credential,
     pub(super) conn: Option<ConnId>,
     pub(super) detached_at: Option<Instant>,
     pub(super) subscriptions: BTreeSet<String>,
@@ -60,9 +63,10 @@ pub(super) struct Session {
 }
 
 impl Session {
-    pub(super) fn new(scope: Scope, conn: ConnId, event_ring_capacity: usize, opening: &Opening) -> Self {
+    pub(super) fn new(scope: Scope, credential: Credential, conn: ConnId, event_ring_capacity: usize, opening: &Opening) -> Self {
         let mut session = Self {
             scope,
+            credential,
             conn: Some(conn),
             detached_at: None,
             subscriptions: DEFAULT_TOPICS.iter().map(|t| t.to_string()).collect(),
@@ -120,9 +124,9 @@ pub(super) fn check_opening(opening: &Opening) -> Result<(), AiccError> {
 }
 
 impl Core {
-    pub(super) fn new_session(&mut self, conn: ConnId, scope: Scope, opening: &Opening) -> String {
+    pub(super) fn new_session(&mut self, conn: ConnId, scope: Scope, credential: Credential, opening: &Opening) -> String {
         let id = self.ids.next_id();
-        self.sessions.insert(id.clone(), Session::new(scope, conn, self.config.event_ring_capacity, opening));
+        self.sessions.insert(id.clone(), Session::new(scope, credential, conn, self.config.event_ring_capacity, opening));
         if let Some(state) = self.connections.get_mut(&conn) {
             state.session = Some(id.clone());
         }
@@ -147,8 +151,9 @@ impl Core {
                 }
             },
             None => {
-                let scope = self.connections[&conn].scope.expect("authenticated");
-                self.new_session(conn, scope, opening)
+                let state = &self.connections[&conn];
+                let (scope, credential) = (state.scope.expect("authenticated"), state.credential.expect("authenticated"));
+                self.new_session(conn, scope, credential, opening)
             }
         };
         self.session_init(conn, &session, message_id, now)
@@ -163,6 +168,28 @@ impl Core {
             let error = AiccError::new(ErrorCode::SessionExpired, false, format!("session '{session_id}' is unknown, closed or past its resume window; open a new one with manifest_request"));
             return vec![self.error_message(conn, error, &correlation, now)];
         }
+        // A session is its owner's: the same token (or, without tokens, the
+        // same unauthenticated peer class) and no live connection on it.
+        let credential = self.connections[&conn].credential.expect("authenticated");
+        let target = &self.sessions[&session_id];
+        if target.credential != credential {
+            self.counters.resumes_refused += 1;
+            tracing::warn!(session = super::short_id(&session_id), by = credential.describe(), owner = target.credential.describe(), "refused: a resume with another credential than the session's");
+            let error = AiccError::new(ErrorCode::SessionExpired, false, format!("session '{}' was opened with another token: resuming a session needs the token that opened it", super::short_id(&session_id)));
+            return vec![self.error_message(conn, error, &correlation, now)];
+        }
+        if let Some(owner) = target.conn.filter(|c| *c != conn) {
+            self.counters.resumes_refused += 1;
+            let silent_for = self.connections.get(&owner).map_or(0.0, |c| c.silent_for(now).as_secs_f64());
+            let dead_after = (target.heartbeat_interval(self.config.heartbeat_interval) * self.config.dead_peer_intervals).as_secs_f64();
+            tracing::warn!(session = super::short_id(&session_id), "refused: a takeover of a session whose owner is connected");
+            let error = AiccError::new(
+                ErrorCode::SessionExpired,
+                true,
+                format!("session '{}' is in use by a live connection (heard from {silent_for:.1} s ago): a takeover is refused while its owner is connected. It can be resumed once that connection closes or has been silent for {dead_after:.0} s (dead_peer_intervals heartbeats)", super::short_id(&session_id)),
+            );
+            return vec![self.error_message(conn, error, &correlation, now)];
+        }
         let mut out = Vec::new();
         // The connection's own fresh session gives way to the resumed one.
         if let Some(previous) = self.connections.get_mut(&conn).and_then(|c| c.session.take()) {
@@ -170,19 +197,6 @@ impl Core {
                 self.detach(&previous, now, "replaced by a resumed session", &mut out);
                 self.sessions.remove(&previous);
             }
-        }
-        // A session lives on one connection: an older one (half-open after
-        // an agent restart) is told and closed.
-        let old_conn = self.sessions[&session_id].conn.filter(|c| *c != conn);
-        if let Some(old_conn) = old_conn {
-            let tick = self.tick(now);
-            let notice = self.message("session_close", &session_id, json!({ "reason": "session resumed on another connection", "meta": { "tick": tick } }));
-            out.push(self.reply(old_conn, notice));
-            out.push(Output::Close { conn: old_conn });
-            if let Some(state) = self.connections.get_mut(&old_conn) {
-                state.session = None;
-            }
-            self.detach(&session_id, now, "session resumed on another connection", &mut out);
         }
         let scope = self.connections[&conn].scope.expect("authenticated");
         let session = self.sessions.get_mut(&session_id).expect("checked above");
@@ -259,14 +273,15 @@ impl Core {
         self.sessions.retain(|_, s| s.is_resumable(now, window));
     }
 
-    /// Whether the manifest lists a tool (`tick_now` only in hybrid mode).
+    /// Whether the manifest lists a tool (`tick_now` only in hybrid mode;
+    /// operator tools only where an operator's token is configured).
     pub(super) fn offered(&self, tool: &ToolDescriptor) -> bool {
-        tool.id != super::TICK_NOW || self.config.tick_mode == super::TickMode::Hybrid
+        (tool.id != super::TICK_NOW || self.config.tick_mode == super::TickMode::Hybrid) && self.exists(tool)
     }
 
     pub(super) fn manifest_json(&self, session_id: &str) -> Value {
         let session = self.sessions.get(session_id);
-        let granted: &[&str] = session.map_or(&[], |s| s.scope.capabilities());
+        let granted: Vec<&str> = session.map_or(Vec::new(), |s| self.capabilities_of(s.scope));
         let usable = |class: ToolClass| -> Vec<&str> {
             self.catalog.descriptors().filter(|t| t.class == class && self.offered(t) && granted.contains(&t.capability) && !self.unavailable.contains_key(t.id)).map(|t| t.id).collect()
         };
@@ -325,7 +340,7 @@ mod tests {
 
     #[test]
     fn an_opening_replaces_subscriptions_and_sets_the_model_and_unknown_topics_are_refused() {
-        let mut session = Session::new(Scope::Observe, 1, 4, &Opening::default());
+        let mut session = Session::new(Scope::Observe, Credential::Unauthenticated, 1, 4, &Opening::default());
         assert_eq!(session.subscriptions.len(), DEFAULT_TOPICS.len());
         assert_eq!(session.heartbeat_interval(Duration::from_secs(10)), Duration::from_secs(10));
         session.apply_opening(&opening(Some("edge_medium"), Some(&["tick"])));
@@ -342,7 +357,7 @@ mod tests {
     fn a_detached_session_is_resumable_within_the_window_only() {
         let t0 = Instant::now();
         let window = Duration::from_secs(60);
-        let mut session = Session::new(Scope::Observe, 1, 4, &Opening::default());
+        let mut session = Session::new(Scope::Observe, Credential::Unauthenticated, 1, 4, &Opening::default());
         assert!(session.is_resumable(t0 + window * 10, window), "an attached session is always resumable");
         session.batch.push(json!({}));
         assert!(session.detach(t0).is_empty());

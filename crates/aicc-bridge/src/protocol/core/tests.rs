@@ -39,7 +39,9 @@ fn config() -> CoreConfig {
         dead_peer_intervals: 3,
         lease_timeout: Duration::from_secs(30),
         tokens: Tokens::default(),
-        unauthenticated_scope: Scope::Admin,
+        unauthenticated_scope: Scope::Actuate,
+        agents_may_modify_world: false,
+        max_undecodable_lines: 3,
         max_auth_failures: 3,
         handshake_timeout: Duration::from_secs(10),
         limits: json!({ "base": { "max_linear_mps": 0.22 } }),
@@ -600,16 +602,59 @@ fn tools_lost_together_make_one_manifest_update_per_agent() {
 }
 
 #[test]
-fn resuming_elsewhere_closes_the_old_connection() {
+fn a_session_is_its_owners_no_takeover_while_connected_and_no_resume_with_another_token() {
+    let t0 = Instant::now();
+    let mut tokens = Tokens::default();
+    tokens.add("owner-token", Scope::Actuate).unwrap();
+    tokens.add("other-token", Scope::Actuate).unwrap();
+    let mut core = core_with(CoreConfig { tokens, ..config() }, t0);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    let resume = |sid: &str, token: &str| line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid, "auth": { "token": token } }));
+    core.on_connect(1, t0);
+    let sid = session_id(&only(&core.on_line(1, &open("owner-token"), t0), 1));
+    // The owner is connected: a takeover is refused, even with its own token.
+    core.on_connect(2, t0);
+    let out = core.on_line(2, &resume(&sid, "owner-token"), t0);
+    let refused = only(&out, 2);
+    assert_eq!(error_code(&refused), ("session_expired".into(), true));
+    assert!(refused["message"].as_str().unwrap().contains("takeover is refused while its owner is connected"), "{refused}");
+    assert!(sent(&out, 1).is_empty() && !out.iter().any(|o| matches!(o, Output::Close { conn: 1 })), "the owner is not kicked off: {out:?}");
+    assert_eq!(core.session_of(1), Some(sid.as_str()));
+    // Once it is gone: another token may not resume it, its own may.
+    core.on_disconnect(1, t0);
+    core.on_connect(3, t0);
+    let refused = only(&core.on_line(3, &resume(&sid, "other-token"), t0), 3);
+    assert_eq!(error_code(&refused), ("session_expired".into(), false));
+    assert!(refused["message"].as_str().unwrap().contains("needs the token that opened it"), "{refused}");
+    core.on_connect(4, t0);
+    assert_eq!(sent(&core.on_line(4, &resume(&sid, "owner-token"), t0), 4).last().unwrap()["type"], "session_resume");
+    assert_eq!(core.session_of(4), Some(sid.as_str()));
+    let status = core.status(&sid, t0);
+    assert_eq!(status["resumes_refused"], 2);
+}
+
+#[test]
+fn http_closes_a_connection_at_once_and_lines_that_are_not_json_after_the_allowance() {
     let t0 = Instant::now();
     let mut core = core_with(config(), t0);
-    let sid = session_id(&only(&core.on_connect(1, t0), 1));
+    core.on_connect(1, t0);
+    let out = core.on_line(1, b"POST / HTTP/1.1", t0);
+    let told = only(&out, 1);
+    assert_eq!(told["type"], "error");
+    assert!(told["message"].as_str().unwrap().contains("not HTTP"), "{told}");
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })), "closed: {out:?}");
     core.on_connect(2, t0);
-    let out = core.on_line(2, &line(json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": sid })), t0);
-    assert_eq!(only(&out, 1)["type"], "session_close");
-    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 1 })));
-    assert_eq!(sent(&out, 2).last().unwrap()["type"], "session_resume");
-    assert_eq!(core.session_of(2), Some(sid.as_str()));
+    for n in 1..3 {
+        let out = core.on_line(2, b"not json at all", t0);
+        assert!(!out.iter().any(|o| matches!(o, Output::Close { .. })), "line {n} is answered, not fatal");
+    }
+    assert!(!core.on_line(2, br#"{"protocol":"aicc/0.1","type":"nonsense"}"#, t0).iter().any(|o| matches!(o, Output::Close { .. })), "a JSON object that is no message is bad input, not junk");
+    let out = core.on_line(2, b"\xff\xfe", t0);
+    assert!(only(&out, 2)["message"].as_str().unwrap().contains("security.max_undecodable_lines"), "{out:?}");
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 2 })));
+    core.on_connect(3, t0);
+    let status = core.status("", t0);
+    assert_eq!((status["connections_closed_for_http"].as_u64(), status["connections_closed_for_undecodable_lines"].as_u64()), (Some(1), Some(1)));
 }
 
 #[test]
@@ -984,4 +1029,137 @@ fn rules_name_tools_and_move_distances_and_never_hold_stop_or_administration() {
     assert!(rules.reason(&descriptor("stop", ToolClass::Actuator, "can_halt"), &Map::new(), true).is_none(), "stop never waits");
     assert!(rules.reason(&descriptor("record_start", ToolClass::Actuator, "can_administer_bridge"), &Map::new(), true).is_none());
     assert!(rules.reason(&descriptor("say", ToolClass::Actuator, "can_communicate"), &Map::new(), true).is_some());
+}
+
+/// A core with the stop tool, where connection 1 (actuate, its own token)
+/// drives and 5..=8 observe.
+fn stopping_core(t0: Instant) -> (Core, String) {
+    let mut tools = vec![tool("drive", ToolClass::Actuator, "can_move_self", true, None), tool("stop", ToolClass::Actuator, "can_halt", false, Some(1000))];
+    tools.extend(core_tool_descriptors());
+    let mut tokens = Tokens::default();
+    tokens.add("agent-secret", Scope::Actuate).unwrap();
+    tokens.add("watch-secret", Scope::Observe).unwrap();
+    let mut core = Core::new(CoreConfig { tokens, heartbeat_interval: Duration::from_secs(1000), ..config() }, Arc::new(Catalog::new(tools).unwrap()), t0);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    core.on_connect(1, t0);
+    let agent = session_id(&only(&core.on_line(1, &open("agent-secret"), t0), 1));
+    for conn in 5..=8 {
+        core.on_connect(conn, t0);
+        core.on_line(conn, &open("watch-secret"), t0);
+    }
+    (core, agent)
+}
+
+fn stop_ran(outputs: &[Output]) -> bool {
+    outputs.iter().any(|o| matches!(o, Output::Execute { tool, .. } if tool == "stop"))
+}
+
+#[test]
+fn a_flood_of_stops_halts_once_until_something_moves_again() {
+    let t0 = Instant::now();
+    let (mut core, _agent) = stopping_core(t0);
+    assert!(stop_ran(&core.on_line(5, &call("s0", "stop", json!({})), t0)), "the first stop runs");
+    for conn in 5..=8 {
+        for n in 0..5 {
+            let out = core.on_line(conn, &call(&format!("s{conn}-{n}"), "stop", json!({})), t0);
+            assert!(!stop_ran(&out), "nothing moved since: answered by the core");
+            assert!(out.iter().any(|o| matches!(o, Output::Halt)), "and halted again, cheaply: {out:?}");
+            let result = result_of(&out, conn);
+            assert_eq!((result["ok"].as_bool(), result["output"]["merged"].as_bool()), (Some(true), Some(true)), "{result}");
+            assert_eq!(sent(&out, 1).len(), 0, "no event to every session");
+        }
+    }
+    assert!(executes(&core.on_line(1, &call("d1", "drive", json!({ "forward": 1 })), t0)));
+    assert!(stop_ran(&core.on_line(6, &call("s-after", "stop", json!({})), t0)), "something moved: the next stop runs");
+    let status = core.status("", t0);
+    assert_eq!((status["stops_run"].as_u64(), status["stops_merged"].as_u64()), (Some(2), Some(20)));
+}
+
+#[test]
+fn operator_tools_exist_only_with_an_operators_token() {
+    let t0 = Instant::now();
+    let mut tools = vec![tool("drive", ToolClass::Actuator, "can_move_self", true, None), tool("place", ToolClass::Generator, "can_modify_world", false, None)];
+    tools.extend(core_tool_descriptors());
+    tools.extend(approval_tool_descriptors());
+    let catalog = Arc::new(Catalog::new(tools).unwrap());
+    let mut core = Core::new(config(), catalog.clone(), t0);
+    let init = only(&core.on_connect(1, t0), 1);
+    let ids: Vec<&str> = init["tools"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert!(!ids.iter().any(|id| ["approve", "deny", "approval_mode", "hold", "approvals_list", "place"].contains(id)), "no operator token: no operator tools at all: {ids:?}");
+    assert_eq!(init["capabilities"]["scope"], "actuate", "no token: an agent, not an operator");
+    let refused = result_of(&core.on_line(1, &call("a", "approval_mode", json!({ "on": false })), t0), 1);
+    assert_eq!(error_code(&refused), ("tool_unknown".into(), false));
+    // Worlds an agent may edit (a simulator's profile): the generator is the agent's.
+    let mut core = Core::new(CoreConfig { agents_may_modify_world: true, ..config() }, catalog.clone(), t0);
+    let init = only(&core.on_connect(1, t0), 1);
+    assert_eq!(init["capabilities"]["generators"], json!(["place"]));
+    // With an operator's token, the operator has them and the agent does not.
+    let mut tokens = Tokens::default();
+    tokens.add("agent-secret", Scope::Actuate).unwrap();
+    tokens.add("operator-secret", Scope::Admin).unwrap();
+    let mut core = Core::new(CoreConfig { tokens, ..config() }, catalog, t0);
+    core.on_connect(1, t0);
+    let agent = only(&core.on_line(1, &line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": "agent-secret" } })), t0), 1);
+    assert!(agent["tools"].as_array().unwrap().iter().any(|t| t["id"] == "approve"), "listed, as every tool is");
+    assert!(!agent["capabilities"]["actuators"].as_array().unwrap().contains(&json!("approve")), "but not the agent's to call");
+    let refused = result_of(&core.on_line(1, &call("a", "approval_mode", json!({ "on": false })), t0), 1);
+    assert_eq!(error_code(&refused), ("tool_unavailable".into(), false));
+}
+
+#[test]
+fn who_may_decide_not_the_waiting_session_nor_its_token_and_the_attempt_is_audited() {
+    let t0 = Instant::now();
+    let mut tokens = Tokens::default();
+    tokens.add("agent-admin-secret", Scope::Admin).unwrap();
+    tokens.add("operator-secret", Scope::Admin).unwrap();
+    let mut tools = vec![tool("move", ToolClass::Actuator, "can_move_self", true, None)];
+    tools.extend(core_tool_descriptors());
+    tools.extend(approval_tool_descriptors());
+    let approvals = ApprovalRules { tools: vec!["move".into()], move_longer_than_m: None, approval_mode: false, timeout: Duration::from_secs(30) };
+    let mut core = Core::new(CoreConfig { tokens, approvals, heartbeat_interval: Duration::from_secs(1000), ..config() }, Arc::new(Catalog::new(tools).unwrap()), t0);
+    let open = |token: &str| line(json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }));
+    // An agent that was given an admin token, and a second session of it.
+    core.on_connect(1, t0);
+    core.on_line(1, &open("agent-admin-secret"), t0);
+    core.on_connect(2, t0);
+    core.on_line(2, &open("agent-admin-secret"), t0);
+    core.on_connect(9, t0);
+    core.on_line(9, &open("operator-secret"), t0);
+    let out = core.on_line(1, &call("m1", "move", json!({ "forward": 0.3 })), t0);
+    assert!(!executes(&out));
+    let approval_id = events_on(&out, 9, "approval")[0]["approval_id"].as_str().unwrap().to_string();
+    for (conn, who) in [(1, "own call"), (2, "same credential")] {
+        let out = core.on_line(conn, &call(&format!("self-{conn}"), "approve", json!({ "approval_id": approval_id })), t0);
+        assert!(!executes(&out), "{who}: nothing runs");
+        let refused = result_of(&out, conn);
+        assert_eq!(error_code(&refused), ("tool_unavailable".into(), false));
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("who may decide:") && message.contains(who) && message.contains("audited"), "{message}");
+        let audit = events_on(&out, 9, "approval");
+        assert_eq!(audit[0]["decision"], "refused", "the operator is told: {out:?}");
+        assert!(audit[0]["why"].as_str().unwrap().contains("who may decide"));
+    }
+    let out = core.on_line(2, &call("deny-2", "deny", json!({ "approval_id": approval_id })), t0);
+    assert_eq!(error_code(&result_of(&out, 2)).0, "tool_unavailable", "nor deny it");
+    let out = core.on_line(9, &call("ok", "approve", json!({ "approval_id": approval_id })), t0);
+    assert!(executes(&out), "the operator, another session with another token, decides");
+    assert_eq!(core.status("", t0)["decisions_refused"], 3);
+}
+
+#[test]
+fn the_operators_hold_is_released_only_by_releasing_it_never_by_approval_mode() {
+    let t0 = Instant::now();
+    let (mut core, _agent, _admin) = approvals_core(t0);
+    let (_, held) = admin_call(&mut core, "h1", "hold", json!({ "on": true, "reason": "STOP pressed on the operator's console" }), t0);
+    assert_eq!(held["output"]["held"], true);
+    let out = core.on_line(1, &call("short", "move", json!({ "forward": 0.2 })), t0);
+    assert!(!executes(&out), "held: a short move waits");
+    assert!(events_on(&out, 1, "command").last().unwrap()["reason"].as_str().unwrap().contains("held by an operator"));
+    let (_, off) = admin_call(&mut core, "m-off", "approval_mode", json!({ "on": false }), t0);
+    assert_eq!((off["output"]["approval_mode"].as_bool(), off["output"]["held"].as_bool()), (Some(false), Some(true)), "approval mode off leaves the hold on");
+    assert!(!executes(&core.on_line(1, &call("short2", "move", json!({ "forward": 0.2 })), t0)), "still held");
+    assert!(executes(&core.on_line(1, &call("halt", "stop", json!({})), t0)), "stop is never held");
+    let (_, released) = admin_call(&mut core, "h2", "hold", json!({ "on": false }), t0);
+    assert_eq!(released["output"]["held"], false);
+    assert!(executes(&core.on_line(1, &call("short3", "move", json!({ "forward": 0.2 })), t0)), "released: it runs");
 }
