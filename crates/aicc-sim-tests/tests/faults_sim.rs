@@ -22,10 +22,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{sim_control, start_bridge, start_bridge_on, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, TruthSpeed};
+use support::{sim_control, start_bridge, start_bridge_on, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
 
 /// Dead-peer detection in these tests: 4 heartbeat intervals of 0.5 s.
-const HEARTBEAT_ARGS: [&str; 7] = ["--ros-args", "-p", "heartbeat_interval_s:=0.5", "-p", "dead_peer_intervals:=4", "-p", "safety.unobserved_behind:=allow"];
+/// The stalled agent's move must be at speed within the bound: its first
+/// centimetres are not crept (the arm hides a band just ahead; a move
+/// creeps until it has seen that band clear, which governor_sim tests).
+const HEARTBEAT_ARGS: [&str; 9] = ["--ros-args", "-p", "heartbeat_interval_s:=0.5", "-p", "dead_peer_intervals:=4", "-p", "safety.unobserved_behind:=allow", "-p", "safety.unobserved_ahead:=allow"];
 /// These tests reverse toward the room's south wall (the robot spawns
 /// facing the red box): nothing on the bundled robot watches low obstacles
 /// behind it, so reverse is allowed here explicitly (the default refuses it).
@@ -148,6 +151,7 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     let _serial = one_at_a_time();
     let _sim = start_sim(&[]);
     let speed = TruthSpeed::subscribe();
+    let truth = GroundTruth::subscribe();
     let cmd_vel = CmdVelRecorder::subscribe();
     let last_odom = last_arrival::<r2r::nav_msgs::msg::Odometry>("odom_watch", "/odom");
     let last_depth = last_arrival::<r2r::sensor_msgs::msg::Image>("depth_watch", "/camera/depth/image_raw");
@@ -169,6 +173,13 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     assert!(still - last < Duration::from_millis(1500), "still only {:?} after the last /odom", still - last);
     sim_control(json!({ "resume": ["odom"] }));
     wait_ready(&mut client, "ready-odom");
+    // The turn stopped part-way: finish it on the ground truth, so that
+    // the robot faces the open south wall (1.8 m away) whatever the pause
+    // left, not the pedestal or the box it may now face.
+    let (_, _, yaw) = truth.pose();
+    let rest_deg = (std::f64::consts::PI - yaw).sin().atan2((std::f64::consts::PI - yaw).cos()).to_degrees();
+    let finished = client.call("turn-rest", "turn", json!({ "yaw": rest_deg }));
+    assert_eq!(finished["ok"], true, "finishing the turn ({rest_deg:.0} deg): {finished}");
 
     // 2. The depth camera goes silent during a forward move: the way ahead
     //    is no longer known to be clear. (A slow move: the pause, a Python
@@ -349,7 +360,7 @@ fn a_remote_tls_agent_whose_link_is_cut_mid_move() {
     let mut args = HEARTBEAT_ARGS.to_vec();
     let (cert_param, key_param) = (format!("security.tls_cert_file:={}", cert.display()), format!("security.tls_key_file:={}", key.display()));
     args.extend(["-p", "security.allow_remote:=true", "-p", &cert_param, "-p", &key_param]);
-    // The default configuration's admin token comes from AICC_TOKEN.
+    // The default configuration reads the agent's (actuate) token from AICC_TOKEN.
     let (_bridge, port, _log) = start_bridge_on(&format!("{host_ip}:0"), &args, &[("AICC_TOKEN", "faults-secret")]);
 
     // The project's CLI over TLS with the token, from this side of the link.

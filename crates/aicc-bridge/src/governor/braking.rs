@@ -107,6 +107,25 @@ pub fn govern_base_with_envelope(
     envelope: &Envelope,
     dt_s: f64,
 ) -> GovernedStep {
+    govern_base_step(limits, emergency, previous, requested, envelope, dt_s, MAX_STEP_S)
+}
+
+/// As [`govern_base_with_envelope`], speeding up (and ordinary slowing)
+/// over at most `max_accel_step_s` of the `dt_s` elapsed, braking for a
+/// rule over all of it (up to [`MAX_STEP_S`]). A control loop that missed
+/// ticks then brakes for the time it lost but never catches up on
+/// acceleration in one jump: the command's acceleration over any window
+/// stays within the limit (a loop starved for 0.1 s would otherwise turn
+/// 3 rad/s^2 into a 0.3 rad/s step, 5.4 rad/s^2 over the next 0.1 s).
+pub fn govern_base_step(
+    limits: &BaseLimits,
+    emergency: &EmergencyLimits,
+    previous: BaseVelocity,
+    requested: BaseVelocity,
+    envelope: &Envelope,
+    dt_s: f64,
+    max_accel_step_s: f64,
+) -> GovernedStep {
     let mut clamps = Clamps::default();
     let requested = if requested.linear_mps.is_finite() && requested.angular_radps.is_finite() {
         requested
@@ -115,12 +134,13 @@ pub fn govern_base_with_envelope(
         BaseVelocity::ZERO
     };
     let dt_s = if dt_s.is_finite() { dt_s.clamp(0.0, MAX_STEP_S) } else { 0.0 };
+    let accel_dt_s = if max_accel_step_s.is_finite() { dt_s.min(max_accel_step_s.max(0.0)) } else { dt_s };
     let linear = govern_component(
         previous.linear_mps,
         requested.linear_mps,
         limits.max_linear_mps,
         envelope.linear_range(),
-        limits.max_linear_accel_mps2 * dt_s,
+        limits.max_linear_accel_mps2 * accel_dt_s,
         emergency.linear_decel(limits) * dt_s,
     );
     let angular = govern_component(
@@ -128,7 +148,7 @@ pub fn govern_base_with_envelope(
         requested.angular_radps,
         limits.max_angular_radps,
         envelope.angular_range(),
-        limits.max_angular_accel_radps2 * dt_s,
+        limits.max_angular_accel_radps2 * accel_dt_s,
         emergency.angular_decel(limits) * dt_s,
     );
     clamps.linear_velocity = linear.velocity_clamped;
@@ -224,6 +244,18 @@ mod tests {
             ticks += 1;
         }
         assert!((11..=12).contains(&ticks), "220 ms (plus one tick of rounding): {ticks}");
+    }
+
+    #[test]
+    fn a_late_tick_brakes_for_the_time_lost_but_does_not_catch_up_on_acceleration() {
+        let turning = BaseVelocity { linear_mps: 0.0, angular_radps: 1.5 };
+        let from_rest = govern_base_step(&LIMITS, &EMERGENCY, BaseVelocity::ZERO, turning, &open_envelope(), 0.1, 0.03);
+        assert!((from_rest.command.angular_radps - 0.09).abs() < 1e-12, "3 rad/s^2 over 30 ms, not 100: {from_rest:?}");
+        let braking = govern_base_step(&LIMITS, &EMERGENCY, turning, turning, &stop_envelope(), 0.1, 0.03);
+        assert!((braking.command.angular_radps - 0.5).abs() < 1e-12, "10 rad/s^2 over the 100 ms lost: {braking:?}");
+        assert!(braking.emergency_braking);
+        let unbounded = govern_base_with_envelope(&LIMITS, &EMERGENCY, BaseVelocity::ZERO, turning, &open_envelope(), 0.1);
+        assert!((unbounded.command.angular_radps - 0.3).abs() < 1e-12, "{unbounded:?}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::governor::memory::{Remembered, Verdict};
 use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth, UnobservedZone};
 use crate::governor::hazards::{hazard_state, HazardFlags};
 use crate::governor::laser::{most_restrictive, ScanReading};
-use crate::governor::{govern_base_with_envelope, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
+use crate::governor::{govern_base_step, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
 use super::halt::Halts;
 use super::age::Now;
 use super::port::{ActuatorPort, Endpoint, SensorPort};
@@ -592,7 +592,10 @@ impl BaseDriver {
             envelope.angular_min_radps = 0.0;
             envelope.angular_max_radps = 0.0;
         }
-        let governed = govern_base_with_envelope(&self.limits, &self.emergency, state.last_command, requested, &envelope, dt_s);
+        // Acceleration over at most one and a half periods: a tick the
+        // loop missed is not caught up in one jump (braking is).
+        let max_accel_step_s = self.period.as_secs_f64() * 1.5;
+        let governed = govern_base_step(&self.limits, &self.emergency, state.last_command, requested, &envelope, dt_s, max_accel_step_s);
         let rules: Vec<Rule> = envelope.restrictions.iter().map(|r| r.rule).collect();
         let change = (rules != state.active_rules).then(|| GovernorChange {
             began: envelope.restrictions.iter().filter(|r| !state.active_rules.contains(&r.rule)).cloned().collect(),
