@@ -380,9 +380,12 @@ class AiccSim:
     def _scene(self, scene: dict) -> str | None:
         """{"robot": {"x_m", "y_m"}, "clear": true, "park": [names], "objects": [{"object", "ahead_m", "left_m", "yaw_deg"}]}:
         the robot teleported at rest (heading kept: the IMU's orientation stays
-        true and odometry sees nothing), every other object parked outside the
-        room when `clear` (or those named in `park`), and the listed ones
-        placed relative to the robot."""
+        true), its odometry jumping as far (a kidnapped robot whose odometry
+        is corrected: the bridge sees an odometry jump and forgets the
+        obstacles it remembered, which would otherwise stand where the robot
+        no longer is), every other object parked outside the room when
+        `clear` (or those named in `park`), and the listed ones placed
+        relative to the robot."""
         names = {o.name for o in self.sim.objects}
         unknown_keys = set(scene) - {"robot", "clear", "park", "objects"}
         if unknown_keys:
@@ -396,7 +399,14 @@ class AiccSim:
             x, y = float(robot["x_m"]), float(robot["y_m"])
             if not world.is_in_room(x, y):
                 return f"the robot at ({x:.2f}, {y:.2f}) would be outside the room"
+            before, quat_before = self.sim.base_pose()
             self.sim.teleport_base(x, y)
+            dx, dy = x - float(before[0]), y - float(before[1])
+            if math.hypot(dx, dy) > 1e-3:
+                yaw_before = quat_to_yaw(quat_before)
+                ahead = dx * math.cos(yaw_before) + dy * math.sin(yaw_before)
+                left = -dx * math.sin(yaw_before) + dy * math.cos(yaw_before)
+                self._apply_odometry_faults([("jump", 0.0, 0.0, 0.0, ahead, left)])
         placed = {item["object"] for item in wanted}
         parked = set(scene.get("park", []))
         for index, obj in enumerate(self.sim.objects):

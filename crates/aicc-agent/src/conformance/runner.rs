@@ -78,6 +78,8 @@ pub struct RunnerOptions {
 
 /// How long connecting to the ground truth, and each of its commands, may take.
 const TRUTH_WAIT: Duration = Duration::from_secs(10);
+/// How long the bridge is given to notice a scene's teleport.
+const SCENE_SETTLE: Duration = Duration::from_millis(500);
 /// How often a `truth_expect` looks at new samples (they come every 20 ms).
 const TRUTH_POLL: Duration = Duration::from_millis(20);
 
@@ -308,6 +310,12 @@ impl<'a> Run<'a> {
             }
             None => None,
         };
+        if scene_seq.is_some() {
+            // A scene that moves the robot is an odometry jump to the bridge
+            // (sim/README.md): let it see it (and forget what it remembered)
+            // before the first step, not during it.
+            tokio::time::sleep(SCENE_SETTLE).await;
+        }
         let (_, sample) = match scene_seq {
             Some(seq) => client.sample_at_least(seq, TRUTH_WAIT).await?,
             None => client.next_sample(TRUTH_WAIT).await?,

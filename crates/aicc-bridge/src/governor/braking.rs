@@ -110,9 +110,9 @@ pub fn govern_base_with_envelope(
     govern_base_step(limits, emergency, previous, requested, envelope, dt_s, MAX_STEP_S)
 }
 
-/// As [`govern_base_with_envelope`], speeding up (and ordinary slowing)
-/// over at most `max_accel_step_s` of the `dt_s` elapsed, braking for a
-/// rule over all of it (up to [`MAX_STEP_S`]). A control loop that missed
+/// As [`govern_base_with_envelope`], speeding up over at most
+/// `max_accel_step_s` of the `dt_s` elapsed, slowing down (ordinary, or
+/// braking for a rule) over all of it (up to [`MAX_STEP_S`]). A control loop that missed
 /// ticks then brakes for the time it lost but never catches up on
 /// acceleration in one jump: the command's acceleration over any window
 /// stays within the limit (a loop starved for 0.1 s would otherwise turn
@@ -141,6 +141,7 @@ pub fn govern_base_step(
         limits.max_linear_mps,
         envelope.linear_range(),
         limits.max_linear_accel_mps2 * accel_dt_s,
+        limits.max_linear_accel_mps2 * dt_s,
         emergency.linear_decel(limits) * dt_s,
     );
     let angular = govern_component(
@@ -149,6 +150,7 @@ pub fn govern_base_step(
         limits.max_angular_radps,
         envelope.angular_range(),
         limits.max_angular_accel_radps2 * accel_dt_s,
+        limits.max_angular_accel_radps2 * dt_s,
         emergency.angular_decel(limits) * dt_s,
     );
     clamps.linear_velocity = linear.velocity_clamped;
@@ -172,9 +174,10 @@ struct Component {
     braking: bool,
 }
 
-fn govern_component(previous: f64, requested: f64, max: f64, envelope: (f64, f64), max_change: f64, max_brake: f64) -> Component {
+fn govern_component(previous: f64, requested: f64, max: f64, envelope: (f64, f64), max_change: f64, max_slowdown: f64, max_brake: f64) -> Component {
     let max = if max.is_finite() { max.max(0.0) } else { 0.0 };
     let max_change = if max_change.is_finite() { max_change.max(0.0) } else { 0.0 };
+    let max_slowdown = if max_slowdown.is_finite() { max_slowdown.max(max_change) } else { max_change };
     let max_brake = if max_brake.is_finite() { max_brake.max(max_change) } else { max_change };
     let previous = if previous.is_finite() { previous } else { 0.0 };
     // The envelope within the velocity limits; both contain zero.
@@ -186,7 +189,12 @@ fn govern_component(previous: f64, requested: f64, max: f64, envelope: (f64, f64
     } else if previous < low {
         ((previous + max_brake).min(low), false, true)
     } else {
-        let limited = target.clamp(previous - max_change, previous + max_change);
+        // Speeding up over the capped step; slowing down (towards zero)
+        // over all the time elapsed, so that a late tick never delays a
+        // stop the motion planned.
+        let slowing = target.abs() < previous.abs() && target * previous >= 0.0;
+        let change = if slowing { max_slowdown } else { max_change };
+        let limited = target.clamp(previous - change, previous + change);
         (limited, limited != target, false)
     };
     // The velocity limit wins over any rate limit (as in govern_base).
@@ -254,6 +262,8 @@ mod tests {
         let braking = govern_base_step(&LIMITS, &EMERGENCY, turning, turning, &stop_envelope(), 0.1, 0.03);
         assert!((braking.command.angular_radps - 0.5).abs() < 1e-12, "10 rad/s^2 over the 100 ms lost: {braking:?}");
         assert!(braking.emergency_braking);
+        let slowing = govern_base_step(&LIMITS, &EMERGENCY, turning, BaseVelocity::ZERO, &open_envelope(), 0.1, 0.03);
+        assert!((slowing.command.angular_radps - 1.2).abs() < 1e-12, "an ordinary stop, over the 100 ms lost: {slowing:?}");
         let unbounded = govern_base_with_envelope(&LIMITS, &EMERGENCY, BaseVelocity::ZERO, turning, &open_envelope(), 0.1);
         assert!((unbounded.command.angular_radps - 0.3).abs() < 1e-12, "{unbounded:?}");
     }

@@ -149,16 +149,9 @@ impl ObstacleMemory {
         before - self.cells.len()
     }
 
-    /// Moves every point by `correction` (a point of the old odometry
-    /// frame to the new): the re-anchoring after an odometry jump, so that
-    /// what was seen stays where it is in the world.
-    pub fn shift(&mut self, correction: impl Fn(f64, f64) -> (f64, f64)) {
-        let old = std::mem::take(&mut self.cells);
-        for (_, mut r) in old {
-            (r.x_m, r.y_m) = correction(r.x_m, r.y_m);
-            let key = self.key(r.x_m, r.y_m);
-            self.cells.insert(key, r);
-        }
+    /// Forgets everything (after an odometry jump: where it lies is unknown).
+    pub fn clear(&mut self) {
+        self.cells.clear();
     }
 
     /// The nearest remembered obstacle in `direction`'s corridor at `pose`:
@@ -317,17 +310,18 @@ mod tests {
     }
 
     #[test]
-    fn a_full_memory_forgets_the_farthest_first_and_an_odometry_jump_shifts_everything() {
+    fn a_full_memory_forgets_the_farthest_first_and_a_jump_forgets_everything() {
         let mut memory = ObstacleMemory::new(0.02, 3);
         let t0 = Instant::now();
         memory.remember([(0.3, 0.0, 0.05), (2.0, 0.0, 0.05), (0.5, 0.0, 0.05), (0.4, 0.0, 0.05), (f64::NAN, 0.0, 0.0)], t0, (0.0, 0.0));
         assert_eq!((memory.len(), memory.dropped()), (3, 1));
         assert!(memory.points().all(|r| r.x_m < 1.0));
         assert_eq!(memory.forget_beyond((0.0, 0.0), 0.45), 1);
-        // The odometry frame jumped 1 m back: what was at 0.3 is now at 1.3.
-        memory.shift(|x, y| (x + 1.0, y));
-        let near = memory.nearest(Direction::Ahead, &at(1.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
+        let near = memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
         assert!((near.distance_m - 0.3).abs() < 1e-9);
+        memory.clear();
+        assert_eq!(memory.len(), 0);
+        assert!(memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).is_none());
     }
 
     #[test]

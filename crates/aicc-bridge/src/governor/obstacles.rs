@@ -450,8 +450,9 @@ fn pixel_of(image: &DepthImage, intrinsics: &CameraIntrinsics, to_camera: &Isome
 }
 
 /// Whether a pixel's depth saw `point` (or past it) for [`super::memory`]:
-/// `Some(true)` seen past it by a clear margin, `Some(false)` seen at or
-/// before it, `None` not in the frame or no usable return.
+/// `Some(true)` seen past it by a clear margin, or its ray reaching the
+/// floor behind it; `Some(false)` seen at or before it; `None` not in the
+/// frame or no usable return.
 pub fn sees_past(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, point: &Point3<f64>, min_range_m: f64) -> Option<bool> {
     let (u, v, expected) = pixel_of(image, intrinsics, &camera_in_base.inverse(), point)?;
     let measured = f64::from(image.depth(u, v)?);
@@ -459,7 +460,23 @@ pub fn sees_past(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_ba
         return None;
     }
     // +inf is "nothing in range": past it, if the point is in range at all.
-    Some(measured > expected + 0.05 + 0.05 * expected)
+    if measured > expected + 0.05 + 0.05 * expected {
+        return Some(true);
+    }
+    // A low point has the floor just behind it along the ray (5 cm for a
+    // point 5 cm up, 0.6 m away), less than the margin above: the floor
+    // seen where it lies, farther than the point by more than its noise,
+    // is the point gone. (Depth scales along a ray from the camera, so the
+    // floor's depth there is the point's, stretched to the floor.)
+    let height = camera_in_base.translation.vector.z;
+    if point.z > 0.0 && point.z < height {
+        let floor = expected * height / (height - point.z);
+        let noise = 0.02 + 0.03 * floor;
+        if floor - expected > noise && measured >= floor - noise {
+            return Some(true);
+        }
+    }
+    Some(false)
 }
 
 fn observe_floor_point(image: &DepthImage, intrinsics: &CameraIntrinsics, to_camera: &Isometry3<f64>, projector: &Projector, point: &Point3<f64>, settings: &DepthReadSettings, body: &SelfShape) -> CellSight {
@@ -593,6 +610,18 @@ mod tests {
         assert!((pose.translation.vector - Vector3::new(-0.075, 0.0, 0.628)).norm() < 1e-12, "camera 0.628 m above the ground");
         // Positive tilt pitches the view down.
         assert!((camera_pose(0.0, 0.5).rotation * Vector3::z()).z < -0.4);
+    }
+
+    #[test]
+    fn a_low_point_is_seen_gone_when_the_floor_behind_it_shows_and_kept_while_it_stands() {
+        let pose = camera_pose(0.0, 0.8);
+        let k = intrinsics();
+        let point = Point3::new(0.35, 0.0, 0.05);
+        let with_box = render(&pose, &[floor(), Surface::Box { min: Vector3::new(0.35, -0.1, 0.0), max: Vector3::new(0.45, 0.1, 0.10) }]);
+        let without = render(&pose, &[floor()]);
+        let see = |data: &[f32]| sees_past(&DepthImage::new(WIDTH, HEIGHT, data).unwrap(), &k, &pose, &point, 0.1);
+        assert_eq!(see(&with_box), Some(false), "the box's face is still there");
+        assert_eq!(see(&without), Some(true), "the floor where the box stood");
     }
 
     #[test]

@@ -392,17 +392,13 @@ impl BaseDriver {
         let latched = state.safety.contact_latched();
         state.safety.reanchor(correction, yaw_change);
         drop(state);
-        let remembered = {
-            let mut surroundings = self.surroundings.lock();
-            surroundings.shift(correction);
-            surroundings.memory().len()
-        };
+        let forgotten = self.surroundings.lock().forget_after_jump(correction);
         let mut parts: Vec<String> = fence.into_iter().collect();
         if latched {
             parts.push("the contact latch's reference pose".into());
         }
-        parts.push(format!("{remembered} remembered obstacle points"));
-        let what = format!("{}; re-anchored: {}", jump.describe(), parts.join(", "));
+        let anchored = if parts.is_empty() { String::new() } else { format!("; re-anchored: {}", parts.join(", ")) };
+        let what = format!("{}{anchored}; forgot {forgotten} remembered obstacle points (where they lie now is unknown)", jump.describe());
         *self.last_jump.lock() = Some((self.halts.current() + 1, what.clone()));
         self.halt();
         what

@@ -195,11 +195,16 @@ impl Surroundings {
         self.covers[usize::from(direction == Direction::Behind)]
     }
 
-    /// Moves everything kept in the odometry frame by `correction` (the
-    /// re-anchoring after an odometry jump).
-    pub fn shift(&mut self, correction: impl Fn(f64, f64) -> (f64, f64) + Copy) {
-        self.memory.shift(correction);
-        // What was seen clear is not moved: it is simply seen again.
+    /// After an odometry jump: the remembered obstacles and free space are
+    /// forgotten (whether the robot itself moved, a kidnapped robot, or
+    /// only its odometry frame, a driver's restart, cannot be told apart,
+    /// so where they lie now is unknown: what the sources do not observe
+    /// again is unobserved, which the coverage rule treats as unknown);
+    /// the sources' latest frames, of the moment before, are moved by
+    /// `correction` with the robot. Returns how many points were forgotten.
+    pub fn forget_after_jump(&mut self, correction: impl Fn(f64, f64) -> (f64, f64) + Copy) -> usize {
+        let forgotten = self.memory.len();
+        self.memory.clear();
         self.free.clear();
         let move_pose = |pose: &mut Pose2D, yaw_change: f64| {
             (pose.x_m, pose.y_m) = correction(pose.x_m, pose.y_m);
@@ -214,6 +219,7 @@ impl Surroundings {
                 move_pose(&mut o.pose, yaw_change);
             }
         }
+        forgotten
     }
 
     /// The sources' states at `now`, for [`zone_view`].
@@ -301,16 +307,18 @@ mod tests {
     }
 
     #[test]
-    fn an_odometry_correction_moves_what_was_seen_with_it() {
+    fn an_odometry_jump_forgets_what_was_remembered_and_moves_the_latest_frame_with_the_robot() {
         let mut s = surroundings();
         let t0 = Instant::now();
         s.note(seeing_all_ahead(&s, t0), &[(0.4, 0.0, 0.1), (0.4, 0.0, 0.1)], |_| Verdict::Unknown);
+        let before = s.reading(Some(ORIGIN), t0 + Duration::from_millis(50), None);
+        assert_eq!(before.ahead_m.map(|d| (d * 1000.0).round() / 1000.0), Some(0.4));
         // The odometry frame jumped: the robot is now reported at x = 1.0
-        // where it was at 0.0. Shifted by the same, nothing changes for it.
-        s.shift(|x, y| (x + 1.0, y));
+        // where it was at 0.0. What it remembered no longer has a place.
+        assert!(s.forget_after_jump(|x, y| (x + 1.0, y)) > 0);
         let moved = Pose2D { x_m: 1.0, ..ORIGIN };
         let reading = s.reading(Some(moved), t0 + Duration::from_millis(50), None);
-        assert_eq!(reading.ahead_m.map(|d| (d * 1000.0).round() / 1000.0), Some(0.4));
-        assert_eq!(reading.unobserved[0], None);
+        assert_eq!(reading.ahead_m, None, "{reading:?}");
+        assert_eq!(reading.unobserved[0], None, "the latest frame still observes the way, moved with the robot");
     }
 }
