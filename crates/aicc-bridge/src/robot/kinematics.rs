@@ -140,6 +140,13 @@ impl Kinematics {
         joints
     }
 
+    /// The limited joints (revolute, prismatic: not the wheels' continuous
+    /// ones) that move `link` relative to the base.
+    pub fn limited_joints_moving(&self, link: &str) -> Vec<String> {
+        let continuous: Vec<&str> = self.joint_of_child.values().filter(|j| j.kind == "continuous").map(|j| j.name.as_str()).collect();
+        self.joints_moving(link).into_iter().filter(|j| !continuous.contains(&j.as_str())).collect()
+    }
+
     /// Each link that moves with a joint (a movable joint's child and what
     /// hangs from it), with its parent link, sorted: the robot's articulated
     /// parts (arm, head), for telling its own body in a depth image.

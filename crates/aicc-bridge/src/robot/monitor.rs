@@ -188,9 +188,11 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
     }
     // The camera for which the head poses that observe the zones were found.
     let mut covered_for: Option<(String, [f64; 9], u32, u32)> = None;
-    // The joints that move the camera, and since when they have been still:
-    // a frame taken while the camera moved is placed with a pose that is
-    // not the one it was taken at (the floor would read as obstacles).
+    // The joints that move the camera or the parts of the robot it sees,
+    // and since when they have been still: a frame taken while the camera
+    // moved is placed with a pose that is not the one it was taken at (the
+    // floor would read as obstacles), and one taken while the arm moved
+    // cuts the arm out where it was not.
     let mut camera_joints: Vec<String> = Vec::new();
     let mut camera_still = StillSince::default();
     let at_rest_period = Duration::from_secs_f64(config.sensors.depth.max_age_s * AT_REST_MEASURE_SHARE_OF_MAX_AGE);
@@ -221,7 +223,17 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         let camera_key = (frame.frame_id.clone(), info.value.k, info.value.width, info.value.height);
         if covered_for.as_ref() != Some(&camera_key) {
             covered_for = Some(camera_key);
+            // And the joints of the robot's own parts the camera may see (the
+            // arm): a frame taken while they move places them by joint states
+            // of another moment, so the arm would be remembered as an obstacle.
             camera_joints = frames.urdf.joints_moving(&frame.frame_id);
+            for (_, link) in frames.urdf.articulated_links() {
+                for joint in frames.urdf.limited_joints_moving(&link) {
+                    if !camera_joints.contains(&joint) {
+                        camera_joints.push(joint);
+                    }
+                }
+            }
             find_head_covers(&base, &frames, &config, &joint_limits, &frame.frame_id, &info.value).await;
         }
         let joints = robot.joint_states();
