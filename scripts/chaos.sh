@@ -23,57 +23,15 @@ if [ "${AICC_CHAOS_NO_BUILD:-}" != 1 ]; then
   cargo build --release --bin aicc-ros2 --bin aicc-chaos
 fi
 
-tmp="${TMPDIR:-/tmp}"
-logs="$(mktemp -d "$tmp/aicc-chaos.XXXXXX")"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# A ROS domain of our own (the conformance script's lock scheme, domains 1..9).
-domain=""
-for candidate in $(seq 1 9); do
-  exec {lock_fd}>"$tmp/aicc-conformance-domain-$candidate.lock"
-  if flock -n "$lock_fd"; then domain="$candidate"; break; fi
-  exec {lock_fd}>&-
-done
-[ -n "$domain" ] || { echo "[chaos] no free ROS_DOMAIN_ID in 1..9" >&2; exit 1; }
-export ROS_DOMAIN_ID="$domain"
-export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-# Fresh random tokens (the bridge reads the same variables); the chaos
-# agent holds the actuate scope, as an agent would, not the admin one.
-random_token() { head -c 24 /dev/urandom | base64 | tr -d '/+=' ; }
-export AICC_OPERATOR_TOKEN="$(random_token)"
-export AICC_TOKEN="$(random_token)"
-export AICC_OBSERVE_TOKEN="$(random_token)"
-
-echo "[chaos] starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
-scripts/ros-env python3 sim/aicc_sim.py --low-obstacles --truth-listen 127.0.0.1:0 {lock_fd}>&- > "$logs/sim.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1200); do
-  grep -q '^AICC_SIM_READY' "$logs/sim.log" && break
-  kill -0 "${pids[0]}" 2>/dev/null || { echo "[chaos] the simulator exited:" >&2; tail -20 "$logs/sim.log" >&2; exit 1; }
-  sleep 0.1
-done
-truth_port="$(sed -n 's/^AICC_SIM_TRUTH .*"port": *\([0-9]*\).*/\1/p' "$logs/sim.log" | head -1)"
-[ -n "$truth_port" ] || { echo "[chaos] the simulator printed no AICC_SIM_TRUTH line: $logs/sim.log" >&2; exit 1; }
-
-echo "[chaos] starting the bridge (config/sim.yaml, geofence 1.2 m); log: $logs/bridge.log" >&2
-target/release/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2 {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
-pids+=($!)
-port=""
-# The bridge's stdout file is opened by the background job: it may not exist yet.
-touch "$logs/bridge.out"
-for _ in $(seq 300); do
-  port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$logs/bridge.out" | head -1)"
-  [ -n "$port" ] && break
-  kill -0 "${pids[1]}" 2>/dev/null || { echo "[chaos] the bridge exited:" >&2; tail -20 "$logs/bridge.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "[chaos] the bridge did not print AICC_READY in 30 s: $logs/bridge.log" >&2; exit 1; }
+logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-chaos.XXXXXX")"
+log_tag=chaos
+# shellcheck source=lib/sim-and-bridge.sh
+source scripts/lib/sim-and-bridge.sh
+claim_ros_domain
+# The chaos agent holds the actuate scope (AICC_TOKEN), as an agent would.
+export_random_tokens
+start_sim_with_truth --low-obstacles
+start_bridge --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2
 mkdir -p target/chaos
 report="target/chaos/report-${minutes}min.json"
 echo "[chaos] $seeds seed(s) of ${seed_s} s against 127.0.0.1:$port, ground truth on 127.0.0.1:$truth_port" >&2

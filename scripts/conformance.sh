@@ -42,62 +42,16 @@ if [ "${AICC_CONFORMANCE_NO_BUILD:-}" != 1 ]; then
   cargo build --release --bin aicc-ros2 --bin aicc-conformance
 fi
 
-tmp="${TMPDIR:-/tmp}"
-logs="$(mktemp -d "$tmp/aicc-conformance.XXXXXX")"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# A ROS domain of our own, held by a lock until this script exits (the lock
-# file descriptor stays open in this shell; children do not inherit it).
-# 1..9: inside the range Fast DDS can use on Linux (0..101) and outside the
-# tests' 10..99 and run-sim.sh's default 0.
-domain=""
-for candidate in $(seq 1 9); do
-  exec {lock_fd}>"$tmp/aicc-conformance-domain-$candidate.lock"
-  if flock -n "$lock_fd"; then domain="$candidate"; break; fi
-  exec {lock_fd}>&-
-done
-[ -n "$domain" ] || { echo "[conformance] no free ROS_DOMAIN_ID in 1..9" >&2; exit 1; }
-export ROS_DOMAIN_ID="$domain"
-export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-
-# Fresh random tokens: the runner authenticates with them, the bridge reads
-# the same variables (never the command line, never logged).
-random_token() { head -c 24 /dev/urandom | base64 | tr -d '/+=' ; }
-export AICC_OPERATOR_TOKEN="$(random_token)"
-export AICC_TOKEN="$(random_token)"
-export AICC_OBSERVE_TOKEN="$(random_token)"
-
-echo "[conformance] profile $profile: starting the simulated robot (ROS_DOMAIN_ID=$domain); log: $logs/sim.log" >&2
-scripts/ros-env python3 sim/aicc_sim.py --profile "$sim_profile" --low-obstacles --truth-listen 127.0.0.1:0 {lock_fd}>&- > "$logs/sim.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1200); do
-  grep -q '^AICC_SIM_READY' "$logs/sim.log" && break
-  kill -0 "${pids[0]}" 2>/dev/null || { echo "[conformance] the simulator exited:" >&2; tail -20 "$logs/sim.log" >&2; exit 1; }
-  sleep 0.1
-done
-grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[conformance] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
-truth_port="$(sed -n 's/^AICC_SIM_TRUTH .*"port": *\([0-9]*\).*/\1/p' "$logs/sim.log" | head -1)"
-[ -n "$truth_port" ] || { echo "[conformance] the simulator printed no AICC_SIM_TRUTH line: $logs/sim.log" >&2; exit 1; }
-
-echo "[conformance] starting the bridge with $config; log: $logs/bridge.log" >&2
-target/release/aicc-ros2 --listen 127.0.0.1:0 --config "$config" {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
-pids+=($!)
-port=""
-# The bridge's stdout file is opened by the background job: it may not exist yet.
-touch "$logs/bridge.out"
-for _ in $(seq 300); do
-  port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$logs/bridge.out" | head -1)"
-  [ -n "$port" ] && break
-  kill -0 "${pids[1]}" 2>/dev/null || { echo "[conformance] the bridge exited:" >&2; tail -20 "$logs/bridge.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "[conformance] the bridge did not print AICC_READY in 30 s: $logs/bridge.log" >&2; exit 1; }
+logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-conformance.XXXXXX")"
+log_tag=conformance
+# shellcheck source=lib/sim-and-bridge.sh
+source scripts/lib/sim-and-bridge.sh
+claim_ros_domain
+# The runner authenticates with these tokens; the bridge reads the same variables.
+export_random_tokens
+echo "[conformance] profile $profile" >&2
+start_sim_with_truth --profile "$sim_profile" --low-obstacles
+start_bridge --config "$config"
 
 echo "[conformance] running the scenarios against 127.0.0.1:$port (profile $profile; ground truth on 127.0.0.1:$truth_port)" >&2
 status=0

@@ -44,7 +44,7 @@ use crate::protocol::auth::{Scope, Tokens};
 use crate::protocol::ratelimit::RateLimiter;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::{Sensor, SensorPort};
-use crate::server::slots::PerAddress;
+use crate::server::slots::ConnectionCaps;
 use crate::server::Bridge;
 pub use feed::{summarize, AgentFrame, Feed};
 use login::{Login, Logins, COOKIE};
@@ -176,8 +176,7 @@ pub fn start(parts: Parts, listener: TcpListener) -> std::io::Result<(SocketAddr
 /// and the header timeout.
 async fn serve_connections(console: Arc<Console>, listener: TcpListener, router: Router) {
     let settings = console.parts.settings.clone();
-    let slots = Arc::new(tokio::sync::Semaphore::new(settings.max_connections));
-    let by_address = Arc::new(PerAddress::new(settings.max_connections_per_address));
+    let caps = ConnectionCaps::new(settings.max_connections, settings.max_connections_per_address);
     let header_timeout = Duration::from_secs_f64(settings.header_timeout_s);
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -188,8 +187,7 @@ async fn serve_connections(console: Arc<Console>, listener: TcpListener, router:
                 continue;
             }
         };
-        let slot = by_address.take(peer.ip()).and_then(|slot| slots.clone().try_acquire_owned().ok().map(|permit| (permit, slot)));
-        let Some(slot) = slot else {
+        let Ok(slot) = caps.admit(peer.ip()) else {
             let refused = console.refused_connections.fetch_add(1, Ordering::Relaxed) + 1;
             // One warning per hundred: a flood must not flood the log.
             if refused % 100 == 1 {

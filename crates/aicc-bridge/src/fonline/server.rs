@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use super::gate::Gate;
 use crate::protocol::core::looks_like_http;
-use crate::server::slots::PerAddress;
+use crate::server::slots::{CapReached, ConnectionCaps};
 use super::rpc::{error_line, oversized, ErrorCode, RpcError, MAX_LINE_BYTES};
 use super::Dialect;
 use crate::protocol::codec::{Frame, LineFramer};
@@ -49,8 +48,7 @@ pub async fn serve(dialect: Arc<Dialect>, listener: TcpListener) {
 
 async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: ConnectionLimits) {
     let (max, per_address) = (dialect.settings.max_connections, dialect.settings.max_connections_per_address);
-    let slots = Arc::new(Semaphore::new(max));
-    let by_address = Arc::new(PerAddress::new(per_address));
+    let caps = ConnectionCaps::new(max, per_address);
     loop {
         let (mut stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -60,13 +58,13 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
                 continue;
             }
         };
-        let slot = match by_address.take(peer.ip()) {
-            Some(slot) => slots.clone().try_acquire_owned().ok().map(|permit| (permit, slot)).ok_or(format!("the bridge serves at most {max} AI-control connections (fonline.max_connections); retry later")),
-            None => Err(format!("the bridge serves at most {per_address} AI-control connections from one address ({}; fonline.max_connections_per_address); retry when one has closed", peer.ip())),
-        };
-        let permit = match slot {
-            Ok(permit) => permit,
-            Err(why) => {
+        let admitted = match caps.admit(peer.ip()) {
+            Ok(admitted) => admitted,
+            Err(cap) => {
+                let why = match cap {
+                    CapReached::Total => format!("the bridge serves at most {max} AI-control connections (fonline.max_connections); retry later"),
+                    CapReached::PerAddress => format!("the bridge serves at most {per_address} AI-control connections from one address ({}; fonline.max_connections_per_address); retry when one has closed", peer.ip()),
+                };
                 tracing::warn!(%peer, "AI-control: connection refused: {why}");
                 let error = RpcError::new(ErrorCode::InvalidRequest, why);
                 // Bounded: a refused peer that never reads cannot keep its socket.
@@ -88,7 +86,7 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
                 tracing::info!(%peer, %error, "AI-control connection ended with an error");
             }
             dialect.connections.fetch_sub(1, Ordering::Relaxed);
-            drop(permit);
+            drop(admitted);
         });
     }
 }

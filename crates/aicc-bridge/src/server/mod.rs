@@ -17,7 +17,6 @@ use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::protocol::codec::{Frame, LineFramer};
@@ -208,8 +207,7 @@ impl Bridge {
         if let Ok(address) = listener.local_addr() {
             self.core.lock().note_listener(format!("{}://{address}", if tls.is_some() { "tls" } else { "tcp" }), max_connections);
         }
-        let slots = Arc::new(Semaphore::new(max_connections));
-        let by_address = Arc::new(slots::PerAddress::new(per_address));
+        let caps = slots::ConnectionCaps::new(max_connections, per_address);
         loop {
             let (mut stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
@@ -219,28 +217,28 @@ impl Bridge {
                     continue;
                 }
             };
-            let slot = match by_address.take(peer.ip()) {
-                Some(slot) => slots.clone().try_acquire_owned().ok().map(|permit| (permit, slot)).ok_or(format!("the bridge serves at most {max_connections} connections; retry later")),
-                None => Err(format!("the bridge serves at most {per_address} connections from one address ({}; security.max_connections_per_address); retry when one of them has closed", peer.ip())),
-            };
-            let permit = match slot {
-                Ok(permit) => permit,
-                Err(why) => {
-                tracing::warn!(%peer, "connection refused: {why}");
-                let error = AiccError::new(ErrorCode::ToolUnavailable, true, why);
-                let mut line = serde_json::to_vec(&envelope("error", "", RandomIds.next_id(), error.to_json())).expect("serializable");
-                line.push(b'\n');
-                // Off the accept loop, and bounded: a refused peer that
-                // never reads cannot keep its socket.
-                let bound = self.handshake_timeout;
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(bound, async {
-                        let _ = stream.write_all(&line).await;
-                        let _ = stream.shutdown().await;
-                    })
-                    .await;
-                });
-                continue;
+            let admitted = match caps.admit(peer.ip()) {
+                Ok(admitted) => admitted,
+                Err(cap) => {
+                    let why = match cap {
+                        slots::CapReached::Total => format!("the bridge serves at most {max_connections} connections; retry later"),
+                        slots::CapReached::PerAddress => format!("the bridge serves at most {per_address} connections from one address ({}; security.max_connections_per_address); retry when one of them has closed", peer.ip()),
+                    };
+                    tracing::warn!(%peer, "connection refused: {why}");
+                    let error = AiccError::new(ErrorCode::ToolUnavailable, true, why);
+                    let mut line = serde_json::to_vec(&envelope("error", "", RandomIds.next_id(), error.to_json())).expect("serializable");
+                    line.push(b'\n');
+                    // Off the accept loop, and bounded: a refused peer that
+                    // never reads cannot keep its socket.
+                    let bound = self.handshake_timeout;
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(bound, async {
+                            let _ = stream.write_all(&line).await;
+                            let _ = stream.shutdown().await;
+                        })
+                        .await;
+                    });
+                    continue;
                 }
             };
             let _ = stream.set_nodelay(true);
@@ -260,7 +258,7 @@ impl Bridge {
                 if let Err(error) = result {
                     tracing::info!(%peer, %error, "connection ended with an error");
                 }
-                drop(permit);
+                drop(admitted);
             });
         }
     }

@@ -6,6 +6,41 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A listener's connection caps: in all, and per source address.
+#[derive(Debug, Clone)]
+pub struct ConnectionCaps {
+    total: Arc<Semaphore>,
+    per_address: Arc<PerAddress>,
+}
+
+/// Which cap refused a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapReached {
+    Total,
+    PerAddress,
+}
+
+/// An admitted connection's place under both caps: given back when dropped.
+#[derive(Debug)]
+pub struct Admitted {
+    _permit: OwnedSemaphorePermit,
+    _slot: AddressSlot,
+}
+
+impl ConnectionCaps {
+    pub fn new(max_total: usize, max_per_address: usize) -> Self {
+        Self { total: Arc::new(Semaphore::new(max_total)), per_address: Arc::new(PerAddress::new(max_per_address)) }
+    }
+
+    /// A place for a connection from `address`, or the cap it would exceed.
+    pub fn admit(&self, address: IpAddr) -> Result<Admitted, CapReached> {
+        let slot = self.per_address.take(address).ok_or(CapReached::PerAddress)?;
+        let permit = self.total.clone().try_acquire_owned().map_err(|_| CapReached::Total)?;
+        Ok(Admitted { _permit: permit, _slot: slot })
+    }
+}
 
 /// Connections held per address, bounded by `limit` each.
 #[derive(Debug)]
@@ -76,5 +111,19 @@ mod tests {
         assert_eq!(slots.held_by(a), 1);
         assert!(slots.take(a).is_some());
         assert_eq!(slots.held.lock().len(), 1, "b's slot went back with its connection and b was forgotten");
+    }
+
+    #[test]
+    fn caps_in_all_and_per_address_both_hold_and_give_back() {
+        let caps = ConnectionCaps::new(3, 2);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = caps.admit(a).unwrap();
+        let _second = caps.admit(a).unwrap();
+        assert_eq!(caps.admit(a).unwrap_err(), CapReached::PerAddress);
+        let _third = caps.admit(b).unwrap();
+        assert_eq!(caps.admit(b).unwrap_err(), CapReached::Total);
+        assert_eq!(caps.per_address.held_by(b), 1, "a refusal by the total cap gives the address slot back");
+        drop(first);
+        assert!(caps.admit(b).is_ok());
     }
 }
