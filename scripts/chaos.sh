@@ -4,7 +4,7 @@
 # truth (crates/aicc-agent/src/chaos/, sim/truth.py):
 #   scripts/chaos.sh [MINUTES]        # default 60: one seed a minute
 # Starts the simulator (spare low obstacles, ground truth on a free port)
-# and the bridge (config/sim.yaml, a geofence of 1.2 m) in a ROS domain of
+# and the bridge (config/sim.yaml, a geofence of 1.2 m, reverse refused where unobserved) in a ROS domain of
 # their own, runs aicc-chaos with seeds 1..MINUTES, prints the figures and
 # writes target/chaos/report-<MINUTES>min.json. Exit status: aicc-chaos's
 # (1 when any violation was found). AICC_CHAOS_NO_BUILD=1 skips setup and
@@ -31,7 +31,10 @@ claim_ros_domain
 # The chaos agent holds the actuate scope (AICC_TOKEN), as an agent would.
 export_random_tokens
 start_sim_with_truth --low-obstacles
-start_bridge --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2
+# Reverse refused where nothing observes the way behind (config/sim.yaml
+# allows it, blind below its LiDAR's plane: the judge would find the low
+# boxes behind the robot).
+start_bridge --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2 -p safety.unobserved_behind:=refuse
 mkdir -p target/chaos
 report="target/chaos/report-${minutes}min.json"
 echo "[chaos] $seeds seed(s) of ${seed_s} s against 127.0.0.1:$port, ground truth on 127.0.0.1:$truth_port" >&2

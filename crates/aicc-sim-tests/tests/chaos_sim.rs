@@ -5,7 +5,8 @@
 //! spares, below the LiDAR's plane) and a geofence of 1.2 m; judged on the
 //! simulator's ground truth (sim/truth.py): no contact, base speed and
 //! acceleration within the manifest's limits, joint speeds within the
-//! URDF's, inside the geofence. The figures are printed and written to
+//! URDF's, inside the geofence; reverse refused where nothing observes
+//! the way (config/sim.yaml allows it blind). The figures are printed and written to
 //! target/chaos/ci-report.json. The hour-long run: scripts/chaos.sh.
 mod support;
 
@@ -20,7 +21,11 @@ const SECONDS_PER_SEED: &str = "30";
 #[test]
 fn the_chaos_agent_finds_no_violation_on_ground_truth() {
     let (_sim, truth_port) = start_sim_with_truth(&[]);
-    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml", "--ros-args", "-p", "safety.geofence_radius_m:=1.2"]);
+    // Reverse refused where nothing observes the way behind (the default;
+    // config/sim.yaml allows it, blind to obstacles below its LiDAR, for
+    // the conformance scenarios' out-and-back moves): the judge's "no
+    // contact" is the governor's promise only where it watches.
+    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml", "--ros-args", "-p", "safety.geofence_radius_m:=1.2", "-p", "safety.unobserved_behind:=refuse"]);
     let report = repo_root().join("target/chaos/ci-report.json");
     let output = Command::new(binary("aicc-chaos"))
         .args(["--port", &port.to_string(), "--truth", &format!("127.0.0.1:{truth_port}"), "--seeds", SEEDS, "--seconds-per-seed", SECONDS_PER_SEED])
