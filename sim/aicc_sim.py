@@ -57,6 +57,8 @@ WORLD_DIVIDER = 20  # ground-truth JSON: 5 Hz
 # Behind real time by more than this, the loop stops trying to catch up
 # and lets sim time run slower (subscribers follow /clock).
 MAX_LAG_S = 0.25
+# A tick this long is logged: half the bridges' tightest staleness bound.
+SLOW_TICK_S = 0.12
 
 # Gazebo TurtleBot3 IMU noise (standard deviations).
 GYRO_NOISE_STDDEV_RAD_S = 2e-4
@@ -227,6 +229,8 @@ class AiccSim:
         self.pub_truth_odom = node.create_publisher(pubs.Odometry, f"{a.ground_truth_ns}/odom", RELIABLE)
         self.pub_truth_world = node.create_publisher(String, f"{a.ground_truth_ns}/world", RELIABLE)
         self.camera_frames_published = 0
+        self.last_render_s = 0.0
+        self.tick_phases_s: dict[str, float] = {}
         self.pub_rgb = node.create_publisher(pubs.Image, a.rgb_topic or f"{a.camera_ns}/image_raw", RELIABLE_IMAGES)
         self.pub_rgb_info = node.create_publisher(pubs.CameraInfo, a.rgb_info_topic or f"{a.camera_ns}/camera_info",
                                                   RELIABLE_IMAGES)
@@ -477,7 +481,9 @@ class AiccSim:
         rtf_wall_s, rtf_sim_s = wall_origin_s, sim_origin_s
         try:
             while not self.stop_requested:
+                tick_started_s = time.monotonic()
                 self._tick()
+                self._note_slow_tick(time.monotonic() - tick_started_s)
                 if self.tick_index == 1:
                     if self.truth is not None:
                         print("AICC_SIM_TRUTH " + json.dumps({"host": self.truth.host, "port": self.truth.port}), flush=True)
@@ -495,8 +501,20 @@ class AiccSim:
         finally:
             self._shutdown(executor)
 
+    def _note_slow_tick(self, took_s: float) -> None:
+        """Logs a tick that held every topic back long enough for a bridge to
+        call its data stale: when a run's robot stops for stale data, this
+        says whether the simulator was late (and in what), not the bridge."""
+        if took_s >= SLOW_TICK_S:
+            phases = ", ".join(f"{name} {phase_s * 1e3:.0f}" for name, phase_s in self.tick_phases_s.items())
+            self.logger.warning(f"slow tick: {took_s * 1e3:.0f} ms ({phases}; camera render {self.last_render_s * 1e3:.0f}); "
+                                f"every topic was that late")
+        self.last_render_s = 0.0
+
     def _tick(self) -> None:
+        started_s = time.monotonic()
         with self.shared.lock:
+            locked_s = time.monotonic()
             now_s = self.sim.time_s
             self.shared.now_s = now_s
             for controller in self.controllers:
@@ -504,6 +522,7 @@ class AiccSim:
             self.loop.apply_controls()
             placements, self.placements = self.placements, []
             faults, self.odometry_faults = self.odometry_faults, []
+        controlled_s = time.monotonic()
         self._apply_odometry_faults(faults)
         if self.truth is not None:
             self._truth_commands()
@@ -513,10 +532,15 @@ class AiccSim:
                 self.logger.info(f"placed {request}")
             except (KeyError, ValueError) as error:
                 self.logger.error(f"{self.args.world_topic}: {error}")
+        commanded_s = time.monotonic()
         self.loop.step()  # physics runs unlocked: ROS threads never touch MuJoCo data
+        stepped_s = time.monotonic()
         self._share_joints()
         self._publish(pubs.to_time(self.sim.time_s))
         self.tick_index += 1
+        self.tick_phases_s = {"lock wait": locked_s - started_s, "controllers": controlled_s - locked_s,
+                              "commands": commanded_s - controlled_s, "physics": stepped_s - commanded_s,
+                              "publish": time.monotonic() - stepped_s}
 
     def _share_joints(self) -> None:
         with self.shared.lock:
@@ -596,7 +620,9 @@ class AiccSim:
         self.truth.broadcast(state)
 
     def _publish_camera(self, stamp) -> None:
+        render_started_s = time.monotonic()
         rgb, depth_m = self.camera.render(self.sim.data)
+        self.last_render_s = time.monotonic() - render_started_s
         rgb_msg, depth_msg, info = self.camera_msgs.fill(stamp, rgb, depth_m)
         self.pub_rgb.publish(rgb_msg)
         self.pub_rgb_info.publish(info)

@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use super::matcher;
+use super::vars::Variables;
+
 /// The tools of one endpoint, as surveyed before the first scenario.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Offered {
@@ -21,6 +24,8 @@ pub struct Offered {
     pub tools: Option<BTreeSet<String>>,
     /// Listed tools the robot has not configured, with the bridge's reason.
     pub not_configured: BTreeMap<String, String>,
+    /// The manifest surveyed (for `needs_manifest`); None as for `tools`.
+    pub manifest: Option<Value>,
 }
 
 /// Whether a reason for a tool's unavailability says it is not configured
@@ -42,7 +47,15 @@ impl Offered {
             .filter_map(|(tool, reason)| reason.as_str().filter(|r| says_not_configured(r)).map(|r| (tool.clone(), r.to_string())))
             .filter(|(tool, _)| tools.as_ref().is_some_and(|t| t.contains(tool)))
             .collect();
-        Self { tools, not_configured }
+        Self { tools, not_configured, manifest: Some(manifest.clone()) }
+    }
+
+    /// Why a scenario whose manifest must match `needs` cannot run here;
+    /// None when it can, or when no manifest was surveyed.
+    pub fn manifest_skip_reason(&self, needs: &Value) -> Option<String> {
+        let manifest = self.manifest.as_ref()?;
+        let differs = matcher::matches(needs, manifest, &Variables::default()).err()?;
+        Some(format!("needs a manifest where {} (needs_manifest); this profile's: {}", matcher::show(needs), differs))
     }
 
     /// Why a scenario needing `needed` cannot run here; None when it can.
@@ -78,6 +91,17 @@ mod tests {
 
     fn manifest() -> Value {
         json!({ "tools": [{ "id": "move" }, { "id": "look_at" }, { "id": "touch" }, { "id": "vision" }] })
+    }
+
+    #[test]
+    fn a_manifest_that_does_not_match_needs_manifest_skips_naming_what_differs() {
+        let low = json!({ "limits": { "safety": { "min_obstacle_height_m": 0.05 } }, "tools": [] });
+        let high = json!({ "limits": { "safety": { "min_obstacle_height_m": 0.2 } }, "tools": [] });
+        let needs = json!({ "limits": { "safety": { "min_obstacle_height_m": { "$lte": 0.10 } } } });
+        assert_eq!(Offered::from_manifest(&low, &Map::new()).manifest_skip_reason(&needs), None);
+        let reason = Offered::from_manifest(&high, &Map::new()).manifest_skip_reason(&needs).unwrap();
+        assert!(reason.contains("limits.safety.min_obstacle_height_m") && reason.contains("0.2"), "{reason}");
+        assert_eq!(Offered::default().manifest_skip_reason(&needs), None, "no survey, nothing skipped");
     }
 
     #[test]

@@ -153,9 +153,13 @@ pub(super) struct Run<'a> {
 }
 
 /// Runs one scenario, or skips it without connecting when the endpoint's
-/// profile lacks a tool it needs ([`Scenario::needed_tools`]).
+/// profile lacks a tool it needs ([`Scenario::needed_tools`]) or its
+/// manifest does not match the scenario's `needs_manifest`.
 pub async fn run_or_skip(scenario: &Scenario, file: &Path, options: &RunnerOptions, offered: &Offered) -> ScenarioResult {
     if let Some(reason) = offered.skip_reason(&scenario.needed_tools()) {
+        return skipped(scenario, file, reason);
+    }
+    if let Some(reason) = scenario.needs_manifest.as_ref().and_then(|needs| offered.manifest_skip_reason(needs)) {
         return skipped(scenario, file, reason);
     }
     if scenario.needs_truth() && options.truth.is_none() {

@@ -82,6 +82,12 @@ pub struct Scenario {
     /// profile lacks one, the scenario is skipped, naming it.
     #[serde(default)]
     pub needs_tools: Vec<String>,
+    /// A matcher the endpoint's manifest must satisfy (e.g. a profile that
+    /// watches for obstacles as low as the scenario's box,
+    /// `limits.safety.min_obstacle_height_m: {$lte: 0.10}`): where it does
+    /// not, the scenario is skipped, naming what differs. It states what a
+    /// profile declares it cannot do, not a way to skip a failure.
+    pub needs_manifest: Option<Value>,
     /// Judged on the simulator's ground truth (`--truth`): a scene to set
     /// first and what must hold throughout. A scenario with this (or with
     /// truth steps) is skipped when the run has no ground truth.
@@ -455,6 +461,15 @@ fn check(scenario: &Scenario) -> Result<(), String> {
             return Err(format!("needs_tools: '{tool}' is listed twice"));
         }
     }
+    if let Some(needs) = &scenario.needs_manifest {
+        if !needs.is_object() {
+            return Err("needs_manifest must be a map (a matcher of the manifest)".into());
+        }
+        matcher::validate(needs).map_err(|e| format!("needs_manifest: {e}"))?;
+        if let Some(reference) = matcher::unresolved(needs, &super::vars::Variables::default()) {
+            return Err(format!("needs_manifest: {reference} (it is matched before any variable is set)"));
+        }
+    }
     if let Some(truth) = &scenario.truth {
         if !(0.0..=60.0).contains(&truth.settle_s) {
             return Err(format!("truth.settle_s must be between 0 and 60 s, got {}", truth.settle_s));
@@ -769,6 +784,15 @@ steps:
         // teleport and gone expect tool_unknown; the variable's tool is unknown here.
         assert_eq!(scenario.needed_tools().into_iter().collect::<Vec<_>>(), ["look_at", "move", "touch"]);
         assert!(parse_str(GOOD).unwrap().needed_tools().is_empty());
+    }
+
+    #[test]
+    fn needs_manifest_is_a_matcher_without_variables() {
+        let with = |needs: &str| parse_str(&GOOD.replace("timeout_s: 20", &format!("timeout_s: 20\nneeds_manifest: {needs}")));
+        assert!(with("{limits: {safety: {min_obstacle_height_m: {$lte: 0.1}}}}").unwrap().needs_manifest.is_some());
+        assert!(with("[1]").unwrap_err().contains("needs_manifest must be a map"));
+        assert!(with("{limits: {$lesser: 1}}").unwrap_err().contains("$lesser"));
+        assert!(with("{limits: {safety: {stop_distance_m: \"${manifest.x}\"}}}").unwrap_err().contains("needs_manifest"));
     }
 
     #[test]

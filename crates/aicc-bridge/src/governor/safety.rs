@@ -240,6 +240,13 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Whether it holds the base only because a source's data is late (a
+    /// publisher's hiccup, a loaded computer, a lossy link): it ends by
+    /// itself when the data comes again.
+    pub fn is_late_data(self) -> bool {
+        matches!(self, Rule::OdometryStale | Rule::ImuStale | Rule::ObstacleSensingStale | Rule::ContactSensingStale | Rule::ScanSensingStale)
+    }
+
     /// The machine name, e.g. `"odometry_stale"`.
     pub fn name(self) -> &'static str {
         match self {

@@ -12,6 +12,14 @@ use crate::governor::Restriction;
 /// enough that a move into a blocked way is refused promptly.
 pub const BLOCKED_SETTLE: Duration = Duration::from_millis(500);
 
+/// How long a motion waits, stopped, while only late data holds it (the
+/// governor's staleness rules) or its odometry is too old to steer by,
+/// before it gives up: a publisher's hiccup on a loaded computer or a
+/// lossy link, measured up to 0.5 s beside the simulator, must not end a
+/// move the governor only paused. Nav2's controller server has the same
+/// (`failure_tolerance`). The base is stopped meanwhile either way.
+pub const LATE_DATA_PATIENCE: Duration = Duration::from_millis(1500);
+
 /// A free step shorter than this does not restart the count of
 /// [`BlockedWatch`]: a depth reading flickering around the stop distance
 /// (0.199 m, 0.201 m, ...) frees the way for a frame or two at a time, and
@@ -35,6 +43,8 @@ impl BlockedWatch {
     /// way is free; free for [`BLOCKED_FREE_GRACE`] the watch starts over);
     /// returns them once the direction has been held for `settle`, counted
     /// from the start of the spell.
+    /// A spell held only by late data ([`crate::governor::Rule::is_late_data`])
+    /// is given [`LATE_DATA_PATIENCE`] instead of `settle`.
     pub fn observe(&mut self, blocking: Vec<Restriction>, now: Instant, settle: Duration) -> Option<Vec<Restriction>> {
         if blocking.is_empty() {
             if self.since.is_some() {
@@ -47,6 +57,7 @@ impl BlockedWatch {
         }
         self.free_since = None;
         let since = *self.since.get_or_insert(now);
+        let settle = if blocking.iter().all(|r| r.rule.is_late_data()) { settle.max(LATE_DATA_PATIENCE) } else { settle };
         (now.saturating_duration_since(since) >= settle).then_some(blocking)
     }
 
@@ -74,6 +85,24 @@ pub(crate) mod tests {
 
     pub(crate) fn fresh_inputs() -> crate::governor::SafetyInputs {
         crate::governor::SafetyInputs { odometry_age_s: Some(0.01), imu_age_s: Some(0.01), commanded_to_move: true, ..Default::default() }
+    }
+
+    #[test]
+    fn late_data_alone_is_waited_out_longer_than_an_obstacle() {
+        let late = blocking_forward(crate::governor::SafetyInputs { odometry_age_s: Some(0.3), ..fresh_inputs() }, false);
+        assert!(!late.is_empty() && late.iter().all(|r| r.rule.is_late_data()), "{late:?}");
+        let late_and_wall = blocking_forward(crate::governor::SafetyInputs { odometry_age_s: Some(0.3), obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
+        assert!(late_and_wall.iter().any(|r| !r.rule.is_late_data()), "{late_and_wall:?}");
+        let settle = Duration::from_millis(500);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut watch = BlockedWatch::default();
+        assert_eq!(watch.observe(late.clone(), at(0), settle), None);
+        assert_eq!(watch.observe(late.clone(), at(1000), settle), None, "late data: not given up after the settle time");
+        assert_eq!(watch.observe(late.clone(), at(1500), settle), Some(late.clone()), "given up after the patience");
+        let mut watch = BlockedWatch::default();
+        assert_eq!(watch.observe(late_and_wall.clone(), at(0), settle), None);
+        assert_eq!(watch.observe(late_and_wall.clone(), at(500), settle), Some(late_and_wall), "an obstacle as well: the settle time");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use nalgebra::Vector2;
 
-use super::blocked::{BlockedWatch, BLOCKED_SETTLE};
+use super::blocked::{BlockedWatch, BLOCKED_SETTLE, LATE_DATA_PATIENCE};
 use super::profile::{
     drive_budget, profile_rate, profile_speed, turn_budget, HEADING_GAIN_PER_S, MAX_HEADING_CORRECTION_RADPS, PLANNING_ACCEL_SHARE, SETTLED_RATE_RADPS, SETTLED_SPEED_MPS, SETTLE_TIMEOUT,
     TOLERANCE_RAD,
@@ -166,6 +166,9 @@ pub struct BaseMotion {
     last_progress: Instant,
     rotated_rad: f64,
     last: Reading,
+    /// Since when odometry has been too old to steer by (the motion waits,
+    /// stopped, for [`LATE_DATA_PATIENCE`]).
+    odometry_late_since: Option<Instant>,
 }
 
 /// Progress along `heading_rad` from `start` to `now`: (forward, left) metres.
@@ -179,7 +182,7 @@ pub fn displacement(start: &Pose2D, now: &Pose2D, heading_rad: f64) -> (f64, f64
 impl BaseMotion {
     /// A motion of `segments` from `start` (a fresh reading) at `now`.
     pub fn new(segments: Vec<Segment>, settings: Settings, start: Reading, now: Instant) -> Self {
-        let mut motion = Self { settings, pending: segments.into(), current: None, origin: start.pose, started: now, last_progress: now, rotated_rad: 0.0, last: start };
+        let mut motion = Self { settings, pending: segments.into(), current: None, origin: start.pose, started: now, last_progress: now, rotated_rad: 0.0, last: start, odometry_late_since: None };
         // The first segment starts now, so that a failure at once still says where it stood.
         if let Some(first) = motion.pending.pop_front() {
             motion.current = Some(motion.begin(first, &start, now));
@@ -190,14 +193,22 @@ impl BaseMotion {
     /// One control step.
     pub fn step(&mut self, input: StepInput<'_>) -> StepOutput {
         let now = input.now;
-        let reading = match &input.odometry {
-            Ok(reading) => *reading,
-            Err(message) => return self.fail(FailureKind::Odometry(message.clone()), now),
-        };
-        self.last = reading;
         if input.halted {
             return self.fail(FailureKind::Halted, now);
         }
+        let reading = match &input.odometry {
+            Ok(reading) => *reading,
+            Err(message) => {
+                // Stopped until it comes again; the governor has stopped the base already.
+                let since = *self.odometry_late_since.get_or_insert(now);
+                if now.saturating_duration_since(since) >= LATE_DATA_PATIENCE {
+                    return self.fail(FailureKind::Odometry(message.clone()), now);
+                }
+                return StepOutput { action: Action::Drive(BaseVelocity::ZERO), progress: None };
+            }
+        };
+        self.odometry_late_since = None;
+        self.last = reading;
         loop {
             if self.current.is_none() {
                 let Some(segment) = self.pending.pop_front() else {

@@ -69,17 +69,17 @@ impl Base {
     }
 }
 
-/// Runs `segments` on `base`; `odometry_lost_after` and `halted_after`
-/// inject faults at those times from the start.
-fn run_with(segments: Vec<Segment>, mut base: Base, odometry_lost_after: Option<Duration>, halted_after: Option<Duration>) -> Run {
+/// Runs `segments` on `base`; `odometry_lost` (from..until, since the
+/// start) and `halted_after` inject faults.
+fn run_with(segments: Vec<Segment>, mut base: Base, odometry_lost: Option<std::ops::Range<Duration>>, halted_after: Option<Duration>) -> Run {
     let start = base.now;
     let mut motion = BaseMotion::new(segments, SETTINGS, base.reading(), start);
     let (mut commands, mut progress) = (Vec::new(), Vec::new());
     loop {
         let elapsed = base.now - start;
         assert!(elapsed < Duration::from_secs(120), "the motion never ended");
-        let odometry = match odometry_lost_after {
-            Some(after) if elapsed >= after => Err("data on /odom is 600 ms old (maximum 500 ms): is the publisher running?".to_string()),
+        let odometry = match &odometry_lost {
+            Some(lost) if lost.contains(&elapsed) => Err("data on /odom is 600 ms old (maximum 500 ms): is the publisher running?".to_string()),
             _ => Ok(base.reading()),
         };
         let envelope = base.envelope();
@@ -225,13 +225,30 @@ fn a_timed_drive_held_at_zero_to_its_end_is_not_a_success() {
 }
 
 #[test]
-fn stale_odometry_fails_the_motion_at_once_saying_why() {
-    let run = run_with(vec![drive(1.0)], Base::at(0.0, 0.0, 0.0), Some(Duration::from_millis(800)), None);
+fn odometry_gone_for_good_fails_the_motion_after_the_patience_saying_why() {
+    let run = run_with(vec![drive(1.0)], Base::at(0.0, 0.0, 0.0), Some(Duration::from_millis(800)..Duration::MAX), None);
     let failure = failure(&run);
     assert!(matches!(&failure.kind, FailureKind::Odometry(message) if message.contains("/odom")), "{failure:?}");
-    assert_eq!(run.elapsed, Duration::from_millis(800));
+    assert_eq!(run.elapsed, Duration::from_millis(800) + LATE_DATA_PATIENCE);
     let Report::Drive { done_m, .. } = failure.report else { panic!() };
     assert!(done_m > 0.05 && done_m < 0.2, "where it stood: {done_m}");
+    let waiting = &run.commands[run.commands.len() - (LATE_DATA_PATIENCE.as_millis() / STEP.as_millis()) as usize..];
+    assert!(waiting.iter().all(|c| c.is_zero()), "stopped while it waited");
+}
+
+#[test]
+fn odometry_late_for_a_moment_pauses_the_motion_which_then_goes_on() {
+    let lost = Duration::from_millis(800)..Duration::from_millis(1300);
+    let run = run_with(vec![drive(1.0)], Base::at(0.0, 0.0, 0.0), Some(lost.clone()), None);
+    assert!((achieved(&run).forward_m - 1.0).abs() < 0.01, "{:?}", run.action);
+    let paused = &run.commands[(lost.start.as_millis() / STEP.as_millis()) as usize..(lost.end.as_millis() / STEP.as_millis()) as usize];
+    assert!(paused.iter().all(|c| c.is_zero()), "no command but zero while odometry was late");
+}
+
+#[test]
+fn a_stop_while_odometry_is_late_ends_the_motion_as_stopped() {
+    let run = run_with(vec![drive(1.0)], Base::at(0.0, 0.0, 0.0), Some(Duration::from_millis(500)..Duration::MAX), Some(Duration::from_millis(700)));
+    assert!(matches!(failure(&run).kind, FailureKind::Halted), "{:?}", run.action);
 }
 
 #[test]

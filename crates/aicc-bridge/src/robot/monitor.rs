@@ -235,6 +235,7 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
                 }
             }
             find_head_covers(&base, &frames, &config, &joint_limits, &frame.frame_id, &info.value).await;
+            base.surroundings().mark_covers_searched();
         }
         let joints = robot.joint_states();
         let now = robot.now();

@@ -56,6 +56,9 @@ pub struct Surroundings {
     remedies: [Option<String>; 2],
     /// The head pose that observes each direction's zone best, if the robot has a head.
     covers: [Option<HeadCover>; 2],
+    /// The head poses have been searched for (from the first depth frame):
+    /// `covers` then says what there is.
+    covers_searched: bool,
     /// What each source was found to watch, said once (source, direction).
     announced: HashSet<(SourceKind, Direction)>,
 }
@@ -86,6 +89,7 @@ impl Surroundings {
             observed_memory,
             remedies: [None, None],
             covers: [None, None],
+            covers_searched: false,
             announced: HashSet::new(),
         }
     }
@@ -188,6 +192,16 @@ impl Surroundings {
     pub fn set_cover(&mut self, direction: Direction, cover: HeadCover) {
         self.set_remedy(direction, Some(cover.remedy(direction)));
         self.covers[usize::from(direction == Direction::Behind)] = Some(cover);
+    }
+
+    /// The search for head poses is over (whatever it found).
+    pub fn mark_covers_searched(&mut self) {
+        self.covers_searched = true;
+    }
+
+    /// Whether [`Self::cover`] says all there is to know (the search ran).
+    pub fn covers_known(&self) -> bool {
+        self.covers_searched
     }
 
     /// The head pose that observes a direction's zone best, if known.

@@ -192,7 +192,7 @@ pub fn motion_error(tool: &str, failure: &Failure) -> AiccError {
 mod tests {
     use super::*;
     use crate::motion::blocked::tests::{blocking_forward, fresh_inputs};
-    use crate::motion::{BlockedWatch, BLOCKED_SETTLE};
+    use crate::motion::{BlockedWatch, BLOCKED_SETTLE, LATE_DATA_PATIENCE};
 
     #[test]
     fn a_governor_stop_names_the_cause_the_rule_and_how_far_the_move_got() {
@@ -228,7 +228,8 @@ mod tests {
         let mut watch = BlockedWatch::default();
         let t0 = Instant::now();
         assert_eq!(watch.observe(blocking.clone(), t0, BLOCKED_SETTLE), None);
-        let held = watch.observe(blocking.clone(), t0 + BLOCKED_SETTLE, BLOCKED_SETTLE).expect("held for the settle time");
+        assert_eq!(watch.observe(blocking.clone(), t0 + BLOCKED_SETTLE, BLOCKED_SETTLE), None, "late data is waited out longer");
+        let held = watch.observe(blocking.clone(), t0 + LATE_DATA_PATIENCE, BLOCKED_SETTLE).expect("held for the patience");
         let error = governor_stop_error("move", &held, "after 0.00 of 1.00 m");
         assert_eq!(error.code, ErrorCode::ExecutionFailed);
         assert_eq!(

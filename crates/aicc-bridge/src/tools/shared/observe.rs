@@ -37,6 +37,12 @@ pub async fn observe_way(ctx: &ToolContext, direction: Direction, generation: u6
     if ctx.config.safety.head_for_motion != HeadForMotion::Turn || ctx.config.actuators.head_action.is_empty() || observed(ctx, direction) {
         return Ok(None);
     }
+    // The head poses that observe the zones are found from the first depth
+    // frame: a motion asked for before it came waits for them a moment.
+    let asked = Instant::now();
+    while ctx.config.sensors.depth.is_configured() && !ctx.base.surroundings().covers_known() && asked.elapsed() < OBSERVED_WAIT {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let Some(cover) = ctx.base.surroundings().cover(direction).filter(|c| c.complete) else { return Ok(None) };
     let states = ctx.sensors.joint_states().map(|j| j.value).unwrap_or_default();
     let plan = plan_head(ctx, &states, Some(cover.pan_rad), Some(cover.tilt_rad), None)
