@@ -28,6 +28,7 @@ a judge that reconnects sees the gap in `seq`.
 from __future__ import annotations
 
 import json
+import time
 import math
 import queue
 import socket
@@ -140,6 +141,7 @@ def hello_message(sim, world_module, profile_name: str) -> dict:
             "velocity": joint.velocity,
             "effort": joint.effort,
             "mimic": joint.mimic.joint if joint.mimic is not None else None,
+            "parent": joint.parent, "child": joint.child,
         }
     objects = {
         obj.name: {"shape": obj.shape, "size": list(obj.size_m), "color": obj.color, "movable": obj.movable}
@@ -169,6 +171,9 @@ def state_message(seq: int, sim, loop, real_time_factor: float, demand: dict[str
                for name, (x, y, z, w) in sim.object_poses().items()}
     return {
         "type": "state", "seq": seq, "sim_time": round(sim.time_s, 4), "real_time_factor": round(real_time_factor, 3),
+        # This machine's monotonic clock when the state was taken: a bridge
+        # beside the simulator limits its commands on that clock, not on sim time.
+        "wall_time": round(time.monotonic(), 4),
         "base": {
             "x": float(position[0]), "y": float(position[1]), "z": float(position[2]),
             "roll": roll, "pitch": pitch, "yaw": yaw,

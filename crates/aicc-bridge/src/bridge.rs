@@ -177,6 +177,7 @@ pub async fn run(startup: Startup, listeners: Listeners, robot: Robot, shutdown:
     tasks.push(tokio::spawn(monitor::watch_contacts_and_battery(robot.sensors.clone(), config.clone(), live.clone(), events_tx.clone())));
     let frames = Frames { tf: robot.sensors.frames().unwrap_or_default(), urdf: kinematics.clone(), max_age: Duration::from_secs_f64(config.tf.max_age_s), joint_states_max_age: Duration::from_secs_f64(config.sensors.joint_states.max_age_s) };
     tasks.push(tokio::spawn(monitor::watch_obstacles(robot.sensors.clone(), base.clone(), frames.clone(), config.clone(), joint_limits.clone())));
+    tasks.push(tokio::spawn(crate::robot::arm_reach::watch_arm_reach(robot.sensors.clone(), base.clone(), frames.urdf.clone(), config.clone())));
     tasks.push(tokio::spawn(monitor::watch_scan(robot.sensors.clone(), base.clone(), frames.clone(), config.clone())));
     tasks.push(tokio::spawn(monitor::watch_odometry(robot.sensors.clone(), base.clone(), config.clone(), events_tx.clone())));
 

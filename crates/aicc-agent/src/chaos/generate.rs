@@ -119,6 +119,11 @@ pub struct Generator {
 }
 
 impl Generator {
+    /// The arm's joints it moves (from the interact tool's schema).
+    pub fn arm_joints(&self) -> Vec<String> {
+        self.arm.iter().map(|j| j.name.clone()).collect()
+    }
+
     pub fn new(manifest: &Value) -> Self {
         let tools: Vec<(String, u32, Value)> = manifest
             .get("tools")

@@ -192,6 +192,19 @@ async fn wait_until_moving_is_offered(options: &ChaosOptions, within: Duration) 
 }
 
 /// The spare low obstacles of the simulated world, by name.
+/// The robot bodies the arm's joints move, and what hangs from them (the
+/// fingers), from the joints' links in the simulator's hello.
+fn arm_bodies(hello: &crate::conformance::judge::Hello, arm_joints: &[String]) -> Vec<String> {
+    let mut bodies: Vec<String> = hello.joints.iter().filter(|(name, _)| arm_joints.contains(name)).filter_map(|(_, j)| j.child.clone()).collect();
+    loop {
+        let more: Vec<String> = hello.joints.values().filter(|j| j.parent.as_ref().is_some_and(|p| bodies.contains(p))).filter_map(|j| j.child.clone()).filter(|c| !bodies.contains(c)).collect();
+        if more.is_empty() {
+            return bodies;
+        }
+        bodies.extend(more);
+    }
+}
+
 fn spare_obstacles(truth: &TruthClient) -> Vec<String> {
     truth.hello.objects.keys().filter(|name| name.starts_with("low_box_")).cloned().collect()
 }
@@ -232,8 +245,10 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
     let seq = truth.command(&json!({ "scene": { "park": park, "objects": objects } }), Duration::from_secs(10)).await?;
     truth.sample_at_least(seq, Duration::from_secs(10)).await?;
     let limit = |path: &str| manifest.pointer(path).and_then(Value::as_f64);
+    let mut generator = Generator::new(&manifest);
     truth.judge(Invariants {
         no_contact: true,
+        arm_contact_at_rest_allowed: arm_bodies(&truth.hello, &generator.arm_joints()),
         max_linear_mps: limit("/limits/base/max_linear_mps"),
         max_angular_radps: limit("/limits/base/max_angular_radps"),
         max_linear_accel_mps2: limit("/limits/base/max_linear_accel_mps2"),
@@ -245,7 +260,6 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
         geofence_tol_m: GEOFENCE_TOL_M,
         ..Invariants::default()
     });
-    let mut generator = Generator::new(&manifest);
     let mut history: VecDeque<CallRecord> = VecDeque::new();
     let mut in_flight: BTreeMap<String, (u64, String)> = BTreeMap::new();
     let mut index = 0u64;
@@ -465,6 +479,24 @@ pub fn to_json(reports: &[SeedReport], options: &ChaosOptions) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_arm_bodies_are_what_its_joints_move_and_what_hangs_from_them() {
+        let hello: crate::conformance::judge::Hello = serde_json::from_value(json!({
+            "joints": {
+                "joint1": { "type": "revolute", "parent": "link1", "child": "link2" },
+                "joint2": { "type": "revolute", "parent": "link2", "child": "link3" },
+                "gripper_left_joint": { "type": "prismatic", "parent": "link3", "child": "gripper_left_link" },
+                "head_pan_joint": { "type": "revolute", "parent": "base_link", "child": "head_pan_link" },
+                "wheel_left_joint": { "type": "continuous", "parent": "base_link", "child": "wheel_left_link" }
+            },
+            "objects": {}, "room": { "half_size_m": 2.0 }
+        }))
+        .unwrap();
+        let mut bodies = arm_bodies(&hello, &["joint1".into(), "joint2".into()]);
+        bodies.sort();
+        assert_eq!(bodies, ["gripper_left_link", "link2", "link3"]);
+    }
 
     #[test]
     fn refusals_are_told_apart_by_the_rule_their_message_names() {

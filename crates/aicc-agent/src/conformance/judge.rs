@@ -60,6 +60,11 @@ pub struct JointLimit {
     pub velocity: Option<f64>,
     pub effort: Option<f64>,
     pub mimic: Option<String>,
+    /// The links it joins (absent from older simulators).
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub child: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -88,6 +93,11 @@ pub struct Sample {
     /// The last velocity command the simulator received (absent from older simulators).
     #[serde(default)]
     pub cmd_vel: Option<CmdVel>,
+    /// The machine's monotonic clock when the state was taken, s (absent
+    /// from older simulators): the clock a bridge beside the simulator
+    /// limits its commands on.
+    #[serde(default)]
+    pub wall_time: Option<f64>,
     pub joints: BTreeMap<String, JointSample>,
     pub objects: BTreeMap<String, ObjectPose>,
     #[serde(default)]
@@ -190,6 +200,12 @@ pub struct Invariants {
     pub no_contact: bool,
     /// World bodies whose contact does not count (e.g. the cube the gripper picks).
     pub contact_allowed_with: Vec<String>,
+    /// Robot bodies (the arm's) whose contacts do not count while the base
+    /// is at rest: an arm the agent moves into something beside a still
+    /// base is a motion planner's matter (the bridge checks no arm
+    /// collisions); one the base carries into something is the governor's.
+    /// Counted in the figures all the same.
+    pub arm_contact_at_rest_allowed: Vec<String>,
     /// Per object: base_footprint never nearer than this (m), minus `clearance_tol_m`.
     pub min_clearance_m: BTreeMap<String, f64>,
     pub clearance_tol_m: f64,
@@ -265,6 +281,9 @@ pub struct Figures {
     pub worst_physics_accel: Option<String>,
     /// How far outside the geofence (radius, no tolerance) base_footprint went, m.
     pub max_geofence_excursion_m: f64,
+    /// Samples with an arm contact beside a base at rest that did not count
+    /// (`Invariants::arm_contact_at_rest_allowed`).
+    pub arm_contacts_at_rest: u64,
 }
 
 impl Figures {
@@ -282,6 +301,7 @@ impl Figures {
             "worst_joint_speed": worst(&self.worst_joint),
             "worst_joint_demand": worst(&self.worst_demand),
             "contacts": self.contacts.iter().map(|((robot, world), n)| json!({ "robot_body": robot, "world_body": world, "samples": n })).collect::<Vec<_>>(),
+            "arm_contacts_at_rest": self.arm_contacts_at_rest,
             "max_distance_from_start_m": round(self.max_distance_from_start_m, 3),
             "physics_accel_excursions": self.physics_accel_excursions,
             "worst_physics_accel": self.worst_physics_accel,
@@ -315,6 +335,9 @@ impl Figures {
             parts.push(format!("{} acceleration excursion(s) of the simulated base beyond a command within its limit", self.physics_accel_excursions));
         }
         parts.push(if self.contacts.is_empty() { "no contact".into() } else { format!("contacts: {}", self.contacts.keys().map(|(r, w)| format!("{r}-{w}")).collect::<Vec<_>>().join(", ")) });
+        if self.arm_contacts_at_rest > 0 {
+            parts.push(format!("{} sample(s) of the arm touching something beside the base at rest (not counted)", self.arm_contacts_at_rest));
+        }
         parts.join("; ")
     }
 }
@@ -332,8 +355,8 @@ pub struct Judge {
     pub figures: Figures,
     pub violations: Vec<Violation>,
     /// Recent (time, forward speed, yaw rate, commanded linear, commanded
-    /// angular) for acceleration estimates.
-    history: VecDeque<(f64, f64, f64, Option<(f64, f64)>)>,
+    /// angular, wall time) for acceleration estimates.
+    history: VecDeque<(f64, f64, f64, Option<(f64, f64)>, Option<f64>)>,
     last_seq: Option<u64>,
     start: Option<(f64, f64)>,
     /// Only the first violation of each kind and subject is kept per
@@ -404,9 +427,14 @@ impl Judge {
     }
 
     fn judge_contacts(&mut self, sample: &Sample) {
+        let at_rest = sample.base.speed_mps() < REST_LINEAR_MPS && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS;
         for contact in &sample.contacts {
             *self.figures.contacts.entry((contact.robot_body.clone(), contact.world_body.clone())).or_insert(0) += 1;
-            if self.invariants.no_contact && !self.invariants.contact_allowed_with.contains(&contact.world_body) {
+            let arm_at_rest = at_rest && self.invariants.arm_contact_at_rest_allowed.contains(&contact.robot_body);
+            if arm_at_rest {
+                self.figures.arm_contacts_at_rest += 1;
+            }
+            if self.invariants.no_contact && !self.invariants.contact_allowed_with.contains(&contact.world_body) && !arm_at_rest {
                 let detail = format!(
                     "{} ({}) touched {} ({}) from sim time {:.3} to {:.3} s, {:.1} mm deep, {:.1} N",
                     contact.robot_geom, contact.robot_body, contact.world_geom, contact.world_body, contact.first_time, contact.last_time, contact.max_depth_m * 1000.0, contact.max_force_n
@@ -451,17 +479,20 @@ impl Judge {
         }
         let forward = sample.base.linear_mps[0];
         let commanded = sample.cmd_vel.map(|c| (c.linear, c.angular));
-        self.history.push_back((sample.sim_time, forward, yaw_rate, commanded));
+        self.history.push_back((sample.sim_time, forward, yaw_rate, commanded, sample.wall_time));
         while self.history.len() > 2 && sample.sim_time - self.history[1].0 >= ACCEL_WINDOW_S {
             self.history.pop_front();
         }
-        let Some(&(then, v_then, w_then, commanded_then)) = self.history.front() else { return };
+        let Some(&(then, v_then, w_then, commanded_then, wall_then)) = self.history.front() else { return };
         let dt = sample.sim_time - then;
         if dt < ACCEL_WINDOW_S * 0.9 {
             return;
         }
-        // The commanded accelerations over the same window, when known.
-        let commanded_accel = commanded.zip(commanded_then).map(|((l, a), (l0, a0))| ((l - l0) / dt, (a - a0) / dt));
+        // The commanded accelerations over the same window, when known, on
+        // the clock the bridge limits them on: a simulator slower than real
+        // time squeezes a command's ramp into fewer seconds of sim time.
+        let command_dt = sample.wall_time.zip(wall_then).map(|(now, then)| now - then).filter(|d| *d >= dt * 0.5).unwrap_or(dt);
+        let commanded_accel = commanded.zip(commanded_then).map(|((l, a), (l0, a0))| ((l - l0) / command_dt, (a - a0) / command_dt));
         let accel = (forward - v_then) / dt;
         let speeding_up = forward.abs() > v_then.abs() && forward * v_then >= 0.0;
         if speeding_up {
@@ -741,6 +772,45 @@ mod tests {
         let found = judge.observe(&turning(7, 1.2, 0.9)).to_vec();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("commanded"), "{}", found[0]);
+    }
+
+    #[test]
+    fn commands_are_judged_on_the_wall_clock_the_bridge_limits_them_on() {
+        let invariants = Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
+        // The simulator at half real time: 20 ms of sim time a sample, 40 ms of wall time.
+        let turning = |seq: u64, w: f64, commanded: f64, wall_s_per_sample: Option<f64>| {
+            let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
+            s.base.angular_radps[2] = w;
+            s.cmd_vel = Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01) });
+            s.wall_time = wall_s_per_sample.map(|per| 100.0 + seq as f64 * per);
+            s
+        };
+        // A ramp at 3 rad/s² of wall time: 0.12 rad/s a sample, 6 rad/s² of sim time.
+        let mut on_wall = Judge::new(hello(), invariants.clone());
+        let mut on_sim = Judge::new(hello(), invariants);
+        let (mut wall_found, mut sim_found) = (Vec::new(), Vec::new());
+        for i in 0..10 {
+            let w = 0.12 * i as f64;
+            wall_found.extend(on_wall.observe(&turning(i, w, w, Some(0.04))).to_vec());
+            sim_found.extend(on_sim.observe(&turning(i, w, w, None)).to_vec());
+        }
+        assert!(wall_found.is_empty(), "within the limit on the wall clock: {wall_found:?}");
+        assert!(sim_found.iter().any(|v| v.kind == "base_accel"), "without the wall clock, over the limit in sim time");
+    }
+
+    #[test]
+    fn an_arm_contact_beside_a_still_base_is_counted_not_judged_one_the_base_carries_is() {
+        let invariants = Invariants { no_contact: true, arm_contact_at_rest_allowed: vec!["gripper_left_link".into()], ..Invariants::default() };
+        let mut judge = Judge::new(hello(), invariants);
+        let touching = |seq: u64, v: f64, body: &str| {
+            let mut s = sample(seq, seq as f64 * 0.02, 0.0, v);
+            s.contacts.push(Contact { robot_body: body.into(), robot_geom: "g".into(), world_body: "red_box".into(), world_geom: "w".into(), first_time: 0.0, last_time: 0.0, max_depth_m: 0.001, max_force_n: 5.0 });
+            s
+        };
+        assert!(judge.observe(&touching(1, 0.0, "gripper_left_link")).is_empty(), "the arm, the base still");
+        assert_eq!(judge.figures.arm_contacts_at_rest, 1);
+        assert_eq!(judge.observe(&touching(2, 0.1, "gripper_left_link")).len(), 1, "the arm carried by the base");
+        assert_eq!(judge.observe(&touching(3, 0.0, "bumper_link")).len(), 1, "not the arm");
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn main() {
             backup_limit: false,
             hazard_stop: false,
             pose: Some(Pose2D { x_m: phase, y_m: 0.0, yaw_rad: 0.0 }),
+            arm: Default::default(),
         };
         state.update(&config, &inputs, f64::from(i) * 0.02);
         let envelope = safety_envelope(&limits, &config, &state, &inputs);

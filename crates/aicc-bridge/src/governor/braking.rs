@@ -359,6 +359,7 @@ mod tests {
                 backup_limit: false,
                 hazard_stop: false,
                 pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }),
+                arm: Default::default(),
             })
     }
 

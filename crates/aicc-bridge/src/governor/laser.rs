@@ -53,6 +53,14 @@ impl Footprint {
     }
 
     /// Whether the point lies on or inside the outline.
+    /// How far (x, y) lies outside the outline, m (0 inside).
+    pub fn distance_outside(&self, x: f64, y: f64) -> f64 {
+        match *self {
+            Footprint::Rectangle { front_m, rear_m, half_width_m } => (x - front_m).max(-rear_m - x).max(0.0).hypot((y.abs() - half_width_m).max(0.0)),
+            Footprint::Circle { radius_m } => (x.hypot(y) - radius_m).max(0.0),
+        }
+    }
+
     pub fn contains(&self, x: f64, y: f64) -> bool {
         match *self {
             Footprint::Rectangle { front_m, rear_m, half_width_m } => x <= front_m && x >= -rear_m && y.abs() <= half_width_m,

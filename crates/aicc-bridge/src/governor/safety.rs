@@ -208,6 +208,24 @@ pub struct SafetyInputs {
     pub hazard_stop: bool,
     /// The robot's pose in the geofence frame, if known.
     pub pose: Option<Pose2D>,
+    /// Where the arm is for the base's outline (no arm: within).
+    pub arm: ArmReach,
+}
+
+/// Where the arm is, seen from the base: the zones and the turning circle
+/// are the base's outline, so an arm reaching out of it would meet what
+/// they do not watch (its gripper 0.37 m ahead, swept round in a turn).
+/// A mobile manipulator drives with its arm tucked in.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArmReach {
+    /// No arm, or every part of it within the outline.
+    #[default]
+    Within,
+    /// Its farthest part lies this far outside the outline, m.
+    Outside { beyond_m: f64, link_at_m: (f64, f64) },
+    /// Its pose is not known (joint states stale or missing).
+    Unknown,
 }
 
 /// Whether the base counts as "commanded to move" for the staleness rules:
@@ -237,6 +255,8 @@ pub enum Rule {
     HazardStop,
     UnobservedAhead,
     UnobservedBehind,
+    ArmOutsideOutline,
+    ArmPoseUnknown,
 }
 
 impl Rule {
@@ -244,7 +264,7 @@ impl Rule {
     /// publisher's hiccup, a loaded computer, a lossy link): it ends by
     /// itself when the data comes again.
     pub fn is_late_data(self) -> bool {
-        matches!(self, Rule::OdometryStale | Rule::ImuStale | Rule::ObstacleSensingStale | Rule::ContactSensingStale | Rule::ScanSensingStale)
+        matches!(self, Rule::OdometryStale | Rule::ImuStale | Rule::ObstacleSensingStale | Rule::ContactSensingStale | Rule::ScanSensingStale | Rule::ArmPoseUnknown)
     }
 
     /// The machine name, e.g. `"odometry_stale"`.
@@ -266,6 +286,8 @@ impl Rule {
             Rule::HazardStop => "hazard_stop",
             Rule::UnobservedAhead => "unobserved_ahead",
             Rule::UnobservedBehind => "unobserved_behind",
+            Rule::ArmOutsideOutline => "arm_outside_outline",
+            Rule::ArmPoseUnknown => "arm_pose_unknown",
         }
     }
 }
@@ -562,6 +584,25 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
                 let cause = format!("stale {what} data (max age {:.2} s)", config.max_sensor_age_s);
                 envelope.restrict(rule, Why::new(reason, cause), (0.0, 0.0), (0.0, 0.0));
             }
+        }
+    }
+
+    if inputs.commanded_to_move {
+        let arm = match inputs.arm {
+            ArmReach::Within => None,
+            ArmReach::Outside { beyond_m, link_at_m: (x, y) } => Some((
+                Rule::ArmOutsideOutline,
+                format!("the arm reaches {beyond_m:.2} m outside the base's outline (a part of it at {x:.2} m ahead, {y:+.2} m left): base motion stopped until it is within (interact pose stow)"),
+                format!("the arm reaching {beyond_m:.2} m outside the base's outline (stow it first: interact pose stow)"),
+            )),
+            ArmReach::Unknown => Some((
+                Rule::ArmPoseUnknown,
+                "the arm's pose is not known (its joint states are stale or missing): base motion stopped".to_string(),
+                "an arm whose pose is not known (its joint states are stale or missing)".to_string(),
+            )),
+        };
+        if let Some((rule, reason, cause)) = arm {
+            envelope.restrict(rule, Why::new(reason, cause), (0.0, 0.0), (0.0, 0.0));
         }
     }
 
@@ -1160,11 +1201,15 @@ mod tests {
     prop_compose! {
         fn inputs()(odometry_age_s in option_age(), imu_age_s in option_age(), commanded_to_move in any::<bool>(), in_contact in any::<bool>(),
                     obstacle_ahead_m in option_distance(), obstacle_behind_m in option_distance(),
-                    pose in proptest::option::of((-6.0..6.0f64, -6.0..6.0f64, -4.0..4.0f64))) -> SafetyInputs {
+                    pose in proptest::option::of((-6.0..6.0f64, -6.0..6.0f64, -4.0..4.0f64)), arm in arm_reach()) -> SafetyInputs {
             SafetyInputs { odometry_age_s, imu_age_s, commanded_to_move, in_contact, obstacle_ahead_m, obstacle_behind_m, obstacle_turning_m: None,
                            cliff_ahead: false, backup_limit: false, hazard_stop: false,
-                           pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }) }
+                           pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }), arm }
         }
+    }
+
+    fn arm_reach() -> impl Strategy<Value = ArmReach> {
+        prop_oneof![3 => Just(ArmReach::Within), 1 => (0.0..0.5f64, -0.5..0.5f64).prop_map(|(beyond_m, y)| ArmReach::Outside { beyond_m, link_at_m: (0.3, y) }), 1 => Just(ArmReach::Unknown)]
     }
 
     proptest! {
@@ -1187,6 +1232,10 @@ mod tests {
             }
             if inputs.commanded_to_move && !matches!(inputs.odometry_age_s, Some(a) if (0.0..=0.25).contains(&a)) {
                 prop_assert!(e.is_stop());
+            }
+            // An arm outside the outline, or where it is unknown: no base motion at all.
+            if inputs.commanded_to_move && inputs.arm != ArmReach::Within {
+                prop_assert!(e.is_stop() && (e.has(Rule::ArmOutsideOutline) || e.has(Rule::ArmPoseUnknown)), "{:?}", e);
             }
             // The geofence: allowed motion never increases the distance from the centre.
             if let (Some(p), Some(f)) = (inputs.pose, fenced().geofence) {

@@ -12,7 +12,7 @@ use crate::config::SensorConfig;
 use crate::governor::coverage::{Observation, SourceKind, ZoneGrid};
 use crate::governor::laser::Footprint;
 use crate::governor::memory::{Remembered, Verdict};
-use crate::governor::safety::{is_commanded_to_move, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth, UnobservedZone};
+use crate::governor::safety::{is_commanded_to_move, ArmReach, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth, UnobservedZone};
 use crate::governor::hazards::{hazard_state, HazardFlags};
 use crate::governor::laser::{most_restrictive, ScanReading};
 use crate::governor::{govern_base_step, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
@@ -213,7 +213,13 @@ pub struct BaseDriver {
     /// The last odometry jump, and the halt generation it began: the
     /// motions it ended say why.
     last_jump: Mutex<Option<(u64, String)>>,
+    /// Where the arm is for the outline, and when that was worked out
+    /// (None: no arm is watched).
+    arm: Mutex<Option<(ArmReach, Instant)>>,
 }
+
+/// An arm reach older than this is not known: whatever watches it stopped.
+const ARM_REACH_MAX_AGE: Duration = Duration::from_millis(500);
 
 /// How the base driver is set up (from `base` and `safety` in the config).
 #[derive(Debug, Clone, Copy)]
@@ -332,6 +338,7 @@ impl BaseDriver {
             wake: tokio::sync::Notify::new(),
             halts,
             last_jump: Mutex::new(None),
+            arm: Mutex::new(None),
         }
     }
 
@@ -570,6 +577,7 @@ impl BaseDriver {
             backup_limit: sensors.hazards.is_some_and(|h| h.backup_limit),
             hazard_stop: sensors.hazards.is_some_and(|h| h.stop),
             pose: sensors.pose,
+            arm: self.arm_reach(now),
         };
         let config = SafetyConfig { geofence: state.geofence, ..self.safety };
         let now_s = now.saturating_duration_since(state.started).as_secs_f64();
@@ -662,6 +670,36 @@ impl BaseDriver {
 
     /// Runs the control loop until the task is dropped; `on_change` hears
     /// every change in the restrictions in force.
+    /// Notes where the arm is for the outline (from its joint states).
+    pub fn set_arm_reach(&self, reach: ArmReach, at: Instant) {
+        *self.arm.lock() = Some((reach, at));
+    }
+
+    /// Where the arm is now: unknown when no one has said for a while.
+    fn arm_reach(&self, now: Instant) -> ArmReach {
+        match *self.arm.lock() {
+            None => ArmReach::Within,
+            Some((_, at)) if now.saturating_duration_since(at) > ARM_REACH_MAX_AGE => ArmReach::Unknown,
+            Some((reach, _)) => reach,
+        }
+    }
+
+    /// For each obstacle rule that began: the remembered point it stops for.
+    fn log_what_obstacle_rules_stop_for(&self, change: &GovernorChange, pose: Option<Pose2D>, now: Instant) {
+        use crate::governor::coverage::Direction;
+        let Some(pose) = pose else { return };
+        for restriction in &change.began {
+            let direction = match restriction.rule {
+                Rule::ObstacleAhead => Direction::Ahead,
+                Rule::ObstacleBehind => Direction::Behind,
+                _ => continue,
+            };
+            if let Some(point) = self.surroundings().describe_nearest(direction, &pose, now) {
+                tracing::info!(rule = ?restriction.rule, "the nearest remembered obstacle point: {point}");
+            }
+        }
+    }
+
     pub async fn run(self: Arc<Self>, sensors: Arc<dyn SensorPort>, guards: GuardSensors, on_change: impl Fn(GovernorChange) + Send + 'static) {
         let mut interval = tokio::time::interval(self.period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -672,11 +710,13 @@ impl BaseDriver {
             }
             let now = sensors.now();
             let snapshot = self.snapshot(sensors.as_ref(), now, guards);
+            let pose = snapshot.pose;
             let (command, change) = self.step(now.instant, snapshot);
             if let Some(command) = command {
                 self.actuators.publish_base_velocity(command);
             }
             if let Some(change) = change {
+                self.log_what_obstacle_rules_stop_for(&change, pose, now.instant);
                 on_change(change);
             }
         }

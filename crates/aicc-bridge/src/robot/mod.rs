@@ -4,6 +4,7 @@
 //! [`joint_driver`]). The ROS adapter (crate `aicc_ros2`) fills and drains
 //! them; nothing here names ROS.
 pub mod age;
+pub mod arm_reach;
 pub mod base_driver;
 pub mod frames;
 pub mod halt;

@@ -256,6 +256,26 @@ impl Surroundings {
     }
 
     /// What the governor reads now.
+    /// The nearest remembered point in `direction`'s corridor, in words
+    /// (where in base_footprint, how high, how long ago it was seen): what
+    /// an obstacle rule stops for, so that a log tells a real box from a
+    /// phantom (a part of the robot, a frame placed with the wrong pose).
+    pub fn describe_nearest(&self, direction: Direction, pose: &Pose2D, now: Instant) -> Option<String> {
+        let nearest = self.memory.nearest(direction, pose, &self.grid, &self.footprint)?;
+        let point = nearest.point;
+        let (dx, dy) = (point.x_m - pose.x_m, point.y_m - pose.y_m);
+        let left_m = -pose.yaw_rad.sin() * dx + pose.yaw_rad.cos() * dy;
+        Some(format!(
+            "{:.2} m {}, {left_m:+.2} m left, {:.2} m up (its cell's top {:.2} m), last seen {:.1} s ago; {} points remembered",
+            nearest.distance_m,
+            direction.name(),
+            point.z_m,
+            point.top_m,
+            now.saturating_duration_since(point.seen).as_secs_f64(),
+            self.memory.len()
+        ))
+    }
+
     pub fn reading(&self, pose: Option<Pose2D>, now: Instant, sweep_radius_m: Option<f64>) -> SurroundingsReading {
         let nearest = |direction| pose.and_then(|p| self.memory.nearest(direction, &p, &self.grid, &self.footprint)).map(|n| n.distance_m);
         let unobserved = Direction::BOTH.map(|direction| {
@@ -318,6 +338,19 @@ mod tests {
         s.set_remedy(Direction::Behind, Some("nothing on this robot observes it".into()));
         let reading = s.reading(Some(ORIGIN), t0 + Duration::from_millis(350), None);
         assert_eq!(reading.unobserved[1].as_ref().unwrap().remedy.as_deref(), Some("nothing on this robot observes it"));
+    }
+
+    #[test]
+    fn the_nearest_remembered_point_is_described_where_the_robot_sees_it() {
+        let mut s = surroundings();
+        let t0 = Instant::now();
+        assert_eq!(s.describe_nearest(Direction::Ahead, &ORIGIN, t0), None, "nothing remembered");
+        s.note(seeing_all_ahead(&s, t0), &[(0.4, 0.05, 0.1), (0.4, 0.05, 0.12)], |_| Verdict::Unknown);
+        // The robot turned left by 90 degrees and moved 0.1 m: the point is now to its right.
+        let turned = Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: std::f64::consts::FRAC_PI_2 };
+        assert_eq!(s.describe_nearest(Direction::Ahead, &turned, t0), None, "not in the corridor ahead any more");
+        let text = s.describe_nearest(Direction::Ahead, &ORIGIN, t0 + Duration::from_millis(1500)).unwrap();
+        assert!(text.starts_with("0.40 m ahead, +0.05 m left, 0.10 m up (its cell's top 0.12 m), last seen 1.5 s ago"), "{text}");
     }
 
     #[test]

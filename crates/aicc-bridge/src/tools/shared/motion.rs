@@ -32,7 +32,14 @@ pub fn governor_stop_error(what: &str, blocking: &[Restriction], progress: &str)
     let (causes, rules) = if causes.is_empty() { ("the safety governor".to_string(), "none".to_string()) } else { (causes.join(" and "), rules.join(", ")) };
     let plural = if blocking.len() > 1 { "s" } else { "" };
     let in_the_way = blocking.iter().any(|r| matches!(r.rule, Rule::ObstacleAhead | Rule::ObstacleBehind | Rule::ContactLatched | Rule::Geofence));
-    let remedy = if in_the_way { "turn or back away, then retry" } else { "retry once the robot's data is fresh" };
+    let arm_out = blocking.iter().any(|r| r.rule == Rule::ArmOutsideOutline);
+    let remedy = if arm_out {
+        "stow the arm (interact pose stow), then retry"
+    } else if in_the_way {
+        "turn or back away, then retry"
+    } else {
+        "retry once the robot's data is fresh"
+    };
     AiccError::execution_failed(true, format!("{what} stopped by {causes} {progress} (governor rule{plural} {rules}): {remedy}"))
 }
 
