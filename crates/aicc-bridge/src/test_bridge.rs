@@ -105,6 +105,9 @@ fn feed_standing(samples: &SampleStore, camera: Option<(u32, u32)>, stop: &Atomi
     });
     let names: Vec<String> = ["head_pan_joint", "head_tilt_joint", "joint1", "joint2", "joint3", "joint4", "gripper_left_joint", "gripper_right_joint"].map(String::from).to_vec();
     let zeros = vec![0.0; names.len()];
+    // The arm stowed, as the bundled robot stands (it drives only so).
+    let stow = crate::tools::interact::NAMED_POSES.iter().find(|(name, _, _)| *name == "stow").map(|(_, joints, _)| *joints).expect("a stow pose");
+    let positions = [&[0.0, 0.0][..], &stow[..], &[0.0, 0.0][..]].concat();
     let mut delivered = vec![Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper];
     if frame.is_some() {
         delivered.extend([Sensor::Camera, Sensor::CameraInfo]);
@@ -118,7 +121,7 @@ fn feed_standing(samples: &SampleStore, camera: Option<(u32, u32)>, stop: &Atomi
             let orientation = UnitQuaternion::identity();
             latest.odom = Some(OdometrySample { frame_id: "odom".into(), child_frame_id: "base_footprint".into(), position_m: Vector3::zeros(), orientation, linear_velocity_mps: Vector3::zeros(), angular_velocity_radps: Vector3::zeros(), stamp_s, received: now });
             latest.imu = Some(ImuSample { frame_id: "imu_link".into(), orientation: Some(orientation), angular_velocity_radps: Vector3::zeros(), linear_acceleration_mps2: Vector3::new(0.0, 0.0, 9.81), stamp_s, received: now });
-            latest.joint_states = Some(stamped(JointStates { names: names.clone(), positions: zeros.clone(), velocities: zeros.clone(), efforts: zeros.clone() }, "", stamp_s, now));
+            latest.joint_states = Some(stamped(JointStates { names: names.clone(), positions: positions.clone(), velocities: zeros.clone(), efforts: zeros.clone() }, "", stamp_s, now));
             latest.contacts = Some(stamped(Contacts::default(), "bumper", stamp_s, now));
             if let Some((image, info)) = &frame {
                 latest.camera = Some(stamped(CameraFrame::Raw(image.clone()), "camera_optical_frame", stamp_s, now));

@@ -207,11 +207,14 @@ fn red_blue_frame() -> RawImage {
     RawImage { width: CAMERA_WIDTH, height: CAMERA_HEIGHT, encoding: "rgb8".into(), is_bigendian: false, step: CAMERA_WIDTH * 3, data }
 }
 
-/// The head looking ahead, the arm folded, the gripper closed.
+/// The head looking ahead, the arm stowed (the pose the base drives in),
+/// the gripper closed.
 fn joints_at_rest() -> JointStates {
     let names: Vec<String> = ["head_pan_joint", "head_tilt_joint", "joint1", "joint2", "joint3", "joint4", "gripper_left_joint", "gripper_right_joint"].map(String::from).to_vec();
     let zeros = vec![0.0; names.len()];
-    JointStates { names, positions: zeros.clone(), velocities: zeros.clone(), efforts: zeros }
+    let stow = aicc_bridge::tools::interact::NAMED_POSES.iter().find(|(name, _, _)| *name == "stow").map(|(_, joints, _)| *joints).expect("a stow pose");
+    let positions = [&[0.0, 0.0][..], &stow[..], &[0.0, 0.0][..]].concat();
+    JointStates { names, positions, velocities: zeros.clone(), efforts: zeros }
 }
 
 /// A wall 5 m away everywhere: nothing in the way.
