@@ -161,8 +161,11 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
 
     // 1. Odometry goes silent during a turn: the bridge cannot tell where
     //    the robot is, so it stops it.
-    client.send_line(&tool_call("turn", "turn", json!({ "yaw": 180.0 })));
-    wait_moving(&speed, 1.0, 0.3);
+    // A slow turn (6 s): a pause that reaches a loaded simulator late still
+    // lands mid-turn, where it must end the turn (the bridge waits out 1.5 s
+    // of late odometry, stopped, then fails the turn).
+    client.send_line(&tool_call("turn", "turn", json!({ "yaw": 180.0, "speed_dps": 30.0 })));
+    wait_moving(&speed, 0.3, 0.3);
     sim_control(json!({ "pause": ["odom"] }));
     let paused = Instant::now();
     let still = wait_still(&speed, paused, Duration::from_secs(5)).expect("the robot stopped after odometry went silent");
