@@ -39,7 +39,12 @@ class WorldObject:
 
 CUBE_SIZE_M = 0.035
 PEDESTAL_SIZE_M = (0.08, 0.08, 0.10)
-PEDESTAL_XY_M = (0.30, 0.20)
+# Front-left, within the arm's reach, and clear of the corridor the robot
+# drives straight ahead in (its near corner 0.198 m left of the centre line,
+# 0.043 m outside the bundled robot's zones of +-0.155 m): at (0.30, 0.20) it
+# stood 5 mm outside them, so a heading a degree or two off after a turn
+# put it in the way of every move straight ahead from the spawn.
+PEDESTAL_XY_M = (0.262, 0.238)
 # The arm's base (joint1) sits at x = 0.062 m on the robot at the origin.
 # The cube faces it, so the fingers close on two faces, not on two edges.
 CUBE_YAW_RAD = math.atan2(PEDESTAL_XY_M[1], PEDESTAL_XY_M[0] - 0.062)

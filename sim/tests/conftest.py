@@ -16,8 +16,8 @@ sys.path.insert(0, str(SIM_DIR / "tools"))
 # the cube from the arm's base, robot at the spawn pose): end effector 7.5 mm
 # above the cube's centre (lower, the finger tips scrape the pedestal), and
 # 11 cm above the cube.
-GRASP_ARM = {"joint1": 0.699, "joint2": 1.063, "joint3": -0.425, "joint4": -0.138}
-ABOVE_CUBE_ARM = {"joint1": 0.699, "joint2": 0.686, "joint3": -0.594, "joint4": 0.408}
+GRASP_ARM = {"joint1": 0.872, "joint2": 1.063, "joint3": -0.425, "joint4": -0.138}
+ABOVE_CUBE_ARM = {"joint1": 0.872, "joint2": 0.686, "joint3": -0.594, "joint4": 0.408}
 GRIPPER_OPEN_M = 0.025
 
 

@@ -3,6 +3,7 @@
 //! subscriptions; tests and the replay robot write into it directly.
 //! Readers copy a sample out under a short lock; images stay as received
 //! (decoding happens only when a tool asks).
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -73,9 +74,16 @@ pub struct SampleStore {
     frames: SharedFrames,
     /// On while a recorder wants the samples' wire form.
     wire_switch: std::sync::OnceLock<WireSwitch>,
-    /// The latest sample's wire form per sensor, kept while the switch is on.
-    wire: Mutex<[Option<WireSample>; Sensor::ALL.len()]>,
+    /// The latest samples' wire forms per sensor (the newest last, at most
+    /// [`WIRE_KEPT`]), kept while the switch is on.
+    wire: Mutex<[VecDeque<WireSample>; Sensor::ALL.len()]>,
 }
+
+/// Wire forms kept per sensor: a tool that read a sample looks its wire
+/// form up a moment later, and by then the next message may have come (on
+/// a loaded machine a frame the vision tool served was missing from the
+/// recording when only the latest was kept).
+const WIRE_KEPT: usize = 3;
 
 impl SampleStore {
     /// A store whose capture ages count in `clock` (the node's clock).
@@ -114,7 +122,12 @@ impl SampleStore {
     /// `received` (the instant given to its decoded sample).
     pub fn put_wire(&self, sensor: Sensor, kind: &WireType, data: Arc<[u8]>, received: Instant, received_wall: std::time::SystemTime) {
         let sample = WireSample { topic: kind.topic.clone(), type_name: kind.type_name.clone(), schema: kind.schema.clone(), data, received, received_wall };
-        self.wire.lock()[sensor as usize] = Some(sample);
+        let mut wire = self.wire.lock();
+        let kept = &mut wire[sensor as usize];
+        if kept.len() >= WIRE_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(sample);
     }
 
     /// Counts a message of `sensor` stamped `stamp_s`, just received.
@@ -185,7 +198,7 @@ impl SensorPort for SampleStore {
 
     fn wire_sample(&self, sensor: Sensor, received: Instant) -> Option<WireSample> {
         let wire = self.wire.lock();
-        wire[sensor as usize].as_ref().filter(|sample| sample.received == received).cloned()
+        wire[sensor as usize].iter().rev().find(|sample| sample.received == received).cloned()
     }
 
     fn share_wire_switch(&self, switch: WireSwitch) {
@@ -243,5 +256,23 @@ mod tests {
         let camera = &store.statistics()[0];
         assert!((camera.last_receipt_delay_ms.unwrap() - 10.0).abs() < 1e-6, "{camera:?}");
         assert_eq!(store.now().clock_s, Some(100.0));
+    }
+
+    #[test]
+    fn a_sample_read_just_before_newer_messages_came_still_has_its_wire_form() {
+        let store = SampleStore::with_system_clock(Names::default());
+        let kind = WireType { topic: "/camera/image_raw".into(), type_name: "sensor_msgs/msg/Image".into(), schema: "".into() };
+        let start = Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        let put = |ms: u64| store.put_wire(Sensor::Camera, &kind, Arc::from(vec![ms as u8]), at(ms), std::time::SystemTime::now());
+        put(0);
+        put(33);
+        put(66);
+        let served = store.wire_sample(Sensor::Camera, at(0)).expect("read at 0 ms, looked up after two newer frames");
+        assert_eq!(&served.data[..], &[0u8][..]);
+        assert!(store.wire_sample(Sensor::Camera, at(10)).is_none(), "no message was received at 10 ms");
+        put(99);
+        assert!(store.wire_sample(Sensor::Camera, at(0)).is_none(), "three newer frames: the oldest is gone (bounded)");
+        assert_eq!(&store.wire_sample(Sensor::Camera, at(99)).expect("the newest").data[..], &[99u8][..]);
     }
 }

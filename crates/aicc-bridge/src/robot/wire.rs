@@ -211,16 +211,20 @@ mod tests {
         let taken = recorder.samples.lock().clone();
         assert_eq!(taken.len(), 1);
         assert_eq!((&*taken[0].topic, &taken[0].data[..], taken[0].received), ("/battery", &[0u8, 1, 0, 0, 7][..], first));
-        // Bytes of a newer message than the decoded one read: not handed.
+        // Bytes of a newer message came after the decoded one was read: the
+        // read hands the bytes of what it read (kept), never the newer ones.
         let later = first + std::time::Duration::from_millis(5);
         store.put_wire(Sensor::Battery, &kind(), Arc::from(&[9u8][..]), later, SystemTime::now());
         assert!(sensors.battery().is_some());
-        assert_eq!(recorder.samples.lock().len(), 1, "the decoded sample and the bytes differ: nothing handed");
+        let taken = recorder.samples.lock().clone();
+        assert_eq!(taken.len(), 2);
+        assert_eq!((&taken[1].data[..], taken[1].received), (&[0u8, 1, 0, 0, 7][..], first), "the decoded sample's own bytes");
         // The bridge's own watchers read the store: nothing handed.
         store.lock().battery = Some(battery(later));
         assert!(store.battery().is_some());
-        assert_eq!(recorder.samples.lock().len(), 1);
-        assert!(sensors.battery().is_some());
         assert_eq!(recorder.samples.lock().len(), 2);
+        assert!(sensors.battery().is_some());
+        let taken = recorder.samples.lock().clone();
+        assert_eq!((taken.len(), &taken[2].data[..]), (3, &[9u8][..]));
     }
 }
