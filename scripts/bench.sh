@@ -22,21 +22,16 @@ echo "== vision: decode and encode a 640x480 frame"
 "$bin"/aicc-bench-vision
 echo "== recording: overhead on proprioception and vision round trips, bytes per minute"
 "$bin"/aicc-bench-recording
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + $$ % 100))}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 work="$(mktemp -d)"
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-scripts/ros-env python3 sim/aicc_sim.py --width 640 --height 480 > "$work/sim.out" 2> "$work/sim.err" &
-pids+=($!)
-for _ in $(seq 600); do grep -q AICC_SIM_READY "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
-grep -q AICC_SIM_READY "$work/sim.out" || { echo "simulator did not start:"; cat "$work/sim.err"; exit 1; }
-"$bin"/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml > "$work/bridge.out" 2> "$work/bridge.err" &
-bridge=$!
-pids+=($bridge)
-for _ in $(seq 100); do grep -q AICC_READY "$work/bridge.out" 2>/dev/null && break; sleep 0.1; done
-port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$work/bridge.out")"
-[ -n "$port" ] || { echo "bridge did not start:"; cat "$work/bridge.err"; exit 1; }
+log_tag=bench
+logs="$work"
+source scripts/lib/sim-and-bridge.sh
+trap 'stop_started; rm -rf "$work"' EXIT
+claim_ros_domain
+start_sim_with_truth --width 640 --height 480
+bridge_bin="$bin/aicc-ros2"
+start_bridge --config config/sim.yaml
+bridge="${pids[-1]}"
 sleep 1
 echo "== protocol: round trip, throughput, memory (bridge pid $bridge, port $port)"
 "$bin"/aicc-bench --port "$port" --pid "$bridge" "$@"
@@ -53,7 +48,12 @@ echo "== idle bridge beside a 30 Hz 640x480 camera and depth camera (an agent co
 # Both subscribe reliable, as the flood publishes: over best effort most
 # 640x480 frames are lost on the way and the figures would be for a few.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-idle_domain=$((ROS_DOMAIN_ID + 1))
+# A second domain of our own (claimed as the first), so that the flood
+# reaches the idle bridge and nothing else.
+main_domain="$ROS_DOMAIN_ID"
+claim_ros_domain
+idle_domain="$ROS_DOMAIN_ID"
+export ROS_DOMAIN_ID="$main_domain"
 idle_out="$work/idle.out"
 reliable_camera=()
 for sensor in camera camera_info depth depth_info; do reliable_camera+=(-p "sensors.$sensor.reliability:=reliable"); done
@@ -99,7 +99,7 @@ for pages in 0 1 10; do
   else
     fifo="$work/pages-$pages.out"
     AICC_OPERATOR_TOKEN=bench-console-token PLAYWRIGHT_CORE="$repo/.deps/browser/node_modules/playwright-core/index.mjs" \
-      node crates/aicc-sim-tests/tests/console/pages.mjs "http://127.0.0.1:$console_port" "$pages" "$window" > "$fifo" &
+      node tests/console/pages.mjs "http://127.0.0.1:$console_port" "$pages" "$window" > "$fifo" &
     node_pid=$!
     for _ in $(seq 600); do grep -q PAGES_READY "$fifo" 2>/dev/null && break; sleep 0.1; done
     before=$(cpu_ticks "$console_bridge"); started=$(date +%s.%N)

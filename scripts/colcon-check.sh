@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The package as a ROS user builds and starts it:
-#   1. `colcon build` of crates/aicc_ros2 (an ament_cargo package: colcon-ros-cargo
-#      runs cargo-ament-build), into target/colcon/{build,install}. colcon's
+#   1. `colcon build` of the repository (the package aicc_ros2 is its top: an
+#      ament_cargo package; colcon-ros-cargo runs cargo-ament-build), into
+#      target/colcon/{build,install}. colcon's
 #      build directory for the package is the workspace's target/ (a symlink),
 #      and it builds the workspace's targets as scripts/test.sh does (the same
 #      feature set), so nothing already built is built again;
@@ -33,37 +34,27 @@ start=$(date +%s)
 # colcon-ros-cargo writes .cargo/config.toml into its working directory: run it
 # in the colcon workspace, never in the repository.
 (cd "$ws" && "$repo/scripts/ros-env" "$colcon" --log-base log build \
-  --base-paths "$repo/crates/aicc_ros2" --build-base build --install-base install \
+  --base-paths "$repo" --build-base build --install-base install \
   --event-handlers console_direct- --cargo-args --release --workspace --all-targets) || die "colcon build failed (logs: $ws/log)"
 log "colcon build done in $(( $(date +%s) - start )) s"
 
 log "checking the install against ament_index"
 # install/setup.sh prepends the install to AMENT_PREFIX_PATH, as a user's shell has it.
-"$repo/scripts/ros-env" bash -c '. "$1/setup.sh" && python3 "$2/scripts/check-launch.py" aicc_ros2 "$2/crates/aicc_ros2/launch/bridge.launch.py"' \
+"$repo/scripts/ros-env" bash -c '. "$1/setup.sh" && python3 "$2/scripts/check-launch.py" aicc_ros2 "$2/launch/bridge.launch.py"' \
   check "$install" "$repo" || die "the install or the launch file does not check out (above)"
 
 log "the installed binary beside the simulated robot"
-work="$(mktemp -d)"
-cleanup() {
-  for pid in ${bridge_pid:-} ${sim_pid:-}; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-77}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-"$repo/scripts/ros-env" python3 "$repo/sim/aicc_sim.py" >"$work/sim.log" 2>&1 &
-sim_pid=$!
-for _ in $(seq 1 600); do grep -q AICC_SIM_READY "$work/sim.log" && break; kill -0 "$sim_pid" 2>/dev/null || break; sleep 0.2; done
-grep -q AICC_SIM_READY "$work/sim.log" || { cat "$work/sim.log" >&2; die "the simulator did not start"; }
+log_tag=colcon
+logs="$ws/log/run"
+mkdir -p "$logs"
+cd "$repo"
+source scripts/lib/sim-and-bridge.sh
+claim_ros_domain
+start_sim_with_truth
 # colcon installs each package in its own prefix (isolated layout).
 share="$install/aicc_ros2/share/aicc_ros2"
-"$install/aicc_ros2/lib/aicc_ros2/aicc-ros2" --config "$share/config/sim.yaml" --listen 127.0.0.1:0 \
-  >"$work/bridge.out" 2>"$work/bridge.log" &
-bridge_pid=$!
-for _ in $(seq 1 150); do grep -q '^AICC_READY ' "$work/bridge.out" && break; kill -0 "$bridge_pid" 2>/dev/null || break; sleep 0.2; done
-ready="$(grep -m1 '^AICC_READY ' "$work/bridge.out" || true)"
-[ -n "$ready" ] || { cat "$work/bridge.log" >&2; die "the installed bridge did not start"; }
-port="$(sed -E 's/.*"port": *([0-9]+).*/\1/' <<<"$ready")"
+bridge_bin="$install/aicc_ros2/lib/aicc_ros2/aicc-ros2"
+start_bridge --config "$share/config/sim.yaml"
 output=""
 for _ in $(seq 1 25); do
   if output="$("$repo/target/release/aicc" --port "$port" --retries 3 call proprioception 2>&1)"; then break; fi

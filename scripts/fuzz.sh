@@ -27,6 +27,12 @@ command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked
 export CARGO_TARGET_DIR="$repo/fuzz/target"
 profile=()
 [ "${AICC_FUZZ_DEV:-0}" = 1 ] && profile=(--dev)
+# cargo fuzz has no --locked: this refuses a fuzz/Cargo.lock that the build
+# would rewrite (a test run must leave the tree as it found it).
+cargo +nightly metadata --locked --format-version 1 > /dev/null || {
+  echo "[fuzz] fuzz/Cargo.lock is not current (above): run cargo +nightly update --workspace in fuzz/ and commit it" >&2
+  exit 1
+}
 cargo +nightly fuzz build "${profile[@]}"
 echo "[fuzz] targets built, ${SECONDS} s after the start"
 for target in "${targets[@]}"; do

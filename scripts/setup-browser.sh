@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the operator console's browser test drives: Debian's
 # Chromium (apt) and playwright-core (npm, the version locked in
-# crates/aicc-sim-tests/tests/console/package-lock.json) in .deps/browser.
+# tests/console/package-lock.json) in .deps/browser.
 # Playwright's own browser downloads are not used (this machine's network
 # reaches only package registries): the test starts /usr/bin/chromium.
 # Run by scripts/test.sh after scripts/setup.sh. Idempotent: skipped when
@@ -9,7 +9,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="$repo/.deps/browser"
-source_dir="$repo/crates/aicc-sim-tests/tests/console"
+source_dir="$repo/tests/console"
 log() { printf '[setup-browser] %s\n' "$*" >&2; }
 die() { printf '[setup-browser] ERROR: %s\n' "$*" >&2; exit 1; }
 

@@ -14,24 +14,16 @@ shift || true
 bash scripts/setup.sh
 # The same build as scripts/test.sh (all targets): no second build.
 cargo build --release --locked --workspace --all-targets
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + $$ % 100))}" ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-work="$(mktemp -d)"
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-scripts/ros-env python3 sim/aicc_sim.py > "$work/sim.out" 2> "$work/sim.err" &
-pids+=($!)
-for _ in $(seq 600); do grep -q AICC_SIM_READY "$work/sim.out" 2>/dev/null && break; sleep 0.1; done
-grep -q AICC_SIM_READY "$work/sim.out" || { echo "simulator did not start:"; cat "$work/sim.err"; exit 1; }
-target/release/aicc-ros2 --listen 127.0.0.1:0 --config config/sim.yaml > "$work/bridge.out" 2> "$work/bridge.err" &
-bridge=$!
-pids+=($bridge)
-for _ in $(seq 100); do grep -q AICC_READY "$work/bridge.out" 2>/dev/null && break; sleep 0.1; done
-port="$(sed -n 's/^AICC_READY .*"port":\([0-9]*\).*/\1/p' "$work/bridge.out")"
-[ -n "$port" ] || { echo "bridge did not start:"; cat "$work/bridge.err"; exit 1; }
+log_tag=soak
+logs="$(mktemp -d)"
+source scripts/lib/sim-and-bridge.sh
+claim_ros_domain
+start_sim_with_truth
+start_bridge --config config/sim.yaml
+bridge="${pids[-1]}"
 sleep 3
 mkdir -p target/soak
 echo "== soak: $minutes min against the bridge (pid $bridge, port $port)"
 target/release/aicc-soak --port "$port" --pid "$bridge" --minutes "$minutes" --json target/soak/summary.json "$@"
-echo "== bridge log: $(grep -c . "$work/bridge.err") lines, $(grep -ci 'error\|panic' "$work/bridge.err" || true) with error/panic"
-grep -i 'panic' "$work/bridge.err" | head -5 || true
+echo "== bridge log ($logs/bridge.log): $(grep -c . "$logs/bridge.log") lines, $(grep -ci 'error\|panic' "$logs/bridge.log" || true) with error/panic"
+grep -i 'panic' "$logs/bridge.log" | head -5 || true

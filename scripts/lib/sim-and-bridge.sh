@@ -1,5 +1,5 @@
 # Sourced (not run) by the scripts that start the simulator and the bridge
-# in a ROS domain of their own: conformance.sh and chaos.sh. The caller sets
+# in a ROS domain of their own: conformance.sh, chaos.sh, bench.sh, soak.sh. The caller sets
 # `log_tag` (its messages' prefix) and `logs` (a directory for the logs),
 # and has `set -euo pipefail`. Everything started is stopped when the
 # caller exits. Each function exits the caller, saying why, on failure.
@@ -56,11 +56,12 @@ start_sim_with_truth() {
   [ -n "$truth_port" ] || { echo "[$log_tag] the simulator printed no AICC_SIM_TRUTH line: $logs/sim.log" >&2; exit 1; }
 }
 
-# Starts the release bridge on a free loopback port with the given
-# arguments; waits for its AICC_READY line (30 s). Sets port.
+# Starts the release bridge (or bridge_bin, when the caller sets it) on a
+# free loopback port with the given arguments; waits for its AICC_READY
+# line (30 s). Sets port.
 start_bridge() {
   echo "[$log_tag] starting the bridge ($*); log: $logs/bridge.log" >&2
-  target/release/aicc-ros2 --listen 127.0.0.1:0 "$@" {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
+  "${bridge_bin:-target/release/aicc-ros2}" --listen 127.0.0.1:0 "$@" {lock_fd}>&- > "$logs/bridge.out" 2> "$logs/bridge.log" &
   pids+=($!)
   local bridge_pid=$! _
   port=""

@@ -25,7 +25,8 @@ use crate::robot::frames::{Frames, BASE_FRAME};
 use crate::robot::kinematics::Kinematics;
 use crate::robot::{monitor, Diagnostic, Robot, SignalPort};
 use crate::server::Bridge;
-use crate::tools::{Registry, ToolContext, ToolEvent};
+use crate::robot_events::{EventSender, RobotEvent};
+use crate::tools::{Registry, ToolContext};
 
 /// Events from tools, the governor and the monitors waiting for the core.
 const TOOL_EVENT_QUEUE: usize = 1024;
@@ -442,16 +443,16 @@ pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
 
 /// Every restriction the governor starts or stops enforcing is an event
 /// agents see and a diagnostic operators see on /diagnostics.
-fn report_governor_change(change: &GovernorChange, events: &tokio::sync::mpsc::Sender<ToolEvent>, signals: &dyn SignalPort) {
+fn report_governor_change(change: &GovernorChange, events: &EventSender, signals: &dyn SignalPort) {
     let mut diagnostics = Vec::new();
     for restriction in &change.began {
         let payload = json!({ "kind": "restriction_began", "rule": restriction.rule, "reason": restriction.reason });
-        let _ = events.try_send(("governor".into(), payload, None));
+        let _ = events.try_send(RobotEvent::for_all("governor", payload));
         tracing::warn!(rule = ?restriction.rule, reason = %restriction.reason, "governor restriction");
         diagnostics.push(Diagnostic { level: 1, name: "aicc_bridge: governor".into(), message: restriction.reason.clone(), values: vec![("rule".into(), format!("{:?}", restriction.rule))] });
     }
     for rule in &change.ended {
-        let _ = events.try_send(("governor".into(), json!({ "kind": "restriction_ended", "rule": rule }), None));
+        let _ = events.try_send(RobotEvent::for_all("governor", json!({ "kind": "restriction_ended", "rule": rule })));
         diagnostics.push(Diagnostic { level: 0, name: "aicc_bridge: governor".into(), message: format!("{rule:?} no longer restricts motion"), values: vec![("rule".into(), format!("{rule:?}"))] });
     }
     signals.publish_diagnostics(&diagnostics);

@@ -208,10 +208,46 @@ pub struct SampleRates {
     pub hazards: f64,
 }
 
+/// A sensor of the robot, as the configuration names it (`sensors.<key>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Sensor {
+    Odometry,
+    Imu,
+    Camera,
+    CameraInfo,
+    Depth,
+    DepthInfo,
+    JointStates,
+    Bumper,
+    Battery,
+    Scan,
+    Hazards,
+}
+
+impl Sensor {
+    pub const ALL: [Sensor; 11] = [Sensor::Hazards, Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery, Sensor::Scan];
+
+    /// The key under `sensors:` in the configuration.
+    pub fn key(self) -> &'static str {
+        match self {
+            Sensor::Odometry => "odom",
+            Sensor::Imu => "imu",
+            Sensor::Camera => "camera",
+            Sensor::CameraInfo => "camera_info",
+            Sensor::Depth => "depth",
+            Sensor::DepthInfo => "depth_info",
+            Sensor::JointStates => "joint_states",
+            Sensor::Bumper => "bumper",
+            Sensor::Battery => "battery",
+            Sensor::Scan => "scan",
+            Sensor::Hazards => "hazards",
+        }
+    }
+}
+
 impl SampleRates {
     /// The rate of `sensor` (Hz; 0 = none).
-    pub fn of(&self, sensor: crate::robot::Sensor) -> f64 {
-        use crate::robot::Sensor;
+    pub fn of(&self, sensor: Sensor) -> f64 {
         match sensor {
             Sensor::Odometry => self.odom,
             Sensor::Imu => self.imu,
@@ -645,7 +681,7 @@ impl Default for SensorConfig {
     }
 }
 
-/// The governor's safety rules for the base (see src/governor/safety.rs).
+/// The governor's safety rules for the base (see crates/aicc-control/src/governor/safety.rs).
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SafetySettings {
@@ -675,8 +711,8 @@ pub struct SafetySettings {
     pub footprint_front_m: f64,
     pub footprint_rear_m: f64,
     pub footprint_half_width_m: f64,
-    /// > 0: the robot is round with this radius about the origin (turning
-    /// in place sweeps nothing new); the rectangle keys are then unused.
+    /// Above 0: the robot is round with this radius about the origin
+    /// (turning in place sweeps nothing new); the rectangle keys are then unused.
     pub footprint_radius_m: f64,
     /// Clearance beside the footprint the laser zones add, m.
     pub scan_margin_m: f64,
@@ -1149,7 +1185,7 @@ impl Config {
         if self.record.dir.is_empty() {
             return Err(InvalidConfig::NoRecordDir);
         }
-        for sensor in crate::robot::Sensor::ALL {
+        for sensor in Sensor::ALL {
             let value = self.record.sample_rates_hz.of(sensor);
             if !(value.is_finite() && value >= 0.0) {
                 return Err(InvalidConfig::Negative { name: format!("record.sample_rates_hz.{}", sensor.key()), value });
@@ -1272,18 +1308,18 @@ mod tests {
         let params = |rates: &str| format!("/**:\n  ros__parameters:\n    record:\n      sample_rates_hz: {rates}\n");
         let config = Config::from_params_yaml(&params("{odom: 5, camera: 0.5}"), "x").unwrap();
         let rates = &config.record.sample_rates_hz;
-        assert_eq!((rates.of(crate::robot::Sensor::Odometry), rates.of(crate::robot::Sensor::Camera), rates.of(crate::robot::Sensor::Imu)), (5.0, 0.5, 0.0), "absent = 0");
+        assert_eq!((rates.of(Sensor::Odometry), rates.of(Sensor::Camera), rates.of(Sensor::Imu)), (5.0, 0.5, 0.0), "absent = 0");
         assert_eq!(RecordConfig::default().sample_rates_hz, SampleRates::default(), "off unless configured");
         // Every key is a sensor's key under `sensors:`, and each maps to its own sensor.
         let keys = serde_json::to_value(SampleRates::default()).unwrap();
-        for sensor in crate::robot::Sensor::ALL {
+        for sensor in Sensor::ALL {
             let mut one = serde_json::Map::new();
             one.insert(sensor.key().to_string(), serde_json::json!(1.0));
             let rates: SampleRates = serde_json::from_value(serde_json::Value::Object(one)).unwrap();
             assert!(keys.get(sensor.key()).is_some() && rates.of(sensor) == 1.0, "{}", sensor.key());
-            assert_eq!(crate::robot::Sensor::ALL.iter().filter(|s| rates.of(**s) != 0.0).count(), 1, "{}", sensor.key());
+            assert_eq!(Sensor::ALL.iter().filter(|s| rates.of(**s) != 0.0).count(), 1, "{}", sensor.key());
         }
-        assert_eq!(keys.as_object().unwrap().len(), crate::robot::Sensor::ALL.len());
+        assert_eq!(keys.as_object().unwrap().len(), Sensor::ALL.len());
         let err = Config::from_params_yaml(&params("{odom: 5, camra: 1}"), "x").unwrap_err().to_string();
         assert!(err.contains("camra"), "{err}");
         let err = Config::from_params_yaml(&params("{camera: -1}"), "x").unwrap_err().to_string();

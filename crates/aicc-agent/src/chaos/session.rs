@@ -122,11 +122,9 @@ impl Session {
                     let text = message.pointer("/error/message").and_then(Value::as_str).unwrap_or_default().to_string();
                     out.push(Incoming::Result { call_id, ok, code, message: text });
                 }
-                Some("event") if message.get("topic").and_then(Value::as_str) == Some("governor") => {
-                    if message.pointer("/payload/kind").and_then(Value::as_str) == Some("restriction_began") {
-                        let rule = message.pointer("/payload/rule").map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string)).unwrap_or_default();
-                        out.push(Incoming::Restriction { rule });
-                    }
+                Some("event") if message.get("topic").and_then(Value::as_str) == Some("governor") && message.pointer("/payload/kind").and_then(Value::as_str) == Some("restriction_began") => {
+                    let rule = message.pointer("/payload/rule").map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string)).unwrap_or_default();
+                    out.push(Incoming::Restriction { rule });
                 }
                 Some("heartbeat") if message.get("in_reply_to").is_none_or(Value::is_null) => {
                     let answer = json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": format!("chaos-hb-{}", self.next), "in_reply_to": message.get("message_id") });

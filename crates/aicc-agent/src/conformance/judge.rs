@@ -347,6 +347,10 @@ fn round(value: f64, digits: i32) -> f64 {
     (value * scale).round() / scale
 }
 
+/// A recent sample: (time, forward speed, yaw rate, commanded linear and
+/// angular, wall time).
+type Recent = (f64, f64, f64, Option<(f64, f64)>, Option<f64>);
+
 /// Judges samples in order against [`Invariants`], keeping [`Figures`].
 #[derive(Debug, Clone)]
 pub struct Judge {
@@ -354,9 +358,8 @@ pub struct Judge {
     pub invariants: Invariants,
     pub figures: Figures,
     pub violations: Vec<Violation>,
-    /// Recent (time, forward speed, yaw rate, commanded linear, commanded
-    /// angular, wall time) for acceleration estimates.
-    history: VecDeque<(f64, f64, f64, Option<(f64, f64)>, Option<f64>)>,
+    /// Recent samples for acceleration estimates.
+    history: VecDeque<Recent>,
     last_seq: Option<u64>,
     start: Option<(f64, f64)>,
     /// Only the first violation of each kind and subject is kept per

@@ -296,6 +296,10 @@ impl<'a> Run<'a> {
             let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(settle);
             while self.pump_until(deadline).await? {}
             self.check_truth()?;
+            // No sample judged is no verdict: a silent simulator passes nothing.
+            if self.truth.as_ref().and_then(|truth| truth.figures()).is_some_and(|figures| figures.samples == 0) {
+                return Err("ground truth: not one sample was judged during the scenario (the simulator sent none after the first step)".into());
+            }
             self.positions.pop();
         }
         Ok(())

@@ -359,6 +359,7 @@ impl Step {
 
 /// A scenario file that loaded, or why it did not.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "a few hundred of them, once per run")]
 pub enum Loaded {
     Ok { file: PathBuf, scenario: Scenario },
     Malformed { file: PathBuf, area: String, error: ScenarioError },

@@ -34,7 +34,7 @@ use crate::config::{RecordConfig, RecordMode};
 use crate::robot::wire::{SampleRecorder, WireSample, WireSwitch};
 use crate::robot::{Sensor, SensorPort};
 use crate::tap::{Lagged, TapReceiver, TapRecord, TapSource};
-use crate::tools::ToolEvent;
+use crate::robot_events::{EventSender, RobotEvent};
 use flight::{FlightRing, Kept, Trigger};
 use layout::{Channel, Encoder};
 use sampling::{Pacing, Written};
@@ -104,7 +104,7 @@ type PacedSensors = Arc<OnceLock<Arc<dyn SensorPort>>>;
 impl Recorder {
     /// The recorder thread, idle until [`Self::attach`]. `events` receives
     /// the recorder's state_change events. Needs no runtime.
-    pub fn new(config: &RecordConfig, events: tokio::sync::mpsc::Sender<ToolEvent>) -> Arc<Self> {
+    pub fn new(config: &RecordConfig, events: EventSender) -> Arc<Self> {
         let (jobs, receiver) = std::sync::mpsc::sync_channel(config.queue.max(1));
         let status = Arc::new(Mutex::new(Status::default()));
         let lost = Arc::new(AtomicU64::new(0));
@@ -299,7 +299,7 @@ struct Writer {
     lost: Arc<AtomicU64>,
     /// The count last written to the file's recorder channel.
     lost_written: u64,
-    events: tokio::sync::mpsc::Sender<ToolEvent>,
+    events: EventSender,
     /// On while a recording or the flight ring is written (and `sensor_samples`).
     wire: WireSwitch,
     /// The samples written lately (their receipts): each once.
@@ -325,7 +325,7 @@ fn wall_ns(at: SystemTime) -> u64 {
 }
 
 impl Writer {
-    fn new(config: RecordConfig, ring: Option<FlightRing>, status: Arc<Mutex<Status>>, lost: Arc<AtomicU64>, events: tokio::sync::mpsc::Sender<ToolEvent>, wire: WireSwitch, paced_sensors: PacedSensors) -> Self {
+    fn new(config: RecordConfig, ring: Option<FlightRing>, status: Arc<Mutex<Status>>, lost: Arc<AtomicU64>, events: EventSender, wire: WireSwitch, paced_sensors: PacedSensors) -> Self {
         let pacing = Pacing::new(&config.sample_rates_hz);
         let writer = Self { config, sink: None, encoder: Encoder::default(), ring, status, lost, lost_written: 0, events, wire, written: Written::default(), pacing, paced_sensors };
         writer.keep_wire();
@@ -340,7 +340,7 @@ impl Writer {
 
     fn notify(&self, payload: Value) {
         // The event queue is bounded; a full one loses the event, never waits.
-        let _ = self.events.try_send(("state_change".into(), payload, None));
+        let _ = self.events.try_send(RobotEvent::for_all("state_change", payload));
     }
 
     /// Starts a recording; an error is reported, never raised.
@@ -584,7 +584,7 @@ mod tests {
         let (events, mut told) = tokio::sync::mpsc::channel(8);
         let recorder = Recorder::new(&config(&dir), events);
         recorder.attach(tap.source());
-        assert_eq!(told.try_recv().unwrap().1["change"], "recording_started");
+        assert_eq!(told.try_recv().unwrap().payload["change"], "recording_started");
         tap.record(Some(1), || TapBody::Connected { peer: "127.0.0.1:5".into() });
         tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&b"{\"type\":\"manifest_request\"}"[..]) });
         tap.record(Some(1), || TapBody::Outbound { message: Arc::new(json!({ "type": "session_init", "session_id": "s" })), droppable: false });
@@ -607,7 +607,7 @@ mod tests {
         let (events, mut told) = tokio::sync::mpsc::channel(8);
         let recorder = Recorder::new(&config(&blocker.join("sub")), events);
         recorder.attach(tap.source());
-        let (topic, payload, _) = told.try_recv().unwrap();
+        let RobotEvent { topic, payload, .. } = told.try_recv().unwrap();
         assert_eq!((topic.as_str(), &payload["change"]), ("state_change", &json!("recording_failed")));
         assert!(payload["reason"].as_str().unwrap().contains("aicc-recorder-"), "{payload}");
         tap.record(Some(1), || TapBody::Disconnected);
@@ -635,7 +635,7 @@ mod tests {
             writer.record(&record);
         }
         writer.flush();
-        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|(_, payload, _)| payload).find(|p| p["change"] != "recording_started").expect("an event");
+        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|event| event.payload).find(|p| p["change"] != "recording_started").expect("an event");
         assert_eq!(payload["change"], "recording_failed");
         assert!(payload["reason"].as_str().unwrap().contains("/dev/full"), "{payload}");
         assert!(writer.sink.is_none());
@@ -680,7 +680,7 @@ mod tests {
         settle().await;
         let (path, trigger) = recorder.status().last_dump.expect("a dump");
         assert!(trigger.contains("emergency stop"), "{trigger}");
-        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|(_, p, _)| p).find(|p| p["change"] == "flight_recording_written").expect("an event");
+        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|event| event.payload).find(|p| p["change"] == "flight_recording_written").expect("an event");
         assert_eq!(payload["path"], path.display().to_string());
         let bytes = std::fs::read(&path).unwrap();
         let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();

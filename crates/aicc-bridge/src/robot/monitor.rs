@@ -19,7 +19,7 @@ use crate::robot::base_driver::BaseDriver;
 use crate::robot::frames::{Frames, BASE_FRAME};
 use crate::governor::JointLimits;
 use crate::robot::{Age, Contacts, JointStates, OdometrySample, Sensor, SensorPort};
-use crate::tools::ToolEvent;
+use crate::robot_events::{EventSender, RobotEvent};
 
 /// Frames are recorded this far beyond the zones' reach (m): what a frame
 /// saw there is the zone once the robot has driven on (0.4 s at 0.5 m/s).
@@ -72,7 +72,7 @@ pub fn contact_and_battery_events(before: &Watched, contacts: Option<&Contacts>,
 }
 
 /// Polls contacts and battery at the bumper's rate, raising events.
-pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<Config>, live: Arc<Live>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
+pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<Config>, live: Arc<Live>, events: EventSender) {
     let mut watched = Watched::default();
     let bumper_max_age = Duration::from_secs_f64(config.sensors.bumper.max_age_s);
     let mut interval = tokio::time::interval(Duration::from_millis(20));
@@ -84,7 +84,7 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<
         let (next, raised) = contact_and_battery_events(&watched, contacts.as_ref().map(|c| &c.value), battery, live.battery_low_fraction());
         watched = next;
         for (topic, payload) in raised {
-            if events.try_send((topic, payload, None)).is_err() {
+            if events.try_send(RobotEvent::for_all(topic, payload)).is_err() {
                 tracing::warn!("robot event dropped: the event queue is full");
             }
         }
@@ -341,7 +341,7 @@ async fn find_head_covers(base: &Arc<BaseDriver>, frames: &Frames, config: &Conf
 /// explain (a reset, a driver restart): each ends the motion, re-anchors
 /// what is kept in the odometry frame, and is an event (`governor`,
 /// kind `odometry_jump`) and a warning.
-pub async fn watch_odometry(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, config: Arc<Config>, events: tokio::sync::mpsc::Sender<ToolEvent>) {
+pub async fn watch_odometry(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, config: Arc<Config>, events: EventSender) {
     use crate::governor::odometry::{check_continuity, ContinuityLimits, OdometryPoint};
     let limits = ContinuityLimits::for_base(config.base.max_linear_mps, config.base.max_angular_radps);
     let mut previous: Option<OdometryPoint> = None;
@@ -369,7 +369,7 @@ pub async fn watch_odometry(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, c
                     "jump": { "dx_m": jump.dx_m, "dy_m": jump.dy_m, "dyaw_rad": jump.dyaw_rad, "dt_s": jump.dt_s },
                     "explained": { "distance_m": jump.explained_m, "yaw_rad": jump.explained_rad },
                 });
-                if events.try_send(("governor".to_string(), payload, None)).is_err() {
+                if events.try_send(RobotEvent::for_all("governor", payload)).is_err() {
                     tracing::warn!("robot event dropped: the event queue is full");
                 }
             }

@@ -21,42 +21,8 @@ use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, 
 use crate::governor::BaseVelocity;
 use crate::perception::RawImage;
 
-/// A sensor of the robot, as the configuration names it (`sensors.<key>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Sensor {
-    Odometry,
-    Imu,
-    Camera,
-    CameraInfo,
-    Depth,
-    DepthInfo,
-    JointStates,
-    Bumper,
-    Battery,
-    Scan,
-    Hazards,
-}
-
-impl Sensor {
-    pub const ALL: [Sensor; 11] = [Sensor::Hazards, Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery, Sensor::Scan];
-
-    /// The key under `sensors:` in the configuration.
-    pub fn key(self) -> &'static str {
-        match self {
-            Sensor::Odometry => "odom",
-            Sensor::Imu => "imu",
-            Sensor::Camera => "camera",
-            Sensor::CameraInfo => "camera_info",
-            Sensor::Depth => "depth",
-            Sensor::DepthInfo => "depth_info",
-            Sensor::JointStates => "joint_states",
-            Sensor::Bumper => "bumper",
-            Sensor::Battery => "battery",
-            Sensor::Scan => "scan",
-            Sensor::Hazards => "hazards",
-        }
-    }
-}
+/// A sensor of the robot: named by the configuration, so defined there.
+pub use crate::config::Sensor;
 
 /// Where commands go, for messages and `meta.source`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,7 +2,7 @@
 //! [`SampleStore`] the test fills; actuators and signals record what they
 //! were asked and report success at once (or, for joint goals, run for a
 //! while on virtual time and obey halts: [`GoalMode`]). It moves nothing, so tests of
-//! motion use the simulator (crate `aicc-sim-tests`) or the motion
+//! motion use the simulator (the tests in `tests/` at the top) or the motion
 //! controller's own model; these serve the protocol, the tools' input and
 //! error paths, and the governed drivers' checks.
 use std::sync::Arc;

@@ -165,9 +165,9 @@ impl Bridge {
     }
 
     /// Forwards events raised by tools to the agents.
-    pub async fn run_tool_events(self: Arc<Self>, mut events: tokio::sync::mpsc::Receiver<crate::tools::ToolEvent>) {
-        while let Some((topic, payload, audience)) = events.recv().await {
-            self.publish(&topic, payload, audience.as_deref());
+    pub async fn run_tool_events(self: Arc<Self>, mut events: tokio::sync::mpsc::Receiver<crate::robot_events::RobotEvent>) {
+        while let Some(event) = events.recv().await {
+            self.publish(&event.topic, event.payload, event.session.as_deref());
         }
     }
 

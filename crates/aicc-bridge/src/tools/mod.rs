@@ -41,10 +41,7 @@ use crate::robot::base_driver::BaseDriver;
 use crate::robot::joint_driver::JointDriver;
 use crate::robot::kinematics::Kinematics;
 use crate::robot::{SensorPort, SignalPort};
-
-/// An event a tool raises (topic, payload, and the session it is for, or
-/// None for every session).
-pub type ToolEvent = (String, Value, Option<String>);
+use crate::robot_events::{EventSender, RobotEvent};
 
 /// What a tool may use while it runs: sensors to read, and the governed
 /// drivers as the only way to move (no tool holds the actuator port).
@@ -64,7 +61,7 @@ pub struct ToolContext {
     pub kinematics: Arc<Kinematics>,
     /// Events to agents (e.g. progress of a long action). Bounded; a full
     /// queue drops the event with a warning rather than block a tool.
-    pub events: tokio::sync::mpsc::Sender<ToolEvent>,
+    pub events: EventSender,
     /// The flight recorder (record_start, record_stop).
     pub recorder: Arc<crate::recorder::Recorder>,
     /// The session and call this context serves ("" outside a call).
@@ -75,14 +72,14 @@ pub struct ToolContext {
 impl ToolContext {
     /// Raises an event for this call's session.
     pub fn event_for_session(&self, topic: &str, payload: Value) {
-        if self.events.try_send((topic.to_string(), payload, Some(self.session.clone()))).is_err() {
+        if self.events.try_send(RobotEvent::for_session(topic, payload, self.session.clone())).is_err() {
             tracing::warn!(topic, "tool event dropped: the event queue is full");
         }
     }
 
     /// Raises an event for every session.
     pub fn event_for_all(&self, topic: &str, payload: Value) {
-        if self.events.try_send((topic.to_string(), payload, None)).is_err() {
+        if self.events.try_send(RobotEvent::for_all(topic, payload)).is_err() {
             tracing::warn!(topic, "tool event dropped: the event queue is full");
         }
     }

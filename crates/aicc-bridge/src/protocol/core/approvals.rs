@@ -238,6 +238,7 @@ impl Core {
     /// with a non-retryable error. Audited to the call's session (a
     /// `command` event), to every admin (an `approval` event) and the log.
     /// Returns the tool.
+    #[allow(clippy::too_many_arguments, reason = "the decision and its audit trail: each argument is one fact of it")]
     pub(super) fn decide(&mut self, session_id: &str, call_id: &str, decision: Decision, decider: &str, reason: &str, now: Instant, out: &mut Vec<Output>) -> &'static str {
         let session = self.sessions.get_mut(session_id).expect("a waiting call's session");
         let flight = session.in_flight.get_mut(call_id).expect("a waiting call");

@@ -84,6 +84,23 @@ pub fn reading(sample: &OdometrySample) -> Reading {
     }
 }
 
+/// A reading for the motion controller, carried forward from a sample
+/// `age_s` old along its own velocities: the base kept moving while the
+/// sample travelled, and steering by where it was brakes late (0.3 s of
+/// lag at 0.22 m/s is 6.6 cm past the goal). At most [`MAX_CARRY_S`].
+pub fn reading_now(sample: &OdometrySample, age_s: f64) -> Reading {
+    let then = reading(sample);
+    let dt = age_s.clamp(0.0, MAX_CARRY_S);
+    let (v, w) = (sample.linear_velocity_mps.x, sample.angular_velocity_radps.z);
+    let (v, w) = (if v.is_finite() { v } else { 0.0 }, if w.is_finite() { w } else { 0.0 });
+    let heading = then.pose.yaw_rad + w * dt / 2.0;
+    let pose = crate::governor::Pose2D { x_m: then.pose.x_m + v * dt * heading.cos(), y_m: then.pose.y_m + v * dt * heading.sin(), yaw_rad: crate::governor::wrap_angle(then.pose.yaw_rad + w * dt) };
+    Reading { pose, ..then }
+}
+
+/// The longest a reading is carried forward, s (the odometry's max age).
+const MAX_CARRY_S: f64 = 0.5;
+
 /// Runs `segments` on the base from the latest fresh odometry, for the
 /// call in `ctx` (progress events go to its session, named `tool`), as
 /// the motion begun in stop generation `generation`. The base is stopped
@@ -108,7 +125,7 @@ pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generati
         let now = Instant::now();
         let mut halted = ctx.base.halted_since(generation);
         loop {
-            let odometry = fresh_odometry(ctx).map(|sample| reading(&sample)).map_err(|error| error.message);
+            let odometry = fresh_odometry(ctx).map(|sample| reading_now(&sample, sample.age(ctx.sensors.now()).effective().as_secs_f64())).map_err(|error| error.message);
             let output = motion.step(StepInput { now, odometry, verdict: &verdict, halted });
             if let Some(report) = output.progress {
                 ctx.event_for_session("command", progress_event(ctx, tool, &report, None));
@@ -198,7 +215,7 @@ pub fn motion_error(tool: &str, failure: &Failure) -> AiccError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::motion::blocked::tests::{blocking_forward, fresh_inputs};
+    use aicc_control::testing::{blocking_forward, fresh_inputs};
     use crate::motion::{BlockedWatch, BLOCKED_SETTLE, LATE_DATA_PATIENCE};
 
     #[test]
@@ -222,6 +239,29 @@ mod tests {
         let message = governor_stop_error("turn", &stale, "after 10.0° of 90.0°").message;
         assert!(message.starts_with("turn stopped by stale IMU data") && message.ends_with("retry once the robot's data is fresh"), "{message}");
         assert_eq!(blocked_fields(&stale), json!({ "blocked_by": ["imu_stale"], "obstacle_m": null }));
+    }
+
+    #[test]
+    fn a_reading_is_carried_forward_by_its_age_along_its_own_velocity() {
+        use nalgebra::{UnitQuaternion, Vector3};
+        let sample = OdometrySample {
+            frame_id: "odom".into(),
+            child_frame_id: "base_footprint".into(),
+            position_m: Vector3::new(1.0, 2.0, 0.0),
+            orientation: UnitQuaternion::from_euler_angles(0.0, 0.0, std::f64::consts::FRAC_PI_2),
+            linear_velocity_mps: Vector3::new(0.2, 0.0, 0.0),
+            angular_velocity_radps: Vector3::zeros(),
+            stamp_s: 0.0,
+            received: Instant::now(),
+        };
+        let now = reading_now(&sample, 0.3);
+        assert!((now.pose.x_m - 1.0).abs() < 1e-9 && (now.pose.y_m - 2.06).abs() < 1e-9, "0.3 s at 0.2 m/s along +y: {:?}", now.pose);
+        let (fresh, as_is) = (reading_now(&sample, 0.0), reading(&sample));
+        assert!((fresh.pose.x_m - as_is.pose.x_m).abs() + (fresh.pose.y_m - as_is.pose.y_m).abs() + (fresh.pose.yaw_rad - as_is.pose.yaw_rad).abs() < 1e-12, "a fresh sample as it is");
+        let far = reading_now(&sample, 5.0);
+        assert!((far.pose.y_m - 2.1).abs() < 1e-9, "carried at most 0.5 s: {:?}", far.pose);
+        let turning = OdometrySample { linear_velocity_mps: Vector3::zeros(), angular_velocity_radps: Vector3::new(0.0, 0.0, 1.0), ..sample };
+        assert!((reading_now(&turning, 0.2).pose.yaw_rad - (std::f64::consts::FRAC_PI_2 + 0.2)).abs() < 1e-9);
     }
 
     #[test]

@@ -278,16 +278,16 @@ mod tests {
         let mut previous = (start.positions.clone(), start.velocities.clone(), 0.0);
         for point in points {
             let h = point.time_s - previous.2;
-            for j in 0..peaks.len() {
+            for (j, peak) in peaks.iter_mut().enumerate() {
                 let (q0, v0, q1, v1) = (previous.0[j], previous.1[j], point.positions[j], point.velocities[j]);
                 let velocity = |s: f64| (6.0 * s - 6.0 * s * s) * (q1 - q0) / h + (3.0 * s * s - 4.0 * s + 1.0) * v0 + (3.0 * s * s - 2.0 * s) * v1;
                 let steps = 400;
                 for k in 0..=steps {
                     let s = k as f64 / steps as f64;
-                    peaks[j].0 = peaks[j].0.max(velocity(s).abs());
+                    peak.0 = peak.0.max(velocity(s).abs());
                     if k > 0 {
                         let ds = 1.0 / steps as f64;
-                        peaks[j].1 = peaks[j].1.max(((velocity(s) - velocity(s - ds)) / (ds * h)).abs());
+                        peak.1 = peak.1.max(((velocity(s) - velocity(s - ds)) / (ds * h)).abs());
                     }
                 }
             }

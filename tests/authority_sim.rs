@@ -93,7 +93,7 @@ fn contract(port: u16, token: &str, args: &[&str]) -> Value {
 
 fn contract_command(port: u16, token: &str, args: &[&str]) -> Command {
     let mut command = Command::new("python3");
-    command.arg(repo_root().join("crates/aicc-sim-tests/py/ai_control_contract_client.py")).args(["--port", &port.to_string(), "--token-env", "AUTHORITY_DIALECT_TOKEN"]).args(args).env("AUTHORITY_DIALECT_TOKEN", token);
+    command.arg(repo_root().join("tests/py/ai_control_contract_client.py")).args(["--port", &port.to_string(), "--token-env", "AUTHORITY_DIALECT_TOKEN"]).args(args).env("AUTHORITY_DIALECT_TOKEN", token);
     command
 }
 

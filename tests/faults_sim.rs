@@ -22,7 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{sim_control, start_bridge, start_bridge_on, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
+use support::{sim_control, start_bridge, start_bridge_on, start_bridge_with, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
 
 /// Dead-peer detection in these tests: 4 heartbeat intervals of 0.5 s.
 /// The stalled agent's move must be at speed within the bound: its first
@@ -223,7 +223,7 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     //    on until the dead-peer bound, then the deadman stops the robot. (A
     //    bridge with a short bound; the test's own client answers no heartbeats.)
     drop(bridge);
-    let (_bridge, port) = start_bridge(&HEARTBEAT_ARGS);
+    let (_bridge, port, bridge_log) = start_bridge_with(&HEARTBEAT_ARGS, &[]);
     wait_ready(&mut AiccClient::connect(port).0, "ready-stall");
     let mut stalled = AiccClient::connect_raw(port);
     let _greeting = stalled.read_message();
@@ -234,7 +234,13 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     wait_moving(&speed, 0.05, 10.0);
     let still = wait_still(&speed, Instant::now(), Duration::from_secs(10)).expect("the robot stopped once the stalled peer was declared dead");
     println!("agent stalled mid-move: still {:.0} ms after its last message (dead-peer bound {:.0} ms)", ms(still - went_silent), ms(DEAD_PEER));
-    assert!(still - went_silent > DEAD_PEER - Duration::from_millis(500), "stopped before the dead-peer bound: did the move end early?");
+    // An early stop names what else stopped the robot: the bridge's warnings.
+    let warnings = || {
+        let log = bridge_log.lock().unwrap();
+        let lines: Vec<&str> = log.lines().filter(|line| line.contains("WARN") || line.contains("ERROR")).collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    };
+    assert!(still - went_silent > DEAD_PEER - Duration::from_millis(500), "stopped {:?} after its last message, before the dead-peer bound; the bridge's warnings and errors:\n{}", still - went_silent, warnings());
     assert!(still - went_silent < DEAD_PEER + Duration::from_millis(1500), "still only after {:?}", still - went_silent);
     drop(stalled);
 

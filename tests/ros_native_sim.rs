@@ -21,7 +21,7 @@ fn param_client(node: &str) -> Value {
     let root = repo_root();
     let output = Command::new(root.join("scripts/ros-env"))
         .arg("python3")
-        .arg(root.join("crates/aicc-sim-tests/py/param_client.py"))
+        .arg(root.join("tests/py/param_client.py"))
         .arg(node)
         .output()
         .expect("running the rclpy parameter client");

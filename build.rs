@@ -6,10 +6,7 @@ use std::path::Path;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=AMENT_PREFIX_PATH");
-    // This script is shared with crates/aicc-sim-tests (a sibling folder), and
-    // a relative path here counts from the package using it: name it from
-    // the parent so it exists for both (a missing path reruns every build).
-    println!("cargo:rerun-if-changed=../aicc_ros2/build.rs");
+    println!("cargo:rerun-if-changed=build.rs");
     let ament = env::var("AMENT_PREFIX_PATH").unwrap_or_default();
     for prefix in ament.split(':').filter(|p| !p.is_empty()) {
         let lib = Path::new(prefix).join("lib");

@@ -25,11 +25,11 @@ fn call_ok(client: &mut AiccClient, id: &str, tool: &str, input: Value) -> Value
     result
 }
 
-/// The file read with the MCAP Python library (crates/aicc-sim-tests/py/read_recording.py).
+/// The file read with the MCAP Python library (tests/py/read_recording.py).
 fn read_with_python(file: &Path) -> Value {
     let python = repo_root().join(".deps/mcap-venv/bin/python");
     assert!(python.exists(), "{} is missing: run scripts/setup-mcp.sh (it installs the MCAP readers)", python.display());
-    let output = std::process::Command::new(&python).arg(repo_root().join("crates/aicc-sim-tests/py/read_recording.py")).arg(file).output().expect("running the MCAP reader");
+    let output = std::process::Command::new(&python).arg(repo_root().join("tests/py/read_recording.py")).arg(file).output().expect("running the MCAP reader");
     assert!(output.status.success(), "the MCAP reader failed on {}: {}", file.display(), String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("the reader prints JSON")
 }

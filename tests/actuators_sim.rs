@@ -12,8 +12,8 @@ use support::{start_bridge, start_sim, AiccClient, GroundTruth, StringRecorder, 
 
 /// Arm poses that grasp the cube on the pedestal from the spawn pose
 /// (sim/tests/conftest.py: ABOVE_CUBE_ARM, GRASP_ARM).
-const ABOVE_CUBE: [f64; 4] = [0.699, 0.686, -0.594, 0.408];
-const GRASP: [f64; 4] = [0.699, 1.063, -0.425, -0.138];
+const ABOVE_CUBE: [f64; 4] = [0.872, 0.686, -0.594, 0.408];
+const GRASP: [f64; 4] = [0.872, 1.063, -0.425, -0.138];
 /// The named pose "ready" (src/tools/interact.rs).
 const READY: [f64; 4] = [0.0, -0.3, 0.6, 0.5];
 /// The head's pan/tilt pivot in base_footprint (URDF: pan axis at x = -0.10,

@@ -3,7 +3,10 @@
 //! each beside its own simulator and bridge. Success is judged by the
 //! simulator's ground truth (the red cube lifted off its pedestal, at the
 //! gripper), not by what the agent claims. Prints a table and writes
-//! target/bench/pick.json: figures only, nothing asserted on them.
+//! target/bench/pick.json. Asserted: the count of successes it reports
+//! (at least AICC_PICK_MIN_SUCCESSES, default every seed), and that the
+//! agent's own claim agrees with the ground truth in every run; the times,
+//! calls and bytes are figures only.
 //!
 //! Seeds: AICC_PICK_SEEDS (comma-separated; default "1,2", what CI runs);
 //! the README's table is `AICC_PICK_SEEDS=1,2,3,4,5,6,7,8,9,10`.
@@ -24,6 +27,11 @@ const AT_GRIPPER_M: f64 = 0.08;
 
 fn seeds() -> Vec<u64> {
     std::env::var("AICC_PICK_SEEDS").unwrap_or_else(|_| "1,2".into()).split(',').map(|s| s.trim().parse().unwrap_or_else(|_| panic!("AICC_PICK_SEEDS: '{s}' is not a seed"))).collect()
+}
+
+/// How many runs must pick the cube: AICC_PICK_MIN_SUCCESSES, or all of them.
+fn min_successes(runs: usize) -> usize {
+    std::env::var("AICC_PICK_MIN_SUCCESSES").map_or(runs, |n| n.trim().parse().unwrap_or_else(|_| panic!("AICC_PICK_MIN_SUCCESSES: '{n}' is not a count")))
 }
 
 fn number(value: &Value, pointer: &str) -> f64 {
@@ -108,7 +116,7 @@ fn pick_the_red_cube_in_seeded_worlds() {
         "seeds": runs.len(),
         "successes": successes.len(),
         "success_rate": successes.len() as f64 / runs.len().max(1) as f64,
-        "time_to_success_s": { "min": times.iter().copied().fold(f64::INFINITY, f64::min), "mean": mean("time_s", &successes), "max": times.iter().copied().fold(f64::NEG_INFINITY, f64::max) },
+        "time_to_success_s": { "min": times.iter().copied().min_by(f64::total_cmp), "mean": mean("time_s", &successes), "max": times.iter().copied().max_by(f64::total_cmp) },
         "mean_calls": mean("calls", &runs.iter().collect::<Vec<_>>()),
         "mean_image_bytes": mean("image_bytes", &runs.iter().collect::<Vec<_>>()),
         "runs": runs,
@@ -120,4 +128,8 @@ fn pick_the_red_cube_in_seeded_worlds() {
     let path = repo_root().join("target/bench/pick.json");
     std::fs::write(&path, serde_json::to_string_pretty(&summary).unwrap()).unwrap();
     println!("report: {}", path.display());
+    let claims_wrong: Vec<String> = runs.iter().filter(|r| (r["agent_says"] == true) != (r["success"] == true)).map(|r| format!("seed {}: the agent says {}, the ground truth {} (cube {:.3} m high, {:.3} m from the gripper)", r["seed"], r["agent_says"], r["success"], number(r, "/cube_end_z_m"), number(r, "/cube_to_gripper_m"))).collect();
+    assert!(claims_wrong.is_empty(), "the agent's claim disagrees with the ground truth: {}", claims_wrong.join("; "));
+    let required = min_successes(runs.len());
+    assert!(successes.len() >= required, "picked the cube in {} of {} worlds, at least {required} required (AICC_PICK_MIN_SUCCESSES); report: {}", successes.len(), runs.len(), path.display());
 }

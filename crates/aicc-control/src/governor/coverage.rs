@@ -212,7 +212,7 @@ impl Unseen {
             (self.floor_missing, "where the floor reads farther than it is (a drop?)"),
             (self.hidden_above, "hidden by something above the robot"),
         ];
-        parts.sort_by(|a, b| b.0.cmp(&a.0));
+        parts.sort_by_key(|part| std::cmp::Reverse(part.0));
         parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect::<Vec<_>>().join(", ")
     }
 }
@@ -485,6 +485,7 @@ pub struct CameraView {
 /// the direction), else the pose that observes the most. `camera_at`
 /// gives the optical frame's pose in the base frame at (pan, tilt); the
 /// ranges are the joints' limits. Searched on a grid of `step_rad`.
+#[allow(clippy::too_many_arguments, reason = "the geometry of the search: zone, camera, joint ranges and grid step")]
 pub fn covering_head_pose(
     grid: &ZoneGrid,
     direction: Direction,

@@ -16,20 +16,47 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A binary of the workspace, from the profile directory this test was
-/// built in (target/<profile>/). Binaries of other crates are not built
-/// for this crate's tests: `cargo build --workspace --bins` (what
-/// scripts/test.sh does first) builds them.
+/// built in (target/<profile>/). Cargo builds this package's own binary
+/// (aicc-ros2) for its tests; the other crates' binaries (aicc, ...) it
+/// does not: `cargo build --release --workspace --bins` (what
+/// scripts/test.sh does first) builds them. A binary older than one of its
+/// sources (cargo's dep-info beside it lists them) is refused: a test of
+/// an edited program must not run the program as it was.
 pub fn binary(name: &str) -> PathBuf {
     let test_exe = std::env::current_exe().expect("the test's own path");
     // target/<profile>/deps/<test>-<hash>
     let profile_dir = test_exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
     let path = profile_dir.join(name);
     assert!(path.exists(), "{} is missing: build the workspace's binaries first (cargo build --release --workspace --bins)", path.display());
+    if let Some(source) = newer_source(&path) {
+        panic!("{} is older than its source {}: build the workspace's binaries first (cargo build --release --workspace --bins)", path.display(), source.display());
+    }
     path
+}
+
+/// A source of `binary` modified after it was built, from the dep-info
+/// file cargo writes beside it (`<binary>.d`: "<binary>: <source> ...",
+/// spaces in paths escaped); None when all are older or there is no file.
+fn newer_source(binary: &Path) -> Option<PathBuf> {
+    let built = std::fs::metadata(binary).and_then(|m| m.modified()).ok()?;
+    let dep_info = std::fs::read_to_string(binary.with_extension("d")).ok()?;
+    let (_, sources) = dep_info.lines().next()?.split_once(": ")?;
+    let mut paths = Vec::new();
+    let mut current = String::new();
+    for word in sources.split(' ') {
+        if let Some(escaped) = word.strip_suffix('\\') {
+            current.push_str(escaped);
+            current.push(' ');
+        } else {
+            current.push_str(word);
+            paths.push(PathBuf::from(std::mem::take(&mut current)));
+        }
+    }
+    paths.into_iter().filter(|p| !p.as_os_str().is_empty()).find(|source| std::fs::metadata(source).and_then(|m| m.modified()).is_ok_and(|modified| modified > built))
 }
 
 /// A domain id for this test process, within the range Fast DDS handles
@@ -298,7 +325,7 @@ pub fn sim_control(command: Value) {
     let root = repo_root();
     let output = Command::new(root.join("scripts/ros-env"))
         .arg("python3")
-        .arg(root.join("crates/aicc-sim-tests/py/sim_control.py"))
+        .arg(root.join("tests/py/sim_control.py"))
         .arg(command.to_string())
         .output()
         .expect("running the sim_control client");
@@ -390,9 +417,10 @@ impl CmdVelRecorder {
         }
     }
 
-    /// The largest forward speed commanded after `since`.
-    pub fn max_linear_after(&self, since: Instant) -> f64 {
-        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).fold(f64::NEG_INFINITY, f64::max)
+    /// The largest forward speed commanded after `since`; None when nothing
+    /// was recorded (an empty recording has no maximum to pass a check).
+    pub fn max_linear_after(&self, since: Instant) -> Option<f64> {
+        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).max_by(f64::total_cmp)
     }
 
     /// The most negative linear speed commanded since `since`; None when

@@ -282,7 +282,7 @@ pub fn read_scan(scan: &ScanView, laser: &LaserPose, zones: &ScanZones) -> Resul
         let (dx, dy) = (angle.cos(), angle.sin());
         let range = f64::from(range);
         let usable = range.is_finite() && range >= range_min && range <= range_max && range >= 0.0;
-        let hit = usable.then(|| (ox + range * dx, oy + range * dy));
+        let hit = usable.then_some((ox + range * dx, oy + range * dy));
         let self_hit = hit.is_some_and(|(x, y)| zones.footprint.contains(x, y));
         if usable {
             reading.valid += 1;

@@ -45,7 +45,7 @@ impl Browser {
         assert!(playwright.exists(), "{} is missing: run scripts/setup-browser.sh (scripts/test.sh does)", playwright.display());
         assert!(std::path::Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing: run scripts/setup-browser.sh");
         let mut child = Command::new("node")
-            .arg(root.join("crates/aicc-sim-tests/tests/console/driver.mjs"))
+            .arg(root.join("tests/console/driver.mjs"))
             .arg(url)
             .arg(screenshots)
             .env("PLAYWRIGHT_CORE", &playwright)
