@@ -22,8 +22,17 @@ mod tests {
         let (own, ros) = split_args(&argv("aicc-ros2 --listen 127.0.0.1:0 --ros-args -r __ns:=/r1 --params-file a.yaml -p base.max_linear_mps:=0.1 --param world_name:=lab -- --config c.yaml --ros-args --params-file b.yaml")).unwrap();
         assert_eq!(own, argv("aicc-ros2 --listen 127.0.0.1:0 --config c.yaml"));
         assert_eq!(ros.files, vec![PathBuf::from("a.yaml"), PathBuf::from("b.yaml")]);
-        assert_eq!(ros.overrides, vec![("base.max_linear_mps".to_string(), "0.1".to_string()), ("world_name".to_string(), "lab".to_string())]);
-        assert!(split_args(&argv("x --ros-args -p nonsense")).unwrap_err().to_string().contains("NAME:=VALUE"));
+        assert_eq!(
+            ros.overrides,
+            vec![
+                ("base.max_linear_mps".to_string(), "0.1".to_string()),
+                ("world_name".to_string(), "lab".to_string())
+            ]
+        );
+        assert!(split_args(&argv("x --ros-args -p nonsense"))
+            .unwrap_err()
+            .to_string()
+            .contains("NAME:=VALUE"));
         assert!(split_args(&argv("x --ros-args --params-file")).is_err());
     }
 }
@@ -81,10 +90,15 @@ fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
         match (in_ros, token.as_str()) {
             (_, "--ros-args") => in_ros = true,
             (true, "--") => in_ros = false,
-            (true, "--params-file") => ros.files.push(PathBuf::from(tokens.next().ok_or_else(|| anyhow::anyhow!("--params-file needs a file"))?)),
+            (true, "--params-file") => ros.files.push(PathBuf::from(
+                tokens.next().ok_or_else(|| anyhow::anyhow!("--params-file needs a file"))?,
+            )),
             (true, "-p" | "--param") => {
-                let assignment = tokens.next().ok_or_else(|| anyhow::anyhow!("{token} needs NAME:=VALUE"))?;
-                let (name, value) = assignment.split_once(":=").ok_or_else(|| anyhow::anyhow!("{token} {assignment}: expected NAME:=VALUE"))?;
+                let assignment =
+                    tokens.next().ok_or_else(|| anyhow::anyhow!("{token} needs NAME:=VALUE"))?;
+                let (name, value) = assignment
+                    .split_once(":=")
+                    .ok_or_else(|| anyhow::anyhow!("{token} {assignment}: expected NAME:=VALUE"))?;
                 ros.overrides.push((name.to_string(), value.to_string()));
             }
             (true, _) => {}
@@ -96,8 +110,13 @@ fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
 
 /// Defaults, then `--config`, then the ROS parameter files (the sections
 /// for this node), then `-p` overrides, then `--listen`, `--fonline-listen`, `--console-listen` and `--record`.
-fn load_config(args: &Args, ros: &RosParameters, node: &aicc_bridge::parameters::NodeIdentity) -> anyhow::Result<Config> {
-    let files: Vec<PathBuf> = args.config.iter().cloned().chain(ros.files.iter().cloned()).collect();
+fn load_config(
+    args: &Args,
+    ros: &RosParameters,
+    node: &aicc_bridge::parameters::NodeIdentity,
+) -> anyhow::Result<Config> {
+    let files: Vec<PathBuf> =
+        args.config.iter().cloned().chain(ros.files.iter().cloned()).collect();
     let mut config = aicc_bridge::parameters::load(node, &files, &ros.overrides)?;
     if let Some(listen) = &args.listen {
         config.listen = listen.clone();
@@ -129,7 +148,10 @@ async fn main() -> anyhow::Result<()> {
         use tracing_subscriber::prelude::*;
         // Every record to stderr; INFO and above to /rosout as well, once the node exists.
         tracing_subscriber::registry()
-            .with(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+            .with(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
             .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
             .with(aicc_ros2::ros::rosout::RosoutLayer)
             .init();
@@ -139,7 +161,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse_from(own_args);
     if let Some(file) = &args.replay {
         // No node: the configuration's listen and security rules only.
-        let node = aicc_bridge::parameters::NodeIdentity { name: DEFAULT_NODE_NAME.to_string(), namespace: "/".to_string() };
+        let node = aicc_bridge::parameters::NodeIdentity {
+            name: DEFAULT_NODE_NAME.to_string(),
+            namespace: "/".to_string(),
+        };
         let config = load_config(&args, &ros_parameters, &node)?;
         return serve_replay(file, &config).await;
     }
@@ -149,19 +174,29 @@ async fn main() -> anyhow::Result<()> {
     let config = Arc::new(load_config(&args, &ros_parameters, &aicc_ros2::ros::identity(&node)?)?);
     let mut startup = Startup::from_config(config.clone(), |name| std::env::var(name).ok())?;
     startup.node_name = node.name()?;
-    let parameters = Arc::new(aicc_ros2::ros::parameters::ParameterStore::new(&config, startup.live.clone()));
+    let parameters =
+        Arc::new(aicc_ros2::ros::parameters::ParameterStore::new(&config, startup.live.clone()));
     let ros = aicc_ros2::ros::start(node, config.clone(), parameters)?;
     let listeners = Listeners::bind(&config).await?;
     // The lines on stdout that launchers and tests wait for.
     let bound = listeners.aicc.local_addr()?;
-    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": startup.tls.is_some() }));
+    println!(
+        "AICC_READY {}",
+        serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": startup.tls.is_some() })
+    );
     if let Some(listener) = &listeners.ai_control {
         let bound = listener.local_addr()?;
-        println!("AI_CONTROL_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port() }));
+        println!(
+            "AI_CONTROL_READY {}",
+            serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port() })
+        );
     }
     if let Some(listener) = &listeners.console {
         let bound = listener.local_addr()?;
-        println!("CONSOLE_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": startup.tls.is_some() }));
+        println!(
+            "CONSOLE_READY {}",
+            serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": startup.tls.is_some() })
+        );
     }
     aicc_bridge::bridge::run(startup, listeners, ros.robot(), wait_for_shutdown_signal()).await?;
     drop(ros);
@@ -175,12 +210,18 @@ async fn main() -> anyhow::Result<()> {
 async fn serve_replay(file: &std::path::Path, config: &Config) -> anyhow::Result<()> {
     // Refused before listening: a bad file names its byte offset.
     aicc_bridge::replay::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let listen: std::net::SocketAddr = config.listen.parse().map_err(|e| anyhow::anyhow!("listen {}: {e}", config.listen))?;
+    let listen: std::net::SocketAddr =
+        config.listen.parse().map_err(|e| anyhow::anyhow!("listen {}: {e}", config.listen))?;
     let access = aicc_bridge::replay::access(config, listen, |name| std::env::var(name).ok())?;
     let auth_required = !access.tokens.is_empty();
-    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("binding {listen}: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding {listen}: {e}"))?;
     let bound = listener.local_addr()?;
-    println!("AICC_READY {}", serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": false, "replay": file.display().to_string(), "auth_required": auth_required }));
+    println!(
+        "AICC_READY {}",
+        serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": false, "replay": file.display().to_string(), "auth_required": auth_required })
+    );
     tokio::select! {
         served = aicc_bridge::replay::serve_file(file, listener, access) => served.map_err(|e| anyhow::anyhow!("{e}")),
         _ = wait_for_shutdown_signal() => Ok(()),
@@ -188,7 +229,8 @@ async fn serve_replay(file: &std::path::Path, config: &Config) -> anyhow::Result
 }
 
 async fn wait_for_shutdown_signal() {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("installing the SIGTERM handler");
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}

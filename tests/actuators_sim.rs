@@ -8,7 +8,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{start_bridge, start_sim, AiccClient, GroundTruth, StringRecorder, TruthSpeed, WorldTruth};
+use support::{
+    start_bridge, start_sim, AiccClient, GroundTruth, StringRecorder, TruthSpeed, WorldTruth,
+};
 
 /// Arm poses that grasp the cube on the pedestal from the spawn pose
 /// (sim/tests/conftest.py: ABOVE_CUBE_ARM, GRASP_ARM).
@@ -79,7 +81,11 @@ fn await_result(client: &mut AiccClient, id: &str) -> Value {
 
 /// The largest difference between the ground truth arm joints and `goal`.
 fn arm_error(world: &Value, goal: [f64; 4]) -> f64 {
-    ["joint1", "joint2", "joint3", "joint4"].iter().zip(goal).map(|(name, g)| (joint(world, name) - g).abs()).fold(0.0, f64::max)
+    ["joint1", "joint2", "joint3", "joint4"]
+        .iter()
+        .zip(goal)
+        .map(|(name, g)| (joint(world, name) - g).abs())
+        .fold(0.0, f64::max)
 }
 
 /// Ground truth a little after a motion ended (5 Hz topic: a fresh sample).
@@ -96,34 +102,63 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let said = StringRecorder::subscribe("/say");
     let (_bridge, port) = start_bridge(&[]);
     let (mut client, init) = AiccClient::connect(port);
-    let tools: Vec<&str> = init["tools"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    let tools: Vec<&str> =
+        init["tools"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
     for tool in ["move", "turn", "look_at", "interact", "say", "wait", "stop"] {
         assert!(tools.contains(&tool), "{tool} missing from the manifest: {tools:?}");
     }
-    let descriptor = |id: &str| init["tools"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap().clone();
-    assert_eq!((descriptor("stop")["capability"].as_str(), descriptor("wait")["capability"].as_str()), (Some("can_halt"), Some("can_observe_world")));
+    let descriptor = |id: &str| {
+        init["tools"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap().clone()
+    };
+    assert_eq!(
+        (descriptor("stop")["capability"].as_str(), descriptor("wait")["capability"].as_str()),
+        (Some("can_halt"), Some("can_observe_world"))
+    );
     assert_eq!(descriptor("say")["limits"]["calls_per_minute"], 30);
 
     // Joint states and odometry reach the bridge a moment after the simulator is ready.
-    let first = client.call_when_ready("warmup", "look_at", json!({ "pan_deg": 0, "tilt_deg": 0 }), Duration::from_secs(30));
+    let first = client.call_when_ready(
+        "warmup",
+        "look_at",
+        json!({ "pan_deg": 0, "tilt_deg": 0 }),
+        Duration::from_secs(30),
+    );
     assert_eq!(first["ok"], true, "{first}");
-    let ready = client.call_when_ready("warmup-odom", "proprioception", json!({}), Duration::from_secs(30));
+    let ready =
+        client.call_when_ready("warmup-odom", "proprioception", json!({}), Duration::from_secs(30));
     assert_eq!(ready["ok"], true, "{ready}");
     let start_world = world_after_motion(&world);
 
     // (f) Bad input: an error naming the field and the limit, and nothing moves.
     let message = call_err(&mut client, "f1", "turn", json!({ "yaw": 1e9 }), "invalid_input");
     assert!(message.contains("input.yaw") && message.contains("360"), "{message}");
-    let message = call_err(&mut client, "f2", "look_at", json!({ "pan_deg": 170 }), "invalid_input");
-    assert!(message.contains("head_pan_joint") && message.contains("2.5") && message.contains("143.2°"), "{message}");
+    let message =
+        call_err(&mut client, "f2", "look_at", json!({ "pan_deg": 170 }), "invalid_input");
+    assert!(
+        message.contains("head_pan_joint") && message.contains("2.5") && message.contains("143.2°"),
+        "{message}"
+    );
     println!("refused: look_at pan 170°: {message}");
-    let message = call_err(&mut client, "f3", "interact", json!({ "pose": "dance" }), "invalid_input");
+    let message =
+        call_err(&mut client, "f3", "interact", json!({ "pose": "dance" }), "invalid_input");
     for pose in ["home", "ready", "look", "pick_front", "stow"] {
         assert!(message.contains(pose), "{pose} not listed: {message}");
     }
-    let message = call_err(&mut client, "f4", "interact", json!({ "joints": { "joint3": 1.5 } }), "invalid_input");
+    let message = call_err(
+        &mut client,
+        "f4",
+        "interact",
+        json!({ "joints": { "joint3": 1.5 } }),
+        "invalid_input",
+    );
     assert!(message.contains("joint3") && message.contains("1.382"), "{message}");
-    let message = call_err(&mut client, "f5", "interact", json!({ "gripper": "close", "effort_n": 50 }), "invalid_input");
+    let message = call_err(
+        &mut client,
+        "f5",
+        "interact",
+        json!({ "gripper": "close", "effort_n": 50 }),
+        "invalid_input",
+    );
     assert!(message.contains("gripper_left_joint") && message.contains("10"), "{message}");
     let after_refusals = world.after(Instant::now() + Duration::from_millis(300));
     for name in ["head_pan_joint", "head_tilt_joint", "joint1", "joint2", "joint3", "joint4"] {
@@ -139,20 +174,40 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let (pan, tilt) = (deg(joint(&w, "head_pan_joint")), deg(joint(&w, "head_tilt_joint")));
     println!("look_at pan 30° tilt 20°: ground truth pan {pan:.2}° tilt {tilt:.2}°; reported {:.2}° {:.2}°, settled {}, {:.2} s", number(&output["actual"]["pan_deg"]), number(&output["actual"]["tilt_deg"]), output["settled"], number(&output["duration_s"]));
     assert!((pan - 30.0).abs() < 2.0 && (tilt - 20.0).abs() < 2.0, "pan {pan} tilt {tilt}");
-    assert!((number(&output["actual"]["pan_deg"]) - pan).abs() < 1.0, "the tool reports what the joints did");
+    assert!(
+        (number(&output["actual"]["pan_deg"]) - pan).abs() < 1.0,
+        "the tool reports what the joints did"
+    );
 
     let point = (1.0, 0.5, 0.2);
-    let output = call_ok(&mut client, "c2", "look_at", json!({ "point": { "x": point.0, "y": point.1, "z": point.2, "frame": "base_footprint" } }));
+    let output = call_ok(
+        &mut client,
+        "c2",
+        "look_at",
+        json!({ "point": { "x": point.0, "y": point.1, "z": point.2, "frame": "base_footprint" } }),
+    );
     let (dx, dy, dz) = (point.0 - PIVOT.0, point.1 - PIVOT.1, point.2 - PIVOT.2);
     let (expected_pan, expected_tilt) = (deg(dy.atan2(dx)), deg((-dz).atan2(dx.hypot(dy))));
     let w = world_after_motion(&world);
     let (pan, tilt) = (deg(joint(&w, "head_pan_joint")), deg(joint(&w, "head_tilt_joint")));
     println!("look_at point (1.0, 0.5, 0.2) in base_footprint: expected pan {expected_pan:.2}° tilt {expected_tilt:.2}°, ground truth {pan:.2}° {tilt:.2}°, optical axis error {:.3}°", number(&output["aim"]["optical_axis_error_deg"]));
-    assert!((pan - expected_pan).abs() < 2.0 && (tilt - expected_tilt).abs() < 2.0, "pan {pan} tilt {tilt}");
+    assert!(
+        (pan - expected_pan).abs() < 2.0 && (tilt - expected_tilt).abs() < 2.0,
+        "pan {pan} tilt {tilt}"
+    );
 
     // A point in odom: the robot is at the odometry origin, so the same point.
-    let output = call_ok(&mut client, "c3", "look_at", json!({ "point": { "x": 1.5, "y": 0.0, "z": 0.1, "frame": "odom" } }));
-    println!("look_at red box centre (odom): target pan {:.2}° tilt {:.2}°", number(&output["target"]["pan_deg"]), number(&output["target"]["tilt_deg"]));
+    let output = call_ok(
+        &mut client,
+        "c3",
+        "look_at",
+        json!({ "point": { "x": 1.5, "y": 0.0, "z": 0.1, "frame": "odom" } }),
+    );
+    println!(
+        "look_at red box centre (odom): target pan {:.2}° tilt {:.2}°",
+        number(&output["target"]["pan_deg"]),
+        number(&output["target"]["tilt_deg"])
+    );
 
     let before = world_after_motion(&world);
     let output = call_ok(&mut client, "c4", "look_at", json!({ "pixel": { "u": 240, "v": 120 } }));
@@ -160,7 +215,10 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let pan_change = deg(joint(&w, "head_pan_joint") - joint(&before, "head_pan_joint"));
     let tilt_change = deg(joint(&w, "head_tilt_joint") - joint(&before, "head_tilt_joint"));
     println!("look_at pixel (240, 120) of {}: pan changed {pan_change:.2}°, tilt {tilt_change:.2}° (target pan {:.2}°)", output["requested"]["image"], number(&output["target"]["pan_deg"]));
-    assert!(pan_change < -5.0 && pan_change > -30.0 && tilt_change.abs() < 3.0, "a pixel right of centre pans right: {pan_change} {tilt_change}");
+    assert!(
+        pan_change < -5.0 && pan_change > -30.0 && tilt_change.abs() < 3.0,
+        "a pixel right of centre pans right: {pan_change} {tilt_change}"
+    );
     assert!((deg(joint(&w, "head_pan_joint")) - number(&output["target"]["pan_deg"])).abs() < 2.0);
     call_ok(&mut client, "c5", "look_at", json!({ "pan_deg": 0, "tilt_deg": 0 }));
 
@@ -168,7 +226,11 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let output = call_ok(&mut client, "d1", "interact", json!({ "pose": "ready" }));
     let w = world_after_motion(&world);
     let error = arm_error(&w, READY);
-    println!("interact pose ready: largest ground truth joint error {error:.4} rad, outcome {}, {:.2} s", output["outcome"], number(&output["duration_s"]));
+    println!(
+        "interact pose ready: largest ground truth joint error {error:.4} rad, outcome {}, {:.2} s",
+        output["outcome"],
+        number(&output["duration_s"])
+    );
     assert!(error < 0.05, "ready pose off by {error} rad: {}", w["joints"]);
     assert_eq!(output["outcome"]["error_code"], 0);
 
@@ -176,28 +238,51 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let cube_z = number(&w["objects"]["cube"]["z"]);
     let output = call_ok(&mut client, "e1", "interact", json!({ "gripper": "open" }));
     println!("gripper open: {}", output["gripper"]);
-    assert_eq!((output["gripper"]["reached_goal"].as_bool(), output["gripper"]["holding"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(
+        (output["gripper"]["reached_goal"].as_bool(), output["gripper"]["holding"].as_bool()),
+        (Some(true), Some(false))
+    );
     let open_truth = joint(&world_after_motion(&world), "gripper_left_joint");
     assert!((open_truth - 0.03).abs() < 0.003, "open reaches the URDF upper limit: {open_truth}");
     call_ok(&mut client, "e2", "interact", json!({ "joints": arm_joints(ABOVE_CUBE) }));
-    call_ok(&mut client, "e3", "interact", json!({ "joints": arm_joints(GRASP), "speed_radps": 0.4 }));
-    let output = call_ok(&mut client, "e4", "interact", json!({ "gripper": "close", "effort_n": 5 }));
+    call_ok(
+        &mut client,
+        "e3",
+        "interact",
+        json!({ "joints": arm_joints(GRASP), "speed_radps": 0.4 }),
+    );
+    let output =
+        call_ok(&mut client, "e4", "interact", json!({ "gripper": "close", "effort_n": 5 }));
     println!("gripper close on the cube: {}", output["gripper"]);
     assert_eq!(output["gripper"]["stalled"], true, "{output}");
     assert_eq!(output["gripper"]["holding"], true, "{output}");
     assert!((number(&output["gripper"]["position_m"]) - 0.0175).abs() < 0.003, "{output}");
-    call_ok(&mut client, "e5", "interact", json!({ "joints": arm_joints(ABOVE_CUBE), "speed_radps": 0.5 }));
+    call_ok(
+        &mut client,
+        "e5",
+        "interact",
+        json!({ "joints": arm_joints(ABOVE_CUBE), "speed_radps": 0.5 }),
+    );
     thread::sleep(Duration::from_millis(500));
     let lifted = number(&world_after_motion(&world)["objects"]["cube"]["z"]) - cube_z;
     println!("cube lifted {lifted:.3} m");
     assert!(lifted > 0.09, "the cube was not lifted: {lifted}");
     // Put it back and stow the arm.
-    call_ok(&mut client, "e6", "interact", json!({ "joints": arm_joints(GRASP), "speed_radps": 0.4 }));
+    call_ok(
+        &mut client,
+        "e6",
+        "interact",
+        json!({ "joints": arm_joints(GRASP), "speed_radps": 0.4 }),
+    );
     call_ok(&mut client, "e7", "interact", json!({ "gripper": "open" }));
     call_ok(&mut client, "e8", "interact", json!({ "joints": arm_joints(ABOVE_CUBE) }));
     let output = call_ok(&mut client, "e9", "interact", json!({ "pose": "stow" }));
     let w = world_after_motion(&world);
-    println!("stowed (error {:.4} rad); cube back at z {:.3} m (was {cube_z:.3})", arm_error(&w, [0.0, -1.2, 1.3, 1.2]), number(&w["objects"]["cube"]["z"]));
+    println!(
+        "stowed (error {:.4} rad); cube back at z {:.3} m (was {cube_z:.3})",
+        arm_error(&w, [0.0, -1.2, 1.3, 1.2]),
+        number(&w["objects"]["cube"]["z"])
+    );
     assert_eq!(output["outcome"]["error_code"], 0);
 
     // (b) turn 90 degrees left.
@@ -213,7 +298,11 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let output = call_ok(&mut client, "a1", "move", json!({ "forward": 1.0 }));
     let (x2, y2, _) = truth.settled_pose();
     let moved = (x2 - x1).hypot(y2 - y1);
-    println!("move 1 m: ground truth {moved:.4} m, odometry says {:.4} m, {:.2} s", number(&output["achieved"]["forward_m"]), number(&output["duration_s"]));
+    println!(
+        "move 1 m: ground truth {moved:.4} m, odometry says {:.4} m, {:.2} s",
+        number(&output["achieved"]["forward_m"]),
+        number(&output["duration_s"])
+    );
     assert!((moved - 1.0).abs() < 0.05, "ground truth moved {moved} m");
 
     // turn with pitch: the head tilts while the base turns.
@@ -223,8 +312,15 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let tilt = deg(joint(&world_after_motion(&world), "head_tilt_joint"));
     let turned = deg(wrap(yaw_after - yaw_before));
     println!("turn -20° with pitch 15°: ground truth {turned:.2}°, head tilt {tilt:.2}° (reported {:.2}°)", number(&output["head"]["actual"]["tilt_deg"]));
-    assert!((turned + 20.0).abs() < 3.0 && (tilt - 15.0).abs() < 2.0, "turned {turned}°, tilt {tilt}°");
-    let progress = client.other.iter().filter(|m| m["topic"] == "command" && m["payload"]["tool"] == "turn").count();
+    assert!(
+        (turned + 20.0).abs() < 3.0 && (tilt - 15.0).abs() < 2.0,
+        "turned {turned}°, tilt {tilt}°"
+    );
+    let progress = client
+        .other
+        .iter()
+        .filter(|m| m["topic"] == "command" && m["payload"]["tool"] == "turn")
+        .count();
     assert!(progress > 0, "a turn reports progress events");
     call_ok(&mut client, "a3", "look_at", json!({ "tilt_deg": 0 }));
 
@@ -236,7 +332,11 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     let text = "Hello, I am the AICC test robot.";
     let output = call_ok(&mut client, "g1", "say", json!({ "text": text }));
     assert_eq!(output["said"], text);
-    assert!(said.wait_for(text, Duration::from_secs(5)), "nothing heard on /say: {:?}", said.messages.lock().unwrap());
+    assert!(
+        said.wait_for(text, Duration::from_secs(5)),
+        "nothing heard on /say: {:?}",
+        said.messages.lock().unwrap()
+    );
     println!("say: heard on /say");
 
     // stop from ANOTHER session (no lease) during a long turn, then during a long move.
@@ -245,7 +345,8 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     thread::sleep(Duration::from_millis(1200));
     let rate_before = speed.latest().map_or(0.0, |(_, w)| w);
     let stop_sent = Instant::now();
-    let output = call_ok(&mut bystander, "s1", "stop", json!({ "reason": "test: stop a long turn" }));
+    let output =
+        call_ok(&mut bystander, "s1", "stop", json!({ "reason": "test: stop a long turn" }));
     let turn_result = await_result(&mut client, "g2");
     let turn_ended = stop_sent.elapsed();
     thread::sleep(Duration::from_millis(800));
@@ -254,8 +355,13 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     assert_eq!(turn_result["ok"], false, "{turn_result}");
     assert!(turn_result["error"]["message"].as_str().unwrap().contains("stop"), "{turn_result}");
     assert!(rate_before.abs() > 0.5, "the turn was under way: {rate_before}");
-    assert!(still.is_some_and(|t| t <= Duration::from_millis(500)), "not still within 0.5 s: {still:?}");
-    let is_stop_event = |m: &Value| m["type"] == "event" && m["topic"] == "governor" && m["payload"]["kind"] == "stop";
+    assert!(
+        still.is_some_and(|t| t <= Duration::from_millis(500)),
+        "not still within 0.5 s: {still:?}"
+    );
+    let is_stop_event = |m: &Value| {
+        m["type"] == "event" && m["topic"] == "governor" && m["payload"]["kind"] == "stop"
+    };
     let mut event = client.other.iter().find(|m| is_stop_event(m)).cloned();
     while event.is_none() {
         let message = client.read_message();
@@ -287,5 +393,8 @@ fn actuator_tools_move_the_simulated_robot_as_asked() {
     assert!(speed_before > 0.1, "the move was under way: {speed_before}");
     // Needs `move` (src/tools/move_base.rs) to end on tools::stop::halted_since, as turn does.
     assert!(move_ended < Duration::from_secs(2), "the move did not end when stopped ({move_ended:?}; move_base.rs must check tools::stop::halted_since): {move_result}");
-    assert!(still.is_some_and(|t| t <= Duration::from_millis(500)), "not still within 0.5 s: {still:?}");
+    assert!(
+        still.is_some_and(|t| t <= Duration::from_millis(500)),
+        "not still within 0.5 s: {still:?}"
+    );
 }

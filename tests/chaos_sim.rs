@@ -25,10 +25,27 @@ fn the_chaos_agent_finds_no_violation_on_ground_truth() {
     // config/sim.yaml allows it, blind to obstacles below its LiDAR, for
     // the conformance scenarios' out-and-back moves): the judge's "no
     // contact" is the governor's promise only where it watches.
-    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml", "--ros-args", "-p", "safety.geofence_radius_m:=1.2", "-p", "safety.unobserved_behind:=refuse"]);
+    let (_bridge, port) = start_bridge(&[
+        "--config",
+        "config/sim.yaml",
+        "--ros-args",
+        "-p",
+        "safety.geofence_radius_m:=1.2",
+        "-p",
+        "safety.unobserved_behind:=refuse",
+    ]);
     let report = repo_root().join("target/chaos/ci-report.json");
     let output = Command::new(binary("aicc-chaos"))
-        .args(["--port", &port.to_string(), "--truth", &format!("127.0.0.1:{truth_port}"), "--seeds", SEEDS, "--seconds-per-seed", SECONDS_PER_SEED])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--truth",
+            &format!("127.0.0.1:{truth_port}"),
+            "--seeds",
+            SEEDS,
+            "--seconds-per-seed",
+            SECONDS_PER_SEED,
+        ])
         .arg("--report")
         .arg(&report)
         .output()
@@ -36,5 +53,10 @@ fn the_chaos_agent_finds_no_violation_on_ground_truth() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "the chaos agent found violations (above; {}), or could not run: {}", report.display(), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "the chaos agent found violations (above; {}), or could not run: {}",
+        report.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -27,7 +27,11 @@ fn text(bytes: &[u8]) -> String {
 fn expect_exit(port: u16, args: &[&str], token: Option<&str>, exit: i32) -> (String, String) {
     let output = aicc(port, args, token);
     let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
-    assert_eq!(output.status.code(), Some(exit), "aicc {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(exit),
+        "aicc {args:?}\nstdout: {stdout}\nstderr: {stderr}"
+    );
     (stdout, stderr)
 }
 
@@ -42,12 +46,24 @@ fn aicc_drives_the_simulated_robot_through_the_bridge() {
     let mut table = String::new();
     for _ in 0..120 {
         table = expect_exit(port, &["tools"], None, 0).0;
-        if ["move", "vision"].iter().all(|id| table.lines().any(|l| l.starts_with(&format!("{id} ")) && l.split_whitespace().nth(3) == Some("yes"))) {
+        if ["move", "vision"].iter().all(|id| {
+            table.lines().any(|l| {
+                l.starts_with(&format!("{id} ")) && l.split_whitespace().nth(3) == Some("yes")
+            })
+        }) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(250));
     }
-    let row = |id: &str| table.lines().find(|l| l.split_whitespace().next() == Some(id)).unwrap_or_else(|| panic!("no row for {id}:\n{table}")).split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let row = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("no row for {id}:\n{table}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(row("move")[..4], ["move", "actuator", "can_move_self", "yes"]);
     assert_eq!(row("vision")[..4], ["vision", "sensor", "can_observe_world", "yes"]);
 
@@ -60,7 +76,11 @@ fn aicc_drives_the_simulated_robot_through_the_bridge() {
     let moved: Value = serde_json::from_str(&moved).unwrap();
     let (x1, y1, _) = truth.settled_pose();
     let travelled_m = ((x1 - x0).powi(2) + (y1 - y0).powi(2)).sqrt();
-    assert!((travelled_m - 0.3).abs() < 0.05, "the robot travelled {travelled_m} m for a 0.3 m move (reported {})", moved["achieved"]);
+    assert!(
+        (travelled_m - 0.3).abs() < 0.05,
+        "the robot travelled {travelled_m} m for a 0.3 m move (reported {})",
+        moved["achieved"]
+    );
 
     let (_, refused) = expect_exit(port, &["call", "teleport", "{}"], None, 2);
     assert!(refused.contains("'teleport' is not in the manifest"), "{refused}");
@@ -68,22 +88,39 @@ fn aicc_drives_the_simulated_robot_through_the_bridge() {
     assert!(invalid.starts_with("error invalid_input: input.forward"), "{invalid}");
 
     let (events, _) = expect_exit(port, &["events", "--count", "3", "--topic", "tick"], None, 0);
-    let ticks: Vec<u64> = events.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["meta"]["tick"].as_u64().expect("meta.tick")).collect();
+    let ticks: Vec<u64> = events
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["meta"]["tick"].as_u64().expect("meta.tick")
+        })
+        .collect();
     assert_eq!(ticks.len(), 3, "{events}");
     assert!(ticks.windows(2).all(|w| w[0] < w[1]), "ticks out of order: {ticks:?}");
 
-    let picture_path = std::env::temp_dir().join(format!("aicc-cli-sim-{}.png", std::process::id()));
-    let (summary, _) = expect_exit(port, &["vision", "--out", picture_path.to_str().unwrap(), r#"{"format":"png","max_width":160}"#], None, 0);
+    let picture_path =
+        std::env::temp_dir().join(format!("aicc-cli-sim-{}.png", std::process::id()));
+    let (summary, _) = expect_exit(
+        port,
+        &["vision", "--out", picture_path.to_str().unwrap(), r#"{"format":"png","max_width":160}"#],
+        None,
+        0,
+    );
     let summary: Value = serde_json::from_str(&summary).unwrap();
     assert!(summary.get("png_b64").is_none(), "the base64 text is not printed");
     let picture = image::open(&picture_path).expect("a PNG was written").to_rgb8();
-    assert_eq!((u64::from(picture.width()), u64::from(picture.height())), (summary["width"].as_u64().unwrap(), summary["height"].as_u64().unwrap()));
+    assert_eq!(
+        (u64::from(picture.width()), u64::from(picture.height())),
+        (summary["width"].as_u64().unwrap(), summary["height"].as_u64().unwrap())
+    );
     assert_eq!(picture.width(), 160);
     let _ = std::fs::remove_file(&picture_path);
 
     // A bridge with a token: without it the bridge says so (exit 3); with
     // it the session opens; the token is never printed.
-    let (_secured, secured_port, _) = start_bridge_with(&["--config", "config/sim.yaml"], &[("AICC_TOKEN", "cli-sim-token-4711")]);
+    let (_secured, secured_port, _) = start_bridge_with(
+        &["--config", "config/sim.yaml"],
+        &[("AICC_TOKEN", "cli-sim-token-4711")],
+    );
     let (_, unauthenticated) = expect_exit(secured_port, &["tools"], None, 3);
     assert!(unauthenticated.starts_with("error invalid_input"), "{unauthenticated}");
     let (table, warnings) = expect_exit(secured_port, &["tools"], Some("cli-sim-token-4711"), 0);

@@ -22,7 +22,10 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use support::{repo_root, start_bridge_with_console, start_sim, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
+use support::{
+    repo_root, start_bridge_with_console, start_sim, AiccClient, CmdVelRecorder, GroundTruth,
+    TruthSpeed,
+};
 
 const ADMIN_TOKEN: &str = "console-admin-token-5521";
 const AGENT_TOKEN: &str = "console-agent-token-8830";
@@ -42,8 +45,15 @@ impl Browser {
     fn start(url: &str, screenshots: &std::path::Path) -> Self {
         let root = repo_root();
         let playwright = root.join(".deps/browser/node_modules/playwright-core/index.mjs");
-        assert!(playwright.exists(), "{} is missing: run scripts/setup-browser.sh (scripts/test.sh does)", playwright.display());
-        assert!(std::path::Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing: run scripts/setup-browser.sh");
+        assert!(
+            playwright.exists(),
+            "{} is missing: run scripts/setup-browser.sh (scripts/test.sh does)",
+            playwright.display()
+        );
+        assert!(
+            std::path::Path::new("/usr/bin/chromium").exists(),
+            "/usr/bin/chromium is missing: run scripts/setup-browser.sh"
+        );
         let mut child = Command::new("node")
             .arg(root.join("tests/console/driver.mjs"))
             .arg(url)
@@ -63,8 +73,14 @@ impl Browser {
         writeln!(self.input, "{command}").expect("writing to the page driver");
         let mut line = String::new();
         self.output.read_line(&mut line).expect("reading the page driver");
-        let answer: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the page driver answered {line:?} to {command} ({e})"));
-        assert_eq!(answer["ok"], true, "the page driver failed {command}: {}", answer["error"].as_str().unwrap_or_default());
+        let answer: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the page driver answered {line:?} to {command} ({e})"));
+        assert_eq!(
+            answer["ok"],
+            true,
+            "the page driver failed {command}: {}",
+            answer["error"].as_str().unwrap_or_default()
+        );
         answer
     }
 }
@@ -89,13 +105,19 @@ fn agent(port: u16) -> AiccClient {
     client.send_line(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "message_id": "hello", "auth": { "token": AGENT_TOKEN } }).to_string());
     let init = client.read_until("session_init");
     assert_eq!(init["type"], "session_init", "{init}");
-    let ready = client.call_when_ready("ready", "proprioception", json!({}), Duration::from_secs(60));
+    let ready =
+        client.call_when_ready("ready", "proprioception", json!({}), Duration::from_secs(60));
     assert_eq!(ready["ok"], true, "the bridge never served proprioception: {ready}");
     client
 }
 
 /// `tool` called on another thread (the call waits for the operator).
-fn call_in_thread(mut client: AiccClient, call_id: &'static str, tool: &'static str, input: Value) -> thread::JoinHandle<(AiccClient, Value)> {
+fn call_in_thread(
+    mut client: AiccClient,
+    call_id: &'static str,
+    tool: &'static str,
+    input: Value,
+) -> thread::JoinHandle<(AiccClient, Value)> {
     thread::spawn(move || {
         let result = client.call(call_id, tool, input);
         (client, result)
@@ -131,62 +153,106 @@ fn the_operator_watches_approves_denies_and_stops_from_a_real_browser() {
 
     // Without the token: the login form, and every endpoint refused.
     let opened = browser.send(json!({ "cmd": "open" }));
-    assert_eq!((opened["status"].as_u64(), opened["login_form"].as_u64(), opened["stop_button"].as_u64()), (Some(401), Some(1), Some(0)), "{opened}");
+    assert_eq!(
+        (opened["status"].as_u64(), opened["login_form"].as_u64(), opened["stop_button"].as_u64()),
+        (Some(401), Some(1), Some(0)),
+        "{opened}"
+    );
     for path in ["/events", "/camera.jpg", "/api/stop", "/api/approve"] {
         assert_eq!(opened["api"][path], 401, "{path} without a console session: {opened}");
     }
     let wrong = browser.send(json!({ "cmd": "login", "token": AGENT_TOKEN }));
-    assert_eq!((wrong["status"].as_u64(), wrong["loaded"].as_bool()), (Some(401), Some(false)), "an actuate token is not an admin token: {wrong}");
-    assert!(wrong["refused"].as_str().unwrap_or_default().contains("not an admin token"), "{wrong}");
+    assert_eq!(
+        (wrong["status"].as_u64(), wrong["loaded"].as_bool()),
+        (Some(401), Some(false)),
+        "an actuate token is not an admin token: {wrong}"
+    );
+    assert!(
+        wrong["refused"].as_str().unwrap_or_default().contains("not an admin token"),
+        "{wrong}"
+    );
     let logged_in = browser.send(json!({ "cmd": "login", "token": ADMIN_TOKEN }));
-    assert_eq!((logged_in["status"].as_u64(), logged_in["loaded"].as_bool()), (Some(200), Some(true)), "{logged_in}");
+    assert_eq!(
+        (logged_in["status"].as_u64(), logged_in["loaded"].as_bool()),
+        (Some(200), Some(true)),
+        "{logged_in}"
+    );
 
     // The live camera updates.
     let camera = browser.send(json!({ "cmd": "camera", "updates": 2, "timeout_ms": 15000 }));
     let frames = camera["frames"].as_array().unwrap();
     assert!(frames.len() >= 3, "the live camera did not update twice in 15 s: {camera}");
     // The simulator's default camera, shown at its own size (the console scales only above 640x480).
-    assert_eq!((frames[0]["width"].as_u64(), frames[0]["height"].as_u64()), (Some(320), Some(240)), "{camera}");
-    println!("console: live camera frames seen {:?}", frames.iter().map(|f| f["seq"].clone()).collect::<Vec<_>>());
+    assert_eq!(
+        (frames[0]["width"].as_u64(), frames[0]["height"].as_u64()),
+        (Some(320), Some(240)),
+        "{camera}"
+    );
+    println!(
+        "console: live camera frames seen {:?}",
+        frames.iter().map(|f| f["seq"].clone()).collect::<Vec<_>>()
+    );
 
     // The picture an agent is given is shown as it got it.
     let mut client = client;
     let vision = client.call("look", "vision", json!({ "max_width": 160 }));
     assert_eq!(vision["ok"], true, "{vision}");
     let shown = browser.send(json!({ "cmd": "agent_frame", "timeout_ms": 10000 }));
-    assert_eq!((shown["width"].as_u64(), shown["height"].as_u64()), (vision["output"]["width"].as_u64(), vision["output"]["height"].as_u64()), "{shown}");
+    assert_eq!(
+        (shown["width"].as_u64(), shown["height"].as_u64()),
+        (vision["output"]["width"].as_u64(), vision["output"]["height"].as_u64()),
+        "{shown}"
+    );
     assert!(shown["info"].as_str().unwrap().contains("vision, call look"), "{shown}");
 
     // A move that needs approval waits; a click approves it; the robot moves.
     let before = truth.settled_pose();
     let waiting = call_in_thread(client, "long-move", "move", json!({ "forward": 0.6 }));
     let row = browser.send(json!({ "cmd": "wait_approval", "tool": "move", "timeout_ms": 10000 }));
-    assert!(row["text"].as_str().unwrap().contains("longer than"), "the row says why it waits: {row}");
+    assert!(
+        row["text"].as_str().unwrap().contains("longer than"),
+        "the row says why it waits: {row}"
+    );
     browser.send(json!({ "cmd": "screenshot", "name": "console-approval.png" }));
-    let decided = browser.send(json!({ "cmd": "decide", "approval_id": row["approval_id"], "button": "approve" }));
+    let decided = browser
+        .send(json!({ "cmd": "decide", "approval_id": row["approval_id"], "button": "approve" }));
     assert!(decided["result"].as_str().unwrap().contains("done"), "{decided}");
     let (client, moved) = waiting.join().unwrap();
     assert_eq!(moved["ok"], true, "the approved move: {moved}");
     let after = truth.settled_pose();
     let travelled = distance(before, after);
     println!("console: approved move travelled {travelled:.3} m (asked 0.6 m)");
-    assert!((travelled - 0.6).abs() < 0.1, "the approved move travelled {travelled:.3} m on the ground truth");
+    assert!(
+        (travelled - 0.6).abs() < 0.1,
+        "the approved move travelled {travelled:.3} m on the ground truth"
+    );
 
     // A denied one: nothing moves, and the agent is told, not retryable.
     let waiting = call_in_thread(client, "denied-move", "move", json!({ "forward": 0.6 }));
     let row = browser.send(json!({ "cmd": "wait_approval", "tool": "move", "timeout_ms": 10000 }));
     browser.send(json!({ "cmd": "decide", "approval_id": row["approval_id"], "button": "deny" }));
     let (client, denied) = waiting.join().unwrap();
-    assert_eq!((denied["ok"].as_bool(), denied["error"]["retryable"].as_bool()), (Some(false), Some(false)), "{denied}");
+    assert_eq!(
+        (denied["ok"].as_bool(), denied["error"]["retryable"].as_bool()),
+        (Some(false), Some(false)),
+        "{denied}"
+    );
     let still = truth.settled_pose();
-    assert!(distance(after, still) < 0.01, "a denied move moved the robot {:.3} m", distance(after, still));
+    assert!(
+        distance(after, still) < 0.01,
+        "a denied move moved the robot {:.3} m",
+        distance(after, still)
+    );
     // The same approval again (a replay) is refused by the core, and logged.
     let replayed = browser.send(json!({ "cmd": "post", "path": "/api/approve", "body": { "approval_id": row["approval_id"] } }));
     assert_eq!(replayed["status"], 409, "a replayed approval: {replayed}");
     let forged = browser.send(json!({ "cmd": "post", "path": "/api/approve", "body": { "approval_id": "not-a-waiting-call" } }));
     assert_eq!(forged["status"], 409, "a forged approval: {forged}");
     let no_header = browser.send(json!({ "cmd": "post", "path": "/api/stop", "body": {}, "headers": { "Content-Type": "application/json" } }));
-    assert_eq!(no_header["status"], 403, "an action without the console's header (a form of another site): {no_header}");
+    assert_eq!(
+        no_header["status"], 403,
+        "an action without the console's header (a form of another site): {no_header}"
+    );
 
     // STOP during a move: /cmd_vel at zero within 200 ms of the click.
     let moving = call_in_thread(client, "stopped-move", "move", json!({ "forward": 0.45 }));
@@ -201,8 +267,17 @@ fn the_operator_watches_approves_denies_and_stops_from_a_real_browser() {
     thread::sleep(Duration::from_millis(300));
     let zero = cmd_vel.first_zero_after(clicked).expect("no zero command on /cmd_vel after STOP");
     let latency = zero.saturating_duration_since(clicked);
-    println!("console: STOP click to zero on /cmd_vel {:.1} ms (move result: {})", latency.as_secs_f64() * 1000.0, move_result["error"]["message"]);
-    assert!(latency <= STOP_TO_ZERO, "STOP to zero took {:.1} ms (promise: {} ms)", latency.as_secs_f64() * 1000.0, STOP_TO_ZERO.as_millis());
+    println!(
+        "console: STOP click to zero on /cmd_vel {:.1} ms (move result: {})",
+        latency.as_secs_f64() * 1000.0,
+        move_result["error"]["message"]
+    );
+    assert!(
+        latency <= STOP_TO_ZERO,
+        "STOP to zero took {:.1} ms (promise: {} ms)",
+        latency.as_secs_f64() * 1000.0,
+        STOP_TO_ZERO.as_millis()
+    );
     assert_eq!(move_result["ok"], false, "the stopped move ends failed: {move_result}");
     assert_eq!(stopped["held"], true, "{stopped}");
     browser.send(json!({ "cmd": "screenshot", "name": "console-stopped.png" }));
@@ -215,13 +290,20 @@ fn the_operator_watches_approves_denies_and_stops_from_a_real_browser() {
     let (mut client, held_result) = held_call.join().unwrap();
     assert_eq!(held_result["ok"], false, "{held_result}");
     let released = browser.send(json!({ "cmd": "release" }));
-    assert_eq!((released["held"].as_bool(), released["approval_mode"].as_str()), (Some(false), Some("")), "{released}");
+    assert_eq!(
+        (released["held"].as_bool(), released["approval_mode"].as_str()),
+        (Some(false), Some("")),
+        "{released}"
+    );
     let short = client.call("after-release", "move", json!({ "forward": 0.05 }));
     assert_eq!(short["ok"], true, "after release a short move runs without approval: {short}");
 
     // What the page showed: calls, results and the approvals, before the flood fills it.
     let results = browser.send(json!({ "cmd": "stream", "kind": "result" }));
-    assert!(results["entries"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("move")), "{results}");
+    assert!(
+        results["entries"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("move")),
+        "{results}"
+    );
     let approvals = browser.send(json!({ "cmd": "stream", "kind": "approval" }));
     assert!(approvals["entries"].as_array().unwrap().len() >= 3, "{approvals}");
     browser.send(json!({ "cmd": "screenshot", "name": "console.png" }));
@@ -242,13 +324,20 @@ fn the_operator_watches_approves_denies_and_stops_from_a_real_browser() {
     let slowest = agent_during_flood.join().expect("the agent was served during the flood");
     // Throttled: refused by the request rate (429) or, past the console's
     // connections per address, at the door (503).
-    let throttled = flood["statuses"]["429"].as_u64().unwrap_or(0) + flood["statuses"]["503"].as_u64().unwrap_or(0);
+    let throttled = flood["statuses"]["429"].as_u64().unwrap_or(0)
+        + flood["statuses"]["503"].as_u64().unwrap_or(0);
     println!("console: flood of 1500 approvals: {} in {} ms; the agent's slowest proprioception meanwhile {:.1} ms", flood["statuses"], flood["elapsed_ms"], slowest.as_secs_f64() * 1000.0);
     assert!(throttled > 0, "nothing was throttled: {flood}");
 
     let errors = browser.send(json!({ "cmd": "errors" }));
     assert_eq!(errors["errors"], json!([]), "the page raised errors");
     let log = log.lock().unwrap().clone();
-    assert!(log.contains("console: the core refused the operator's request"), "refusals are logged");
-    assert!(log.contains("console: a login with a token that is not an admin token was refused"), "the wrong token is logged");
+    assert!(
+        log.contains("console: the core refused the operator's request"),
+        "refusals are logged"
+    );
+    assert!(
+        log.contains("console: a login with a token that is not an admin token was refused"),
+        "the wrong token is logged"
+    );
 }

@@ -22,13 +22,26 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{sim_control, start_bridge, start_bridge_on, start_bridge_with, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
+use support::{
+    sim_control, start_bridge, start_bridge_on, start_bridge_with, start_sim, subscribe_in_thread,
+    AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed,
+};
 
 /// Dead-peer detection in these tests: 4 heartbeat intervals of 0.5 s.
 /// The stalled agent's move must be at speed within the bound: its first
 /// centimetres are not crept (the arm hides a band just ahead; a move
 /// creeps until it has seen that band clear, which governor_sim tests).
-const HEARTBEAT_ARGS: [&str; 9] = ["--ros-args", "-p", "heartbeat_interval_s:=0.5", "-p", "dead_peer_intervals:=4", "-p", "safety.unobserved_behind:=allow", "-p", "safety.unobserved_ahead:=allow"];
+const HEARTBEAT_ARGS: [&str; 9] = [
+    "--ros-args",
+    "-p",
+    "heartbeat_interval_s:=0.5",
+    "-p",
+    "dead_peer_intervals:=4",
+    "-p",
+    "safety.unobserved_behind:=allow",
+    "-p",
+    "safety.unobserved_ahead:=allow",
+];
 /// These tests reverse toward the room's south wall (the robot spawns
 /// facing the red box): nothing on the bundled robot watches low obstacles
 /// behind it, so reverse is allowed here explicitly (the default refuses it).
@@ -91,7 +104,11 @@ fn end_call(client: &mut AiccClient, call_id: &str) -> Value {
     if let Some(found) = client.other.iter().position(is_it) {
         return client.other.remove(found);
     }
-    client.send_line(&tool_call(&format!("cancel-{call_id}"), "cancel", json!({ "call_id": call_id })));
+    client.send_line(&tool_call(
+        &format!("cancel-{call_id}"),
+        "cancel",
+        json!({ "call_id": call_id }),
+    ));
     loop {
         let message = client.read_message();
         if is_it(&message) {
@@ -106,10 +123,15 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Records when the latest message of a topic arrived.
-fn last_arrival<T: r2r::WrappedTypesupport + 'static>(node: &'static str, topic: &'static str) -> Arc<Mutex<Option<Instant>>> {
+fn last_arrival<T: r2r::WrappedTypesupport + 'static>(
+    node: &'static str,
+    topic: &'static str,
+) -> Arc<Mutex<Option<Instant>>> {
     let last = Arc::new(Mutex::new(None));
     let sink = last.clone();
-    subscribe_in_thread::<T>(node, topic, r2r::QosProfile::sensor_data(), move |_| *sink.lock().unwrap() = Some(Instant::now()));
+    subscribe_in_thread::<T>(node, topic, r2r::QosProfile::sensor_data(), move |_| {
+        *sink.lock().unwrap() = Some(Instant::now())
+    });
     last
 }
 
@@ -128,7 +150,9 @@ impl CpuLoad {
                 thread::spawn(move || {
                     let mut x = 0u64;
                     while running.load(Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
                     }
                 })
             })
@@ -154,7 +178,8 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     let truth = GroundTruth::subscribe();
     let cmd_vel = CmdVelRecorder::subscribe();
     let last_odom = last_arrival::<r2r::nav_msgs::msg::Odometry>("odom_watch", "/odom");
-    let last_depth = last_arrival::<r2r::sensor_msgs::msg::Image>("depth_watch", "/camera/depth/image_raw");
+    let last_depth =
+        last_arrival::<r2r::sensor_msgs::msg::Image>("depth_watch", "/camera/depth/image_raw");
     let (bridge, port) = start_bridge(&REVERSE_ALLOWED);
     let (mut client, _) = AiccClient::connect(port);
     wait_ready(&mut client, "ready");
@@ -168,19 +193,25 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     wait_moving(&speed, 0.3, 0.3);
     sim_control(json!({ "pause": ["odom"] }));
     let paused = Instant::now();
-    let still = wait_still(&speed, paused, Duration::from_secs(5)).expect("the robot stopped after odometry went silent");
+    let still = wait_still(&speed, paused, Duration::from_secs(5))
+        .expect("the robot stopped after odometry went silent");
     let last = last_odom.lock().unwrap().expect("odometry was flowing");
     let result = end_call(&mut client, "turn");
     println!("odometry silent: still {:.0} ms after the last /odom ({:.0} ms after the pause); the turn: {}", ms(still - last), ms(still - paused), result["error"]["message"]);
     assert_eq!(result["ok"], false, "the turn did not fail: {result}");
-    assert!(still - last < Duration::from_millis(1500), "still only {:?} after the last /odom", still - last);
+    assert!(
+        still - last < Duration::from_millis(1500),
+        "still only {:?} after the last /odom",
+        still - last
+    );
     sim_control(json!({ "resume": ["odom"] }));
     wait_ready(&mut client, "ready-odom");
     // The turn stopped part-way: finish it on the ground truth, so that
     // the robot faces the open south wall (1.8 m away) whatever the pause
     // left, not the pedestal or the box it may now face.
     let (_, _, yaw) = truth.pose();
-    let rest_deg = (std::f64::consts::PI - yaw).sin().atan2((std::f64::consts::PI - yaw).cos()).to_degrees();
+    let rest_deg =
+        (std::f64::consts::PI - yaw).sin().atan2((std::f64::consts::PI - yaw).cos()).to_degrees();
     let finished = client.call("turn-rest", "turn", json!({ "yaw": rest_deg }));
     assert_eq!(finished["ok"], true, "finishing the turn ({rest_deg:.0} deg): {finished}");
 
@@ -191,12 +222,17 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     wait_moving(&speed, 0.05, 10.0);
     sim_control(json!({ "pause": ["camera"] }));
     let paused = Instant::now();
-    let still = wait_still(&speed, paused, Duration::from_secs(5)).expect("the robot stopped after the camera went silent");
+    let still = wait_still(&speed, paused, Duration::from_secs(5))
+        .expect("the robot stopped after the camera went silent");
     let last = last_depth.lock().unwrap().expect("depth images were flowing");
     let result = end_call(&mut client, "ahead");
     println!("camera silent: still {:.0} ms after the last depth image ({:.0} ms after the pause); the move: {}", ms(still - last), ms(still - paused), result["error"]["message"]);
     assert_eq!(result["ok"], false, "the move went on blind: {result}");
-    assert!(still - last < Duration::from_millis(2500), "still only {:?} after the last depth image", still - last);
+    assert!(
+        still - last < Duration::from_millis(2500),
+        "still only {:?} after the last depth image",
+        still - last
+    );
     sim_control(json!({ "resume": ["camera"] }));
     wait_ready(&mut client, "ready-camera");
 
@@ -208,15 +244,30 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     wait_moving(&speed, 0.15, 10.0);
     let load = CpuLoad::start(2);
     thread::sleep(Duration::from_millis(200));
-    let cruising = cmd_vel.samples.lock().unwrap().last().map(|(_, v, _)| *v).expect("commands during the move");
+    let cruising = cmd_vel
+        .samples
+        .lock()
+        .unwrap()
+        .last()
+        .map(|(_, v, _)| *v)
+        .expect("commands during the move");
     let killed = Instant::now();
     drop(client);
     thread::sleep(Duration::from_millis(600));
     drop(load);
     let samples = cmd_vel.samples.lock().unwrap().clone();
-    let braking = samples.iter().find(|(t, v, _)| *t >= killed && v.abs() < cruising.abs() - 1e-6).map(|(t, _, _)| *t - killed).expect("a braking command after the agent died");
-    let zero = cmd_vel.first_zero_after(killed).expect("a zero command after the agent died") - killed;
-    println!("agent killed under load (2 busy threads): first braking {:.1} ms, first zero {:.1} ms", ms(braking), ms(zero));
+    let braking = samples
+        .iter()
+        .find(|(t, v, _)| *t >= killed && v.abs() < cruising.abs() - 1e-6)
+        .map(|(t, _, _)| *t - killed)
+        .expect("a braking command after the agent died");
+    let zero =
+        cmd_vel.first_zero_after(killed).expect("a zero command after the agent died") - killed;
+    println!(
+        "agent killed under load (2 busy threads): first braking {:.1} ms, first zero {:.1} ms",
+        ms(braking),
+        ms(zero)
+    );
     assert!(zero < Duration::from_millis(250), "zero only after {zero:?}");
 
     // 4. The agent stalls: connected, nothing read or sent. Its move goes
@@ -232,16 +283,26 @@ fn sensor_silence_a_killed_agent_and_a_stalled_agent_stop_the_robot() {
     let went_silent = Instant::now();
     stalled.send_line(&tool_call("stall", "move", json!({ "forward": 1.0, "speed_mps": 0.1 })));
     wait_moving(&speed, 0.05, 10.0);
-    let still = wait_still(&speed, Instant::now(), Duration::from_secs(10)).expect("the robot stopped once the stalled peer was declared dead");
-    println!("agent stalled mid-move: still {:.0} ms after its last message (dead-peer bound {:.0} ms)", ms(still - went_silent), ms(DEAD_PEER));
+    let still = wait_still(&speed, Instant::now(), Duration::from_secs(10))
+        .expect("the robot stopped once the stalled peer was declared dead");
+    println!(
+        "agent stalled mid-move: still {:.0} ms after its last message (dead-peer bound {:.0} ms)",
+        ms(still - went_silent),
+        ms(DEAD_PEER)
+    );
     // An early stop names what else stopped the robot: the bridge's warnings.
     let warnings = || {
         let log = bridge_log.lock().unwrap();
-        let lines: Vec<&str> = log.lines().filter(|line| line.contains("WARN") || line.contains("ERROR")).collect();
+        let lines: Vec<&str> =
+            log.lines().filter(|line| line.contains("WARN") || line.contains("ERROR")).collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     };
     assert!(still - went_silent > DEAD_PEER - Duration::from_millis(500), "stopped {:?} after its last message, before the dead-peer bound; the bridge's warnings and errors:\n{}", still - went_silent, warnings());
-    assert!(still - went_silent < DEAD_PEER + Duration::from_millis(1500), "still only after {:?}", still - went_silent);
+    assert!(
+        still - went_silent < DEAD_PEER + Duration::from_millis(1500),
+        "still only after {:?}",
+        still - went_silent
+    );
     drop(stalled);
 
     // The bridge is up, the stalled agent's lease is gone: a new agent moves.
@@ -264,7 +325,11 @@ fn the_simulator_killed_mid_move_and_started_again() {
     // a recorder that has seen nothing could not see the zero either.
     let deadline = Instant::now() + Duration::from_secs(5);
     while !cmd_vel.samples.lock().unwrap().iter().any(|(t, v, _)| *t >= sent && *v < -0.1) {
-        assert!(Instant::now() < deadline, "not reversing at speed 5 s after the move; the recorder got {}", cmd_vel.summary_after(sent));
+        assert!(
+            Instant::now() < deadline,
+            "not reversing at speed 5 s after the move; the recorder got {}",
+            cmd_vel.summary_after(sent)
+        );
         thread::sleep(Duration::from_millis(20));
     }
     thread::sleep(Duration::from_millis(300));
@@ -279,10 +344,19 @@ fn the_simulator_killed_mid_move_and_started_again() {
         thread::sleep(Duration::from_millis(10));
     }
     let zero = cmd_vel.first_zero_after(killed).map(|t| t - killed);
-    println!("simulator killed: the move ended after {:.0} ms: {}; first zero /cmd_vel after {:?} ms", ms(ended), result["error"]["message"], zero.map(ms));
+    println!(
+        "simulator killed: the move ended after {:.0} ms: {}; first zero /cmd_vel after {:?} ms",
+        ms(ended),
+        result["error"]["message"],
+        zero.map(ms)
+    );
     assert_eq!(result["ok"], false, "{result}");
     assert!(ended < Duration::from_secs(3), "the move took {ended:?} to end");
-    assert!(zero.is_some(), "no zero /cmd_vel after the simulator died; the recorder got {}", cmd_vel.summary_after(killed));
+    assert!(
+        zero.is_some(),
+        "no zero /cmd_vel after the simulator died; the recorder got {}",
+        cmd_vel.summary_after(killed)
+    );
     // The bridge stays up and says the data is gone, retryably.
     let gone = client.call("gone", "proprioception", json!({}));
     println!("proprioception without a robot: {}", gone["error"]);
@@ -292,7 +366,10 @@ fn the_simulator_killed_mid_move_and_started_again() {
     let _sim = start_sim(&[]);
     let back = Instant::now();
     wait_ready(&mut client, "back");
-    println!("simulator restarted: proprioception served {:.0} ms after it was ready", ms(back.elapsed()));
+    println!(
+        "simulator restarted: proprioception served {:.0} ms after it was ready",
+        ms(back.elapsed())
+    );
     let speed = TruthSpeed::subscribe();
     let moved = client.call("again", "move", json!({ "forward": 0.3 }));
     assert_eq!(moved["ok"], true, "a move after the restart: {moved}");
@@ -304,7 +381,11 @@ fn the_simulator_killed_mid_move_and_started_again() {
 /// `ip` (iproute2), through `sudo -n` when this process is not root:
 /// network namespaces need root.
 fn ip() -> Command {
-    let root = std::fs::read_to_string("/proc/self/status").map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))).unwrap_or(false);
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
     if root {
         Command::new("ip")
     } else {
@@ -316,8 +397,14 @@ fn ip() -> Command {
 
 /// Runs `ip ARGS`, panicking with its output when it fails.
 fn ip_ok(args: &[&str]) {
-    let output = ip().args(args).output().unwrap_or_else(|e| panic!("ip (iproute2, root or sudo -n needed for network namespaces): {e}"));
-    assert!(output.status.success(), "ip {args:?} (root or sudo -n needed for network namespaces): {}", String::from_utf8_lossy(&output.stderr));
+    let output = ip().args(args).output().unwrap_or_else(|e| {
+        panic!("ip (iproute2, root or sudo -n needed for network namespaces): {e}")
+    });
+    assert!(
+        output.status.success(),
+        "ip {args:?} (root or sudo -n needed for network namespaces): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// A network namespace with a veth link to this one; deleted when dropped.
@@ -329,7 +416,8 @@ struct Netns {
 impl Netns {
     fn create(host_ip: &str, agent_ip: &str) -> Self {
         let id = std::process::id() % 10_000;
-        let (name, host_if, agent_if) = (format!("aicc-agent-{id}"), format!("aicch{id}"), format!("aicca{id}"));
+        let (name, host_if, agent_if) =
+            (format!("aicc-agent-{id}"), format!("aicch{id}"), format!("aicca{id}"));
         let _ = ip().args(["netns", "del", &name]).output();
         ip_ok(&["netns", "add", &name]);
         let netns = Netns { name: name.clone(), host_if: host_if.clone() };
@@ -337,7 +425,17 @@ impl Netns {
         ip_ok(&["link", "set", &agent_if, "netns", &name]);
         ip_ok(&["addr", "add", &format!("{host_ip}/24"), "dev", &host_if]);
         ip_ok(&["link", "set", &host_if, "up"]);
-        ip_ok(&["netns", "exec", &name, "ip", "addr", "add", &format!("{agent_ip}/24"), "dev", &agent_if]);
+        ip_ok(&[
+            "netns",
+            "exec",
+            &name,
+            "ip",
+            "addr",
+            "add",
+            &format!("{agent_ip}/24"),
+            "dev",
+            &agent_if,
+        ]);
         ip_ok(&["netns", "exec", &name, "ip", "link", "set", &agent_if, "up"]);
         ip_ok(&["netns", "exec", &name, "ip", "link", "set", "lo", "up"]);
         netns
@@ -359,7 +457,8 @@ fn a_remote_tls_agent_whose_link_is_cut_mid_move() {
     let netns = Netns::create(&host_ip, &agent_ip);
     let dir = std::env::temp_dir().join(format!("aicc-faults-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["robot.test".to_string()]).expect("a certificate");
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["robot.test".to_string()]).expect("a certificate");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, certified.cert.pem()).unwrap();
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
@@ -367,19 +466,44 @@ fn a_remote_tls_agent_whose_link_is_cut_mid_move() {
     let _sim = start_sim(&[]);
     let speed = TruthSpeed::subscribe();
     let mut args = HEARTBEAT_ARGS.to_vec();
-    let (cert_param, key_param) = (format!("security.tls_cert_file:={}", cert.display()), format!("security.tls_key_file:={}", key.display()));
+    let (cert_param, key_param) = (
+        format!("security.tls_cert_file:={}", cert.display()),
+        format!("security.tls_key_file:={}", key.display()),
+    );
     args.extend(["-p", "security.allow_remote:=true", "-p", &cert_param, "-p", &key_param]);
     // The default configuration reads the agent's (actuate) token from AICC_TOKEN.
-    let (_bridge, port, _log) = start_bridge_on(&format!("{host_ip}:0"), &args, &[("AICC_TOKEN", "faults-secret")]);
+    let (_bridge, port, _log) =
+        start_bridge_on(&format!("{host_ip}:0"), &args, &[("AICC_TOKEN", "faults-secret")]);
 
     // The project's CLI over TLS with the token, from this side of the link.
     let aicc = support::binary("aicc");
     let port_text = port.to_string();
-    let cli_args = ["--host", host_ip.as_str(), "--port", port_text.as_str(), "--tls", "--ca-file", cert.to_str().unwrap(), "--server-name", "robot.test"];
-    let local_call = |tool: &str, input: &str| Command::new(&aicc).args(cli_args).args(["call", tool, input]).env("AICC_TOKEN", "faults-secret").output().expect("running aicc");
+    let cli_args = [
+        "--host",
+        host_ip.as_str(),
+        "--port",
+        port_text.as_str(),
+        "--tls",
+        "--ca-file",
+        cert.to_str().unwrap(),
+        "--server-name",
+        "robot.test",
+    ];
+    let local_call = |tool: &str, input: &str| {
+        Command::new(&aicc)
+            .args(cli_args)
+            .args(["call", tool, input])
+            .env("AICC_TOKEN", "faults-secret")
+            .output()
+            .expect("running aicc")
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     while !local_call("proprioception", "{}").status.success() {
-        assert!(Instant::now() < deadline, "the bridge never served proprioception over TLS: {:?}", local_call("proprioception", "{}"));
+        assert!(
+            Instant::now() < deadline,
+            "the bridge never served proprioception over TLS: {:?}",
+            local_call("proprioception", "{}")
+        );
         thread::sleep(Duration::from_millis(300));
     }
 
@@ -397,21 +521,39 @@ fn a_remote_tls_agent_whose_link_is_cut_mid_move() {
     let agent_output = support::collect(agent.stderr.take().unwrap());
     let started = Instant::now();
     while speed.latest().is_none_or(|(v, _)| v < 0.05) {
-        assert!(started.elapsed() < Duration::from_secs(10), "the agent's move did not start within 10 s; the agent: {}", agent_output.lock().unwrap());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the agent's move did not start within 10 s; the agent: {}",
+            agent_output.lock().unwrap()
+        );
         thread::sleep(Duration::from_millis(10));
     }
     let cut = Instant::now();
     ip_ok(&["link", "set", &netns.host_if, "down"]);
-    let still = wait_still(&speed, cut, Duration::from_secs(10)).expect("the robot stopped after the link was cut");
-    println!("TLS agent's link cut: still {:.0} ms after the cut (dead-peer bound {:.0} ms)", ms(still - cut), ms(DEAD_PEER));
-    assert!(still - cut < DEAD_PEER + Duration::from_millis(1500), "still only after {:?}", still - cut);
+    let still = wait_still(&speed, cut, Duration::from_secs(10))
+        .expect("the robot stopped after the link was cut");
+    println!(
+        "TLS agent's link cut: still {:.0} ms after the cut (dead-peer bound {:.0} ms)",
+        ms(still - cut),
+        ms(DEAD_PEER)
+    );
+    assert!(
+        still - cut < DEAD_PEER + Duration::from_millis(1500),
+        "still only after {:?}",
+        still - cut
+    );
     let _ = agent.kill();
     let _ = agent.wait();
     // The link comes back; the bridge serves again, and the cut agent's
     // lease is gone: an agent on this side of the link moves the robot back.
     ip_ok(&["link", "set", &netns.host_if, "up"]);
     let again = local_call("move", r#"{"forward": -0.1}"#);
-    assert!(again.status.success(), "a move after the cut: {}{}", String::from_utf8_lossy(&again.stdout), String::from_utf8_lossy(&again.stderr));
+    assert!(
+        again.status.success(),
+        "a move after the cut: {}{}",
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&again.stderr)
+    );
     drop(netns);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -18,7 +18,8 @@ const DRIVE_TOKEN: &str = "fonline-test-drive";
 const LOOK_TOKEN: &str = "fonline-test-look";
 
 fn connect(port: u16) -> Client {
-    Client::connect("127.0.0.1", port, Duration::from_secs(30)).expect("connecting to the AI-control listener")
+    Client::connect("127.0.0.1", port, Duration::from_secs(30))
+        .expect("connecting to the AI-control listener")
 }
 
 fn authorized(port: u16, token: &str) -> Client {
@@ -58,11 +59,17 @@ fn all_events(client: &mut Client) -> Vec<Value> {
 fn completion(client: &mut Client, seq: u64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let found = all_events(client).into_iter().map(|e| e["event"].clone()).find(|e| e["type"] == "command_completed" && e["commandSeq"] == seq);
+        let found = all_events(client)
+            .into_iter()
+            .map(|e| e["event"].clone())
+            .find(|e| e["type"] == "command_completed" && e["commandSeq"] == seq);
         if let Some(event) = found {
             return event;
         }
-        assert!(Instant::now() < deadline, "no command_completed for command {seq} within a minute");
+        assert!(
+            Instant::now() < deadline,
+            "no command_completed for command {seq} within a minute"
+        );
         thread::sleep(Duration::from_millis(100));
     }
 }
@@ -80,7 +87,10 @@ fn raw_exchange(port: u16, bytes: &[u8], lines: usize) -> (Vec<Value>, bool) {
         if reader.read_line(&mut line).unwrap() == 0 {
             return (responses, true);
         }
-        responses.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("response is not JSON ({e}): {line}")));
+        responses.push(
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("response is not JSON ({e}): {line}")),
+        );
     }
     let mut rest = Vec::new();
     let closed = matches!(reader.read_to_end(&mut rest), Ok(0));
@@ -114,7 +124,10 @@ fn refused_start(args: &[&str]) -> String {
         if let Some(status) = guard.child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the bridge is still running with {args:?}: it should have refused to start");
+        assert!(
+            Instant::now() < deadline,
+            "the bridge is still running with {args:?}: it should have refused to start"
+        );
         thread::sleep(Duration::from_millis(20));
     };
     assert!(!status.success(), "{args:?}");
@@ -131,15 +144,31 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
     let stderr = refused_start(&["--fonline-listen", "0.0.0.0:0"]);
     assert!(stderr.contains("not a loopback address"), "{stderr}");
     let remote_config = config_dir.join("remote.yaml");
-    std::fs::write(&remote_config, "aicc_bridge:\n  ros__parameters:\n    security:\n      allow_remote: true\n").unwrap();
-    let stderr = refused_start(&["--config", remote_config.to_str().unwrap(), "--fonline-listen", "0.0.0.0:0"]);
+    std::fs::write(
+        &remote_config,
+        "aicc_bridge:\n  ros__parameters:\n    security:\n      allow_remote: true\n",
+    )
+    .unwrap();
+    let stderr = refused_start(&[
+        "--config",
+        remote_config.to_str().unwrap(),
+        "--fonline-listen",
+        "0.0.0.0:0",
+    ]);
     assert!(stderr.contains("without a token"), "{stderr}");
 
     let _sim = start_sim(&[]);
     let truth = GroundTruth::subscribe();
     let config_path = config_dir.join("fonline.yaml");
-    std::fs::write(&config_path, "aicc_bridge:\n  ros__parameters:\n    fonline:\n      max_queued_commands: 2\n").unwrap();
-    let (_bridge, _aicc_port, port, _log) = start_bridge_with_ai_control(&["--config", config_path.to_str().unwrap()], &[("AICC_TOKEN", DRIVE_TOKEN), ("AICC_OBSERVE_TOKEN", LOOK_TOKEN)]);
+    std::fs::write(
+        &config_path,
+        "aicc_bridge:\n  ros__parameters:\n    fonline:\n      max_queued_commands: 2\n",
+    )
+    .unwrap();
+    let (_bridge, _aicc_port, port, _log) = start_bridge_with_ai_control(
+        &["--config", config_path.to_str().unwrap()],
+        &[("AICC_TOKEN", DRIVE_TOKEN), ("AICC_OBSERVE_TOKEN", LOOK_TOKEN)],
+    );
 
     // Authorization: per connection, a wrong token is an answer, not an error.
     let mut client = connect(port);
@@ -152,9 +181,19 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
 
     // Envelope errors, on raw connections.
     let (responses, _) = raw_exchange(port, b"{not json\n", 1);
-    assert_eq!((responses[0]["id"].clone(), responses[0]["error"]["code"].clone()), (Value::Null, json!(-32700)));
-    let (responses, _) = raw_exchange(port, b"{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"ping\",\"params\":[1]}\n", 1);
-    assert_eq!((responses[0]["id"].clone(), responses[0]["error"]["code"].clone()), (json!(41), json!(-32600)));
+    assert_eq!(
+        (responses[0]["id"].clone(), responses[0]["error"]["code"].clone()),
+        (Value::Null, json!(-32700))
+    );
+    let (responses, _) = raw_exchange(
+        port,
+        b"{\"jsonrpc\":\"2.0\",\"id\":41,\"method\":\"ping\",\"params\":[1]}\n",
+        1,
+    );
+    assert_eq!(
+        (responses[0]["id"].clone(), responses[0]["error"]["code"].clone()),
+        (json!(41), json!(-32600))
+    );
     let mut oversized = vec![b' '; (1 << 20) + 1];
     oversized.push(b'\n');
     let (responses, closed) = raw_exchange(port, &oversized, 1);
@@ -165,11 +204,21 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
     // Status states the limits in force.
     let status = client.status().unwrap();
     assert_eq!(status["running"], true);
-    assert_eq!((status["host"].as_str(), status["port"].as_u64()), (Some("127.0.0.1"), Some(port as u64)));
-    assert_eq!((status["maxQueuedCommands"].as_u64(), status["maxEvents"].as_u64()), (Some(2), Some(512)));
+    assert_eq!(
+        (status["host"].as_str(), status["port"].as_u64()),
+        (Some("127.0.0.1"), Some(port as u64))
+    );
+    assert_eq!(
+        (status["maxQueuedCommands"].as_u64(), status["maxEvents"].as_u64()),
+        (Some(2), Some(512))
+    );
     assert_eq!(status["queuedCommands"], 0);
     assert_eq!(status["session"]["open"], true, "{status}");
-    assert!(status.get("lastError").is_some() && status.get("observationSeq").is_some() && status.get("events").is_some());
+    assert!(
+        status.get("lastError").is_some()
+            && status.get("observationSeq").is_some()
+            && status.get("events").is_some()
+    );
 
     // Observation: wait until the robot's sensors flow, then check its shape.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -178,14 +227,23 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
         if observed["observation"]["ready"] == true {
             break observed;
         }
-        assert!(Instant::now() < deadline, "not ready within a minute: {}", observed["observation"]["readiness"]);
+        assert!(
+            Instant::now() < deadline,
+            "not ready within a minute: {}",
+            observed["observation"]["readiness"]
+        );
         thread::sleep(Duration::from_millis(200));
     };
     let observation = &observed["observation"];
     assert!(observed["observationSeq"].as_u64().unwrap() >= 1);
     assert_eq!(observation["schemaVersion"], 1);
     assert_eq!(observation["readiness"], json!({"ready": true, "reasons": []}));
-    let available: Vec<&str> = observation["availableActions"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let available: Vec<&str> = observation["availableActions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     for action in ["move", "turn", "look_at", "interact", "say", "wait", "stop"] {
         assert!(available.contains(&action), "{action} not in {available:?}");
     }
@@ -214,7 +272,10 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
     let seq = accepted_seq(&mut client, json!({"type": "move", "x": 300}));
     let done = completion(&mut client, seq);
     assert_eq!(done["success"], true, "{done}");
-    assert_eq!((done["tool"].as_str(), done["message"].as_str()), (Some("move"), Some("completed")));
+    assert_eq!(
+        (done["tool"].as_str(), done["message"].as_str()),
+        (Some("move"), Some("completed"))
+    );
     assert!(done["output"]["achieved"]["forward_m"].is_number(), "{done}");
     let moved = distance(before, truth.settled_pose());
     assert!((moved - 0.30).abs() <= 0.03, "moved {moved:.3} m for x=300 mm");
@@ -228,11 +289,15 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
         assert!(Instant::now() < deadline, "the long move did not start");
         thread::sleep(Duration::from_millis(20));
     }
-    let stop = accepted_seq(&mut client, json!({"type": "stop", "stringArg": "replaced in a test"}));
+    let stop =
+        accepted_seq(&mut client, json!({"type": "stop", "stringArg": "replaced in a test"}));
     let replaced = completion(&mut client, long);
     assert_eq!(replaced["success"], false, "{replaced}");
     assert_eq!(replaced["message"], format!("replaced by command {stop}"), "{replaced}");
-    assert_eq!(replaced["error"]["code"], "execution_failed", "the core's cancel error: {replaced}");
+    assert_eq!(
+        replaced["error"]["code"], "execution_failed",
+        "the core's cancel error: {replaced}"
+    );
     assert_eq!(completion(&mut client, stop)["success"], true);
     let travelled = distance(before, truth.settled_pose());
     assert!(travelled < 1.0, "the replaced move went on for {travelled:.2} m of 1.5");
@@ -245,15 +310,22 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
         assert!(Instant::now() < deadline, "the wait did not start");
         thread::sleep(Duration::from_millis(20));
     }
-    let first = accepted_seq(&mut client, json!({"type": "say", "stringArg": "one", "append": true}));
-    let second = accepted_seq(&mut client, json!({"type": "say", "stringArg": "two", "append": true}));
-    let (code, message) = remote_code(client.act(json!({"type": "say", "stringArg": "three", "append": true})));
+    let first =
+        accepted_seq(&mut client, json!({"type": "say", "stringArg": "one", "append": true}));
+    let second =
+        accepted_seq(&mut client, json!({"type": "say", "stringArg": "two", "append": true}));
+    let (code, message) =
+        remote_code(client.act(json!({"type": "say", "stringArg": "three", "append": true})));
     assert_eq!(code, -32002, "{message}");
     assert_eq!(client.status().unwrap()["queuedCommands"], 2);
     let stop = accepted_seq(&mut client, json!({"type": "stop"}));
     for seq in [running, first, second] {
         let event = completion(&mut client, seq);
-        assert_eq!((event["success"].clone(), event["message"].clone()), (json!(false), json!(format!("replaced by command {stop}"))), "{event}");
+        assert_eq!(
+            (event["success"].clone(), event["message"].clone()),
+            (json!(false), json!(format!("replaced by command {stop}"))),
+            "{event}"
+        );
     }
     assert_eq!(completion(&mut client, stop)["success"], true);
 
@@ -270,25 +342,49 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "ascending: {seqs:?}");
     let last_command = client.status().unwrap()["lastCommandSeq"].as_u64().unwrap();
     for seq in 1..=last_command {
-        let count = events.iter().filter(|e| e["event"]["type"] == "command_completed" && e["event"]["commandSeq"] == seq).count();
+        let count = events
+            .iter()
+            .filter(|e| {
+                e["event"]["type"] == "command_completed" && e["event"]["commandSeq"] == seq
+            })
+            .count();
         assert_eq!(count, 1, "command {seq} completed {count} times");
     }
-    let mirrored = |kind: &str| events.iter().any(|e| e["event"]["type"] == kind && e["event"]["payload"].is_object());
+    let mirrored = |kind: &str| {
+        events.iter().any(|e| e["event"]["type"] == kind && e["event"]["payload"].is_object())
+    };
     assert!(mirrored("lease") && mirrored("governor"), "lease and governor events are mirrored");
-    assert!(!events.iter().any(|e| e["event"]["type"] == "command" || e["event"]["type"] == "tool_result"));
+    assert!(!events
+        .iter()
+        .any(|e| e["event"]["type"] == "command" || e["event"]["type"] == "tool_result"));
 
     // The cursor: strictly after it, clamped limits, and it survives a reconnect.
     let latest = client.events(0, 1).unwrap()["latestSeq"].as_u64().unwrap();
     assert!(latest >= 3);
     // Limit 2: a session event (a lease lapsing) may arrive meanwhile.
     let tail = client.events(latest - 2, 2).unwrap()["events"].clone();
-    let tail_seqs: Vec<u64> = tail.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let tail_seqs: Vec<u64> =
+        tail.as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(tail_seqs, vec![latest - 1, latest]);
-    assert_eq!(client.events(0, 0).unwrap()["events"].as_array().unwrap().len(), 1, "limit 0 clamps to 1");
+    assert_eq!(
+        client.events(0, 0).unwrap()["events"].as_array().unwrap().len(),
+        1,
+        "limit 0 clamps to 1"
+    );
     let retained = client.status().unwrap()["events"].as_u64().unwrap() as usize;
-    assert_eq!(client.events(0, 100_000).unwrap()["events"].as_array().unwrap().len(), retained.min(500), "limit clamps to 500");
-    let (code, _) = remote_code(client.request("events", json!({"afterSeq": "1"}).as_object().unwrap().clone()));
+    assert_eq!(
+        client.events(0, 100_000).unwrap()["events"].as_array().unwrap().len(),
+        retained.min(500),
+        "limit clamps to 500"
+    );
+    let (code, _) = remote_code(
+        client.request("events", json!({"afterSeq": "1"}).as_object().unwrap().clone()),
+    );
     assert_eq!(code, -32602);
     let mut again = authorized(port, DRIVE_TOKEN);
-    assert_eq!(again.events(latest - 2, 2).unwrap()["events"], tail, "a cursor survives reconnecting");
+    assert_eq!(
+        again.events(latest - 2, 2).unwrap()["events"],
+        tail,
+        "a cursor survives reconnecting"
+    );
 }

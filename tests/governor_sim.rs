@@ -11,7 +11,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{start_bridge, start_sim_with_truth, truth_command, AiccClient, CmdVelRecorder, GroundTruth, WorldTruth};
+use support::{
+    start_bridge, start_sim_with_truth, truth_command, AiccClient, CmdVelRecorder, GroundTruth,
+    WorldTruth,
+};
 
 /// The red box: 0.2 m cube centred 1.5 m ahead of the spawn point.
 const BOX_FACE_X_M: f64 = 1.4;
@@ -49,7 +52,11 @@ fn a_blinded_camera_is_turned_back_a_contact_latches_and_the_deadman() {
     println!("looked away, drove at the box: stopped with {gap_m:.3} m between bumper and box (ground truth); result: {}", blocked["error"]["message"]);
     assert_eq!(blocked["ok"], false, "{blocked}");
     assert!(blocked["error"]["message"].as_str().unwrap().contains("obstacle"), "{blocked}");
-    let turned = client.other.iter().find(|m| m["topic"] == "command" && m["payload"]["head_turned"].is_object()).expect("a command event saying the head was turned");
+    let turned = client
+        .other
+        .iter()
+        .find(|m| m["topic"] == "command" && m["payload"]["head_turned"].is_object())
+        .expect("a command event saying the head was turned");
     println!("head turned: {}", turned["payload"]["head_turned"]["why"]);
     assert!(client.other.iter().all(|m| m["topic"] != "collision"), "a collision event");
     assert_eq!(world.now()["bumper_in_contact"], false, "in contact with the box");
@@ -57,7 +64,10 @@ fn a_blinded_camera_is_turned_back_a_contact_latches_and_the_deadman() {
 
     // 2. A contact the governor could not prevent: the box is pushed
     // against the bumper (the world's doing, not the agent's).
-    truth_command(truth_port, json!({ "place": { "object": "red_box", "x_m": x1 + BUMPER_FRONT_M + 0.098, "y_m": 0.0 } }));
+    truth_command(
+        truth_port,
+        json!({ "place": { "object": "red_box", "x_m": x1 + BUMPER_FRONT_M + 0.098, "y_m": 0.0 } }),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut touch = client.call("t1", "touch", json!({}));
     while touch["output"]["in_contact"] != true && Instant::now() < deadline {
@@ -85,17 +95,26 @@ fn a_blinded_camera_is_turned_back_a_contact_latches_and_the_deadman() {
     raw.send_line(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": "long", "tool": "move", "input": { "forward": -1.0 } }).to_string());
     let moving_since = Instant::now();
     let reversing = Instant::now() + Duration::from_secs(5);
-    while !cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1) && Instant::now() < reversing {
+    while !cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1)
+        && Instant::now() < reversing
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1), "not reversing at speed: {}", cmd_vel.summary_after(moving_since));
+    assert!(
+        cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1),
+        "not reversing at speed: {}",
+        cmd_vel.summary_after(moving_since)
+    );
     std::thread::sleep(Duration::from_millis(300));
     let killed = Instant::now();
     drop(raw);
     std::thread::sleep(Duration::from_millis(500));
     let zero = cmd_vel.first_zero_after(killed).expect("a zero /cmd_vel after the client vanished");
     let latency = zero.duration_since(killed);
-    println!("deadman: /cmd_vel zero {:.1} ms after the client's socket closed", latency.as_secs_f64() * 1e3);
+    println!(
+        "deadman: /cmd_vel zero {:.1} ms after the client's socket closed",
+        latency.as_secs_f64() * 1e3
+    );
     assert!(latency <= Duration::from_millis(100), "zero after {latency:?}");
 
     // 5. SIGTERM mid-move: the bridge publishes zero before it exits.
@@ -103,14 +122,23 @@ fn a_blinded_camera_is_turned_back_a_contact_latches_and_the_deadman() {
     last.send_line(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": "last", "tool": "move", "input": { "forward": -0.6 } }).to_string());
     let moving_since = Instant::now();
     let reversing = Instant::now() + Duration::from_secs(5);
-    while !cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1) && Instant::now() < reversing {
+    while !cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1)
+        && Instant::now() < reversing
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1), "not reversing at speed: {}", cmd_vel.summary_after(moving_since));
+    assert!(
+        cmd_vel.fastest_reverse_after(moving_since).is_some_and(|v| v < -0.1),
+        "not reversing at speed: {}",
+        cmd_vel.summary_after(moving_since)
+    );
     let signalled = Instant::now();
     let status = bridge.terminate().expect("the bridge exits");
     let zero = cmd_vel.first_zero_after(signalled).expect("a zero /cmd_vel after SIGTERM");
-    println!("SIGTERM: /cmd_vel zero {:.1} ms after the signal; exit status {status}", zero.duration_since(signalled).as_secs_f64() * 1e3);
+    println!(
+        "SIGTERM: /cmd_vel zero {:.1} ms after the signal; exit status {status}",
+        zero.duration_since(signalled).as_secs_f64() * 1e3
+    );
     assert!(status.success(), "{status}");
     assert!(zero.duration_since(signalled) <= Duration::from_millis(100));
 }

@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{sim_control, start_bridge, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
+use support::{
+    sim_control, start_bridge, start_sim, subscribe_in_thread, AiccClient, CmdVelRecorder,
+    GroundTruth, TruthSpeed,
+};
 
 #[test]
 fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
@@ -21,11 +24,16 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
     let cmd_vel = CmdVelRecorder::subscribe();
     let first_bump: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let sink = first_bump.clone();
-    let _hazards = subscribe_in_thread::<r2r::irobot_create_msgs::msg::HazardDetectionVector>("hazard_reader", "/hazard_detection", r2r::QosProfile::sensor_data(), move |msg| {
-        if msg.detections.iter().any(|d| d.type_ == 1) {
-            sink.lock().unwrap().get_or_insert_with(Instant::now);
-        }
-    });
+    let _hazards = subscribe_in_thread::<r2r::irobot_create_msgs::msg::HazardDetectionVector>(
+        "hazard_reader",
+        "/hazard_detection",
+        r2r::QosProfile::sensor_data(),
+        move |msg| {
+            if msg.detections.iter().any(|d| d.type_ == 1) {
+                sink.lock().unwrap().get_or_insert_with(Instant::now);
+            }
+        },
+    );
     let (_bridge, port) = start_bridge(&["--config", "config/turtlebot4.yaml"]);
     let (mut client, _) = AiccClient::connect(port);
     let ready = client.call_when_ready("p0", "proprioception", json!({}), Duration::from_secs(30));
@@ -36,7 +44,11 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
     client.send_line(&json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": "m1", "tool": "move", "input": { "forward": 1.5 } }).to_string());
     let sent = Instant::now();
     while !cmd_vel.max_linear_after(sent).is_some_and(|v| v >= 0.2) {
-        assert!(sent.elapsed() < Duration::from_secs(5), "not driving at speed 5 s after the move: {:?}", client.other);
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "not driving at speed 5 s after the move: {:?}",
+            client.other
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -53,8 +65,17 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
     // The governor's reaction: the first command after the bump below the speed before it.
     let reaction = {
         let samples = cmd_vel.samples.lock().unwrap();
-        let before = samples.iter().filter(|(t, _, _)| *t < bumped).map(|(_, v, _)| *v).last().unwrap_or(0.0);
-        samples.iter().find(|(t, v, _)| *t >= bumped && *v < before - 0.005).map(|(t, _, _)| *t).expect("a slower command after the bump")
+        let before = samples
+            .iter()
+            .filter(|(t, _, _)| *t < bumped)
+            .map(|(_, v, _)| *v)
+            .last()
+            .unwrap_or(0.0);
+        samples
+            .iter()
+            .find(|(t, v, _)| *t >= bumped && *v < before - 0.005)
+            .map(|(t, _, _)| *t)
+            .expect("a slower command after the bump")
     };
     let still = speed.still_from(zero, 0.005, 0.02).expect("at rest");
     let (x1, _, _) = truth.settled_pose();
@@ -67,16 +88,30 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
         result["error"]["message"]
     );
     assert_eq!(result["ok"], false, "{result}");
-    assert!(result["error"]["message"].as_str().unwrap_or_default().contains("contact"), "{result}");
-    assert!(reaction.duration_since(bumped) <= Duration::from_millis(150), "the governor reacted after {:?}", reaction.duration_since(bumped));
-    assert!(still.duration_since(bumped) <= Duration::from_millis(1500), "at rest after {:?}", still.duration_since(bumped));
+    assert!(
+        result["error"]["message"].as_str().unwrap_or_default().contains("contact"),
+        "{result}"
+    );
+    assert!(
+        reaction.duration_since(bumped) <= Duration::from_millis(150),
+        "the governor reacted after {:?}",
+        reaction.duration_since(bumped)
+    );
+    assert!(
+        still.duration_since(bumped) <= Duration::from_millis(1500),
+        "at rest after {:?}",
+        still.duration_since(bumped)
+    );
     assert!(x1 - x0 < 1.2, "stopped well short of the 1.5 m asked: {}", x1 - x0);
 
     // 2. Latched: forward refused (the bump is over), the robot stays.
     std::thread::sleep(Duration::from_millis(500));
     let refused = client.call("m2", "move", json!({ "forward": 0.2 }));
     assert_eq!(refused["ok"], false, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("contact"), "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap_or_default().contains("contact"),
+        "{refused}"
+    );
     let (x2, _, _) = truth.settled_pose();
     assert!((x2 - x1).abs() < 0.01, "moved {} m against a latched bump", x2 - x1);
 

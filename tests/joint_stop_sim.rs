@@ -72,12 +72,29 @@ impl JointRecorder {
     fn subscribe() -> Self {
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
-        let spin = subscribe_in_thread::<r2r::sensor_msgs::msg::JointState>("joint_state_recorder", "/joint_states", r2r::QosProfile::default().keep_last(50), move |msg| {
-            let by_name = |values: &[f64]| msg.name.iter().cloned().zip(values.iter().copied()).collect::<HashMap<String, f64>>();
-            let stamp_s = f64::from(msg.header.stamp.sec) + f64::from(msg.header.stamp.nanosec) * 1e-9;
-            let sample = JointSample { received: Instant::now(), stamp_s, positions: by_name(&msg.position), velocities: by_name(&msg.velocity) };
-            sink.lock().unwrap().push(sample);
-        });
+        let spin = subscribe_in_thread::<r2r::sensor_msgs::msg::JointState>(
+            "joint_state_recorder",
+            "/joint_states",
+            r2r::QosProfile::default().keep_last(50),
+            move |msg| {
+                let by_name = |values: &[f64]| {
+                    msg.name
+                        .iter()
+                        .cloned()
+                        .zip(values.iter().copied())
+                        .collect::<HashMap<String, f64>>()
+                };
+                let stamp_s =
+                    f64::from(msg.header.stamp.sec) + f64::from(msg.header.stamp.nanosec) * 1e-9;
+                let sample = JointSample {
+                    received: Instant::now(),
+                    stamp_s,
+                    positions: by_name(&msg.position),
+                    velocities: by_name(&msg.velocity),
+                };
+                sink.lock().unwrap().push(sample);
+            },
+        );
         JointRecorder { samples, _spin: spin }
     }
 
@@ -87,7 +104,14 @@ impl JointRecorder {
 
     /// Positions and sim time of the last message received before `instant`.
     fn positions_before(&self, instant: Instant) -> (HashMap<String, f64>, f64) {
-        self.samples.lock().unwrap().iter().rev().find(|s| s.received < instant).map(|s| (s.positions.clone(), s.stamp_s)).expect("joint states before the stop")
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|s| s.received < instant)
+            .map(|s| (s.positions.clone(), s.stamp_s))
+            .expect("joint states before the stop")
     }
 }
 
@@ -99,15 +123,25 @@ struct DemandRecorder {
 
 impl DemandRecorder {
     fn connect(port: u16) -> Self {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("the simulator's ground-truth channel");
+        let stream =
+            TcpStream::connect(("127.0.0.1", port)).expect("the simulator's ground-truth channel");
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
         thread::spawn(move || {
             for line in BufReader::new(stream).lines() {
                 let Ok(line) = line else { return };
                 let Ok(state) = serde_json::from_str::<Value>(&line) else { continue };
-                let (Some(sim_time), Some(joints)) = (state["sim_time"].as_f64(), state["joints"].as_object()) else { continue };
-                let demand = joints.iter().map(|(joint, values)| (joint.clone(), values["demand_velocity"].as_f64().unwrap_or(f64::NAN))).collect();
+                let (Some(sim_time), Some(joints)) =
+                    (state["sim_time"].as_f64(), state["joints"].as_object())
+                else {
+                    continue;
+                };
+                let demand = joints
+                    .iter()
+                    .map(|(joint, values)| {
+                        (joint.clone(), values["demand_velocity"].as_f64().unwrap_or(f64::NAN))
+                    })
+                    .collect();
                 sink.lock().unwrap().push((sim_time, demand));
             }
         });
@@ -140,7 +174,17 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
     let recorder = JointRecorder::subscribe();
     let demands = DemandRecorder::connect(truth_port);
     let detect_wait = format!("actuators.action_detect_wait_s:={HEAD_DETECT_WAIT_S}");
-    let args = ["--config", "config/sim.yaml", "--ros-args", "-p", "actuators.head_interface:=auto", "-p", "actuators.head_action:=head_controller/not_served_here", "-p", &detect_wait];
+    let args = [
+        "--config",
+        "config/sim.yaml",
+        "--ros-args",
+        "-p",
+        "actuators.head_interface:=auto",
+        "-p",
+        "actuators.head_action:=head_controller/not_served_here",
+        "-p",
+        &detect_wait,
+    ];
     let (_bridge, port, _log) = start_bridge_with(&args, &[]);
     let (mut agent, _) = AiccClient::connect(port);
     let start = json!({ "joints": { "joint1": SWING_FROM_RAD, "joint2": 0.0, "joint3": 0.0, "joint4": 0.0 } });
@@ -148,7 +192,12 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
     assert_eq!(ready["ok"], true, "{ready}");
     thread::sleep(Duration::from_millis(300));
 
-    send_call(&mut agent, "swing", "interact", json!({ "joints": { "joint1": SWING_TO_RAD }, "speed_radps": ARM_LIMIT_RADPS }));
+    send_call(
+        &mut agent,
+        "swing",
+        "interact",
+        json!({ "joints": { "joint1": SWING_TO_RAD }, "speed_radps": ARM_LIMIT_RADPS }),
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while recorder.latest_velocity("joint1").is_none_or(|v| v < 0.8 * ARM_LIMIT_RADPS) {
         assert!(Instant::now() < deadline, "joint1 never reached 80 % of {ARM_LIMIT_RADPS} rad/s");
@@ -168,7 +217,9 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
 
     let results = await_results(&mut agent, &["swing", "overtaken"]);
     // Long enough for the overtaken head goal to have gone out, had it been sent.
-    thread::sleep(Duration::from_secs_f64(HEAD_DETECT_WAIT_S + 1.0).saturating_sub(stop_called.elapsed()));
+    thread::sleep(
+        Duration::from_secs_f64(HEAD_DETECT_WAIT_S + 1.0).saturating_sub(stop_called.elapsed()),
+    );
 
     let samples: Vec<JointSample> = std::mem::take(&mut *recorder.samples.lock().unwrap());
     let after: Vec<&JointSample> = samples.iter().filter(|s| s.stamp_s > stop_stamp_s).collect();
@@ -186,12 +237,28 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
     }
     let backwards = after.iter().map(|s| -s.velocities["joint1"]).fold(0.0f64, f64::max);
     // From the last state before the stop on: the first drop counts too.
-    let from_stop: Vec<&JointSample> = samples.iter().filter(|s| s.stamp_s >= stop_stamp_s).collect();
-    let braking = from_stop.windows(2).filter(|w| w[1].stamp_s > w[0].stamp_s).map(|w| (w[1].velocities["joint1"] - w[0].velocities["joint1"]).abs() / (w[1].stamp_s - w[0].stamp_s)).fold(0.0f64, f64::max);
+    let from_stop: Vec<&JointSample> =
+        samples.iter().filter(|s| s.stamp_s >= stop_stamp_s).collect();
+    let braking = from_stop
+        .windows(2)
+        .filter(|w| w[1].stamp_s > w[0].stamp_s)
+        .map(|w| {
+            (w[1].velocities["joint1"] - w[0].velocities["joint1"]).abs()
+                / (w[1].stamp_s - w[0].stamp_s)
+        })
+        .fold(0.0f64, f64::max);
     let arm_still = |s: &JointSample| ARM.iter().all(|j| s.velocities[*j].abs() < REST_RADPS);
-    let rest = after.iter().enumerate().find(|(i, s)| arm_still(s) && after[*i..].iter().take_while(|t| t.stamp_s - s.stamp_s <= REST_HOLD.as_secs_f64()).all(|t| arm_still(t)));
+    let rest = after.iter().enumerate().find(|(i, s)| {
+        arm_still(s)
+            && after[*i..]
+                .iter()
+                .take_while(|t| t.stamp_s - s.stamp_s <= REST_HOLD.as_secs_f64())
+                .all(|t| arm_still(t))
+    });
     let mut demanded = (String::new(), 0.0f64, 0.0f64);
-    for (_, demand) in demands.samples.lock().unwrap().iter().filter(|(sim_time, _)| *sim_time > stop_stamp_s) {
+    for (_, demand) in
+        demands.samples.lock().unwrap().iter().filter(|(sim_time, _)| *sim_time > stop_stamp_s)
+    {
         for (joints, limit) in [(&ARM[..], ARM_LIMIT_RADPS), (&HEAD[..], HEAD_LIMIT_RADPS)] {
             for joint in joints {
                 let speed = demand[*joint].abs();
@@ -201,23 +268,57 @@ fn stop_while_the_arm_moves_fast_stops_it_within_the_limits_and_refuses_the_goal
             }
         }
     }
-    let (rest_at, rest_positions) = rest.map(|(_, s)| (Duration::from_secs_f64(s.stamp_s - stop_stamp_s), s.positions.clone())).unwrap_or_else(|| panic!("the arm never came to rest after the stop"));
-    let travel = ARM.iter().map(|j| (rest_positions[*j] - at_stop[*j]).abs()).fold(0.0f64, f64::max);
-    let head_moved = HEAD.iter().map(|j| after.iter().map(|s| (s.positions[*j] - at_stop[*j]).abs()).fold(0.0f64, f64::max)).fold(0.0f64, f64::max);
+    let (rest_at, rest_positions) = rest
+        .map(|(_, s)| (Duration::from_secs_f64(s.stamp_s - stop_stamp_s), s.positions.clone()))
+        .unwrap_or_else(|| panic!("the arm never came to rest after the stop"));
+    let travel =
+        ARM.iter().map(|j| (rest_positions[*j] - at_stop[*j]).abs()).fold(0.0f64, f64::max);
+    let head_moved = HEAD
+        .iter()
+        .map(|j| after.iter().map(|s| (s.positions[*j] - at_stop[*j]).abs()).fold(0.0f64, f64::max))
+        .fold(0.0f64, f64::max);
 
     println!("stop while the arm moves fast: joint1 at {:.3} rad moving {speed_at_stop:.2} rad/s when stop was called; stop returned after {:.0} ms: {}", at_stop["joint1"], (stop_returned - stop_called).as_secs_f64() * 1e3, stop["output"]["stopped"]);
     println!("  worst joint speed after the stop: {} {:.3} rad/s = {:.3} of its URDF limit; fastest joint1 motion against the swing: {backwards:.3} rad/s; largest joint1 deceleration {braking:.0} rad/s^2", worst.0, worst.1, worst.2);
     println!("  the largest velocity a trajectory demanded after the stop: {} {:.3} rad/s = {:.3} of its URDF limit", demanded.0, demanded.1, demanded.2);
     println!("  the arm rested {:.0} ms (sim time) after the stop, {travel:.3} rad from where it was (joint1 {:.3} -> {:.3} rad); the head moved {head_moved:.4} rad", rest_at.as_secs_f64() * 1e3, at_stop["joint1"], rest_positions["joint1"]);
     println!("  the swing: {}", results["swing"]["error"]);
-    println!("  the head goal the stop overtook: {}", if results["overtaken"]["ok"] == true { results["overtaken"]["output"].to_string() } else { results["overtaken"]["error"].to_string() });
+    println!(
+        "  the head goal the stop overtook: {}",
+        if results["overtaken"]["ok"] == true {
+            results["overtaken"]["output"].to_string()
+        } else {
+            results["overtaken"]["error"].to_string()
+        }
+    );
 
-    assert!(worst.2 <= 1.0, "{} reached {:.3} rad/s after the stop, above its URDF limit", worst.0, worst.1);
-    assert!(demanded.2 <= DEMAND_ROUNDING, "after the stop a trajectory demanded {:.3} rad/s of {}, above its URDF limit", demanded.1, demanded.0);
-    assert!(travel <= MAX_TRAVEL_AFTER_STOP_RAD, "the arm came to rest {travel:.3} rad from where it was at the stop");
+    assert!(
+        worst.2 <= 1.0,
+        "{} reached {:.3} rad/s after the stop, above its URDF limit",
+        worst.0,
+        worst.1
+    );
+    assert!(
+        demanded.2 <= DEMAND_ROUNDING,
+        "after the stop a trajectory demanded {:.3} rad/s of {}, above its URDF limit",
+        demanded.1,
+        demanded.0
+    );
+    assert!(
+        travel <= MAX_TRAVEL_AFTER_STOP_RAD,
+        "the arm came to rest {travel:.3} rad from where it was at the stop"
+    );
     assert!(rest_at <= MAX_TIME_TO_REST, "the arm took {rest_at:?} to rest");
     assert_eq!(results["swing"]["ok"], false, "the swing was stopped: {}", results["swing"]);
-    assert_eq!(results["overtaken"]["ok"], false, "a goal the stop overtook must be refused: {}", results["overtaken"]);
-    assert!(results["overtaken"]["error"]["message"].as_str().unwrap_or("").contains("stop"), "{}", results["overtaken"]);
+    assert_eq!(
+        results["overtaken"]["ok"], false,
+        "a goal the stop overtook must be refused: {}",
+        results["overtaken"]
+    );
+    assert!(
+        results["overtaken"]["error"]["message"].as_str().unwrap_or("").contains("stop"),
+        "{}",
+        results["overtaken"]
+    );
     assert!(head_moved < 0.02, "the head moved {head_moved:.3} rad after the stop");
 }

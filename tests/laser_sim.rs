@@ -8,7 +8,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{sim_control, start_bridge, start_sim, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed};
+use support::{
+    sim_control, start_bridge, start_sim, AiccClient, CmdVelRecorder, GroundTruth, TruthSpeed,
+};
 
 /// The south wall's face, world x (sim/world.py: the room's half size).
 const WALL_FACE_X_M: f64 = -2.0;
@@ -27,7 +29,13 @@ fn reversing_toward_a_wall_only_the_lidar_sees_stops_at_the_stop_distance() {
     // Reverse is what this test is about: allowed explicitly (the sim
     // profile refuses it, since the LiDAR does not see obstacles below its
     // plane behind the robot; the wall here it does see).
-    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml", "--ros-args", "-p", "safety.unobserved_behind:=allow"]);
+    let (_bridge, port) = start_bridge(&[
+        "--config",
+        "config/sim.yaml",
+        "--ros-args",
+        "-p",
+        "safety.unobserved_behind:=allow",
+    ]);
     let (mut client, _) = AiccClient::connect(port);
     let ready = client.call_when_ready("p0", "proprioception", json!({}), Duration::from_secs(30));
     assert_eq!(ready["ok"], true, "{ready}");
@@ -44,11 +52,25 @@ fn reversing_toward_a_wall_only_the_lidar_sees_stops_at_the_stop_distance() {
     assert!(message.contains("behind"), "the refusal names the obstacle behind: {message}");
     // The governor's stop: the first zero /cmd_vel after reversing at speed;
     // the stop time runs from it to the ground truth at rest.
-    let reversing = cmd_vel.samples.lock().unwrap().iter().find(|(t, v, _)| *t >= started && *v < -0.1).map(|(t, _, _)| *t).expect("reversed at speed");
+    let reversing = cmd_vel
+        .samples
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(t, v, _)| *t >= started && *v < -0.1)
+        .map(|(t, _, _)| *t)
+        .expect("reversed at speed");
     let zero = cmd_vel.first_zero_after(reversing).expect("a zero /cmd_vel");
     let still = speed.still_from(zero, 0.005, 0.02).expect("at rest after the stop");
     // The approach: the fastest reverse commanded in the last 0.5 s before the stop.
-    let approach = cmd_vel.samples.lock().unwrap().iter().filter(|(t, _, _)| *t < zero && *t + Duration::from_millis(500) >= zero).map(|(_, v, _)| -*v).fold(0.0, f64::max);
+    let approach = cmd_vel
+        .samples
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _, _)| *t < zero && *t + Duration::from_millis(500) >= zero)
+        .map(|(_, v, _)| -*v)
+        .fold(0.0, f64::max);
     println!(
         "LiDAR stop: travelled {:.3} m; base_footprint stopped {:.3} m from the wall (stop distance {STOP_DISTANCE_M} m, rear edge clearance {:.3} m); \
          fastest reverse in the last 0.5 s before the stop {:.3} m/s; at rest {:.0} ms after the zero command",
@@ -58,10 +80,19 @@ fn reversing_toward_a_wall_only_the_lidar_sees_stops_at_the_stop_distance() {
         approach,
         still.duration_since(zero).as_secs_f64() * 1e3,
     );
-    assert!(gap >= STOP_DISTANCE_M - 0.02, "stopped {gap:.3} m from the wall, inside the stop distance");
-    assert!(gap <= STOP_DISTANCE_M + 0.05, "stopped {gap:.3} m from the wall, well short of the stop distance");
+    assert!(
+        gap >= STOP_DISTANCE_M - 0.02,
+        "stopped {gap:.3} m from the wall, inside the stop distance"
+    );
+    assert!(
+        gap <= STOP_DISTANCE_M + 0.05,
+        "stopped {gap:.3} m from the wall, well short of the stop distance"
+    );
     assert!(gap - REAR_EDGE_M > 0.05, "the rear edge is clear of the wall");
-    let governed = client.other.iter().any(|m| m["topic"] == "governor" && m["payload"]["rule"] == "obstacle_behind");
+    let governed = client
+        .other
+        .iter()
+        .any(|m| m["topic"] == "governor" && m["payload"]["rule"] == "obstacle_behind");
     assert!(governed, "an obstacle_behind restriction event: {:?}", client.other);
 
     // 2. Forward (away from the wall) stays allowed.

@@ -17,15 +17,22 @@ const CAMERA_PERIOD_S: f64 = 1.0 / 15.0;
 fn deliveries(client: &mut AiccClient, call_id: &str) -> Vec<Value> {
     let status = client.call(call_id, "bridge_status", json!({}));
     assert_eq!(status["ok"], true, "{status}");
-    status["output"]["sensors"].as_array().unwrap_or_else(|| panic!("sensors in the status: {status}")).clone()
+    status["output"]["sensors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("sensors in the status: {status}"))
+        .clone()
 }
 
 fn delivery<'a>(sensors: &'a [Value], sensor: &str) -> &'a Value {
-    sensors.iter().find(|s| s["sensor"] == sensor).unwrap_or_else(|| panic!("{sensor} is reported: {sensors:?}"))
+    sensors
+        .iter()
+        .find(|s| s["sensor"] == sensor)
+        .unwrap_or_else(|| panic!("{sensor} is reported: {sensors:?}"))
 }
 
 /// The simulator's publishing rates (sim/aicc_sim.py, the URDF's sensors), per second of sim time.
-const RATES_HZ: [(&str, f64); 5] = [("odom", 50.0), ("imu", 100.0), ("joint_states", 50.0), ("bumper", 50.0), ("depth", 15.0)];
+const RATES_HZ: [(&str, f64); 5] =
+    [("odom", 50.0), ("imu", 100.0), ("joint_states", 50.0), ("bumper", 50.0), ("depth", 15.0)];
 
 #[test]
 fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camera_allows() {
@@ -35,12 +42,18 @@ fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camer
     let clock = SimClock::subscribe();
     let reference = FrameWatcher::subscribe("/camera/image_raw", clock.clone());
     let (mut client, _) = AiccClient::connect(port);
-    let first = client.call_when_ready("warm", "vision", json!({ "max_width": 64 }), Duration::from_secs(60));
+    let first = client.call_when_ready(
+        "warm",
+        "vision",
+        json!({ "max_width": 64 }),
+        Duration::from_secs(60),
+    );
     assert_eq!(first["ok"], true, "{first}");
 
     // 1. Frames received against frames published, over 10 s.
     let world_before = world.now();
-    let published_before = world_before["camera_frames_published"].as_u64().expect("the simulator counts its frames");
+    let published_before =
+        world_before["camera_frames_published"].as_u64().expect("the simulator counts its frames");
     let before = deliveries(&mut client, "s0");
     let received_before = delivery(&before, "camera")["distinct_stamps"].as_u64().unwrap();
     let reference_before = reference.count();
@@ -54,21 +67,33 @@ fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camer
     println!("frames over 10 s: published {published}, received by the bridge {received}, by a plain reliable subscriber {seen_by_plain_subscriber}");
     assert!(published > 60, "the simulator published {published} frames in 10 s");
     // The two counts are read 200 ms apart at most (the world truth comes at 5 Hz): allow one frame either way.
-    assert!((received + 1) as f64 >= 0.95 * published as f64, "the bridge received {received} of {published} frames");
-    assert_eq!(camera["last_stamp_status"], "valid", "the camera's stamps are in the bridge's clock: {camera}");
+    assert!(
+        (received + 1) as f64 >= 0.95 * published as f64,
+        "the bridge received {received} of {published} frames"
+    );
+    assert_eq!(
+        camera["last_stamp_status"], "valid",
+        "the camera's stamps are in the bridge's clock: {camera}"
+    );
     assert!(camera["qos_note"].is_null(), "{camera}");
     // Every other sensor at its rate too, counted in sim time.
-    let sim_elapsed_s = world_after["sim_time"].as_f64().unwrap() - world_before["sim_time"].as_f64().unwrap();
+    let sim_elapsed_s =
+        world_after["sim_time"].as_f64().unwrap() - world_before["sim_time"].as_f64().unwrap();
     for (sensor, rate_hz) in RATES_HZ {
-        let got = delivery(&after, sensor)["distinct_stamps"].as_u64().unwrap() - delivery(&before, sensor)["distinct_stamps"].as_u64().unwrap();
+        let got = delivery(&after, sensor)["distinct_stamps"].as_u64().unwrap()
+            - delivery(&before, sensor)["distinct_stamps"].as_u64().unwrap();
         let expected = sim_elapsed_s * rate_hz;
         println!("{sensor}: {got} distinct messages in {sim_elapsed_s:.2} s of sim time at {rate_hz} Hz ({:.1} %)", 100.0 * got as f64 / expected);
         // The two sim times are read up to 200 ms from the counts (the world truth at 5 Hz).
-        assert!(got as f64 >= 0.95 * (expected - 0.2 * rate_hz), "{sensor}: {got} of about {expected:.0}");
+        assert!(
+            got as f64 >= 0.95 * (expected - 0.2 * rate_hz),
+            "{sensor}: {got} of about {expected:.0}"
+        );
     }
 
     // 2. The age of served frames, checked against the simulator's clock.
-    let plain_delay_s = reference.median_delay_s().expect("the plain subscriber measured its receipt delay");
+    let plain_delay_s =
+        reference.median_delay_s().expect("the plain subscriber measured its receipt delay");
     let mut served_ages_s = Vec::new();
     let mut disagreements_s = Vec::new();
     for n in 0..20 {
@@ -90,7 +115,11 @@ fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camer
     // clock's 10 ms steps and the reply's transit; an age counted from
     // receipt would be off by the whole receipt delay.
     let disagreement_s = disagreements_s[disagreements_s.len() / 2];
-    assert!(disagreement_s < 0.02, "age_ms differs from the sim clock's age by {:.1} ms (p50)", disagreement_s * 1e3);
+    assert!(
+        disagreement_s < 0.02,
+        "age_ms differs from the sim clock's age by {:.1} ms (p50)",
+        disagreement_s * 1e3
+    );
     let median_s = served_ages_s[served_ages_s.len() / 2];
     println!(
         "served frame age: p50 {:.1} ms, max {:.1} ms; plain subscriber's receipt delay p50 {:.1} ms; camera period {:.1} ms",
@@ -101,5 +130,9 @@ fn every_published_frame_is_received_and_served_frames_are_as_fresh_as_the_camer
     );
     // At most one camera period plus what any subscriber waits for a frame,
     // plus the /clock's 10 ms resolution.
-    assert!(median_s <= CAMERA_PERIOD_S + plain_delay_s + 0.01, "served frames are {:.1} ms old (p50)", median_s * 1e3);
+    assert!(
+        median_s <= CAMERA_PERIOD_S + plain_delay_s + 0.01,
+        "served frames are {:.1} ms old (p50)",
+        median_s * 1e3
+    );
 }

@@ -26,12 +26,20 @@ const LIFTED_BY_M: f64 = 0.03;
 const AT_GRIPPER_M: f64 = 0.08;
 
 fn seeds() -> Vec<u64> {
-    std::env::var("AICC_PICK_SEEDS").unwrap_or_else(|_| "1,2".into()).split(',').map(|s| s.trim().parse().unwrap_or_else(|_| panic!("AICC_PICK_SEEDS: '{s}' is not a seed"))).collect()
+    std::env::var("AICC_PICK_SEEDS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .map(|s| {
+            s.trim().parse().unwrap_or_else(|_| panic!("AICC_PICK_SEEDS: '{s}' is not a seed"))
+        })
+        .collect()
 }
 
 /// How many runs must pick the cube: AICC_PICK_MIN_SUCCESSES, or all of them.
 fn min_successes(runs: usize) -> usize {
-    std::env::var("AICC_PICK_MIN_SUCCESSES").map_or(runs, |n| n.trim().parse().unwrap_or_else(|_| panic!("AICC_PICK_MIN_SUCCESSES: '{n}' is not a count")))
+    std::env::var("AICC_PICK_MIN_SUCCESSES").map_or(runs, |n| {
+        n.trim().parse().unwrap_or_else(|_| panic!("AICC_PICK_MIN_SUCCESSES: '{n}' is not a count"))
+    })
 }
 
 fn number(value: &Value, pointer: &str) -> f64 {
@@ -55,19 +63,41 @@ fn run_seed(seed: u64) -> Value {
     let report_path = repo_root().join(format!("target/bench/pick-seed-{seed}.json"));
     let started = Instant::now();
     let output = Command::new(binary("aicc"))
-        .args(["--port", &port.to_string(), "agent", "--backend", "reference", "--max-calls", "200", "--run-timeout-s", "180", "--report"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "agent",
+            "--backend",
+            "reference",
+            "--max-calls",
+            "200",
+            "--run-timeout-s",
+            "180",
+            "--report",
+        ])
         .arg(&report_path)
         .stdin(Stdio::null())
         .output()
         .expect("running aicc agent");
     let wall_s = started.elapsed().as_secs_f64();
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("aicc agent printed no report ({e}); stderr: {}", String::from_utf8_lossy(&output.stderr)));
-    assert!(report["calls"].is_u64() && report["ending"].is_string(), "a malformed report: {report}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "aicc agent printed no report ({e}); stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(
+        report["calls"].is_u64() && report["ending"].is_string(),
+        "a malformed report: {report}"
+    );
     let after = world.after(Instant::now() + Duration::from_millis(300));
     let cube = &after["objects"]["red_cube"];
     let (cx, cy, cz) = (number(cube, "/x"), number(cube, "/y"), number(cube, "/z"));
     let ee = &after["end_effector"];
-    let to_gripper = ((cx - number(ee, "/x")).powi(2) + (cy - number(ee, "/y")).powi(2) + (cz - number(ee, "/z")).powi(2)).sqrt();
+    let to_gripper = ((cx - number(ee, "/x")).powi(2)
+        + (cy - number(ee, "/y")).powi(2)
+        + (cz - number(ee, "/z")).powi(2))
+    .sqrt();
     let lifted = cz > RESTING_Z_M + LIFTED_BY_M;
     let success = lifted && to_gripper < AT_GRIPPER_M;
     let start_cube = &before["objects"]["red_cube"];
@@ -94,7 +124,9 @@ fn run_seed(seed: u64) -> Value {
 fn pick_the_red_cube_in_seeded_worlds() {
     std::fs::create_dir_all(repo_root().join("target/bench")).unwrap();
     let runs: Vec<Value> = seeds().into_iter().map(run_seed).collect();
-    println!("\n| seed | success | time s | calls | image kB | governor events | contacts | ending |");
+    println!(
+        "\n| seed | success | time s | calls | image kB | governor events | contacts | ending |"
+    );
     println!("| ---: | :---: | ---: | ---: | ---: | ---: | ---: | --- |");
     for r in &runs {
         println!(
@@ -110,8 +142,15 @@ fn pick_the_red_cube_in_seeded_worlds() {
         );
     }
     let successes: Vec<&Value> = runs.iter().filter(|r| r["success"] == true).collect();
-    let mean = |key: &str, of: &[&Value]| if of.is_empty() { f64::NAN } else { of.iter().map(|r| r[key].as_f64().unwrap_or(f64::NAN)).sum::<f64>() / of.len() as f64 };
-    let times: Vec<f64> = successes.iter().map(|r| r["time_s"].as_f64().unwrap_or(f64::NAN)).collect();
+    let mean = |key: &str, of: &[&Value]| {
+        if of.is_empty() {
+            f64::NAN
+        } else {
+            of.iter().map(|r| r[key].as_f64().unwrap_or(f64::NAN)).sum::<f64>() / of.len() as f64
+        }
+    };
+    let times: Vec<f64> =
+        successes.iter().map(|r| r["time_s"].as_f64().unwrap_or(f64::NAN)).collect();
     let summary = json!({
         "seeds": runs.len(),
         "successes": successes.len(),
@@ -121,7 +160,15 @@ fn pick_the_red_cube_in_seeded_worlds() {
         "mean_image_bytes": mean("image_bytes", &runs.iter().collect::<Vec<_>>()),
         "runs": runs,
     });
-    println!("success {}/{}; time to success min/mean/max {:.1}/{:.1}/{:.1} s; mean calls {:.1}", summary["successes"], summary["seeds"], summary["time_to_success_s"]["min"].as_f64().unwrap_or(f64::NAN), summary["time_to_success_s"]["mean"].as_f64().unwrap_or(f64::NAN), summary["time_to_success_s"]["max"].as_f64().unwrap_or(f64::NAN), summary["mean_calls"].as_f64().unwrap_or(f64::NAN));
+    println!(
+        "success {}/{}; time to success min/mean/max {:.1}/{:.1}/{:.1} s; mean calls {:.1}",
+        summary["successes"],
+        summary["seeds"],
+        summary["time_to_success_s"]["min"].as_f64().unwrap_or(f64::NAN),
+        summary["time_to_success_s"]["mean"].as_f64().unwrap_or(f64::NAN),
+        summary["time_to_success_s"]["max"].as_f64().unwrap_or(f64::NAN),
+        summary["mean_calls"].as_f64().unwrap_or(f64::NAN)
+    );
     for r in summary["runs"].as_array().unwrap().iter().filter(|r| r["success"] != true) {
         println!("seed {} failed ({}): {}", r["seed"], r["ending"], r["summary"]);
     }
@@ -129,7 +176,11 @@ fn pick_the_red_cube_in_seeded_worlds() {
     std::fs::write(&path, serde_json::to_string_pretty(&summary).unwrap()).unwrap();
     println!("report: {}", path.display());
     let claims_wrong: Vec<String> = runs.iter().filter(|r| (r["agent_says"] == true) != (r["success"] == true)).map(|r| format!("seed {}: the agent says {}, the ground truth {} (cube {:.3} m high, {:.3} m from the gripper)", r["seed"], r["agent_says"], r["success"], number(r, "/cube_end_z_m"), number(r, "/cube_to_gripper_m"))).collect();
-    assert!(claims_wrong.is_empty(), "the agent's claim disagrees with the ground truth: {}", claims_wrong.join("; "));
+    assert!(
+        claims_wrong.is_empty(),
+        "the agent's claim disagrees with the ground truth: {}",
+        claims_wrong.join("; ")
+    );
     let required = min_successes(runs.len());
     assert!(successes.len() >= required, "picked the cube in {} of {} worlds, at least {required} required (AICC_PICK_MIN_SUCCESSES); report: {}", successes.len(), runs.len(), path.display());
 }

@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 use support::{repo_root, start_bridge, start_sim, AiccClient, StringRecorder};
 
 fn decode_b64(value: &Value) -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD.decode(value.as_str().expect("a base64 string")).expect("valid base64")
+    base64::engine::general_purpose::STANDARD
+        .decode(value.as_str().expect("a base64 string"))
+        .expect("valid base64")
 }
 
 fn call_ok(client: &mut AiccClient, id: &str, tool: &str, input: Value) -> Value {
@@ -28,20 +30,40 @@ fn call_ok(client: &mut AiccClient, id: &str, tool: &str, input: Value) -> Value
 /// The file read with the MCAP Python library (tests/py/read_recording.py).
 fn read_with_python(file: &Path) -> Value {
     let python = repo_root().join(".deps/mcap-venv/bin/python");
-    assert!(python.exists(), "{} is missing: run scripts/setup-mcp.sh (it installs the MCAP readers)", python.display());
-    let output = std::process::Command::new(&python).arg(repo_root().join("tests/py/read_recording.py")).arg(file).output().expect("running the MCAP reader");
-    assert!(output.status.success(), "the MCAP reader failed on {}: {}", file.display(), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup-mcp.sh (it installs the MCAP readers)",
+        python.display()
+    );
+    let output = std::process::Command::new(&python)
+        .arg(repo_root().join("tests/py/read_recording.py"))
+        .arg(file)
+        .output()
+        .expect("running the MCAP reader");
+    assert!(
+        output.status.success(),
+        "the MCAP reader failed on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("the reader prints JSON")
 }
 
 fn recordings(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "mcap")).collect()).unwrap_or_default();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "mcap"))
+                .collect()
+        })
+        .unwrap_or_default();
     files.sort();
     files
 }
 
 #[test]
-fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_and_events_reach_ros() {
+fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_and_events_reach_ros()
+{
     let dir = std::env::temp_dir().join(format!("aicc-recording-sim-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let _sim = start_sim(&[]);
@@ -49,7 +71,12 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
     let (mut bridge, port) = start_bridge(&["--record", dir.to_str().unwrap()]);
     let (mut client, _) = AiccClient::connect(port);
 
-    let first = client.call_when_ready("warm", "vision", json!({ "format": "png" }), Duration::from_secs(60));
+    let first = client.call_when_ready(
+        "warm",
+        "vision",
+        json!({ "format": "png" }),
+        Duration::from_secs(60),
+    );
     assert_eq!(first["ok"], true, "{first}");
     let vision = call_ok(&mut client, "v1", "vision", json!({ "format": "png" }));
     // The same sample read again: recorded once.
@@ -59,26 +86,74 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
     let moved = call_ok(&mut client, "m1", "move", json!({ "forward": 0.2 }));
     let stop = call_ok(&mut client, "s1", "stop", json!({ "reason": "recording test" }));
     let _ = call_ok(&mut client, "p3", "proprioception", json!({}));
-    println!("vision {}x{} stamp {}, depth {}, move {}, stop {}", vision["output"]["width"], vision["output"]["height"], vision["output"]["stamp_s"], depth["output"]["width"], moved["output"], stop["output"]);
-    client.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_close", "message_id": "bye" }).to_string());
+    println!(
+        "vision {}x{} stamp {}, depth {}, move {}, stop {}",
+        vision["output"]["width"],
+        vision["output"]["height"],
+        vision["output"]["stamp_s"],
+        depth["output"]["width"],
+        moved["output"],
+        stop["output"]
+    );
+    client.send_line(
+        &json!({ "protocol": "aicc/0.1", "type": "session_close", "message_id": "bye" })
+            .to_string(),
+    );
 
     // /aicc/events on ROS: the stop's call, its result and the governor's event.
     let deadline = Instant::now() + Duration::from_secs(20);
     let lines = loop {
-        let lines: Vec<Value> = events.messages.lock().unwrap().iter().map(|(_, text)| serde_json::from_str(text).unwrap_or_else(|e| panic!("/aicc/events carries JSON ({e}): {text}"))).collect();
-        let has = |kind: &str, key: &str, value: &str| lines.iter().any(|l| l["kind"] == kind && l[key] == value);
-        if (has("tool_call", "call_id", "s1") && has("tool_result", "call_id", "v1") && has("event", "topic", "governor")) || Instant::now() > deadline {
+        let lines: Vec<Value> = events
+            .messages
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, text)| {
+                serde_json::from_str(text)
+                    .unwrap_or_else(|e| panic!("/aicc/events carries JSON ({e}): {text}"))
+            })
+            .collect();
+        let has = |kind: &str, key: &str, value: &str| {
+            lines.iter().any(|l| l["kind"] == kind && l[key] == value)
+        };
+        if (has("tool_call", "call_id", "s1")
+            && has("tool_result", "call_id", "v1")
+            && has("event", "topic", "governor"))
+            || Instant::now() > deadline
+        {
             break lines;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let find = |kind: &str, key: &str, value: &str| lines.iter().find(|l| l["kind"] == kind && l[key] == value).unwrap_or_else(|| panic!("no {kind} with {key} {value} on /aicc/events in {} lines: {lines:?}", lines.len())).clone();
+    let find = |kind: &str, key: &str, value: &str| {
+        lines
+            .iter()
+            .find(|l| l["kind"] == kind && l[key] == value)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {kind} with {key} {value} on /aicc/events in {} lines: {lines:?}",
+                    lines.len()
+                )
+            })
+            .clone()
+    };
     let call = find("tool_call", "call_id", "s1");
-    assert_eq!((&call["tool"], &call["input"]["reason"]), (&json!("stop"), &json!("recording test")), "{call}");
+    assert_eq!(
+        (&call["tool"], &call["input"]["reason"]),
+        (&json!("stop"), &json!("recording test")),
+        "{call}"
+    );
     let result = find("tool_result", "call_id", "v1");
-    assert_eq!((&result["tool"], &result["ok"], &result["output"]["width"]), (&json!("vision"), &json!(true), &vision["output"]["width"]), "{result}");
+    assert_eq!(
+        (&result["tool"], &result["ok"], &result["output"]["width"]),
+        (&json!("vision"), &json!(true), &vision["output"]["width"]),
+        "{result}"
+    );
     let png_left_out = result["output"]["png_b64"].as_str().unwrap_or("");
-    assert!(png_left_out.ends_with("bytes left out>"), "the image is not on /aicc/events: {png_left_out:.80}");
+    assert!(
+        png_left_out.ends_with("bytes left out>"),
+        "the image is not on /aicc/events: {png_left_out:.80}"
+    );
     let governor = find("event", "topic", "governor");
     println!("/aicc/events: {} lines; governor: {governor}", lines.len());
 
@@ -91,14 +166,33 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
     let read = read_with_python(&files[0]);
     let channels = read["channels"].as_object().expect("channels");
     for (topic, channel) in channels {
-        println!("{topic}: {} x {} ({} / {})", channel["count"], channel["schema"], channel["message_encoding"], channel["schema_encoding"]);
+        println!(
+            "{topic}: {} x {} ({} / {})",
+            channel["count"],
+            channel["schema"],
+            channel["message_encoding"],
+            channel["schema_encoding"]
+        );
     }
     println!("{}: {bytes} bytes", files[0].display());
-    let channel = |topic: &str| channels.get(topic).unwrap_or_else(|| panic!("no channel {topic} in {:?}", channels.keys().collect::<Vec<_>>()));
+    let channel = |topic: &str| {
+        channels.get(topic).unwrap_or_else(|| {
+            panic!("no channel {topic} in {:?}", channels.keys().collect::<Vec<_>>())
+        })
+    };
     // The sensor samples the tools read, as ROS messages on their topics.
-    for (topic, schema) in [("/camera/image_raw", "sensor_msgs/msg/Image"), ("/odom", "nav_msgs/msg/Odometry"), ("/camera/depth/image_raw", "sensor_msgs/msg/Image"), ("/camera/depth/camera_info", "sensor_msgs/msg/CameraInfo")] {
+    for (topic, schema) in [
+        ("/camera/image_raw", "sensor_msgs/msg/Image"),
+        ("/odom", "nav_msgs/msg/Odometry"),
+        ("/camera/depth/image_raw", "sensor_msgs/msg/Image"),
+        ("/camera/depth/camera_info", "sensor_msgs/msg/CameraInfo"),
+    ] {
         let c = channel(topic);
-        assert_eq!((c["schema"].as_str(), c["schema_encoding"].as_str(), c["message_encoding"].as_str()), (Some(schema), Some("ros2msg"), Some("cdr")), "{topic}: {c}");
+        assert_eq!(
+            (c["schema"].as_str(), c["schema_encoding"].as_str(), c["message_encoding"].as_str()),
+            (Some(schema), Some("ros2msg"), Some("cdr")),
+            "{topic}: {c}"
+        );
         assert_eq!(read["decoded"][topic], c["count"], "every {topic} message decodes");
     }
     // Samples are written when a tool reads them (each once: the recorder's unit tests), not at the sensors' rates.
@@ -108,17 +202,41 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
     // The AICC channels are there too, with the stop.
     assert!(channel("/aicc/in")["count"].as_u64().unwrap() >= 8);
     assert!(channel("/aicc/governor")["count"].as_u64().unwrap() >= 1);
-    let stops = read["json"].as_array().unwrap().iter().filter(|m| m["topic"] == "/aicc/in" && m["data"]["message"]["tool"] == "stop").count();
+    let stops = read["json"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["topic"] == "/aicc/in" && m["data"]["message"]["tool"] == "stop")
+        .count();
     assert_eq!(stops, 1);
 
     // The frame vision served is the Image decoded from the file.
     let output = &vision["output"];
     let stamp_s = output["stamp_s"].as_f64().expect("the frame's stamp");
     let images = read["images"].as_array().unwrap();
-    let image = images.iter().find(|i| i["topic"] == "/camera/image_raw" && (i["stamp_s"].as_f64().unwrap() - stamp_s).abs() < 1e-6).unwrap_or_else(|| panic!("no recorded camera Image stamped {stamp_s}: {:?}", images.iter().map(|i| (&i["topic"], &i["stamp_s"])).collect::<Vec<_>>()));
-    let served = image::load_from_memory_with_format(&decode_b64(&output["png_b64"]), image::ImageFormat::Png).expect("a PNG").into_rgb8();
+    let image = images
+        .iter()
+        .find(|i| {
+            i["topic"] == "/camera/image_raw"
+                && (i["stamp_s"].as_f64().unwrap() - stamp_s).abs() < 1e-6
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no recorded camera Image stamped {stamp_s}: {:?}",
+                images.iter().map(|i| (&i["topic"], &i["stamp_s"])).collect::<Vec<_>>()
+            )
+        });
+    let served = image::load_from_memory_with_format(
+        &decode_b64(&output["png_b64"]),
+        image::ImageFormat::Png,
+    )
+    .expect("a PNG")
+    .into_rgb8();
     let (width, height) = served.dimensions();
-    assert_eq!((image["width"].as_u64(), image["height"].as_u64()), (Some(u64::from(width)), Some(u64::from(height))));
+    assert_eq!(
+        (image["width"].as_u64(), image["height"].as_u64()),
+        (Some(u64::from(width)), Some(u64::from(height)))
+    );
     assert_eq!(image["frame_id"], output["frame_id"]);
     let data = decode_b64(&image["data_b64"]);
     let step = image["step"].as_u64().unwrap() as usize;
@@ -138,7 +256,12 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
             }
         }
     }
-    assert_eq!(differing, 0, "{differing} of {} pixels differ between the served PNG and the recorded Image", width * height);
+    assert_eq!(
+        differing,
+        0,
+        "{differing} of {} pixels differ between the served PNG and the recorded Image",
+        width * height
+    );
     println!("camera Image from the file ({width}x{height} {encoding}, stamp {stamp_s}) equals the PNG vision served");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -147,7 +270,11 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
 /// statistics of the robot's store: no sample read, none recorded).
 fn delivered(client: &mut AiccClient, sensor: &str) -> u64 {
     let status = call_ok(client, "status", "bridge_status", json!({}));
-    status["output"]["sensors"].as_array().and_then(|sensors| sensors.iter().find(|s| s["sensor"] == sensor)).and_then(|s| s["received"].as_u64()).unwrap_or(0)
+    status["output"]["sensors"]
+        .as_array()
+        .and_then(|sensors| sensors.iter().find(|s| s["sensor"] == sensor))
+        .and_then(|s| s["received"].as_u64())
+        .unwrap_or(0)
 }
 
 /// Waits up to `patience` for a recording in `dir`.
@@ -163,14 +290,21 @@ fn wait_for_recording(dir: &Path, patience: Duration) -> Vec<PathBuf> {
 }
 
 #[test]
-fn odometry_is_recorded_at_its_rate_without_a_tool_and_a_fault_file_holds_the_samples_the_agent_saw() {
+fn odometry_is_recorded_at_its_rate_without_a_tool_and_a_fault_file_holds_the_samples_the_agent_saw(
+) {
     let dir = std::env::temp_dir().join(format!("aicc-recording-rates-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let (always, on_fault) = (dir.join("always"), dir.join("on_fault"));
     let _sim = start_sim(&[]);
 
     // A recording with odometry at 5 Hz (the simulator publishes 50 Hz) and no tool reading it.
-    let (mut bridge, port) = start_bridge(&["--record", always.to_str().unwrap(), "--ros-args", "-p", "record.sample_rates_hz.odom:=5.0"]);
+    let (mut bridge, port) = start_bridge(&[
+        "--record",
+        always.to_str().unwrap(),
+        "--ros-args",
+        "-p",
+        "record.sample_rates_hz.odom:=5.0",
+    ]);
     let (mut client, _) = AiccClient::connect(port);
     let deadline = Instant::now() + Duration::from_secs(60);
     while delivered(&mut client, "odom") == 0 {
@@ -184,17 +318,36 @@ fn odometry_is_recorded_at_its_rate_without_a_tool_and_a_fault_file_holds_the_sa
     assert_eq!(files.len(), 1, "one recording file: {files:?}");
     let read = read_with_python(&files[0]);
     let channels = read["channels"].as_object().expect("channels");
-    let odom = channels.get("/odom").unwrap_or_else(|| panic!("no /odom in {:?}", channels.keys().collect::<Vec<_>>()));
-    assert_eq!((odom["schema"].as_str(), odom["message_encoding"].as_str()), (Some("nav_msgs/msg/Odometry"), Some("cdr")), "{odom}");
-    let times: Vec<u64> = read["log_times"]["/odom"].as_array().expect("decoded /odom messages").iter().map(|t| t.as_u64().unwrap()).collect();
+    let odom = channels
+        .get("/odom")
+        .unwrap_or_else(|| panic!("no /odom in {:?}", channels.keys().collect::<Vec<_>>()));
+    assert_eq!(
+        (odom["schema"].as_str(), odom["message_encoding"].as_str()),
+        (Some("nav_msgs/msg/Odometry"), Some("cdr")),
+        "{odom}"
+    );
+    let times: Vec<u64> = read["log_times"]["/odom"]
+        .as_array()
+        .expect("decoded /odom messages")
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
     assert_eq!(times.len() as u64, odom["count"].as_u64().unwrap(), "every /odom message decodes");
     let span_s = (times.iter().max().unwrap() - times.iter().min().unwrap()) as f64 * 1e-9;
     let expected = 5.0 * span_s;
-    println!("/odom at 5 Hz, no tool reading it: {} samples over {span_s:.2} s ({} bytes)", times.len(), std::fs::metadata(&files[0]).unwrap().len());
+    println!(
+        "/odom at 5 Hz, no tool reading it: {} samples over {span_s:.2} s ({} bytes)",
+        times.len(),
+        std::fs::metadata(&files[0]).unwrap().len()
+    );
     assert!(span_s >= 1.5, "the odometry of at least 1.5 s: {span_s:.2} s");
     // At most the rate (one per period, the first at once); at least most
     // periods (slack for a simulator running slow on a loaded machine).
-    assert!((times.len() as f64) <= expected + 2.0 && (times.len() as f64) >= 0.6 * expected, "{} samples over {span_s:.2} s at 5 Hz", times.len());
+    assert!(
+        (times.len() as f64) <= expected + 2.0 && (times.len() as f64) >= 0.6 * expected,
+        "{} samples over {span_s:.2} s at 5 Hz",
+        times.len()
+    );
     let mut distinct = times.clone();
     distinct.dedup();
     assert_eq!(distinct.len(), times.len(), "each sample once: {times:?}");
@@ -202,10 +355,23 @@ fn odometry_is_recorded_at_its_rate_without_a_tool_and_a_fault_file_holds_the_sa
 
     // on_fault: what the agent read (a frame, odometry) and the odometry
     // at its rate, in the file a `stop` writes.
-    let args = ["--ros-args", "-p", "record.mode:=on_fault", "-p", &format!("record.dir:={}", on_fault.display()), "-p", "record.sample_rates_hz.odom:=5.0"];
+    let args = [
+        "--ros-args",
+        "-p",
+        "record.mode:=on_fault",
+        "-p",
+        &format!("record.dir:={}", on_fault.display()),
+        "-p",
+        "record.sample_rates_hz.odom:=5.0",
+    ];
     let (mut bridge, port) = start_bridge(&args);
     let (mut client, _) = AiccClient::connect(port);
-    let vision = client.call_when_ready("warm", "vision", json!({ "format": "png" }), Duration::from_secs(60));
+    let vision = client.call_when_ready(
+        "warm",
+        "vision",
+        json!({ "format": "png" }),
+        Duration::from_secs(60),
+    );
     assert_eq!(vision["ok"], true, "{vision}");
     let _ = call_ok(&mut client, "p1", "proprioception", json!({}));
     std::thread::sleep(Duration::from_millis(1500));
@@ -221,18 +387,39 @@ fn odometry_is_recorded_at_its_rate_without_a_tool_and_a_fault_file_holds_the_sa
         println!("on_fault {topic}: {count}");
     }
     println!("{}: {} bytes", files[0].display(), std::fs::metadata(&files[0]).unwrap().len());
-    let channel = |topic: &str| channels.get(topic).unwrap_or_else(|| panic!("no channel {topic} in {:?}", channels.keys().collect::<Vec<_>>()));
-    for (topic, schema) in [("/camera/image_raw", "sensor_msgs/msg/Image"), ("/odom", "nav_msgs/msg/Odometry"), ("/imu", "sensor_msgs/msg/Imu")] {
+    let channel = |topic: &str| {
+        channels.get(topic).unwrap_or_else(|| {
+            panic!("no channel {topic} in {:?}", channels.keys().collect::<Vec<_>>())
+        })
+    };
+    for (topic, schema) in [
+        ("/camera/image_raw", "sensor_msgs/msg/Image"),
+        ("/odom", "nav_msgs/msg/Odometry"),
+        ("/imu", "sensor_msgs/msg/Imu"),
+    ] {
         let c = channel(topic);
-        assert_eq!((c["schema"].as_str(), c["schema_encoding"].as_str(), c["message_encoding"].as_str()), (Some(schema), Some("ros2msg"), Some("cdr")), "{topic}: {c}");
+        assert_eq!(
+            (c["schema"].as_str(), c["schema_encoding"].as_str(), c["message_encoding"].as_str()),
+            (Some(schema), Some("ros2msg"), Some("cdr")),
+            "{topic}: {c}"
+        );
         assert_eq!(read["decoded"][topic], c["count"], "every {topic} message decodes");
     }
     // 1.5 s at 5 Hz besides the one proprioception read.
     assert!(channel("/odom")["count"].as_u64().unwrap() >= 5, "{}", channel("/odom"));
     let stamp_s = vision["output"]["stamp_s"].as_f64().expect("the frame's stamp");
     let images = read["images"].as_array().unwrap();
-    assert!(images.iter().any(|i| i["topic"] == "/camera/image_raw" && (i["stamp_s"].as_f64().unwrap() - stamp_s).abs() < 1e-6), "the frame vision served (stamp {stamp_s}) is in the fault's file");
-    let stops = read["json"].as_array().unwrap().iter().filter(|m| m["topic"] == "/aicc/in" && m["data"]["message"]["tool"] == "stop").count();
+    assert!(
+        images.iter().any(|i| i["topic"] == "/camera/image_raw"
+            && (i["stamp_s"].as_f64().unwrap() - stamp_s).abs() < 1e-6),
+        "the frame vision served (stamp {stamp_s}) is in the fault's file"
+    );
+    let stops = read["json"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["topic"] == "/aicc/in" && m["data"]["message"]["tool"] == "stop")
+        .count();
     assert_eq!(stops, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }

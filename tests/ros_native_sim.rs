@@ -10,7 +10,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{repo_root, ros_environment, sim_control, start_bridge, start_bridge_with, start_sim, subscribe_in_thread, AiccClient};
+use support::{
+    repo_root, ros_environment, sim_control, start_bridge, start_bridge_with, start_sim,
+    subscribe_in_thread, AiccClient,
+};
 
 /// One /diagnostics message: name, level, message of each status.
 type Statuses = Vec<(String, u8, String)>;
@@ -25,9 +28,14 @@ fn param_client(node: &str) -> Value {
         .arg(node)
         .output()
         .expect("running the rclpy parameter client");
-    assert!(output.status.success(), "the parameter client failed:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "the parameter client failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("the client prints JSON ({e}): {stdout}"))
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the client prints JSON ({e}): {stdout}"))
 }
 
 #[test]
@@ -50,19 +58,37 @@ fn parameters_come_from_files_and_overrides_under_the_remapped_name_and_answer_a
     ]);
     // The AICC side sees the same configuration.
     let (_client, init) = AiccClient::connect(port);
-    assert_eq!((init["tick_rate_hz"].as_f64(), init["world"]["name"].as_str()), (Some(20.0), Some("param_lab")), "{init}");
+    assert_eq!(
+        (init["tick_rate_hz"].as_f64(), init["world"]["name"].as_str()),
+        (Some(20.0), Some("param_lab")),
+        "{init}"
+    );
 
     let seen = param_client("/robot9/test_bridge");
-    let names: Vec<&str> = seen["names"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    for name in ["tick_rate_hz", "base.max_linear_mps", "sensors.camera.topic", "safety.stop_distance_m", "security.tokens", "use_sim_time"] {
+    let names: Vec<&str> =
+        seen["names"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for name in [
+        "tick_rate_hz",
+        "base.max_linear_mps",
+        "sensors.camera.topic",
+        "safety.stop_distance_m",
+        "security.tokens",
+        "use_sim_time",
+    ] {
         assert!(names.contains(&name), "{name} is listed: {names:?}");
     }
-    assert_eq!(seen["values"], json!({ "tick_rate_hz": 20.0, "world_name": "param_lab", "base.max_linear_mps": 0.22, "sensors.battery_low_fraction": 0.2, "use_sim_time": false }));
+    assert_eq!(
+        seen["values"],
+        json!({ "tick_rate_hz": 20.0, "world_name": "param_lab", "base.max_linear_mps": 0.22, "sensors.battery_low_fraction": 0.2, "use_sim_time": false })
+    );
     let descriptors = &seen["descriptors"];
     assert_eq!(descriptors["base.max_linear_mps"]["read_only"], true);
     assert_eq!(descriptors["sensors.battery_low_fraction"]["read_only"], false);
     assert_eq!(descriptors["sensors.battery_low_fraction"]["float_range"], json!([[0.0, 1.0]]));
-    assert!(descriptors["base.max_linear_mps"]["description"].as_str().unwrap().contains("top speed"), "{descriptors}");
+    assert!(
+        descriptors["base.max_linear_mps"]["description"].as_str().unwrap().contains("top speed"),
+        "{descriptors}"
+    );
 
     assert_eq!(seen["set_live"], json!({ "successful": true, "reason": "" }));
     let refused = |key: &str, needle: &str| {
@@ -78,14 +104,27 @@ fn parameters_come_from_files_and_overrides_under_the_remapped_name_and_answer_a
     // Diagnostics once a second, named after the remapped node; logs on /rosout.
     let diagnostics: Arc<Mutex<Vec<(Instant, Statuses)>>> = Arc::default();
     let sink = diagnostics.clone();
-    let _diagnostics = subscribe_in_thread::<r2r::diagnostic_msgs::msg::DiagnosticArray>("diagnostics_reader", "/diagnostics", r2r::QosProfile::default(), move |msg| {
-        sink.lock().unwrap().push((Instant::now(), msg.status.into_iter().map(|s| (s.name, s.level, s.message)).collect()));
-    });
+    let _diagnostics = subscribe_in_thread::<r2r::diagnostic_msgs::msg::DiagnosticArray>(
+        "diagnostics_reader",
+        "/diagnostics",
+        r2r::QosProfile::default(),
+        move |msg| {
+            sink.lock().unwrap().push((
+                Instant::now(),
+                msg.status.into_iter().map(|s| (s.name, s.level, s.message)).collect(),
+            ));
+        },
+    );
     let logs: Arc<Mutex<Vec<(u8, String, String)>>> = Arc::default();
     let sink = logs.clone();
-    let _rosout = subscribe_in_thread::<r2r::rcl_interfaces::msg::Log>("rosout_reader", "/rosout", r2r::QosProfile::default().reliable().transient_local().keep_last(1000), move |msg| {
-        sink.lock().unwrap().push((msg.level, msg.name, msg.msg));
-    });
+    let _rosout = subscribe_in_thread::<r2r::rcl_interfaces::msg::Log>(
+        "rosout_reader",
+        "/rosout",
+        r2r::QosProfile::default().reliable().transient_local().keep_last(1000),
+        move |msg| {
+            sink.lock().unwrap().push((msg.level, msg.name, msg.msg));
+        },
+    );
     // Discovery takes a moment: count from the first report.
     let is_ours = |s: &Statuses| s.iter().any(|(n, _, _)| n == "test_bridge: bridge");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -98,18 +137,38 @@ fn parameters_come_from_files_and_overrides_under_the_remapped_name_and_answer_a
     };
     thread::sleep(Duration::from_millis(3300).saturating_sub(first.elapsed()));
     let reports = diagnostics.lock().unwrap();
-    let bridge_reports = reports.iter().filter(|(at, s)| is_ours(s) && at.duration_since(first) <= Duration::from_millis(3300)).count();
+    let bridge_reports = reports
+        .iter()
+        .filter(|(at, s)| is_ours(s) && at.duration_since(first) <= Duration::from_millis(3300))
+        .count();
     assert!(bridge_reports >= 3, "the bridge reports about once a second: {bridge_reports} reports in the 3.3 s from the first");
     let last = &reports.iter().rev().find(|(_, s)| is_ours(s)).unwrap().1;
     let names: Vec<&str> = last.iter().map(|(n, _, _)| n.as_str()).collect();
-    for name in ["test_bridge: governor", "test_bridge: motion lease", "test_bridge: sensor odom", "test_bridge: sensor camera"] {
+    for name in [
+        "test_bridge: governor",
+        "test_bridge: motion lease",
+        "test_bridge: sensor odom",
+        "test_bridge: sensor camera",
+    ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }
     let odom = last.iter().find(|(n, _, _)| n == "test_bridge: sensor odom").unwrap();
-    assert_eq!((odom.1, odom.2.as_str()), (2, "nothing received on /robot9/odom"), "no robot: the odometry is missing, by its namespaced topic");
+    assert_eq!(
+        (odom.1, odom.2.as_str()),
+        (2, "nothing received on /robot9/odom"),
+        "no robot: the odometry is missing, by its namespaced topic"
+    );
     let logs = logs.lock().unwrap();
-    assert!(logs.iter().any(|(level, name, msg)| *level == 20 && name == "robot9.test_bridge" && msg.contains("AICC listener ready")), "{logs:?}");
-    assert!(logs.iter().any(|(level, _, msg)| *level == 30 && msg.contains("parameter set refused")), "refused sets are logged as warnings: {logs:?}");
+    assert!(
+        logs.iter().any(|(level, name, msg)| *level == 20
+            && name == "robot9.test_bridge"
+            && msg.contains("AICC listener ready")),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter().any(|(level, _, msg)| *level == 30 && msg.contains("parameter set refused")),
+        "refused sets are logged as warnings: {logs:?}"
+    );
 }
 
 #[test]
@@ -129,20 +188,29 @@ fn a_bad_override_is_refused_at_start_naming_the_parameter() {
         .output()
         .unwrap();
     assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("parameter base.max_lineer_mps (--ros-args -p): no such parameter"));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("parameter base.max_lineer_mps (--ros-args -p): no such parameter"));
 }
 
 /// The latest "<node>: frames" diagnostic: level, message and values.
 type FramesStatus = Arc<Mutex<Option<(u8, String, Vec<(String, String)>)>>>;
 
-fn wait_for_frames(status: &FramesStatus, what: &str, timeout: Duration, pred: impl Fn(u8, &str) -> bool) -> (u8, String, Vec<(String, String)>) {
+fn wait_for_frames(
+    status: &FramesStatus,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(u8, &str) -> bool,
+) -> (u8, String, Vec<(String, String)>) {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(latest) = status.lock().unwrap().clone() {
             if pred(latest.0, &latest.1) {
                 return latest;
             }
-            assert!(Instant::now() < deadline, "frames diagnostic never {what} within {timeout:?}; last: {latest:?}");
+            assert!(
+                Instant::now() < deadline,
+                "frames diagnostic never {what} within {timeout:?}; last: {latest:?}"
+            );
         } else {
             assert!(Instant::now() < deadline, "no frames diagnostic within {timeout:?}");
         }
@@ -156,14 +224,28 @@ fn frames_come_from_the_robots_tf_and_a_stale_transform_is_named_in_diagnostics_
     let (_bridge, port, _log) = start_bridge_with(&["--config", "config/sim.yaml"], &[]);
     let status: FramesStatus = Arc::default();
     let sink = status.clone();
-    let _diagnostics = subscribe_in_thread::<r2r::diagnostic_msgs::msg::DiagnosticArray>("frames_reader", "/diagnostics", r2r::QosProfile::default(), move |msg| {
-        if let Some(frames) = msg.status.into_iter().find(|s| s.name == "aicc_bridge: frames") {
-            *sink.lock().unwrap() = Some((frames.level, frames.message, frames.values.into_iter().map(|kv| (kv.key, kv.value)).collect()));
-        }
-    });
+    let _diagnostics = subscribe_in_thread::<r2r::diagnostic_msgs::msg::DiagnosticArray>(
+        "frames_reader",
+        "/diagnostics",
+        r2r::QosProfile::default(),
+        move |msg| {
+            if let Some(frames) = msg.status.into_iter().find(|s| s.name == "aicc_bridge: frames") {
+                *sink.lock().unwrap() = Some((
+                    frames.level,
+                    frames.message,
+                    frames.values.into_iter().map(|kv| (kv.key, kv.value)).collect(),
+                ));
+            }
+        },
+    );
     // The simulator publishes /tf and /tf_static as a bringup does: the bridge uses them.
-    let (_, message, values) = wait_for_frames(&status, "from TF", Duration::from_secs(15), |level, message| level == 0 && message.starts_with("from TF"));
-    let value = |key: &str| values.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default();
+    let (_, message, values) =
+        wait_for_frames(&status, "from TF", Duration::from_secs(15), |level, message| {
+            level == 0 && message.starts_with("from TF")
+        });
+    let value = |key: &str| {
+        values.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default()
+    };
     assert_eq!(value("source"), "tf", "{values:?}");
     assert_eq!(value("depth"), "camera_optical_frame: resolved", "{values:?}");
     let frames: usize = value("frames").parse().unwrap();
@@ -171,20 +253,35 @@ fn frames_come_from_the_robots_tf_and_a_stale_transform_is_named_in_diagnostics_
 
     // The robot stops publishing /tf: its transforms go stale, and the bridge says which.
     sim_control(json!({ "pause": ["tf"] }));
-    let (level, message, _) = wait_for_frames(&status, "stale", Duration::from_secs(10), |_, message| message.contains("is stale"));
+    let (level, message, _) =
+        wait_for_frames(&status, "stale", Duration::from_secs(10), |_, message| {
+            message.contains("is stale")
+        });
     assert_eq!(level, 2, "{message}");
-    assert!(message.starts_with("depth frame unresolved: transform head_pan_link -> head_tilt_link is stale"), "{message}");
+    assert!(
+        message.starts_with(
+            "depth frame unresolved: transform head_pan_link -> head_tilt_link is stale"
+        ),
+        "{message}"
+    );
     // Forward motion is held, and the refusal says why (not just "stale").
     let (mut client, _) = AiccClient::connect(port);
     thread::sleep(Duration::from_millis(1200)); // past the depth camera's 1 s obstacle max age
     let result = client.call("f1", "move", json!({ "forward": 0.1 }));
     assert_eq!(result["ok"], false, "{result}");
     let refusal = result["error"]["message"].as_str().unwrap_or_default();
-    assert!(refusal.contains("stale obstacle sensing") && refusal.contains("transform head_pan_link -> head_tilt_link is stale"), "{refusal}");
+    assert!(
+        refusal.contains("stale obstacle sensing")
+            && refusal.contains("transform head_pan_link -> head_tilt_link is stale"),
+        "{refusal}"
+    );
 
     // TF back: resolved again, and the robot moves.
     sim_control(json!({ "resume": ["tf"] }));
-    wait_for_frames(&status, "recovered", Duration::from_secs(10), |level, message| level == 0 && message.starts_with("from TF"));
-    let result = client.call_when_ready("f2", "move", json!({ "forward": 0.05 }), Duration::from_secs(5));
+    wait_for_frames(&status, "recovered", Duration::from_secs(10), |level, message| {
+        level == 0 && message.starts_with("from TF")
+    });
+    let result =
+        client.call_when_ready("f2", "move", json!({ "forward": 0.05 }), Duration::from_secs(5));
     assert_eq!(result["ok"], true, "{result}");
 }

@@ -11,7 +11,8 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     let truth = GroundTruth::subscribe();
     let (_bridge, port) = start_bridge(&[]);
     let (mut client, init) = AiccClient::connect(port);
-    let tool_ids: Vec<&str> = init["tools"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    let tool_ids: Vec<&str> =
+        init["tools"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
     assert!(tool_ids.contains(&"proprioception") && tool_ids.contains(&"move"), "{tool_ids:?}");
 
     // Odometry reaches the bridge a moment after the simulator is ready.
@@ -61,7 +62,10 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     assert!(refused["error"]["message"].as_str().unwrap().contains("input.forward"), "{refused}");
     client.send_line("this is not json");
     let error = client.read_until("error");
-    assert_eq!((error["type"].as_str(), error["code"].as_str()), (Some("error"), Some("invalid_input")));
+    assert_eq!(
+        (error["type"].as_str(), error["code"].as_str()),
+        (Some("error"), Some("invalid_input"))
+    );
     let (x2, y2, _) = truth.settled_pose();
     assert!((x2 - x1).hypot(y2 - y1) < 0.01, "robot moved after refused input");
 
@@ -73,7 +77,12 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     let moved = first.call("r1", "move", json!({ "forward": 0.05 }));
     assert_eq!(moved["ok"], true, "{moved}");
     // (The previous connection's lease release may arrive first, as seq 1.)
-    let lease = first.other.iter().find(|m| m["topic"] == "lease" && m["payload"]["yours"] == true).expect("a lease event when the lease is taken").clone();
+    let lease = first
+        .other
+        .iter()
+        .find(|m| m["topic"] == "lease" && m["payload"]["yours"] == true)
+        .expect("a lease event when the lease is taken")
+        .clone();
     let cursor = lease["meta"]["seq"].as_u64().unwrap();
     drop(first);
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -81,19 +90,40 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     again.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_resume", "message_id": "r", "session_id": session_id, "cursor": cursor }).to_string());
     // Replayed first (flagged), then the answer that counts them.
     let resumed = again.read_until("session_resume");
-    let replayed: Vec<&serde_json::Value> = again.other.iter().filter(|m| m["type"] == "event" && m["meta"]["replayed"] == true).collect();
+    let replayed: Vec<&serde_json::Value> = again
+        .other
+        .iter()
+        .filter(|m| m["type"] == "event" && m["meta"]["replayed"] == true)
+        .collect();
     assert_eq!(resumed["replayed"].as_u64(), Some(replayed.len() as u64), "{resumed}");
     assert_eq!(resumed["dropped"], 0);
     let seqs: Vec<u64> = replayed.iter().map(|m| m["meta"]["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, ((cursor + 1)..=resumed["next_cursor"].as_u64().unwrap()).collect::<Vec<_>>(), "every event after the cursor, in order");
-    let completed = replayed.iter().find(|m| m["topic"] == "command" && m["payload"]["state"] == "completed").expect("the move's completion");
+    assert_eq!(
+        seqs,
+        ((cursor + 1)..=resumed["next_cursor"].as_u64().unwrap()).collect::<Vec<_>>(),
+        "every event after the cursor, in order"
+    );
+    let completed = replayed
+        .iter()
+        .find(|m| m["topic"] == "command" && m["payload"]["state"] == "completed")
+        .expect("the move's completion");
     assert_eq!(completed["payload"]["call_id"], "r1");
-    let released = replayed.iter().find(|m| m["topic"] == "lease").expect("the lease release, recorded while away");
-    assert_eq!(released["payload"]["holder"], serde_json::Value::Null, "released when the agent went away");
+    let released = replayed
+        .iter()
+        .find(|m| m["topic"] == "lease")
+        .expect("the lease release, recorded while away");
+    assert_eq!(
+        released["payload"]["holder"],
+        serde_json::Value::Null,
+        "released when the agent went away"
+    );
     again.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_close" }).to_string());
     assert_eq!(again.read_until("session_close")["session_id"], session_id.as_str());
     assert!(again.is_closed_by_peer());
     let (mut late, _) = AiccClient::connect(port);
-    late.send_line(&json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": session_id }).to_string());
+    late.send_line(
+        &json!({ "protocol": "aicc/0.1", "type": "session_resume", "session_id": session_id })
+            .to_string(),
+    );
     assert_eq!(late.read_until("error")["code"], "session_expired");
 }

@@ -6,7 +6,12 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|line: &[u8]| {
     match aicc_bridge::protocol::message::decode(line) {
-        Ok(_) => assert!(serde_json::from_slice::<serde_json::Value>(line).is_ok(), "a decoded line is JSON"),
-        Err((error, _correlation)) => assert!(!error.message.is_empty(), "an error says what was wrong"),
+        Ok(_) => assert!(
+            serde_json::from_slice::<serde_json::Value>(line).is_ok(),
+            "a decoded line is JSON"
+        ),
+        Err((error, _correlation)) => {
+            assert!(!error.message.is_empty(), "an error says what was wrong")
+        }
     }
 });

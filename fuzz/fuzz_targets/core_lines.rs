@@ -16,7 +16,9 @@ fn catalog() -> Arc<Catalog> {
     CATALOG
         .get_or_init(|| {
             let config = aicc_bridge::config::Config::default();
-            Arc::new(aicc_bridge::tools::Registry::new(&config).catalog().expect("the bundled catalog"))
+            Arc::new(
+                aicc_bridge::tools::Registry::new(&config).catalog().expect("the bundled catalog"),
+            )
         })
         .clone()
 }
@@ -43,7 +45,12 @@ fn config() -> CoreConfig {
         limits: serde_json::json!({}),
         // Some calls wait for approval, so that approve, deny, cancel and
         // the timeout are reached too.
-        approvals: ApprovalRules { tools: vec!["say".into()], move_longer_than_m: Some(1.0), approval_mode: false, timeout: Duration::from_secs(2) },
+        approvals: ApprovalRules {
+            tools: vec!["say".into()],
+            move_longer_than_m: Some(1.0),
+            approval_mode: false,
+            timeout: Duration::from_secs(2),
+        },
     }
 }
 
@@ -78,7 +85,10 @@ fuzz_target!(|data: &[u8]| {
         }
         if control & 0x40 != 0 {
             if let Some((session, call_id)) = running.pop() {
-                let outcome = Ok(ToolSuccess { output: serde_json::json!({ "done": true }), source: "fuzz".into() });
+                let outcome = Ok(ToolSuccess {
+                    output: serde_json::json!({ "done": true }),
+                    source: "fuzz".into(),
+                });
                 check(core.on_tool_finished(&session, &call_id, outcome, now), &mut running);
             }
         }

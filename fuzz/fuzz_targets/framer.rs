@@ -45,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
                 break;
             }
             None => {
-                assert_eq!(framer.pending_bytes(), rest.len(), "an unfinished line is held back whole");
+                assert_eq!(
+                    framer.pending_bytes(),
+                    rest.len(),
+                    "an unfinished line is held back whole"
+                );
                 break;
             }
         }

@@ -37,7 +37,11 @@ struct Harness {
 fn harness() -> &'static Harness {
     static HARNESS: OnceLock<Harness> = OnceLock::new();
     HARNESS.get_or_init(|| {
-        let mut config = Config::from_params_yaml(&format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n"), DEFAULT_NODE_NAME).expect("a valid configuration");
+        let mut config = Config::from_params_yaml(
+            &format!("{DEFAULT_NODE_NAME}:\n  ros__parameters:\n    listen: \"127.0.0.1:0\"\n"),
+            DEFAULT_NODE_NAME,
+        )
+        .expect("a valid configuration");
         config.listen = "127.0.0.1:0".into();
         let config = Arc::new(config);
         let startup = Startup::from_config(config.clone(), |_| None).expect("the bridge starts");
@@ -45,17 +49,31 @@ fn harness() -> &'static Harness {
         let robot: &'static TestRobot = Box::leak(Box::new(TestRobot::new(&config)));
         let (port_tx, port_rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("a runtime");
             runtime.block_on(async move {
                 let listeners = Listeners::bind(&config).await.expect("binding 127.0.0.1:0");
-                port_tx.send(listeners.aicc.local_addr().expect("a bound address").port()).expect("the harness waits for the port");
-                run(startup, listeners, robot.robot.clone(), std::future::pending()).await.expect("the bridge runs");
+                port_tx
+                    .send(listeners.aicc.local_addr().expect("a bound address").port())
+                    .expect("the harness waits for the port");
+                run(startup, listeners, robot.robot.clone(), std::future::pending())
+                    .await
+                    .expect("the bridge runs");
             });
         });
         let port = port_rx.recv().expect("the bridge reports its port");
-        let session = SessionOptions { timeout: Duration::from_secs(2), ..SessionOptions::default() };
-        let bridge = BridgeTarget { host: "127.0.0.1".into(), port, tls: None, session, operator: None };
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        let session =
+            SessionOptions { timeout: Duration::from_secs(2), ..SessionOptions::default() };
+        let bridge =
+            BridgeTarget { host: "127.0.0.1".into(), port, tls: None, session, operator: None };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
         Harness { runtime, bridge }
     })
 }
@@ -74,9 +92,17 @@ fuzz_target!(|data: &[u8]| {
         let (from_adapter, mut to_adapter) = tokio::io::split(host);
         let reader = tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(from_adapter).lines();
-            while let Ok(Ok(Some(line))) = tokio::time::timeout(ANSWER_WAIT, lines.next_line()).await {
-                let message: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the adapter wrote a line that is not JSON ({e}): {line}"));
-                assert_eq!(message.get("jsonrpc").and_then(|v| v.as_str()), Some("2.0"), "the adapter wrote a message that is not JSON-RPC 2.0: {line}");
+            while let Ok(Ok(Some(line))) =
+                tokio::time::timeout(ANSWER_WAIT, lines.next_line()).await
+            {
+                let message: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("the adapter wrote a line that is not JSON ({e}): {line}")
+                });
+                assert_eq!(
+                    message.get("jsonrpc").and_then(|v| v.as_str()),
+                    Some("2.0"),
+                    "the adapter wrote a message that is not JSON-RPC 2.0: {line}"
+                );
             }
         });
         let body = match data.first() {

@@ -55,7 +55,11 @@ fn main() {
     let pongs: Arc<Mutex<Vec<(Instant, f64)>>> = Arc::default();
     let (ping_tx, ping_rx) = std::sync::mpsc::sync_channel::<f64>(1);
     spawn_ros(args.cmd_vel.clone(), seen.clone(), pongs.clone(), ping_rx);
-    let mut echo = std::process::Command::new(std::env::current_exe().unwrap()).arg("--hop-echo").stdin(std::process::Stdio::null()).spawn().expect("starting the hop echo");
+    let mut echo = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg("--hop-echo")
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("starting the hop echo");
     std::thread::sleep(Duration::from_secs(2)); // discovery
 
     let hop = hop_floor(&ping_tx, &pongs);
@@ -74,7 +78,8 @@ fn main() {
             println!("move a{i} failed, not counted: {}", error["message"]);
             continue;
         }
-        if let Some((first, _)) = seen.lock().unwrap().iter().find(|(t, v)| *t >= sent && *v != 0.0) {
+        if let Some((first, _)) = seen.lock().unwrap().iter().find(|(t, v)| *t >= sent && *v != 0.0)
+        {
             latencies.push(first.duration_since(sent).as_secs_f64() * 1e3);
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -89,10 +94,16 @@ fn main() {
         std::thread::sleep(Duration::from_millis(500));
         let mut agent = Agent::connect(&args.host, args.port);
         let velocity = if i % 2 == 0 { 0.15 } else { -0.15 };
-        agent.send(&format!("d{i}"), "move", json!({ "velocity_mps": velocity, "duration_s": 3.0 }));
+        agent.send(
+            &format!("d{i}"),
+            "move",
+            json!({ "velocity_mps": velocity, "duration_s": 3.0 }),
+        );
         // Moving at speed for a while, then the agent vanishes.
         let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(2) && !seen.lock().unwrap().iter().any(|(t, v)| *t >= started && v.abs() >= 0.1) {
+        while started.elapsed() < Duration::from_secs(2)
+            && !seen.lock().unwrap().iter().any(|(t, v)| *t >= started && v.abs() >= 0.1)
+        {
             std::thread::sleep(Duration::from_millis(5));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -101,7 +112,9 @@ fn main() {
         std::thread::sleep(Duration::from_millis(800));
         let seen = seen.lock().unwrap();
         let before = seen.iter().rev().find(|(t, _)| *t < closed).map(|(_, v)| v.abs());
-        let first = seen.iter().find(|(t, v)| *t >= closed && (*v == 0.0 || before.is_some_and(|b| v.abs() < b)));
+        let first = seen
+            .iter()
+            .find(|(t, v)| *t >= closed && (*v == 0.0 || before.is_some_and(|b| v.abs() < b)));
         if let (Some(_), Some((at, _))) = (before, first) {
             deadman.push(at.duration_since(closed).as_secs_f64() * 1e3);
         }
@@ -113,13 +126,23 @@ fn main() {
 }
 
 /// One node on a thread of its own: /cmd_vel seen, pings out, pongs in.
-fn spawn_ros(cmd_vel: String, seen: Seen, pongs: Arc<Mutex<Vec<(Instant, f64)>>>, pings: std::sync::mpsc::Receiver<f64>) {
+fn spawn_ros(
+    cmd_vel: String,
+    seen: Seen,
+    pongs: Arc<Mutex<Vec<(Instant, f64)>>>,
+    pings: std::sync::mpsc::Receiver<f64>,
+) {
     std::thread::spawn(move || {
         let context = r2r::Context::create().expect("ROS context");
         let mut node = r2r::Node::create(context, "actuation_bench", "").expect("node");
-        let mut commands = node.subscribe::<Twist>(&cmd_vel, r2r::QosProfile::default().best_effort()).expect("subscribe");
-        let mut pong_stream = node.subscribe::<Twist>(PONG_TOPIC, r2r::QosProfile::default()).expect("subscribe");
-        let ping = node.create_publisher::<Twist>(PING_TOPIC, r2r::QosProfile::default()).expect("publisher");
+        let mut commands = node
+            .subscribe::<Twist>(&cmd_vel, r2r::QosProfile::default().best_effort())
+            .expect("subscribe");
+        let mut pong_stream =
+            node.subscribe::<Twist>(PONG_TOPIC, r2r::QosProfile::default()).expect("subscribe");
+        let ping = node
+            .create_publisher::<Twist>(PING_TOPIC, r2r::QosProfile::default())
+            .expect("publisher");
         let mut pool = futures::executor::LocalPool::new();
         use futures::task::LocalSpawnExt;
         pool.spawner()
@@ -149,13 +172,17 @@ fn spawn_ros(cmd_vel: String, seen: Seen, pongs: Arc<Mutex<Vec<(Instant, f64)>>>
 }
 
 /// Half of each ping's round trip through the echo process, in ms.
-fn hop_floor(pings: &std::sync::mpsc::SyncSender<f64>, pongs: &Mutex<Vec<(Instant, f64)>>) -> Vec<f64> {
+fn hop_floor(
+    pings: &std::sync::mpsc::SyncSender<f64>,
+    pongs: &Mutex<Vec<(Instant, f64)>>,
+) -> Vec<f64> {
     let mut hops = Vec::new();
     for sequence in 1..=HOPS {
         let sent = Instant::now();
         pings.send(sequence as f64).unwrap();
         while sent.elapsed() < Duration::from_secs(1) {
-            if let Some((at, _)) = pongs.lock().unwrap().iter().find(|(_, s)| *s == sequence as f64) {
+            if let Some((at, _)) = pongs.lock().unwrap().iter().find(|(_, s)| *s == sequence as f64)
+            {
                 hops.push(at.duration_since(sent).as_secs_f64() * 1e3 / 2.0);
                 break;
             }
@@ -170,8 +197,10 @@ fn hop_floor(pings: &std::sync::mpsc::SyncSender<f64>, pongs: &Mutex<Vec<(Instan
 fn hop_echo() {
     let context = r2r::Context::create().expect("ROS context");
     let mut node = r2r::Node::create(context, "actuation_bench_echo", "").expect("node");
-    let mut pings = node.subscribe::<Twist>(PING_TOPIC, r2r::QosProfile::default()).expect("subscribe");
-    let pong = node.create_publisher::<Twist>(PONG_TOPIC, r2r::QosProfile::default()).expect("publisher");
+    let mut pings =
+        node.subscribe::<Twist>(PING_TOPIC, r2r::QosProfile::default()).expect("subscribe");
+    let pong =
+        node.create_publisher::<Twist>(PONG_TOPIC, r2r::QosProfile::default()).expect("publisher");
     let mut pool = futures::executor::LocalPool::new();
     use futures::task::LocalSpawnExt;
     pool.spawner()
@@ -205,7 +234,11 @@ impl Agent {
     fn connect(host: &str, port: u16) -> Self {
         let stream = TcpStream::connect((host, port)).expect("connecting to the bridge");
         stream.set_nodelay(true).unwrap();
-        let mut agent = Agent { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, line: String::new() };
+        let mut agent = Agent {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            line: String::new(),
+        };
         while agent.read()["type"] != "session_init" {}
         agent
     }

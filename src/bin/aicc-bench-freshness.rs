@@ -50,9 +50,21 @@ fn spawn_reference(camera: String, seen: Arc<Mutex<Seen>>) {
     std::thread::spawn(move || {
         let context = r2r::Context::create().expect("ROS context");
         let mut node = r2r::Node::create(context, "freshness_bench", "").expect("node");
-        let mut clock = node.subscribe::<r2r::rosgraph_msgs::msg::Clock>("/clock", r2r::QosProfile::default()).expect("subscribe /clock");
-        let mut frames = node.subscribe::<r2r::sensor_msgs::msg::Image>(&camera, r2r::QosProfile::default().reliable().keep_last(5)).expect("subscribe camera");
-        let mut world = node.subscribe::<r2r::std_msgs::msg::String>("/ground_truth/world", r2r::QosProfile::default()).expect("subscribe world");
+        let mut clock = node
+            .subscribe::<r2r::rosgraph_msgs::msg::Clock>("/clock", r2r::QosProfile::default())
+            .expect("subscribe /clock");
+        let mut frames = node
+            .subscribe::<r2r::sensor_msgs::msg::Image>(
+                &camera,
+                r2r::QosProfile::default().reliable().keep_last(5),
+            )
+            .expect("subscribe camera");
+        let mut world = node
+            .subscribe::<r2r::std_msgs::msg::String>(
+                "/ground_truth/world",
+                r2r::QosProfile::default(),
+            )
+            .expect("subscribe world");
         let mut pool = futures::executor::LocalPool::new();
         use futures::task::LocalSpawnExt;
         let (a, b, c) = (seen.clone(), seen.clone(), seen);
@@ -76,7 +88,9 @@ fn spawn_reference(camera: String, seen: Arc<Mutex<Seen>>) {
         pool.spawner()
             .spawn_local(async move {
                 while let Some(msg) = world.next().await {
-                    let published = serde_json::from_str::<Value>(&msg.data).ok().and_then(|w| w["camera_frames_published"].as_u64());
+                    let published = serde_json::from_str::<Value>(&msg.data)
+                        .ok()
+                        .and_then(|w| w["camera_frames_published"].as_u64());
                     c.lock().unwrap().frames_published = published;
                 }
             })
@@ -98,7 +112,11 @@ impl Aicc {
     fn connect(host: &str, port: u16) -> Self {
         let stream = TcpStream::connect((host, port)).expect("connecting to the bridge");
         stream.set_nodelay(true).unwrap();
-        let mut aicc = Self { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, line: String::new() };
+        let mut aicc = Self {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            line: String::new(),
+        };
         while aicc.read()["type"] != "session_init" {}
         aicc
     }
@@ -122,7 +140,11 @@ impl Aicc {
 
     fn camera_frames(&mut self, call_id: &str) -> u64 {
         let status = self.call(call_id, "bridge_status", json!({}));
-        status["output"]["sensors"].as_array().and_then(|s| s.iter().find(|s| s["sensor"] == "camera")).and_then(|c| c["distinct_stamps"].as_u64()).unwrap_or(0)
+        status["output"]["sensors"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["sensor"] == "camera"))
+            .and_then(|c| c["distinct_stamps"].as_u64())
+            .unwrap_or(0)
     }
 }
 
@@ -143,9 +165,9 @@ fn main() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     spawn_reference(args.camera.clone(), seen.clone());
     std::thread::sleep(Duration::from_secs(3)); // discovery
-    // The published count comes with the simulator's ground truth (5 Hz):
-    // a count taken before its first message would read as 0, and the
-    // rate as every frame since the simulator started.
+                                                // The published count comes with the simulator's ground truth (5 Hz):
+                                                // a count taken before its first message would read as 0, and the
+                                                // rate as every frame since the simulator started.
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen.lock().unwrap().frames_published.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -173,7 +195,10 @@ fn main() {
         rate(plain0 as u64, plain1 as u64)
     );
     if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
-        println!("bridge CPU while receiving (an agent connected, not asking): {:.1} % of one core", 100.0 * (after - before) / elapsed);
+        println!(
+            "bridge CPU while receiving (an agent connected, not asking): {:.1} % of one core",
+            100.0 * (after - before) / elapsed
+        );
     }
 
     let mut served_ages_s = Vec::new();
@@ -203,6 +228,10 @@ fn main() {
         percentile(&mut delays, 0.99) * 1e3
     );
     if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
-        println!("bridge CPU while serving 1 vision call per ~{:.0} ms: {:.1} % of one core", 1e3 * calls_elapsed / args.calls as f64, 100.0 * (after - before) / calls_elapsed);
+        println!(
+            "bridge CPU while serving 1 vision call per ~{:.0} ms: {:.1} % of one core",
+            1e3 * calls_elapsed / args.calls as f64,
+            100.0 * (after - before) / calls_elapsed
+        );
     }
 }

@@ -33,8 +33,13 @@ fn main() -> anyhow::Result<()> {
     use futures::task::LocalSpawnExt;
     let mut counts = Vec::new();
     for pair in &args.topics {
-        let (topic, type_name) = pair.split_once(':').ok_or_else(|| anyhow::anyhow!("{pair}: expected TOPIC:TYPE"))?;
-        let qos = if args.reliable { r2r::QosProfile::default().keep_last(2).reliable() } else { r2r::QosProfile::default().best_effort() };
+        let (topic, type_name) =
+            pair.split_once(':').ok_or_else(|| anyhow::anyhow!("{pair}: expected TOPIC:TYPE"))?;
+        let qos = if args.reliable {
+            r2r::QosProfile::default().keep_last(2).reliable()
+        } else {
+            r2r::QosProfile::default().best_effort()
+        };
         let mut stream = node.subscribe_raw(topic, type_name, qos)?;
         let received = std::rc::Rc::new(std::cell::Cell::new(0_u64));
         counts.push((topic.to_string(), received.clone()));
@@ -51,8 +56,13 @@ fn main() -> anyhow::Result<()> {
         pool.run_until_stalled();
     }
     let total: u64 = counts.iter().map(|(_, n)| n.get()).sum();
-    let each: Vec<String> = counts.iter().map(|(topic, n)| format!("{topic} {}", n.get())).collect();
+    let each: Vec<String> =
+        counts.iter().map(|(topic, n)| format!("{topic} {}", n.get())).collect();
     let qos = if args.reliable { "reliable" } else { "best effort" };
-    println!("subscriber floor ({qos}): received {total} messages in {:.0} s: {}", args.seconds, each.join(", "));
+    println!(
+        "subscriber floor ({qos}): received {total} messages in {:.0} s: {}",
+        args.seconds,
+        each.join(", ")
+    );
     Ok(())
 }

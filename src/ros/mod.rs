@@ -14,7 +14,10 @@ use futures::{FutureExt, Stream, StreamExt};
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use parking_lot::Mutex;
 use r2r::control_msgs::action::{FollowJointTrajectory, GripperCommand};
-use r2r::{diagnostic_msgs, geometry_msgs, irobot_create_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs, std_msgs, tf2_msgs, trajectory_msgs, QosProfile};
+use r2r::{
+    diagnostic_msgs, geometry_msgs, irobot_create_msgs, nav_msgs, ros_gz_interfaces, sensor_msgs,
+    std_msgs, tf2_msgs, trajectory_msgs, QosProfile,
+};
 
 pub mod parameters;
 pub mod rosout;
@@ -23,15 +26,17 @@ use aicc_bridge::config::{Config, ControllerInterface, ImageTransport, Reliabili
 use aicc_bridge::governor::hazards::Hazard;
 use aicc_bridge::governor::BaseVelocity;
 use aicc_bridge::perception::{CompressedFrame, RawImage};
-use aicc_bridge::robot::names::{resolve, Names};
-use aicc_bridge::robot::frames::TransformSample;
 use aicc_bridge::recorder::ros2msg;
+use aicc_bridge::robot::frames::TransformSample;
+use aicc_bridge::robot::names::{resolve, Names};
 use aicc_bridge::robot::samples::{Latest, SampleStore};
 use aicc_bridge::robot::topic_goal::{GripperJudge, TrajectoryJudge};
 use aicc_bridge::robot::wire::WireType;
 use aicc_bridge::robot::{
-    NodeClock, Sensor, SensorPort, ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic, Endpoint, GoalControl, GripperGoal, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, PortError, Robot,
-    SignalPort, Stamped, TrajectoryGoal, TrajectoryOutcome,
+    ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic,
+    Endpoint, GoalControl, GripperGoal, GripperOutcome, ImuSample, JointStates, LaserScan,
+    NodeClock, OdometrySample, PortError, Robot, Sensor, SensorPort, SignalPort, Stamped,
+    TrajectoryGoal, TrajectoryOutcome,
 };
 
 /// How long one spin_once may block: it returns at once when anything
@@ -80,10 +85,18 @@ impl<A: r2r::WrappedActionTypeSupport + 'static> Channel<A> {
     }
 
     /// Where the next goal goes; waits (bounded) for the action server.
-    fn route(&self, name: &str, detect_wait: Duration) -> BoxFuture<'static, Result<Route<A>, PortError>> {
+    fn route(
+        &self,
+        name: &str,
+        detect_wait: Duration,
+    ) -> BoxFuture<'static, Result<Route<A>, PortError>> {
         let interface = self.interface;
         let action = self.action.clone();
-        let topic = self.topic.as_ref().map(|(publisher, topic_name)| TopicGoal { publisher: publisher.lock().clone(), name: topic_name.clone(), sent: self.sent.clone() });
+        let topic = self.topic.as_ref().map(|(publisher, topic_name)| TopicGoal {
+            publisher: publisher.lock().clone(),
+            name: topic_name.clone(),
+            sent: self.sent.clone(),
+        });
         let detected = self.detected.clone();
         let name = name.to_string();
         async move {
@@ -129,7 +142,11 @@ struct GoalClock {
 impl GoalClock {
     fn start(sensors: &SampleStore) -> (Self, f64) {
         let now = sensors.now();
-        let clock = Self { node: now.clock_s.is_some(), origin: now.instant, last_s: now.clock_s.unwrap_or(0.0) };
+        let clock = Self {
+            node: now.clock_s.is_some(),
+            origin: now.instant,
+            last_s: now.clock_s.unwrap_or(0.0),
+        };
         let start_s = clock.last_s;
         (clock, start_s)
     }
@@ -152,12 +169,24 @@ impl GoalClock {
 /// refuse an empty trajectory, so it is only the last resort, when the
 /// joint states are too old to place the waypoint (said in the log and in
 /// what this returns).
-fn publish_hold(publisher: &TrajectoryPublisher, name: &str, joint_names: Vec<String>, control: &GoalControl) -> String {
+fn publish_hold(
+    publisher: &TrajectoryPublisher,
+    name: &str,
+    joint_names: Vec<String>,
+    control: &GoalControl,
+) -> String {
     let (message, how) = match (control.hold)() {
-        Ok(hold) => (trajectory_msg(&hold), "held where the joints are (one waypoint at their current positions, at rest)".to_string()),
+        Ok(hold) => (
+            trajectory_msg(&hold),
+            "held where the joints are (one waypoint at their current positions, at rest)"
+                .to_string(),
+        ),
         Err(reason) => {
             tracing::warn!("{name}: cannot place a hold ({reason}); sending an empty trajectory, which recent joint_trajectory_controllers refuse");
-            (trajectory_msgs::msg::JointTrajectory { joint_names, ..Default::default() }, format!("an empty trajectory sent ({reason})"))
+            (
+                trajectory_msgs::msg::JointTrajectory { joint_names, ..Default::default() },
+                format!("an empty trajectory sent ({reason})"),
+            )
         }
     };
     match publisher.publish(&message) {
@@ -170,7 +199,14 @@ fn publish_hold(publisher: &TrajectoryPublisher, name: &str, joint_names: Vec<St
 /// future is dropped before it ended, unless a newer goal has gone out on
 /// the topic since.
 struct HoldOnDrop {
-    goal: Option<(TrajectoryPublisher, String, Vec<String>, Arc<std::sync::atomic::AtomicU64>, u64, GoalControl)>,
+    goal: Option<(
+        TrajectoryPublisher,
+        String,
+        Vec<String>,
+        Arc<std::sync::atomic::AtomicU64>,
+        u64,
+        GoalControl,
+    )>,
 }
 
 impl Drop for HoldOnDrop {
@@ -190,15 +226,33 @@ impl Drop for HoldOnDrop {
 /// Nothing is published once `control.halt` has fired; a halt while the
 /// goal runs holds the controller where the joints are when
 /// `stop_on_halt` (a gripper's goal is left to finish).
-async fn follow_on_topic<T>(goal: TopicGoal, trajectory: trajectory_msgs::msg::JointTrajectory, sensors: Arc<SampleStore>, control: GoalControl, stop_on_halt: bool, mut judge: impl FnMut(f64, f64, Option<&JointStates>) -> Option<(T, bool)>) -> Result<T, PortError> {
+async fn follow_on_topic<T>(
+    goal: TopicGoal,
+    trajectory: trajectory_msgs::msg::JointTrajectory,
+    sensors: Arc<SampleStore>,
+    control: GoalControl,
+    stop_on_halt: bool,
+    mut judge: impl FnMut(f64, f64, Option<&JointStates>) -> Option<(T, bool)>,
+) -> Result<T, PortError> {
     let joint_names = trajectory.joint_names.clone();
     if control.halt.halted() {
         return Err(PortError::HaltedBeforeSending { name: goal.name });
     }
     let (mut clock, start_s) = GoalClock::start(&sensors);
     let number = goal.sent.fetch_add(1, Ordering::SeqCst) + 1;
-    goal.publisher.publish(&trajectory).map_err(|e| failed(&goal.name, format!("publishing the trajectory: {e}")))?;
-    let mut guard = HoldOnDrop { goal: Some((goal.publisher.clone(), goal.name.clone(), joint_names.clone(), goal.sent.clone(), number, control.clone())) };
+    goal.publisher
+        .publish(&trajectory)
+        .map_err(|e| failed(&goal.name, format!("publishing the trajectory: {e}")))?;
+    let mut guard = HoldOnDrop {
+        goal: Some((
+            goal.publisher.clone(),
+            goal.name.clone(),
+            joint_names.clone(),
+            goal.sent.clone(),
+            number,
+            control.clone(),
+        )),
+    };
     loop {
         tokio::select! {
             _ = tokio::time::sleep(TOPIC_GOAL_POLL) => {}
@@ -221,7 +275,11 @@ async fn follow_on_topic<T>(goal: TopicGoal, trajectory: trajectory_msgs::msg::J
 
 /// The route to a controller, unless a halt comes first (a goal waiting
 /// for its action server is then never sent).
-async fn route_unless_halted<A: r2r::WrappedActionTypeSupport>(route: BoxFuture<'static, Result<Route<A>, PortError>>, control: &GoalControl, name: &str) -> Result<Route<A>, PortError> {
+async fn route_unless_halted<A: r2r::WrappedActionTypeSupport>(
+    route: BoxFuture<'static, Result<Route<A>, PortError>>,
+    control: &GoalControl,
+    name: &str,
+) -> Result<Route<A>, PortError> {
     let halted = || PortError::HaltedBeforeSending { name: name.to_string() };
     let route = tokio::select! {
         route = route => route?,
@@ -235,12 +293,16 @@ async fn route_unless_halted<A: r2r::WrappedActionTypeSupport>(route: BoxFuture<
 
 /// Cancels an action goal that a halt overtook and waits (bounded) for the
 /// controller to confirm: what happened, for the stop's result.
-async fn cancel_for_halt<T: r2r::WrappedActionTypeSupport + 'static>(handle: &r2r::ActionClientGoal<T>) -> String {
+async fn cancel_for_halt<T: r2r::WrappedActionTypeSupport + 'static>(
+    handle: &r2r::ActionClientGoal<T>,
+) -> String {
     match handle.cancel() {
         Ok(cancel) => match tokio::time::timeout(CANCEL_WAIT, cancel).await {
             Ok(Ok(())) => "goal cancelled: the controller holds where the joints are".into(),
             Ok(Err(error)) => format!("the cancel was refused: {error}"),
-            Err(_) => format!("cancel sent; not confirmed within {:.1} s", CANCEL_WAIT.as_secs_f64()),
+            Err(_) => {
+                format!("cancel sent; not confirmed within {:.1} s", CANCEL_WAIT.as_secs_f64())
+            }
         },
         Err(error) => format!("the cancel could not be sent: {error}"),
     }
@@ -258,7 +320,11 @@ fn trajectory_msg(goal: &TrajectoryGoal) -> trajectory_msgs::msg::JointTrajector
             ..Default::default()
         })
         .collect();
-    trajectory_msgs::msg::JointTrajectory { joint_names: goal.joint_names.clone(), points, ..Default::default() }
+    trajectory_msgs::msg::JointTrajectory {
+        joint_names: goal.joint_names.clone(),
+        points,
+        ..Default::default()
+    }
 }
 
 enum CmdVelPublisher {
@@ -299,7 +365,11 @@ impl RosAdapter {
     /// The robot port: sensors from the subscriptions, commands through
     /// the publishers and action clients.
     pub fn robot(&self) -> Robot {
-        Robot { sensors: self.samples.clone(), actuators: self.robot.clone(), signals: self.robot.clone() }
+        Robot {
+            sensors: self.samples.clone(),
+            actuators: self.robot.clone(),
+            signals: self.robot.clone(),
+        }
     }
 }
 
@@ -354,7 +424,14 @@ impl Subscriptions {
 /// delivery counts). Unconfigured sensors ("" topic) are skipped. While a
 /// recording wants sensor samples, the message's CDR bytes are kept too
 /// (serialised before it is converted; nothing is done otherwise).
-fn subscribe_latest<T, F>(node: &mut r2r::Node, config: &Config, which: Sensor, samples: Arc<SampleStore>, subscriptions: &mut Subscriptions, store: F) -> anyhow::Result<()>
+fn subscribe_latest<T, F>(
+    node: &mut r2r::Node,
+    config: &Config,
+    which: Sensor,
+    samples: Arc<SampleStore>,
+    subscriptions: &mut Subscriptions,
+    store: F,
+) -> anyhow::Result<()>
 where
     T: r2r::WrappedTypesupport + Send + 'static,
     F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
@@ -364,7 +441,9 @@ where
         return Ok(());
     }
     let topic = resolve(&config.namespace, &sensor.topic);
-    let stream = node.subscribe::<T>(&topic, qos(sensor)).with_context(|| format!("subscribing to {topic}"))?;
+    let stream = node
+        .subscribe::<T>(&topic, qos(sensor))
+        .with_context(|| format!("subscribing to {topic}"))?;
     // Recorded under its fully qualified name, as rosbag2 names topics.
     let qualified = match (topic.starts_with('/'), node.namespace()) {
         (false, Ok(namespace)) => format!("{}/{topic}", namespace.trim_end_matches('/')),
@@ -374,18 +453,30 @@ where
     let wire_store = samples.clone();
     let with_bytes = stream.map(move |msg: T| {
         // Outside the store's lock: readers never wait for a serialisation.
-        let bytes = wire_store.wants_wire().then(|| msg.to_serialized_bytes().ok().map(Arc::<[u8]>::from)).flatten();
+        let bytes = wire_store
+            .wants_wire()
+            .then(|| msg.to_serialized_bytes().ok().map(Arc::<[u8]>::from))
+            .flatten();
         (msg, bytes)
     });
     let wire_store = samples.clone();
-    subscriptions.drains.push(drain_into(with_bytes, which, samples, move |latest, (msg, bytes), received| {
-        let stamp_s = store(latest, msg, received);
-        if let Some(bytes) = bytes {
-            wire_store.put_wire(which, &kind, bytes, received, std::time::SystemTime::now());
-        }
-        stamp_s
-    }));
-    subscriptions.watched.push(Subscribed { sensor: which, topic, reliable: sensor.reliability == Reliability::Reliable });
+    subscriptions.drains.push(drain_into(
+        with_bytes,
+        which,
+        samples,
+        move |latest, (msg, bytes), received| {
+            let stamp_s = store(latest, msg, received);
+            if let Some(bytes) = bytes {
+                wire_store.put_wire(which, &kind, bytes, received, std::time::SystemTime::now());
+            }
+            stamp_s
+        },
+    ));
+    subscriptions.watched.push(Subscribed {
+        sensor: which,
+        topic,
+        reliable: sensor.reliability == Reliability::Reliable,
+    });
     Ok(())
 }
 
@@ -420,7 +511,12 @@ fn wire_type<T>(topic: &str, config: &Config) -> WireType {
 /// (small: r2r drops messages when it is full, so it is emptied after every
 /// spin) stored as the latest sample. Storing moves the message (no
 /// decoding here: images stay as received).
-fn drain_into<T: Send + 'static, F>(stream: impl Stream<Item = T> + Unpin + Send + 'static, which: Sensor, samples: Arc<SampleStore>, store: F) -> Drain
+fn drain_into<T: Send + 'static, F>(
+    stream: impl Stream<Item = T> + Unpin + Send + 'static,
+    which: Sensor,
+    samples: Arc<SampleStore>,
+    store: F,
+) -> Drain
 where
     F: Fn(&mut Latest, T, Instant) -> f64 + Send + 'static,
 {
@@ -432,7 +528,10 @@ where
 
 /// Every message waiting in `stream`, handed to `on_message`, without
 /// waiting for more.
-fn drain<T: Send + 'static>(mut stream: impl Stream<Item = T> + Unpin + Send + 'static, mut on_message: impl FnMut(T) + Send + 'static) -> Drain {
+fn drain<T: Send + 'static>(
+    mut stream: impl Stream<Item = T> + Unpin + Send + 'static,
+    mut on_message: impl FnMut(T) + Send + 'static,
+) -> Drain {
     Box::new(move || {
         // `now_or_never` polls once: Some(Some(msg)) while messages wait.
         while let Some(Some(msg)) = stream.next().now_or_never() {
@@ -444,18 +543,33 @@ fn drain<T: Send + 'static>(mut stream: impl Stream<Item = T> + Unpin + Send + '
 /// Subscribes to the robot's transforms (tf2_msgs/TFMessage), filling the
 /// store's TF tree. /tf_static is latched by its publishers (transient
 /// local), so a bridge started late still gets every static transform.
-fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<SampleStore>, subscriptions: &mut Subscriptions) -> anyhow::Result<()> {
+fn subscribe_transforms(
+    node: &mut r2r::Node,
+    config: &Config,
+    samples: &Arc<SampleStore>,
+    subscriptions: &mut Subscriptions,
+) -> anyhow::Result<()> {
     let Some(frames) = samples.frames() else { return Ok(()) };
     for (name, is_static) in [(&config.tf.topic, false), (&config.tf.static_topic, true)] {
         if name.is_empty() {
             continue;
         }
         let topic = resolve(&config.namespace, name);
-        let qos = if is_static { QosProfile::default().keep_last(100).reliable().transient_local() } else { QosProfile::default().keep_last(100).reliable() };
-        let stream = node.subscribe::<tf2_msgs::msg::TFMessage>(&topic, qos).with_context(|| format!("subscribing to {topic}"))?;
+        let qos = if is_static {
+            QosProfile::default().keep_last(100).reliable().transient_local()
+        } else {
+            QosProfile::default().keep_last(100).reliable()
+        };
+        let stream = node
+            .subscribe::<tf2_msgs::msg::TFMessage>(&topic, qos)
+            .with_context(|| format!("subscribing to {topic}"))?;
         let frames = frames.clone();
         subscriptions.drains.push(drain(stream, move |msg: tf2_msgs::msg::TFMessage| {
-            frames.insert_all(msg.transforms.into_iter().map(transform_sample), is_static, Instant::now());
+            frames.insert_all(
+                msg.transforms.into_iter().map(transform_sample),
+                is_static,
+                Instant::now(),
+            );
         }));
     }
     Ok(())
@@ -463,8 +577,14 @@ fn subscribe_transforms(node: &mut r2r::Node, config: &Config, samples: &Arc<Sam
 
 fn transform_sample(t: geometry_msgs::msg::TransformStamped) -> TransformSample {
     let translation = vector(&t.transform.translation);
-    let transform = Isometry3::from_parts(Translation3::from(translation), quaternion(&t.transform.rotation));
-    TransformSample { parent: t.header.frame_id, child: t.child_frame_id, transform, stamp_s: stamp_seconds(&t.header.stamp) }
+    let transform =
+        Isometry3::from_parts(Translation3::from(translation), quaternion(&t.transform.rotation));
+    TransformSample {
+        parent: t.header.frame_id,
+        child: t.child_frame_id,
+        transform,
+        stamp_s: stamp_seconds(&t.header.stamp),
+    }
 }
 
 /// How often the spin thread compares each subscription's reliability
@@ -508,74 +628,177 @@ pub fn identity(node: &r2r::Node) -> anyhow::Result<aicc_bridge::parameters::Nod
 /// Gives the node its subscriptions, publishers, action clients and
 /// parameter services, and starts spinning. Must be called inside a tokio
 /// runtime.
-pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameters::ParameterStore>) -> anyhow::Result<RosAdapter> {
+pub fn start(
+    mut node: r2r::Node,
+    config: Arc<Config>,
+    parameters: Arc<parameters::ParameterStore>,
+) -> anyhow::Result<RosAdapter> {
     parameters::serve(&mut node, parameters)?;
     if config.use_sim_time {
         // Every stamp published and every capture age counts in /clock time.
-        node.get_time_source().enable_sim_time(&mut node).context("enabling simulated time (use_sim_time) from /clock")?;
+        node.get_time_source()
+            .enable_sim_time(&mut node)
+            .context("enabling simulated time (use_sim_time) from /clock")?;
     }
     let names = Names::from_config(&config);
     let clock = node.get_ros_clock();
     let slot = Arc::new(SampleStore::new(names.clone(), Arc::new(RosClock(clock.clone()))));
     let mut subs = Subscriptions::default();
     let s = &mut subs;
-    subscribe_latest::<nav_msgs::msg::Odometry, _>(&mut node, &config, Sensor::Odometry, slot.clone(), s, |l, m, t| {
-        let sample = odometry_sample(m, t);
-        let stamp_s = sample.stamp_s;
-        l.odom = Some(sample);
-        stamp_s
-    })?;
-    subscribe_latest::<sensor_msgs::msg::Imu, _>(&mut node, &config, Sensor::Imu, slot.clone(), s, |l, m, t| {
-        let sample = imu_sample(m, t);
-        let stamp_s = sample.stamp_s;
-        l.imu = Some(sample);
-        stamp_s
-    })?;
+    subscribe_latest::<nav_msgs::msg::Odometry, _>(
+        &mut node,
+        &config,
+        Sensor::Odometry,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let sample = odometry_sample(m, t);
+            let stamp_s = sample.stamp_s;
+            l.odom = Some(sample);
+            stamp_s
+        },
+    )?;
+    subscribe_latest::<sensor_msgs::msg::Imu, _>(
+        &mut node,
+        &config,
+        Sensor::Imu,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let sample = imu_sample(m, t);
+            let stamp_s = sample.stamp_s;
+            l.imu = Some(sample);
+            stamp_s
+        },
+    )?;
     match config.sensors.camera_transport {
-        ImageTransport::Raw => subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, Sensor::Camera, slot.clone(), s, |l, m, t| {
-            let (header, image) = raw_image(m);
-            keep(&mut l.camera, stamped(CameraFrame::Raw(image), header, t))
-        })?,
-        ImageTransport::Compressed => subscribe_latest::<sensor_msgs::msg::CompressedImage, _>(&mut node, &config, Sensor::Camera, slot.clone(), s, |l, m, t| {
-            let frame = CompressedFrame { format: m.format, data: m.data };
-            keep(&mut l.camera, stamped(CameraFrame::Compressed(frame), m.header, t))
-        })?,
+        ImageTransport::Raw => subscribe_latest::<sensor_msgs::msg::Image, _>(
+            &mut node,
+            &config,
+            Sensor::Camera,
+            slot.clone(),
+            s,
+            |l, m, t| {
+                let (header, image) = raw_image(m);
+                keep(&mut l.camera, stamped(CameraFrame::Raw(image), header, t))
+            },
+        )?,
+        ImageTransport::Compressed => subscribe_latest::<sensor_msgs::msg::CompressedImage, _>(
+            &mut node,
+            &config,
+            Sensor::Camera,
+            slot.clone(),
+            s,
+            |l, m, t| {
+                let frame = CompressedFrame { format: m.format, data: m.data };
+                keep(&mut l.camera, stamped(CameraFrame::Compressed(frame), m.header, t))
+            },
+        )?,
     }
-    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, Sensor::CameraInfo, slot.clone(), s, |l, m, t| keep(&mut l.camera_info, camera_info(m, t)))?;
-    subscribe_latest::<sensor_msgs::msg::Image, _>(&mut node, &config, Sensor::Depth, slot.clone(), s, |l, m, t| {
-        let (header, image) = raw_image(m);
-        keep(&mut l.depth, stamped(image, header, t))
-    })?;
-    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(&mut node, &config, Sensor::DepthInfo, slot.clone(), s, |l, m, t| keep(&mut l.depth_info, camera_info(m, t)))?;
-    subscribe_latest::<sensor_msgs::msg::JointState, _>(&mut node, &config, Sensor::JointStates, slot.clone(), s, |l, m, t| {
-        let value = JointStates { names: m.name, positions: m.position, velocities: m.velocity, efforts: m.effort };
-        keep(&mut l.joint_states, stamped(value, m.header, t))
-    })?;
-    subscribe_latest::<ros_gz_interfaces::msg::Contacts, _>(&mut node, &config, Sensor::Bumper, slot.clone(), s, |l, m, t| {
-        let value = contacts(&m);
-        keep(&mut l.contacts, stamped(value, m.header, t))
-    })?;
-    subscribe_latest::<sensor_msgs::msg::BatteryState, _>(&mut node, &config, Sensor::Battery, slot.clone(), s, |l, m, t| {
-        // POWER_SUPPLY_STATUS_CHARGING = 1
-        let value = Battery { fraction: f64::from(m.percentage), voltage_v: f64::from(m.voltage), charging: m.power_supply_status == 1 };
-        keep(&mut l.battery, stamped(value, m.header, t))
-    })?;
+    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(
+        &mut node,
+        &config,
+        Sensor::CameraInfo,
+        slot.clone(),
+        s,
+        |l, m, t| keep(&mut l.camera_info, camera_info(m, t)),
+    )?;
+    subscribe_latest::<sensor_msgs::msg::Image, _>(
+        &mut node,
+        &config,
+        Sensor::Depth,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let (header, image) = raw_image(m);
+            keep(&mut l.depth, stamped(image, header, t))
+        },
+    )?;
+    subscribe_latest::<sensor_msgs::msg::CameraInfo, _>(
+        &mut node,
+        &config,
+        Sensor::DepthInfo,
+        slot.clone(),
+        s,
+        |l, m, t| keep(&mut l.depth_info, camera_info(m, t)),
+    )?;
+    subscribe_latest::<sensor_msgs::msg::JointState, _>(
+        &mut node,
+        &config,
+        Sensor::JointStates,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let value = JointStates {
+                names: m.name,
+                positions: m.position,
+                velocities: m.velocity,
+                efforts: m.effort,
+            };
+            keep(&mut l.joint_states, stamped(value, m.header, t))
+        },
+    )?;
+    subscribe_latest::<ros_gz_interfaces::msg::Contacts, _>(
+        &mut node,
+        &config,
+        Sensor::Bumper,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let value = contacts(&m);
+            keep(&mut l.contacts, stamped(value, m.header, t))
+        },
+    )?;
+    subscribe_latest::<sensor_msgs::msg::BatteryState, _>(
+        &mut node,
+        &config,
+        Sensor::Battery,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            // POWER_SUPPLY_STATUS_CHARGING = 1
+            let value = Battery {
+                fraction: f64::from(m.percentage),
+                voltage_v: f64::from(m.voltage),
+                charging: m.power_supply_status == 1,
+            };
+            keep(&mut l.battery, stamped(value, m.header, t))
+        },
+    )?;
 
-    subscribe_latest::<sensor_msgs::msg::LaserScan, _>(&mut node, &config, Sensor::Scan, slot.clone(), s, |l, m, t| {
-        let value = LaserScan {
-            angle_min_rad: f64::from(m.angle_min),
-            angle_increment_rad: f64::from(m.angle_increment),
-            range_min_m: f64::from(m.range_min),
-            range_max_m: f64::from(m.range_max),
-            ranges_m: m.ranges,
-        };
-        keep(&mut l.scan, stamped(value, m.header, t))
-    })?;
+    subscribe_latest::<sensor_msgs::msg::LaserScan, _>(
+        &mut node,
+        &config,
+        Sensor::Scan,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let value = LaserScan {
+                angle_min_rad: f64::from(m.angle_min),
+                angle_increment_rad: f64::from(m.angle_increment),
+                range_min_m: f64::from(m.range_min),
+                range_max_m: f64::from(m.range_max),
+                ranges_m: m.ranges,
+            };
+            keep(&mut l.scan, stamped(value, m.header, t))
+        },
+    )?;
 
-    subscribe_latest::<irobot_create_msgs::msg::HazardDetectionVector, _>(&mut node, &config, Sensor::Hazards, slot.clone(), s, |l, m, t| {
-        let value = m.detections.into_iter().map(|d| Hazard { kind: d.type_, frame_id: d.header.frame_id }).collect();
-        keep(&mut l.hazards, stamped(value, m.header, t))
-    })?;
+    subscribe_latest::<irobot_create_msgs::msg::HazardDetectionVector, _>(
+        &mut node,
+        &config,
+        Sensor::Hazards,
+        slot.clone(),
+        s,
+        |l, m, t| {
+            let value = m
+                .detections
+                .into_iter()
+                .map(|d| Hazard { kind: d.type_, frame_id: d.header.frame_id })
+                .collect();
+            keep(&mut l.hazards, stamped(value, m.header, t))
+        },
+    )?;
 
     subscribe_transforms(&mut node, &config, &slot, s)?;
 
@@ -583,27 +806,58 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
     let publisher_qos = QosProfile::default().keep_last(10);
     let cmd_vel_topic = resolve(&config.namespace, &actuators.cmd_vel);
     let cmd_vel = if actuators.cmd_vel_stamped {
-        CmdVelPublisher::Stamped(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?, clock.clone())
+        CmdVelPublisher::Stamped(
+            node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?,
+            clock.clone(),
+        )
     } else {
         CmdVelPublisher::Plain(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?)
     };
     let say = match actuators.say_topic.as_str() {
         "" => None,
-        topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?)),
+        topic => Some(Mutex::new(
+            node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?,
+        )),
     };
     let world = match actuators.world_topic.as_str() {
         "" => None,
-        topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?)),
+        topic => Some(Mutex::new(
+            node.create_publisher(&resolve(&config.namespace, topic), publisher_qos.clone())?,
+        )),
     };
     let events = match config.record.ros_events_topic.as_str() {
         "" => None,
         // Keep-last: a slow subscriber loses the oldest lines, never blocks a publish.
-        topic => Some(Mutex::new(node.create_publisher(&resolve(&config.namespace, topic), QosProfile::default().keep_last(100).reliable())?)),
+        topic => Some(Mutex::new(node.create_publisher(
+            &resolve(&config.namespace, topic),
+            QosProfile::default().keep_last(100).reliable(),
+        )?)),
     };
-    let diagnostics = Mutex::new(node.create_publisher(&resolve(&config.namespace, &actuators.diagnostics_topic), publisher_qos)?);
-    let head = channel::<FollowJointTrajectory::Action>(&mut node, &config, &actuators.head_action, actuators.head_interface, &actuators.head_trajectory_topic)?;
-    let arm = channel::<FollowJointTrajectory::Action>(&mut node, &config, &actuators.arm_action, actuators.arm_interface, &actuators.arm_trajectory_topic)?;
-    let gripper = channel::<GripperCommand::Action>(&mut node, &config, &actuators.gripper_action, actuators.gripper_interface, &actuators.gripper_trajectory_topic)?;
+    let diagnostics = Mutex::new(node.create_publisher(
+        &resolve(&config.namespace, &actuators.diagnostics_topic),
+        publisher_qos,
+    )?);
+    let head = channel::<FollowJointTrajectory::Action>(
+        &mut node,
+        &config,
+        &actuators.head_action,
+        actuators.head_interface,
+        &actuators.head_trajectory_topic,
+    )?;
+    let arm = channel::<FollowJointTrajectory::Action>(
+        &mut node,
+        &config,
+        &actuators.arm_action,
+        actuators.arm_interface,
+        &actuators.arm_trajectory_topic,
+    )?;
+    let gripper = channel::<GripperCommand::Action>(
+        &mut node,
+        &config,
+        &actuators.gripper_action,
+        actuators.gripper_interface,
+        &actuators.gripper_trajectory_topic,
+    )?;
     let robot = Arc::new(RosRobot {
         cmd_vel: Mutex::new(cmd_vel),
         say,
@@ -645,18 +899,38 @@ pub fn start(mut node: r2r::Node, config: Arc<Config>, parameters: Arc<parameter
 
 /// A controller's action client and/or trajectory publisher, as its
 /// interface asks ("" action: no such controller).
-fn channel<A: r2r::WrappedActionTypeSupport + 'static>(node: &mut r2r::Node, config: &Config, action: &str, interface: ControllerInterface, topic: &str) -> anyhow::Result<Channel<A>> {
-    let mut channel = Channel { interface, action: None, topic: None, detected: Arc::new(Mutex::new(None)), sent: Arc::new(std::sync::atomic::AtomicU64::new(0)) };
+fn channel<A: r2r::WrappedActionTypeSupport + 'static>(
+    node: &mut r2r::Node,
+    config: &Config,
+    action: &str,
+    interface: ControllerInterface,
+    topic: &str,
+) -> anyhow::Result<Channel<A>> {
+    let mut channel = Channel {
+        interface,
+        action: None,
+        topic: None,
+        detected: Arc::new(Mutex::new(None)),
+        sent: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+    };
     if action.is_empty() {
         return Ok(channel);
     }
     if interface != ControllerInterface::Topic {
-        channel.action = Some(node.create_action_client::<A>(&resolve(&config.namespace, action)).with_context(|| format!("action client {action}"))?);
+        channel.action = Some(
+            node.create_action_client::<A>(&resolve(&config.namespace, action))
+                .with_context(|| format!("action client {action}"))?,
+        );
     }
     if interface != ControllerInterface::Action {
         let name = resolve(&config.namespace, topic);
         // Reliable, as ros2_control's trajectory controllers subscribe.
-        let publisher = node.create_publisher::<trajectory_msgs::msg::JointTrajectory>(&name, QosProfile::default().keep_last(10)).with_context(|| format!("trajectory publisher {name}"))?;
+        let publisher = node
+            .create_publisher::<trajectory_msgs::msg::JointTrajectory>(
+                &name,
+                QosProfile::default().keep_last(10),
+            )
+            .with_context(|| format!("trajectory publisher {name}"))?;
         channel.topic = Some((Mutex::new(publisher), name));
     }
     Ok(channel)
@@ -697,7 +971,14 @@ fn quaternion(q: &geometry_msgs::msg::Quaternion) -> UnitQuaternion<f64> {
 }
 
 fn raw_image(msg: sensor_msgs::msg::Image) -> (std_msgs::msg::Header, RawImage) {
-    let image = RawImage { width: msg.width, height: msg.height, encoding: msg.encoding, is_bigendian: msg.is_bigendian != 0, step: msg.step, data: msg.data };
+    let image = RawImage {
+        width: msg.width,
+        height: msg.height,
+        encoding: msg.encoding,
+        is_bigendian: msg.is_bigendian != 0,
+        step: msg.step,
+        data: msg.data,
+    };
     (msg.header, image)
 }
 
@@ -713,7 +994,8 @@ fn contacts(msg: &ros_gz_interfaces::msg::Contacts) -> Contacts {
     let mut points = Vec::new();
     for contact in &msg.contacts {
         for (index, position) in contact.positions.iter().enumerate() {
-            let force_n = contact.wrenches.get(index).map(|w| vector(&w.body_1_wrench.force).norm());
+            let force_n =
+                contact.wrenches.get(index).map(|w| vector(&w.body_1_wrench.force).norm());
             points.push(ContactPoint {
                 part: contact.collision1.name.clone(),
                 other: contact.collision2.name.clone(),
@@ -756,15 +1038,24 @@ fn imu_sample(msg: sensor_msgs::msg::Imu, received: Instant) -> ImuSample {
 
 fn duration_msg(seconds: f64) -> r2r::builtin_interfaces::msg::Duration {
     let whole = seconds.floor();
-    r2r::builtin_interfaces::msg::Duration { sec: whole as i32, nanosec: ((seconds - whole) * 1e9) as u32 }
+    r2r::builtin_interfaces::msg::Duration {
+        sec: whole as i32,
+        nanosec: ((seconds - whole) * 1e9) as u32,
+    }
 }
 
 /// Waits (bounded) for an action server to be discoverable.
-async fn wait_for_server(available: impl std::future::Future<Output = r2r::Result<()>>, name: &str) -> Result<(), PortError> {
+async fn wait_for_server(
+    available: impl std::future::Future<Output = r2r::Result<()>>,
+    name: &str,
+) -> Result<(), PortError> {
     match tokio::time::timeout(ACTION_SERVER_WAIT, available).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => Err(failed(name, format!("action server: {error}"))),
-        Err(_) => Err(PortError::ServerUnavailable { name: name.to_string(), waited_s: ACTION_SERVER_WAIT.as_secs_f64() }),
+        Err(_) => Err(PortError::ServerUnavailable {
+            name: name.to_string(),
+            waited_s: ACTION_SERVER_WAIT.as_secs_f64(),
+        }),
     }
 }
 
@@ -775,7 +1066,10 @@ fn failed(name: &str, reason: impl std::fmt::Display) -> PortError {
 /// Waits for an action's result while draining its feedback (r2r's small
 /// feedback channel otherwise fills and logs an error for every message;
 /// the feedback stream never ends by itself).
-async fn until_result<R, F: Unpin>(result: impl std::future::Future<Output = R>, mut feedback: impl Stream<Item = F> + Unpin) -> R {
+async fn until_result<R, F: Unpin>(
+    result: impl std::future::Future<Output = R>,
+    mut feedback: impl Stream<Item = F> + Unpin,
+) -> R {
     tokio::pin!(result);
     loop {
         tokio::select! {
@@ -794,7 +1088,9 @@ async fn until_result<R, F: Unpin>(result: impl std::future::Future<Output = R>,
 struct CancelOnDrop<F: FnOnce()>(Option<F>);
 
 /// A guard that cancels `goal` unless disarmed (`guard.0 = None`).
-fn cancel_on_drop<T: r2r::WrappedActionTypeSupport + 'static>(goal: &r2r::ActionClientGoal<T>) -> CancelOnDrop<impl FnOnce()> {
+fn cancel_on_drop<T: r2r::WrappedActionTypeSupport + 'static>(
+    goal: &r2r::ActionClientGoal<T>,
+) -> CancelOnDrop<impl FnOnce()> {
     let goal = goal.clone();
     CancelOnDrop(Some(move || {
         if let Ok(cancel) = goal.cancel() {
@@ -822,7 +1118,12 @@ impl ActuatorPort for RosRobot {
         let result = match &*self.cmd_vel.lock() {
             CmdVelPublisher::Plain(publisher) => publisher.publish(&twist),
             CmdVelPublisher::Stamped(publisher, clock) => {
-                let stamp = clock.lock().ok().and_then(|mut clock| clock.get_now().ok()).map(|t| r2r::Clock::to_builtin_time(&t)).unwrap_or_default();
+                let stamp = clock
+                    .lock()
+                    .ok()
+                    .and_then(|mut clock| clock.get_now().ok())
+                    .map(|t| r2r::Clock::to_builtin_time(&t))
+                    .unwrap_or_default();
                 let header = std_msgs::msg::Header { stamp, frame_id: "base_link".into() };
                 publisher.publish(&geometry_msgs::msg::TwistStamped { header, twist })
             }
@@ -832,31 +1133,54 @@ impl ActuatorPort for RosRobot {
         }
     }
 
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal, control: GoalControl) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
+    fn follow_trajectory(
+        &self,
+        controller: Controller,
+        goal: TrajectoryGoal,
+        control: GoalControl,
+    ) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
         let channel = match controller {
             Controller::Head => &self.head,
             Controller::Arm => &self.arm,
         };
         let name = self.endpoint(controller.into());
         let configured = channel.configured();
-        let route = channel.route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
+        let route = channel
+            .route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
         let sensors = self.sensors.clone();
-        let (tolerance_rad, margin_s) = (self.config.actuators.topic_goal_tolerance_rad, self.config.actuators.topic_result_margin_s);
+        let (tolerance_rad, margin_s) = (
+            self.config.actuators.topic_goal_tolerance_rad,
+            self.config.actuators.topic_result_margin_s,
+        );
         async move {
             if !configured {
-                return Err(PortError::NotConfigured { what: format!("{controller:?} controller") });
+                return Err(PortError::NotConfigured {
+                    what: format!("{controller:?} controller"),
+                });
             }
             let trajectory = trajectory_msg(&goal);
             let client = match route_unless_halted(route, &control, &name).await? {
                 Route::Action(client) => client,
                 Route::Topic(topic) => {
                     let mut judge = None;
-                    return follow_on_topic(topic, trajectory, sensors, control, true, move |start_s, now_s, states| {
-                        judge.get_or_insert_with(|| TrajectoryJudge::new(&goal, start_s, tolerance_rad, margin_s)).judge(now_s, states).map(|outcome| {
-                            let failed = outcome.error_code != 0;
-                            (outcome, failed)
-                        })
-                    })
+                    return follow_on_topic(
+                        topic,
+                        trajectory,
+                        sensors,
+                        control,
+                        true,
+                        move |start_s, now_s, states| {
+                            judge
+                                .get_or_insert_with(|| {
+                                    TrajectoryJudge::new(&goal, start_s, tolerance_rad, margin_s)
+                                })
+                                .judge(now_s, states)
+                                .map(|outcome| {
+                                    let failed = outcome.error_code != 0;
+                                    (outcome, failed)
+                                })
+                        },
+                    )
                     .await;
                 }
             };
@@ -875,7 +1199,8 @@ impl ActuatorPort for RosRobot {
                     return Err(PortError::Halted { name, how });
                 }
             };
-            let (status, result) = finished.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
+            let (status, result) =
+                finished.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
             let mut error_string = result.error_string;
             if status != r2r::GoalStatus::Succeeded && error_string.is_empty() {
@@ -886,14 +1211,21 @@ impl ActuatorPort for RosRobot {
         .boxed()
     }
 
-    fn gripper_command(&self, goal: GripperGoal, control: GoalControl) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
+    fn gripper_command(
+        &self,
+        goal: GripperGoal,
+        control: GoalControl,
+    ) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
         let name = self.endpoint(Endpoint::Gripper);
         let configured = self.gripper.configured();
-        let route = self.gripper.route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
+        let route = self
+            .gripper
+            .route(&name, Duration::from_secs_f64(self.config.actuators.action_detect_wait_s));
         let sensors = self.sensors.clone();
         let actuators = &self.config.actuators;
         let joint = actuators.gripper_joint.clone();
-        let (tolerance_m, margin_s) = (actuators.topic_goal_tolerance_m, actuators.topic_result_margin_s);
+        let (tolerance_m, margin_s) =
+            (actuators.topic_goal_tolerance_m, actuators.topic_result_margin_s);
         async move {
             if !configured {
                 return Err(PortError::NotConfigured { what: "gripper controller".into() });
@@ -907,24 +1239,55 @@ impl ActuatorPort for RosRobot {
                     let duration_s = goal.trajectory.points.last().map_or(0.0, |p| p.time_s);
                     let (position_m, topic_name) = (goal.position_m, topic.name.clone());
                     let mut judge = None;
-                    let outcome = follow_on_topic(topic, trajectory_msg(&goal.trajectory), sensors, control, false, move |start_s, now_s, states| {
-                        // A stalled gripper keeps squeezing what it holds: never stopped here.
-                        judge.get_or_insert_with(|| GripperJudge::new(&joint, position_m, start_s, duration_s, tolerance_m, margin_s)).judge(now_s, states).map(|outcome| (outcome, false))
-                    })
+                    let outcome = follow_on_topic(
+                        topic,
+                        trajectory_msg(&goal.trajectory),
+                        sensors,
+                        control,
+                        false,
+                        move |start_s, now_s, states| {
+                            // A stalled gripper keeps squeezing what it holds: never stopped here.
+                            judge
+                                .get_or_insert_with(|| {
+                                    GripperJudge::new(
+                                        &joint,
+                                        position_m,
+                                        start_s,
+                                        duration_s,
+                                        tolerance_m,
+                                        margin_s,
+                                    )
+                                })
+                                .judge(now_s, states)
+                                .map(|outcome| (outcome, false))
+                        },
+                    )
                     .await?;
                     return outcome.map_err(|e| failed(&topic_name, e));
                 }
             };
-            let request = GripperCommand::Goal { command: r2r::control_msgs::msg::GripperCommand { position: goal.position_m, max_effort: goal.max_effort_n } };
+            let request = GripperCommand::Goal {
+                command: r2r::control_msgs::msg::GripperCommand {
+                    position: goal.position_m,
+                    max_effort: goal.max_effort_n,
+                },
+            };
             let (handle, result, feedback) = client
                 .send_goal_request(request)
                 .map_err(|e| failed(&name, format!("sending the goal: {e}")))?
                 .await
                 .map_err(|e| PortError::Rejected { name: name.clone(), reason: e.to_string() })?;
             let mut guard = cancel_on_drop(&handle);
-            let (_status, result) = until_result(result, feedback).await.map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
+            let (_status, result) = until_result(result, feedback)
+                .await
+                .map_err(|e| failed(&name, format!("waiting for the result: {e}")))?;
             guard.0 = None;
-            Ok(GripperOutcome { position_m: result.position, effort_n: result.effort, stalled: result.stalled, reached_goal: result.reached_goal })
+            Ok(GripperOutcome {
+                position_m: result.position,
+                effort_n: result.effort,
+                stalled: result.stalled,
+                reached_goal: result.reached_goal,
+            })
         }
         .boxed()
     }
@@ -936,8 +1299,14 @@ impl ActuatorPort for RosRobot {
 
 impl SignalPort for RosRobot {
     fn say(&self, text: &str) -> Result<(), PortError> {
-        let publisher = self.say.as_ref().ok_or_else(|| PortError::NotConfigured { what: "say topic".into() })?;
-        publisher.lock().publish(&std_msgs::msg::String { data: text.to_string() }).map_err(|e| failed(self.names.say(), e))
+        let publisher = self
+            .say
+            .as_ref()
+            .ok_or_else(|| PortError::NotConfigured { what: "say topic".into() })?;
+        publisher
+            .lock()
+            .publish(&std_msgs::msg::String { data: text.to_string() })
+            .map_err(|e| failed(self.names.say(), e))
     }
 
     fn say_topic(&self) -> String {
@@ -945,8 +1314,14 @@ impl SignalPort for RosRobot {
     }
 
     fn world_command(&self, command: &str) -> Result<(), PortError> {
-        let publisher = self.world.as_ref().ok_or_else(|| PortError::NotConfigured { what: "world topic".into() })?;
-        publisher.lock().publish(&std_msgs::msg::String { data: command.to_string() }).map_err(|e| failed(self.names.world(), e))
+        let publisher = self
+            .world
+            .as_ref()
+            .ok_or_else(|| PortError::NotConfigured { what: "world topic".into() })?;
+        publisher
+            .lock()
+            .publish(&std_msgs::msg::String { data: command.to_string() })
+            .map_err(|e| failed(self.names.world(), e))
     }
 
     fn world_topic(&self) -> String {
@@ -955,7 +1330,9 @@ impl SignalPort for RosRobot {
 
     fn publish_event(&self, json: &str) {
         if let Some(publisher) = &self.events {
-            if let Err(error) = publisher.lock().publish(&std_msgs::msg::String { data: json.to_string() }) {
+            if let Err(error) =
+                publisher.lock().publish(&std_msgs::msg::String { data: json.to_string() })
+            {
                 tracing::debug!(%error, "publishing an event line failed");
             }
         }
@@ -966,7 +1343,13 @@ impl SignalPort for RosRobot {
     }
 
     fn publish_diagnostics(&self, diagnostics: &[Diagnostic]) {
-        let stamp = self.clock.lock().ok().and_then(|mut clock| clock.get_now().ok()).map(|t| r2r::Clock::to_builtin_time(&t)).unwrap_or_default();
+        let stamp = self
+            .clock
+            .lock()
+            .ok()
+            .and_then(|mut clock| clock.get_now().ok())
+            .map(|t| r2r::Clock::to_builtin_time(&t))
+            .unwrap_or_default();
         let status = diagnostics
             .iter()
             .map(|d| diagnostic_msgs::msg::DiagnosticStatus {
@@ -974,10 +1357,20 @@ impl SignalPort for RosRobot {
                 name: d.name.clone(),
                 message: d.message.clone(),
                 hardware_id: "aicc_bridge".into(),
-                values: d.values.iter().map(|(key, value)| diagnostic_msgs::msg::KeyValue { key: key.clone(), value: value.clone() }).collect(),
+                values: d
+                    .values
+                    .iter()
+                    .map(|(key, value)| diagnostic_msgs::msg::KeyValue {
+                        key: key.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
             })
             .collect();
-        let array = diagnostic_msgs::msg::DiagnosticArray { header: std_msgs::msg::Header { stamp, frame_id: String::new() }, status };
+        let array = diagnostic_msgs::msg::DiagnosticArray {
+            header: std_msgs::msg::Header { stamp, frame_id: String::new() },
+            status,
+        };
         if let Err(error) = self.diagnostics.lock().publish(&array) {
             tracing::warn!(%error, "publishing diagnostics failed");
         }
@@ -999,7 +1392,10 @@ mod tests {
         let prefixes = ros2msg::prefixes(option_env!("AMENT_PREFIX_PATH"));
         let schema = ros2msg::installed_schema("sensor_msgs/msg/Image", &prefixes).unwrap();
         assert!(schema.contains("uint8[] data"), "{schema}");
-        assert!(schema.contains(&format!("{}\nMSG: std_msgs/Header\n", ros2msg::SEPARATOR)), "{schema}");
+        assert!(
+            schema.contains(&format!("{}\nMSG: std_msgs/Header\n", ros2msg::SEPARATOR)),
+            "{schema}"
+        );
         assert!(schema.contains("MSG: builtin_interfaces/Time\n"), "{schema}");
     }
 }

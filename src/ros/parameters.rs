@@ -9,8 +9,14 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use parking_lot::Mutex;
-use r2r::rcl_interfaces::msg::{FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, ParameterValue, SetParametersResult};
-use r2r::rcl_interfaces::srv::{DescribeParameters, GetParameterTypes, GetParameters, ListParameters, SetParameters, SetParametersAtomically};
+use r2r::rcl_interfaces::msg::{
+    FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, ParameterValue,
+    SetParametersResult,
+};
+use r2r::rcl_interfaces::srv::{
+    DescribeParameters, GetParameterTypes, GetParameters, ListParameters, SetParameters,
+    SetParametersAtomically,
+};
 use serde_json::Value;
 
 use aicc_bridge::config::Config;
@@ -31,22 +37,40 @@ impl ParameterStore {
     fn list(&self, prefixes: &[String], depth: u64) -> (Vec<String>, Vec<String>) {
         let parameters = self.parameters.lock();
         let wanted = |name: &str| {
-            let under = prefixes.is_empty() || prefixes.iter().any(|p| name == p || name.starts_with(&format!("{p}.")));
-            let below = prefixes.iter().filter(|p| name.starts_with(&format!("{p}."))).map(|p| p.split('.').count()).max().unwrap_or(0);
+            let under = prefixes.is_empty()
+                || prefixes.iter().any(|p| name == p || name.starts_with(&format!("{p}.")));
+            let below = prefixes
+                .iter()
+                .filter(|p| name.starts_with(&format!("{p}.")))
+                .map(|p| p.split('.').count())
+                .max()
+                .unwrap_or(0);
             under && (depth == 0 || name.split('.').count() - below <= depth as usize)
         };
-        let names: Vec<String> = parameters.iter().map(|p| p.name.clone()).filter(|n| wanted(n)).collect();
-        let mut sections: Vec<String> = names.iter().filter_map(|n| n.rsplit_once('.').map(|(section, _)| section.to_string())).collect();
+        let names: Vec<String> =
+            parameters.iter().map(|p| p.name.clone()).filter(|n| wanted(n)).collect();
+        let mut sections: Vec<String> = names
+            .iter()
+            .filter_map(|n| n.rsplit_once('.').map(|(section, _)| section.to_string()))
+            .collect();
         sections.dedup();
         (names, sections)
     }
 
     fn value(&self, name: &str) -> ParameterValue {
-        self.parameters.lock().iter().find(|p| p.name == name).map_or_else(not_set, |p| to_message(p.kind, &p.value))
+        self.parameters
+            .lock()
+            .iter()
+            .find(|p| p.name == name)
+            .map_or_else(not_set, |p| to_message(p.kind, &p.value))
     }
 
     fn kind(&self, name: &str) -> u8 {
-        self.parameters.lock().iter().find(|p| p.name == name).map_or(ParameterType::PARAMETER_NOT_SET as u8, |p| type_code(p.kind))
+        self.parameters
+            .lock()
+            .iter()
+            .find(|p| p.name == name)
+            .map_or(ParameterType::PARAMETER_NOT_SET as u8, |p| type_code(p.kind))
     }
 
     fn describe(&self, name: &str) -> ParameterDescriptor {
@@ -59,12 +83,22 @@ impl ParameterStore {
             type_: type_code(p.kind),
             description: p.description.clone(),
             read_only: p.read_only,
-            additional_constraints: if p.safety { "a safety-relevant setting: fixed while the bridge runs".into() } else { String::new() },
+            additional_constraints: if p.safety {
+                "a safety-relevant setting: fixed while the bridge runs".into()
+            } else {
+                String::new()
+            },
             ..Default::default()
         };
         match p.range {
-            Some(Range::Double { from, to }) => descriptor.floating_point_range = vec![FloatingPointRange { from_value: from, to_value: to, step: 0.0 }],
-            Some(Range::Integer { from, to }) => descriptor.integer_range = vec![IntegerRange { from_value: from, to_value: to, step: 0 }],
+            Some(Range::Double { from, to }) => {
+                descriptor.floating_point_range =
+                    vec![FloatingPointRange { from_value: from, to_value: to, step: 0.0 }]
+            }
+            Some(Range::Integer { from, to }) => {
+                descriptor.integer_range =
+                    vec![IntegerRange { from_value: from, to_value: to, step: 0 }]
+            }
             None => {}
         }
         descriptor
@@ -73,15 +107,31 @@ impl ParameterStore {
     /// Checks a set without applying it.
     fn check(&self, name: &str, value: &ParameterValue) -> Result<f64, String> {
         let parameters = self.parameters.lock();
-        let p = parameters.iter().find(|p| p.name == name).ok_or_else(|| format!("parameter '{name}' does not exist (config/default.yaml lists every parameter)"))?;
+        let p = parameters.iter().find(|p| p.name == name).ok_or_else(|| {
+            format!("parameter '{name}' does not exist (config/default.yaml lists every parameter)")
+        })?;
         if p.read_only {
-            let why = if p.safety { "it bounds what the robot may do, and never changes under a running agent" } else { "it takes effect at start" };
+            let why = if p.safety {
+                "it bounds what the robot may do, and never changes under a running agent"
+            } else {
+                "it takes effect at start"
+            };
             return Err(format!("parameter '{name}' is read-only while the bridge runs ({why}): restart the bridge with the new value"));
         }
         let number = match (p.kind, value.type_) {
-            (ParamType::Double, t) if t == ParameterType::PARAMETER_DOUBLE as u8 => value.double_value,
-            (ParamType::Double, t) if t == ParameterType::PARAMETER_INTEGER as u8 => value.integer_value as f64,
-            _ => return Err(format!("parameter '{name}' is a {}, got a {}", type_name(type_code(p.kind)), type_name(value.type_))),
+            (ParamType::Double, t) if t == ParameterType::PARAMETER_DOUBLE as u8 => {
+                value.double_value
+            }
+            (ParamType::Double, t) if t == ParameterType::PARAMETER_INTEGER as u8 => {
+                value.integer_value as f64
+            }
+            _ => {
+                return Err(format!(
+                    "parameter '{name}' is a {}, got a {}",
+                    type_name(type_code(p.kind)),
+                    type_name(value.type_)
+                ))
+            }
         };
         if let Some(Range::Double { from, to }) = p.range {
             if !(from..=to).contains(&number) {
@@ -92,7 +142,9 @@ impl ParameterStore {
     }
 
     fn set(&self, name: &str, value: &ParameterValue) -> SetParametersResult {
-        let outcome = self.check(name, value).and_then(|number| self.live.set(name, number).map(|()| number).map_err(|e| format!("parameter {e}")));
+        let outcome = self.check(name, value).and_then(|number| {
+            self.live.set(name, number).map(|()| number).map_err(|e| format!("parameter {e}"))
+        });
         match outcome {
             Ok(number) => {
                 if let Some(p) = self.parameters.lock().iter_mut().find(|p| p.name == name) {
@@ -148,11 +200,22 @@ fn to_message(kind: ParamType, value: &Value) -> ParameterValue {
         ParamType::Bool => message.bool_value = value.as_bool().unwrap_or_default(),
         ParamType::Integer => message.integer_value = value.as_i64().unwrap_or_default(),
         ParamType::Double => message.double_value = value.as_f64().unwrap_or_default(),
-        ParamType::String => message.string_value = value.as_str().map_or_else(|| value.to_string(), str::to_owned),
-        ParamType::StringArray => message.string_array_value = items(value).iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect(),
-        ParamType::DoubleArray => message.double_array_value = items(value).iter().filter_map(Value::as_f64).collect(),
-        ParamType::IntegerArray => message.integer_array_value = items(value).iter().filter_map(Value::as_i64).collect(),
-        ParamType::BoolArray => message.bool_array_value = items(value).iter().filter_map(Value::as_bool).collect(),
+        ParamType::String => {
+            message.string_value = value.as_str().map_or_else(|| value.to_string(), str::to_owned)
+        }
+        ParamType::StringArray => {
+            message.string_array_value =
+                items(value).iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect()
+        }
+        ParamType::DoubleArray => {
+            message.double_array_value = items(value).iter().filter_map(Value::as_f64).collect()
+        }
+        ParamType::IntegerArray => {
+            message.integer_array_value = items(value).iter().filter_map(Value::as_i64).collect()
+        }
+        ParamType::BoolArray => {
+            message.bool_array_value = items(value).iter().filter_map(Value::as_bool).collect()
+        }
     }
     message
 }
@@ -169,38 +232,68 @@ pub fn serve(node: &mut r2r::Node, store: Arc<ParameterStore>) -> anyhow::Result
     let s = store.clone();
     answer::<ListParameters::Service>(node, &base, "list_parameters", move |request| {
         let (names, prefixes) = s.list(&request.prefixes, request.depth);
-        ListParameters::Response { result: r2r::rcl_interfaces::msg::ListParametersResult { names, prefixes } }
+        ListParameters::Response {
+            result: r2r::rcl_interfaces::msg::ListParametersResult { names, prefixes },
+        }
     })?;
     let s = store.clone();
-    answer::<GetParameters::Service>(node, &base, "get_parameters", move |request| GetParameters::Response { values: request.names.iter().map(|n| s.value(n)).collect() })?;
-    let s = store.clone();
-    answer::<GetParameterTypes::Service>(node, &base, "get_parameter_types", move |request| GetParameterTypes::Response { types: request.names.iter().map(|n| s.kind(n)).collect() })?;
-    let s = store.clone();
-    answer::<DescribeParameters::Service>(node, &base, "describe_parameters", move |request| DescribeParameters::Response { descriptors: request.names.iter().map(|n| s.describe(n)).collect() })?;
-    let s = store.clone();
-    answer::<SetParameters::Service>(node, &base, "set_parameters", move |request| SetParameters::Response { results: request.parameters.iter().map(|p| s.set(&p.name, &p.value)).collect() })?;
-    answer::<SetParametersAtomically::Service>(node, &base, "set_parameters_atomically", move |request| {
-        // All or nothing: every one is checked before any is applied.
-        let refused = request.parameters.iter().find_map(|p| store.check(&p.name, &p.value).err());
-        let result = match refused {
-            Some(reason) => SetParametersResult { successful: false, reason },
-            None => {
-                let results: Vec<SetParametersResult> = request.parameters.iter().map(|p| store.set(&p.name, &p.value)).collect();
-                results.into_iter().find(|r| !r.successful).unwrap_or(SetParametersResult { successful: true, reason: String::new() })
-            }
-        };
-        SetParametersAtomically::Response { result }
+    answer::<GetParameters::Service>(node, &base, "get_parameters", move |request| {
+        GetParameters::Response { values: request.names.iter().map(|n| s.value(n)).collect() }
     })?;
+    let s = store.clone();
+    answer::<GetParameterTypes::Service>(node, &base, "get_parameter_types", move |request| {
+        GetParameterTypes::Response { types: request.names.iter().map(|n| s.kind(n)).collect() }
+    })?;
+    let s = store.clone();
+    answer::<DescribeParameters::Service>(node, &base, "describe_parameters", move |request| {
+        DescribeParameters::Response {
+            descriptors: request.names.iter().map(|n| s.describe(n)).collect(),
+        }
+    })?;
+    let s = store.clone();
+    answer::<SetParameters::Service>(node, &base, "set_parameters", move |request| {
+        SetParameters::Response {
+            results: request.parameters.iter().map(|p| s.set(&p.name, &p.value)).collect(),
+        }
+    })?;
+    answer::<SetParametersAtomically::Service>(
+        node,
+        &base,
+        "set_parameters_atomically",
+        move |request| {
+            // All or nothing: every one is checked before any is applied.
+            let refused =
+                request.parameters.iter().find_map(|p| store.check(&p.name, &p.value).err());
+            let result = match refused {
+                Some(reason) => SetParametersResult { successful: false, reason },
+                None => {
+                    let results: Vec<SetParametersResult> =
+                        request.parameters.iter().map(|p| store.set(&p.name, &p.value)).collect();
+                    results
+                        .into_iter()
+                        .find(|r| !r.successful)
+                        .unwrap_or(SetParametersResult { successful: true, reason: String::new() })
+                }
+            };
+            SetParametersAtomically::Response { result }
+        },
+    )?;
     Ok(())
 }
 
 /// Creates the service `<base>/<name>` and answers each request with
 /// `respond` on a tokio task.
-fn answer<T>(node: &mut r2r::Node, base: &str, name: &str, respond: impl Fn(&T::Request) -> T::Response + Send + 'static) -> anyhow::Result<()>
+fn answer<T>(
+    node: &mut r2r::Node,
+    base: &str,
+    name: &str,
+    respond: impl Fn(&T::Request) -> T::Response + Send + 'static,
+) -> anyhow::Result<()>
 where
     T: r2r::WrappedServiceTypeSupport + 'static,
 {
-    let mut requests = node.create_service::<T>(&format!("{base}/{name}"), r2r::QosProfile::default())?;
+    let mut requests =
+        node.create_service::<T>(&format!("{base}/{name}"), r2r::QosProfile::default())?;
     tokio::spawn(async move {
         while let Some(request) = requests.next().await {
             let response = respond(&request.message);

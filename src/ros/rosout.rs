@@ -71,7 +71,12 @@ impl<S: Subscriber> Layer<S> for RosoutLayer {
         }
         let mut line = Line::default();
         event.record(&mut line);
-        let record = Record { level: level_of(metadata.level()), message: line.0.trim().to_string(), file: metadata.file().unwrap_or("").to_string(), line: metadata.line().unwrap_or(0) };
+        let record = Record {
+            level: level_of(metadata.level()),
+            message: line.0.trim().to_string(),
+            file: metadata.file().unwrap_or("").to_string(),
+            line: metadata.line().unwrap_or(0),
+        };
         let _ = sink.clone().try_send(record);
     }
 }
@@ -88,8 +93,21 @@ pub fn connect(node: &mut r2r::Node, logger: String) -> anyhow::Result<()> {
     }
     tokio::spawn(async move {
         while let Some(record) = records.next().await {
-            let stamp = clock.lock().ok().and_then(|mut c| c.get_now().ok()).map(|t| r2r::Clock::to_builtin_time(&t)).unwrap_or_default();
-            let message = Log { stamp, level: record.level, name: logger.clone(), msg: record.message, file: record.file, function: String::new(), line: record.line };
+            let stamp = clock
+                .lock()
+                .ok()
+                .and_then(|mut c| c.get_now().ok())
+                .map(|t| r2r::Clock::to_builtin_time(&t))
+                .unwrap_or_default();
+            let message = Log {
+                stamp,
+                level: record.level,
+                name: logger.clone(),
+                msg: record.message,
+                file: record.file,
+                function: String::new(),
+                line: record.line,
+            };
             // A failure here cannot be logged (it would come back here).
             let _ = publisher.publish(&message);
         }

@@ -56,7 +56,9 @@ fn newer_source(binary: &Path) -> Option<PathBuf> {
             paths.push(PathBuf::from(std::mem::take(&mut current)));
         }
     }
-    paths.into_iter().filter(|p| !p.as_os_str().is_empty()).find(|source| std::fs::metadata(source).and_then(|m| m.modified()).is_ok_and(|modified| modified > built))
+    paths.into_iter().filter(|p| !p.as_os_str().is_empty()).find(|source| {
+        std::fs::metadata(source).and_then(|m| m.modified()).is_ok_and(|modified| modified > built)
+    })
 }
 
 /// A domain id for this test process, within the range Fast DDS handles
@@ -71,7 +73,8 @@ pub fn domain_id() -> u32 {
         for offset in 0..90 {
             let domain = 10 + (start + offset) % 90;
             let lock = std::env::temp_dir().join(format!("aicc-ros2-test-domain-{domain}.lock"));
-            let holder = std::fs::read_to_string(&lock).ok().and_then(|t| t.trim().parse::<u32>().ok());
+            let holder =
+                std::fs::read_to_string(&lock).ok().and_then(|t| t.trim().parse::<u32>().ok());
             let free = match holder {
                 None => true,
                 Some(pid) => pid == me || !Path::new(&format!("/proc/{pid}")).exists(),
@@ -134,13 +137,23 @@ impl Drop for ChildGuard {
 
 /// Reads `stdout` until a line starting with `marker`; returns that line.
 /// The rest of the output keeps being drained so the child never blocks.
-fn wait_for_marker(name: &str, stdout: ChildStdout, marker: &'static str, timeout: Duration) -> String {
+fn wait_for_marker(
+    name: &str,
+    stdout: ChildStdout,
+    marker: &'static str,
+    timeout: Duration,
+) -> String {
     wait_for_markers(name, stdout, &[marker], timeout).remove(0)
 }
 
 /// Reads `stdout` until a line starting with each marker, in order;
 /// returns those lines.
-fn wait_for_markers(name: &str, stdout: ChildStdout, markers: &[&'static str], timeout: Duration) -> Vec<String> {
+fn wait_for_markers(
+    name: &str,
+    stdout: ChildStdout,
+    markers: &[&'static str],
+    timeout: Duration,
+) -> Vec<String> {
     let (tx, rx) = mpsc::channel();
     let wanted = markers.to_vec();
     thread::spawn(move || {
@@ -154,7 +167,13 @@ fn wait_for_markers(name: &str, stdout: ChildStdout, markers: &[&'static str], t
         }
     });
     let deadline = Instant::now() + timeout;
-    markers.iter().map(|marker| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))).collect()
+    markers
+        .iter()
+        .map(|marker| {
+            rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("{name} did not print {marker} within {timeout:?}"))
+        })
+        .collect()
 }
 
 /// Starts the MuJoCo simulated robot with its ground truth for judges
@@ -164,7 +183,8 @@ pub fn start_sim_with_truth(extra_args: &[&str]) -> (ChildGuard, u16) {
     let mut args = vec!["--truth-listen", "127.0.0.1:0", "--low-obstacles"];
     args.extend_from_slice(extra_args);
     let (guard, lines) = spawn_sim(&args, &["AICC_SIM_TRUTH ", "AICC_SIM_READY"]);
-    let info: Value = serde_json::from_str(lines[0].trim_start_matches("AICC_SIM_TRUTH ")).unwrap_or_else(|e| panic!("AICC_SIM_TRUTH carries JSON ({e}): {}", lines[0]));
+    let info: Value = serde_json::from_str(lines[0].trim_start_matches("AICC_SIM_TRUTH "))
+        .unwrap_or_else(|e| panic!("AICC_SIM_TRUTH carries JSON ({e}): {}", lines[0]));
     (guard, info["port"].as_u64().expect("port") as u16)
 }
 
@@ -177,7 +197,10 @@ fn spawn_sim(extra_args: &[&str], markers: &[&'static str]) -> (ChildGuard, Vec<
     ros_environment();
     let root = repo_root();
     let ros_env = root.join("scripts/ros-env");
-    assert!(root.join(".deps/ros2/bin/python3").exists() || std::env::var("ROS_DISTRO").is_ok(), "run scripts/setup.sh first: the ROS 2 prefix .deps/ros2 is missing");
+    assert!(
+        root.join(".deps/ros2/bin/python3").exists() || std::env::var("ROS_DISTRO").is_ok(),
+        "run scripts/setup.sh first: the ROS 2 prefix .deps/ros2 is missing"
+    );
     let mut child = Command::new(ros_env)
         .arg("python3")
         .arg(root.join("sim/aicc_sim.py"))
@@ -202,48 +225,85 @@ pub fn start_bridge(extra_args: &[&str]) -> (ChildGuard, u16) {
 
 /// Starts the bridge with extra environment variables; also returns what
 /// it writes on stderr (its log), collected as it runs.
-pub fn start_bridge_with(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, Arc<Mutex<String>>) {
-    let (guard, ports, log) = spawn_bridge(&["--listen", "127.0.0.1:0"], extra_args, envs, &["AICC_READY "]);
+pub fn start_bridge_with(
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (ChildGuard, u16, Arc<Mutex<String>>) {
+    let (guard, ports, log) =
+        spawn_bridge(&["--listen", "127.0.0.1:0"], extra_args, envs, &["AICC_READY "]);
     (guard, ports[0], log)
 }
 
 /// Starts the bridge listening on `listen` (e.g. another interface's
 /// address, port 0); returns it, the port and its log.
-pub fn start_bridge_on(listen: &str, extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, Arc<Mutex<String>>) {
-    let (guard, ports, log) = spawn_bridge(&["--listen", listen], extra_args, envs, &["AICC_READY "]);
+pub fn start_bridge_on(
+    listen: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (ChildGuard, u16, Arc<Mutex<String>>) {
+    let (guard, ports, log) =
+        spawn_bridge(&["--listen", listen], extra_args, envs, &["AICC_READY "]);
     (guard, ports[0], log)
 }
 
 /// Starts the bridge with the AI-control dialect on a free port as well
 /// (`--fonline-listen 127.0.0.1:0`); returns it, the AICC port, the
 /// AI-control port (from its `AI_CONTROL_READY` line) and its log.
-pub fn start_bridge_with_ai_control(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
+pub fn start_bridge_with_ai_control(
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
     let listen = ["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0"];
-    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY "]);
+    let (guard, ports, log) =
+        spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY "]);
     (guard, ports[0], ports[1], log)
 }
 
 /// Starts the bridge with the operator's console on a free port as well
 /// (`--console-listen 127.0.0.1:0`); returns it, the AICC port, the
 /// console's port (from its `CONSOLE_READY` line) and its log.
-pub fn start_bridge_with_console(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
+pub fn start_bridge_with_console(
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
     let listen = ["--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0"];
-    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "CONSOLE_READY "]);
+    let (guard, ports, log) =
+        spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "CONSOLE_READY "]);
     (guard, ports[0], ports[1], log)
 }
 
 /// Starts the bridge with every front end on free ports: AICC, the
 /// AI-control dialect and the console; returns it, the three ports (from
 /// their ready lines) and its log.
-pub fn start_bridge_with_every_front_end(extra_args: &[&str], envs: &[(&str, &str)]) -> (ChildGuard, [u16; 3], Arc<Mutex<String>>) {
-    let listen = ["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0"];
-    let (guard, ports, log) = spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY ", "CONSOLE_READY "]);
+pub fn start_bridge_with_every_front_end(
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> (ChildGuard, [u16; 3], Arc<Mutex<String>>) {
+    let listen = [
+        "--listen",
+        "127.0.0.1:0",
+        "--fonline-listen",
+        "127.0.0.1:0",
+        "--console-listen",
+        "127.0.0.1:0",
+    ];
+    let (guard, ports, log) = spawn_bridge(
+        &listen,
+        extra_args,
+        envs,
+        &["AICC_READY ", "AI_CONTROL_READY ", "CONSOLE_READY "],
+    );
     (guard, [ports[0], ports[1], ports[2]], log)
 }
 
 /// Spawns the bridge and waits for its ready lines (`MARKER {"host","port"}`
 /// on stdout, in order); returns the port of each.
-fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], markers: &[&'static str]) -> (ChildGuard, Vec<u16>, Arc<Mutex<String>>) {
+fn spawn_bridge(
+    listen: &[&str],
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+    markers: &[&'static str],
+) -> (ChildGuard, Vec<u16>, Arc<Mutex<String>>) {
     ros_environment();
     let mut child = Command::new(binary("aicc-ros2"))
         // Relative paths in tests (e.g. --config config/sim.yaml) are the repository's.
@@ -265,7 +325,8 @@ fn spawn_bridge(listen: &[&str], extra_args: &[&str], envs: &[(&str, &str)], mar
         .iter()
         .zip(markers)
         .map(|(line, marker)| {
-            let info: Value = serde_json::from_str(line.trim_start_matches(marker)).unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
+            let info: Value = serde_json::from_str(line.trim_start_matches(marker))
+                .unwrap_or_else(|e| panic!("{marker}carries JSON ({e}): {line}"));
             assert_eq!(info["host"], host, "{line}");
             info["port"].as_u64().expect("port") as u16
         })
@@ -294,7 +355,12 @@ pub use aicc_testkit::AiccClient;
 
 /// Subscribes to `topic` on a node of the test's own that spins on its own
 /// thread; `on_message` runs for every message. Returns once subscribed.
-pub fn subscribe_in_thread<T>(node_name: &'static str, topic: &'static str, qos: r2r::QosProfile, mut on_message: impl FnMut(T) + Send + 'static) -> thread::JoinHandle<()>
+pub fn subscribe_in_thread<T>(
+    node_name: &'static str,
+    topic: &'static str,
+    qos: r2r::QosProfile,
+    mut on_message: impl FnMut(T) + Send + 'static,
+) -> thread::JoinHandle<()>
 where
     T: r2r::WrappedTypesupport + 'static,
 {
@@ -304,7 +370,9 @@ where
     let spin = thread::spawn(move || {
         let context = r2r::Context::create().expect("ROS context");
         let mut node = r2r::Node::create(context, node_name, "").expect("node");
-        let mut stream = node.subscribe::<T>(topic, qos).unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
+        let mut stream = node
+            .subscribe::<T>(topic, qos)
+            .unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
         ready_tx.send(()).unwrap();
         loop {
             node.spin_once(Duration::from_millis(1));
@@ -329,7 +397,11 @@ pub fn sim_control(command: Value) {
         .arg(command.to_string())
         .output()
         .expect("running the sim_control client");
-    assert!(output.status.success(), "sim_control {command}: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "sim_control {command}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// The simulator's ground truth, read from its ROS topic by a node of the test's own.
@@ -343,12 +415,18 @@ impl GroundTruth {
         ros_environment();
         let latest = Arc::new(Mutex::new(None));
         let sink = latest.clone();
-        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>("ground_truth_reader", "/ground_truth/odom", r2r::QosProfile::sensor_data(), move |msg| {
+        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>(
+            "ground_truth_reader",
+            "/ground_truth/odom",
+            r2r::QosProfile::sensor_data(),
+            move |msg| {
                 let p = msg.pose.pose.position;
                 let q = msg.pose.pose.orientation;
-                let yaw = (2.0 * (q.w * q.z + q.x * q.y)).atan2(1.0 - 2.0 * (q.y * q.y + q.z * q.z));
+                let yaw =
+                    (2.0 * (q.w * q.z + q.x * q.y)).atan2(1.0 - 2.0 * (q.y * q.y + q.z * q.z));
                 *sink.lock().unwrap() = Some((p.x, p.y, yaw));
-        });
+            },
+        );
         GroundTruth { latest, _spin: spin }
     }
 
@@ -395,15 +473,25 @@ impl CmdVelRecorder {
         ros_environment();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
-        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::Twist>("cmd_vel_recorder", "/cmd_vel", r2r::QosProfile::default().best_effort(), move |msg| {
+        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::Twist>(
+            "cmd_vel_recorder",
+            "/cmd_vel",
+            r2r::QosProfile::default().best_effort(),
+            move |msg| {
                 sink.lock().unwrap().push((Instant::now(), msg.linear.x, msg.angular.z));
-        });
+            },
+        );
         CmdVelRecorder { samples, _spin: spin }
     }
 
     /// The first all-zero command received after `since`.
     pub fn first_zero_after(&self, since: Instant) -> Option<Instant> {
-        self.samples.lock().unwrap().iter().find(|(t, v, w)| *t >= since && *v == 0.0 && *w == 0.0).map(|(t, _, _)| *t)
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(t, v, w)| *t >= since && *v == 0.0 && *w == 0.0)
+            .map(|(t, _, _)| *t)
     }
 
     /// What arrived after `since`: how many commands, and the last one
@@ -412,7 +500,11 @@ impl CmdVelRecorder {
         let samples = self.samples.lock().unwrap();
         let after: Vec<_> = samples.iter().filter(|(t, _, _)| *t >= since).collect();
         match after.last() {
-            Some((t, v, w)) => format!("{} commands, the last {:.0} ms after: linear {v} m/s, angular {w} rad/s", after.len(), (*t - since).as_secs_f64() * 1000.0),
+            Some((t, v, w)) => format!(
+                "{} commands, the last {:.0} ms after: linear {v} m/s, angular {w} rad/s",
+                after.len(),
+                (*t - since).as_secs_f64() * 1000.0
+            ),
             None => format!("no command at all ({} before)", samples.len()),
         }
     }
@@ -420,14 +512,26 @@ impl CmdVelRecorder {
     /// The largest forward speed commanded after `since`; None when nothing
     /// was recorded (an empty recording has no maximum to pass a check).
     pub fn max_linear_after(&self, since: Instant) -> Option<f64> {
-        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).max_by(f64::total_cmp)
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _, _)| *t >= since)
+            .map(|(_, v, _)| *v)
+            .max_by(f64::total_cmp)
     }
 
     /// The most negative linear speed commanded since `since`; None when
     /// nothing was recorded (so that "reversing" is never read off an
     /// empty recording).
     pub fn fastest_reverse_after(&self, since: Instant) -> Option<f64> {
-        self.samples.lock().unwrap().iter().filter(|(t, _, _)| *t >= since).map(|(_, v, _)| *v).min_by(f64::total_cmp)
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _, _)| *t >= since)
+            .map(|(_, v, _)| *v)
+            .min_by(f64::total_cmp)
     }
 }
 
@@ -444,11 +548,16 @@ impl WorldTruth {
         ros_environment();
         let latest = Arc::new(Mutex::new(None));
         let sink = latest.clone();
-        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>("world_truth_reader", "/ground_truth/world", r2r::QosProfile::default().keep_last(2), move |msg| {
+        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>(
+            "world_truth_reader",
+            "/ground_truth/world",
+            r2r::QosProfile::default().keep_last(2),
+            move |msg| {
                 if let Ok(value) = serde_json::from_str::<Value>(&msg.data) {
                     *sink.lock().unwrap() = Some((Instant::now(), value));
                 }
-        });
+            },
+        );
         WorldTruth { latest, _spin: spin }
     }
 
@@ -461,7 +570,10 @@ impl WorldTruth {
                     return value.clone();
                 }
             }
-            assert!(Instant::now() < deadline, "no ground truth on /ground_truth/world within 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "no ground truth on /ground_truth/world within 30 s"
+            );
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -484,9 +596,14 @@ impl StringRecorder {
         ros_environment();
         let messages = Arc::new(Mutex::new(Vec::new()));
         let sink = messages.clone();
-        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>("string_recorder", topic, r2r::QosProfile::default(), move |msg| {
-            sink.lock().unwrap().push((Instant::now(), msg.data));
-        });
+        let spin = subscribe_in_thread::<r2r::std_msgs::msg::String>(
+            "string_recorder",
+            topic,
+            r2r::QosProfile::default(),
+            move |msg| {
+                sink.lock().unwrap().push((Instant::now(), msg.data));
+            },
+        );
         StringRecorder { messages, _spin: spin }
     }
 
@@ -515,10 +632,19 @@ impl TruthSpeed {
         ros_environment();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
-        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>("truth_speed_reader", "/ground_truth/odom", r2r::QosProfile::sensor_data(), move |msg| {
+        let spin = subscribe_in_thread::<r2r::nav_msgs::msg::Odometry>(
+            "truth_speed_reader",
+            "/ground_truth/odom",
+            r2r::QosProfile::sensor_data(),
+            move |msg| {
                 let v = msg.twist.twist.linear;
-                sink.lock().unwrap().push((Instant::now(), v.x.hypot(v.y), msg.twist.twist.angular.z));
-        });
+                sink.lock().unwrap().push((
+                    Instant::now(),
+                    v.x.hypot(v.y),
+                    msg.twist.twist.angular.z,
+                ));
+            },
+        );
         TruthSpeed { samples, _spin: spin }
     }
 
@@ -529,7 +655,12 @@ impl TruthSpeed {
 
     /// The first time after `since` from which every sample (until now)
     /// has |linear| < `linear_mps` and |angular| < `angular_radps`.
-    pub fn still_from(&self, since: Instant, linear_mps: f64, angular_radps: f64) -> Option<Instant> {
+    pub fn still_from(
+        &self,
+        since: Instant,
+        linear_mps: f64,
+        angular_radps: f64,
+    ) -> Option<Instant> {
         let samples = self.samples.lock().unwrap();
         let mut still_since = None;
         for (t, v, w) in samples.iter().filter(|(t, _, _)| *t >= since) {
@@ -555,9 +686,15 @@ impl SimClock {
         ros_environment();
         let latest_s = Arc::new(Mutex::new(None));
         let sink = latest_s.clone();
-        let spin = subscribe_in_thread::<r2r::rosgraph_msgs::msg::Clock>("sim_clock_reader", "/clock", r2r::QosProfile::default(), move |msg| {
-            *sink.lock().unwrap() = Some(f64::from(msg.clock.sec) + f64::from(msg.clock.nanosec) * 1e-9);
-        });
+        let spin = subscribe_in_thread::<r2r::rosgraph_msgs::msg::Clock>(
+            "sim_clock_reader",
+            "/clock",
+            r2r::QosProfile::default(),
+            move |msg| {
+                *sink.lock().unwrap() =
+                    Some(f64::from(msg.clock.sec) + f64::from(msg.clock.nanosec) * 1e-9);
+            },
+        );
         SimClock { latest_s, _spin: Arc::new(spin) }
     }
 
@@ -581,12 +718,18 @@ impl FrameWatcher {
         let frames = Arc::new(Mutex::new(Vec::new()));
         let sink = frames.clone();
         let qos = r2r::QosProfile::default().reliable().keep_last(5);
-        let spin = subscribe_in_thread::<r2r::sensor_msgs::msg::Image>("frame_watcher", topic, qos, move |msg| {
-            let stamp_s = f64::from(msg.header.stamp.sec) + f64::from(msg.header.stamp.nanosec) * 1e-9;
-            if let Some(now_s) = clock.now_s() {
-                sink.lock().unwrap().push((stamp_s, now_s - stamp_s));
-            }
-        });
+        let spin = subscribe_in_thread::<r2r::sensor_msgs::msg::Image>(
+            "frame_watcher",
+            topic,
+            qos,
+            move |msg| {
+                let stamp_s =
+                    f64::from(msg.header.stamp.sec) + f64::from(msg.header.stamp.nanosec) * 1e-9;
+                if let Some(now_s) = clock.now_s() {
+                    sink.lock().unwrap().push((stamp_s, now_s - stamp_s));
+                }
+            },
+        );
         FrameWatcher { frames, _spin: spin }
     }
 
@@ -608,7 +751,8 @@ impl FrameWatcher {
 /// sim/README.md) and returns its acknowledgement once the simulation
 /// loop has applied it.
 pub fn truth_command(truth_port: u16, command: Value) -> Value {
-    let stream = std::net::TcpStream::connect(("127.0.0.1", truth_port)).expect("the simulator's ground-truth channel");
+    let stream = std::net::TcpStream::connect(("127.0.0.1", truth_port))
+        .expect("the simulator's ground-truth channel");
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut command = command;

@@ -46,22 +46,40 @@ impl Client {
 
     /// Connects anywhere: the transport is plain TCP, the token and all
     /// data cross the network unencrypted.
-    pub fn connect_remote(host: &str, port: u16, timeout: Duration) -> Result<Self, AiControlError> {
+    pub fn connect_remote(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<Self, AiControlError> {
         Self::open(host, port, timeout, true)
     }
 
-    fn open(host: &str, port: u16, timeout: Duration, allow_remote: bool) -> Result<Self, AiControlError> {
+    fn open(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        allow_remote: bool,
+    ) -> Result<Self, AiControlError> {
         let addresses: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
-        let loopback = host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        let loopback = host.eq_ignore_ascii_case("localhost")
+            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
         if !allow_remote && !loopback {
             return Err(AiControlError::Usage(format!("refusing the non-loopback endpoint {host}: use connect_remote to allow it (the transport is unencrypted)")));
         }
-        let address = addresses.first().ok_or_else(|| AiControlError::Usage(format!("{host} resolves to no address")))?;
+        let address = addresses
+            .first()
+            .ok_or_else(|| AiControlError::Usage(format!("{host} resolves to no address")))?;
         let stream = TcpStream::connect_timeout(address, timeout)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
-        Ok(Self { reader: BufReader::new(stream.try_clone()?), writer: stream, next_id: 1, max_line_bytes: MAX_LINE_BYTES, broken: None })
+        Ok(Self {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            next_id: 1,
+            max_line_bytes: MAX_LINE_BYTES,
+            broken: None,
+        })
     }
 
     /// A smaller line limit (tests; at least 256 bytes).
@@ -71,21 +89,38 @@ impl Client {
     }
 
     /// Sends one request and returns its result, or the remote error.
-    pub fn request(&mut self, method: &str, params: Map<String, Value>) -> Result<Value, AiControlError> {
+    pub fn request(
+        &mut self,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> Result<Value, AiControlError> {
         if let Some(reason) = &self.broken {
-            return Err(AiControlError::Protocol(format!("connection unusable after an earlier error ({reason})")));
+            return Err(AiControlError::Protocol(format!(
+                "connection unusable after an earlier error ({reason})"
+            )));
         }
         if method.is_empty() {
             return Err(AiControlError::Usage("method must be a non-empty string".into()));
         }
         let id = self.next_id;
         self.next_id += 1;
-        let mut line = serde_json::to_vec(&json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "method": method, "params": params })).expect("a serde_json::Value always serializes");
+        let mut line = serde_json::to_vec(
+            &json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "method": method, "params": params }),
+        )
+        .expect("a serde_json::Value always serializes");
         if line.len() > self.max_line_bytes {
-            return Err(AiControlError::Usage(format!("request exceeds the {}-byte line limit", self.max_line_bytes)));
+            return Err(AiControlError::Usage(format!(
+                "request exceeds the {}-byte line limit",
+                self.max_line_bytes
+            )));
         }
         line.push(b'\n');
-        let response = self.writer.write_all(&line).map_err(AiControlError::from).and_then(|()| self.read_response()).and_then(|response| check_response(response, id));
+        let response = self
+            .writer
+            .write_all(&line)
+            .map_err(AiControlError::from)
+            .and_then(|()| self.read_response())
+            .and_then(|response| check_response(response, id));
         // After an I/O error (a read timeout...) a late response may still
         // arrive and would be taken for the next request's: unusable too.
         match &response {
@@ -101,25 +136,38 @@ impl Client {
         let limit = (self.max_line_bytes + 2) as u64;
         (&mut self.reader).take(limit).read_until(b'\n', &mut line)?;
         if line.is_empty() {
-            return Err(AiControlError::Protocol("the bridge closed the connection without a response".into()));
+            return Err(AiControlError::Protocol(
+                "the bridge closed the connection without a response".into(),
+            ));
         }
         if line.last() != Some(&b'\n') {
             if line.len() > self.max_line_bytes {
-                return Err(AiControlError::Protocol(format!("response exceeds the {}-byte line limit", self.max_line_bytes)));
+                return Err(AiControlError::Protocol(format!(
+                    "response exceeds the {}-byte line limit",
+                    self.max_line_bytes
+                )));
             }
             return Err(AiControlError::Protocol("response is not newline terminated".into()));
         }
         line.pop();
         if line.len() > self.max_line_bytes {
-            return Err(AiControlError::Protocol(format!("response exceeds the {}-byte line limit", self.max_line_bytes)));
+            return Err(AiControlError::Protocol(format!(
+                "response exceeds the {}-byte line limit",
+                self.max_line_bytes
+            )));
         }
-        let text = std::str::from_utf8(&line).map_err(|e| AiControlError::Protocol(format!("response is not valid UTF-8 JSON: {e}")))?;
-        serde_json::from_str(text).map_err(|e| AiControlError::Protocol(format!("response is not valid UTF-8 JSON: {e}")))
+        let text = std::str::from_utf8(&line).map_err(|e| {
+            AiControlError::Protocol(format!("response is not valid UTF-8 JSON: {e}"))
+        })?;
+        serde_json::from_str(text)
+            .map_err(|e| AiControlError::Protocol(format!("response is not valid UTF-8 JSON: {e}")))
     }
 
     pub fn auth(&mut self, token: &str) -> Result<bool, AiControlError> {
         let result = self.request("auth", object(json!({ "token": token })))?;
-        result["authorized"].as_bool().ok_or_else(|| self.fail("auth result has no boolean 'authorized'"))
+        result["authorized"]
+            .as_bool()
+            .ok_or_else(|| self.fail("auth result has no boolean 'authorized'"))
     }
 
     pub fn ping(&mut self) -> Result<Value, AiControlError> {
@@ -140,14 +188,20 @@ impl Client {
 
     /// Queues a command (`{"type": ..., fields...}`); returns `{accepted, commandSeq}`.
     pub fn act(&mut self, command: Value) -> Result<Value, AiControlError> {
-        let Value::Object(command) = command else { return Err(AiControlError::Usage("command must be an object".into())) };
+        let Value::Object(command) = command else {
+            return Err(AiControlError::Usage("command must be an object".into()));
+        };
         if command.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(AiControlError::Usage("command.type must be a non-empty string".into()));
         }
         self.object_result("act", command)
     }
 
-    fn object_result(&mut self, method: &str, params: Map<String, Value>) -> Result<Value, AiControlError> {
+    fn object_result(
+        &mut self,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> Result<Value, AiControlError> {
         let result = self.request(method, params)?;
         if result.is_object() {
             Ok(result)
@@ -164,20 +218,31 @@ impl Client {
 
 /// The contract's response rules, for the request numbered `id`.
 fn check_response(response: Value, id: u64) -> Result<Value, AiControlError> {
-    let Value::Object(mut response) = response else { return Err(AiControlError::Protocol("response must be a JSON object".into())) };
+    let Value::Object(mut response) = response else {
+        return Err(AiControlError::Protocol("response must be a JSON object".into()));
+    };
     if response.get("jsonrpc").and_then(Value::as_str) != Some(JSONRPC_VERSION) {
         return Err(AiControlError::Protocol("response has an unsupported jsonrpc value".into()));
     }
     if response.get("id").and_then(Value::as_u64) != Some(id) {
-        return Err(AiControlError::Protocol(format!("response id does not match the request ({id})")));
+        return Err(AiControlError::Protocol(format!(
+            "response id does not match the request ({id})"
+        )));
     }
     match (response.remove("result"), response.remove("error")) {
         (Some(result), None) => Ok(result),
-        (None, Some(error)) => match (error.get("code").and_then(Value::as_i64), error.get("message").and_then(Value::as_str)) {
-            (Some(code), Some(message)) if error["code"].is_i64() => Err(AiControlError::Remote { code, message: message.to_string() }),
+        (None, Some(error)) => match (
+            error.get("code").and_then(Value::as_i64),
+            error.get("message").and_then(Value::as_str),
+        ) {
+            (Some(code), Some(message)) if error["code"].is_i64() => {
+                Err(AiControlError::Remote { code, message: message.to_string() })
+            }
             _ => Err(AiControlError::Protocol("response error has an invalid shape".into())),
         },
-        _ => Err(AiControlError::Protocol("response must contain exactly one of result or error".into())),
+        _ => Err(AiControlError::Protocol(
+            "response must contain exactly one of result or error".into(),
+        )),
     }
 }
 
@@ -236,7 +301,10 @@ mod tests {
         let mut client = client(scripted(vec![reply.to_vec()])).with_max_line_bytes(256);
         match client.ping() {
             Err(AiControlError::Protocol(reason)) => reason,
-            other => panic!("{}: expected a protocol error, got {other:?}", String::from_utf8_lossy(reply)),
+            other => panic!(
+                "{}: expected a protocol error, got {other:?}",
+                String::from_utf8_lossy(reply)
+            ),
         }
     }
 
@@ -246,7 +314,9 @@ mod tests {
         let mut client = client(port);
         assert_eq!(client.ping().unwrap(), json!({"ok": true}));
         match client.act(json!({"type": "move", "x": 1})) {
-            Err(AiControlError::Remote { code, message }) => assert_eq!((code, message.as_str()), (-32002, "Command queue full")),
+            Err(AiControlError::Remote { code, message }) => {
+                assert_eq!((code, message.as_str()), (-32002, "Command queue full"))
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -276,15 +346,25 @@ mod tests {
 
     #[test]
     fn an_oversized_response_line_fails_closed_and_the_connection_is_not_reused() {
-        let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":{{id}},\"result\":{{\"pad\":\"{}\"}}}}\n", "x".repeat(400));
-        let port = scripted(vec![big.into_bytes(), b"{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}}\n".to_vec()]);
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{{id}},\"result\":{{\"pad\":\"{}\"}}}}\n",
+            "x".repeat(400)
+        );
+        let port = scripted(vec![
+            big.into_bytes(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}}\n".to_vec(),
+        ]);
         let mut client = client(port).with_max_line_bytes(256);
         match client.ping() {
-            Err(AiControlError::Protocol(reason)) => assert!(reason.contains("exceeds the 256-byte line limit"), "{reason}"),
+            Err(AiControlError::Protocol(reason)) => {
+                assert!(reason.contains("exceeds the 256-byte line limit"), "{reason}")
+            }
             other => panic!("{other:?}"),
         }
         match client.ping() {
-            Err(AiControlError::Protocol(reason)) => assert!(reason.contains("unusable"), "{reason}"),
+            Err(AiControlError::Protocol(reason)) => {
+                assert!(reason.contains("unusable"), "{reason}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -301,9 +381,14 @@ mod tests {
             drop(stream);
         });
         let mut client = Client::connect("127.0.0.1", port, Duration::from_millis(100)).unwrap();
-        assert!(matches!(client.ping(), Err(AiControlError::Io(_))), "no response: the read times out");
+        assert!(
+            matches!(client.ping(), Err(AiControlError::Io(_))),
+            "no response: the read times out"
+        );
         match client.ping() {
-            Err(AiControlError::Protocol(reason)) => assert!(reason.contains("unusable") && reason.contains("I/O error"), "{reason}"),
+            Err(AiControlError::Protocol(reason)) => {
+                assert!(reason.contains("unusable") && reason.contains("I/O error"), "{reason}")
+            }
             other => panic!("{other:?}"),
         }
         done_tx.send(()).unwrap();
@@ -314,9 +399,14 @@ mod tests {
     fn requests_the_contract_forbids_are_not_sent() {
         let port = scripted(vec![]);
         let mut client = client(port).with_max_line_bytes(256);
-        assert!(matches!(client.act(json!({"x": 1})), Err(AiControlError::Usage(m)) if m.contains("command.type")));
-        assert!(matches!(client.act(json!({"type": "say", "stringArg": "y".repeat(300)})), Err(AiControlError::Usage(m)) if m.contains("line limit")));
-        let refused = Client::connect("192.0.2.1", 43011, Duration::from_millis(100)).err().unwrap();
+        assert!(
+            matches!(client.act(json!({"x": 1})), Err(AiControlError::Usage(m)) if m.contains("command.type"))
+        );
+        assert!(
+            matches!(client.act(json!({"type": "say", "stringArg": "y".repeat(300)})), Err(AiControlError::Usage(m)) if m.contains("line limit"))
+        );
+        let refused =
+            Client::connect("192.0.2.1", 43011, Duration::from_millis(100)).err().unwrap();
         assert!(refused.to_string().contains("non-loopback"), "{refused}");
     }
 }

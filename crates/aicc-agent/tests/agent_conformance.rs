@@ -44,7 +44,8 @@ sys.exit(0)
 "#;
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("aicc-agent-conformance-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("aicc-agent-conformance-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -57,12 +58,27 @@ fn run_harness(client: &str, report_dir: &Path) -> (i32, String, Value) {
         .output()
         .expect("the harness runs");
     let table = String::from_utf8_lossy(&output.stdout).into_owned();
-    let report = std::fs::read_to_string(report_dir.join("agent-conformance.json")).unwrap_or_else(|e| panic!("no report ({e}); harness said:\n{table}\n{}", String::from_utf8_lossy(&output.stderr)));
-    (output.status.code().expect("the harness exits by itself"), table, serde_json::from_str(&report).unwrap())
+    let report =
+        std::fs::read_to_string(report_dir.join("agent-conformance.json")).unwrap_or_else(|e| {
+            panic!(
+                "no report ({e}); harness said:\n{table}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    (
+        output.status.code().expect("the harness exits by itself"),
+        table,
+        serde_json::from_str(&report).unwrap(),
+    )
 }
 
 fn check<'a>(report: &'a Value, name_start: &str) -> &'a Value {
-    report["checks"].as_array().unwrap().iter().find(|c| c["name"].as_str().unwrap().starts_with(name_start)).unwrap_or_else(|| panic!("no check named {name_start}…"))
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str().unwrap().starts_with(name_start))
+        .unwrap_or_else(|| panic!("no check named {name_start}…"))
 }
 
 #[test]
@@ -72,10 +88,23 @@ fn the_aicc_client_passes_every_agent_check() {
     let (code, table, report) = run_harness(&client, &dir);
     assert_eq!(code, 0, "{table}");
     assert_eq!(report["all_passed"], true, "{table}");
-    let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        report["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 21, "{names:?}");
-    for code in ["protocol_mismatch", "session_expired", "tool_unknown", "tool_unavailable", "invalid_input", "execution_failed", "timeout", "internal_error"] {
-        assert!(names.contains(&format!("error code: {code}").as_str()), "no check for {code}: {names:?}");
+    for code in [
+        "protocol_mismatch",
+        "session_expired",
+        "tool_unknown",
+        "tool_unavailable",
+        "invalid_input",
+        "execution_failed",
+        "timeout",
+        "internal_error",
+    ] {
+        assert!(
+            names.contains(&format!("error code: {code}").as_str()),
+            "no check for {code}: {names:?}"
+        );
     }
     assert_eq!(check(&report, "tick order: tick 3")["reason"], "printed 5, 6, 7, 8, 3 (late)");
     let _ = std::fs::remove_dir_all(dir);
@@ -86,13 +115,18 @@ fn a_non_conformant_client_is_caught() {
     let dir = scratch_dir("bad");
     let script = dir.join("bad_client.py");
     std::fs::write(&script, NON_CONFORMANT_CLIENT).unwrap();
-    let (code, table, report) = run_harness(&format!("python3 '{}' --port {{port}}", script.display()), &dir);
+    let (code, table, report) =
+        run_harness(&format!("python3 '{}' --port {{port}}", script.display()), &dir);
     assert_eq!(code, 1, "{table}");
     assert_eq!(report["all_passed"], false);
     let failed = |name: &str, reason_part: &str| {
         let check = check(&report, name);
         assert_eq!(check["passed"], false, "{name} should fail:\n{table}");
-        assert!(check["reason"].as_str().unwrap().contains(reason_part), "{name}: {}", check["reason"]);
+        assert!(
+            check["reason"].as_str().unwrap().contains(reason_part),
+            "{name}: {}",
+            check["reason"]
+        );
     };
     failed("capabilities: move refused", "received 1 tool_call(s) for 'move'");
     failed("capabilities: teleport refused", "received 1 tool_call(s) for 'teleport'");

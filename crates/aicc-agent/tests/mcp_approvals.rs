@@ -22,8 +22,14 @@ const OPERATOR_TOKEN: &str = "operator-admin-token-a93f";
 const HOST_TIME_LIMIT: Duration = Duration::from_secs(120);
 
 fn bridge() -> MovingBridge {
-    let config = support::config_with(2.0, "    approvals:\n      move_longer_than_m: 0.1\n      timeout_s: 60.0\n");
-    support::start_with_tokens(config, &[("AICC_OPERATOR_TOKEN", OPERATOR_TOKEN), ("AICC_TOKEN", AGENT_TOKEN)])
+    let config = support::config_with(
+        2.0,
+        "    approvals:\n      move_longer_than_m: 0.1\n      timeout_s: 60.0\n",
+    );
+    support::start_with_tokens(
+        config,
+        &[("AICC_OPERATOR_TOKEN", OPERATOR_TOKEN), ("AICC_TOKEN", AGENT_TOKEN)],
+    )
 }
 
 /// What the watching admin session does when a call starts waiting.
@@ -47,7 +53,8 @@ impl Watcher {
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let wanted = want.clone();
         let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             runtime.block_on(async move {
                 let stream = aicc_agent::client::transport::connect("127.0.0.1", port, None, Duration::from_secs(5)).await.unwrap();
                 let options = aicc_agent::client::SessionOptions { token: Some(OPERATOR_TOKEN.into()), subscribe: Some(vec!["approval".into()]), ..Default::default() };
@@ -94,7 +101,11 @@ impl Watcher {
 
 /// Runs host.py --steps approval against `aicc mcp` (the agent's token,
 /// and the operator's when `operator` is set); returns its steps.
-fn run_host(bridge: &MovingBridge, elicit: &str, operator: bool) -> std::collections::HashMap<String, Value> {
+fn run_host(
+    bridge: &MovingBridge,
+    elicit: &str,
+    operator: bool,
+) -> std::collections::HashMap<String, Value> {
     let mut command = Command::new(support::mcp_python());
     command
         .arg(support::host_script())
@@ -103,26 +114,43 @@ fn run_host(bridge: &MovingBridge, elicit: &str, operator: bool) -> std::collect
         .args(["--port", &bridge.port.to_string(), "--token-env", "AICC_TEST_AGENT_TOKEN", "mcp"])
         .env("AICC_TEST_AGENT_TOKEN", AGENT_TOKEN);
     if operator {
-        command.args(["--operator-token-env", "AICC_TEST_OPERATOR_TOKEN"]).env("AICC_TEST_OPERATOR_TOKEN", OPERATOR_TOKEN);
+        command
+            .args(["--operator-token-env", "AICC_TEST_OPERATOR_TOKEN"])
+            .env("AICC_TEST_OPERATOR_TOKEN", OPERATOR_TOKEN);
     }
-    let mut host = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("the Python host starts");
+    let mut host = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the Python host starts");
     let (done, wait) = std::sync::mpsc::channel::<()>();
     let pid = host.id();
     std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(HOST_TIME_LIMIT) {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(HOST_TIME_LIMIT)
+        {
             let _ = Command::new("kill").arg(pid.to_string()).status();
         }
     });
     let mut steps = std::collections::HashMap::new();
     for line in BufReader::new(host.stdout.take().unwrap()).lines() {
         let line = line.expect("the host's output");
-        let step: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("not a JSON line from the host: {line}"));
+        let step: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|_| panic!("not a JSON line from the host: {line}"));
         steps.insert(step["step"].as_str().unwrap().to_string(), step);
     }
     let status = host.wait().unwrap();
     drop(done);
-    assert!(status.success(), "the host failed ({status}); it got as far as {:?}", steps.keys().collect::<Vec<_>>());
-    assert!(steps.contains_key("done"), "the host did not finish: {:?}", steps.keys().collect::<Vec<_>>());
+    assert!(
+        status.success(),
+        "the host failed ({status}); it got as far as {:?}",
+        steps.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        steps.contains_key("done"),
+        "the host did not finish: {:?}",
+        steps.keys().collect::<Vec<_>>()
+    );
     steps
 }
 
@@ -131,7 +159,12 @@ fn travelled(moved: &Value) -> f64 {
 }
 
 fn messages(moved: &Value) -> Vec<String> {
-    moved["progress"].as_array().unwrap().iter().filter_map(|p| p["message"].as_str().map(str::to_owned)).collect()
+    moved["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["message"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The decisions among the watcher's `approval` events (not "awaiting").
@@ -151,10 +184,26 @@ fn the_host_s_user_approves_through_elicitation_and_the_move_runs() {
     let asked = moved["elicitations"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "one question: {asked:?}");
     let message = asked[0]["message"].as_str().unwrap();
-    assert!(message.contains("`move`") && message.contains(r#""forward":0.3"#) && message.contains("move_longer_than_m"), "the question names the tool, its input and the reason: {message}");
+    assert!(
+        message.contains("`move`")
+            && message.contains(r#""forward":0.3"#)
+            && message.contains("move_longer_than_m"),
+        "the question names the tool, its input and the reason: {message}"
+    );
     let schema = &asked[0]["requestedSchema"];
-    assert_eq!((schema["properties"]["approve"]["type"].as_str(), schema["properties"]["reason"]["type"].as_str()), (Some("boolean"), Some("string")), "{schema}");
-    assert!(messages(moved).iter().any(|m| m.contains("host's user is asked")), "the progress said so: {:?}", messages(moved));
+    assert_eq!(
+        (
+            schema["properties"]["approve"]["type"].as_str(),
+            schema["properties"]["reason"]["type"].as_str()
+        ),
+        (Some("boolean"), Some("string")),
+        "{schema}"
+    );
+    assert!(
+        messages(moved).iter().any(|m| m.contains("host's user is asked")),
+        "the progress said so: {:?}",
+        messages(moved)
+    );
 
     let travelled = travelled(moved);
     assert!((travelled - 0.3).abs() < 0.03, "the approved move ran: {travelled} m, not 0.3");
@@ -164,11 +213,25 @@ fn the_host_s_user_approves_through_elicitation_and_the_move_runs() {
     let decided = decisions(&seen);
     assert_eq!(decided.len(), 1, "one decision: {seen:?}");
     let decision = decided[0];
-    assert_eq!((decision["decision"].as_str(), decision["tool"].as_str()), (Some("approved"), Some("move")), "{decision}");
-    assert_eq!(decision["reason"], "approved by the MCP host's user: the path is clear", "{decision}");
+    assert_eq!(
+        (decision["decision"].as_str(), decision["tool"].as_str()),
+        (Some("approved"), Some("move")),
+        "{decision}"
+    );
+    assert_eq!(
+        decision["reason"], "approved by the MCP host's user: the path is clear",
+        "{decision}"
+    );
     let by = decision["by"].as_str().unwrap();
-    assert_ne!(Some(by), decision["session"].as_str(), "the agent's own session did not approve its call: {decision}");
-    assert!(!watcher_id.starts_with(by), "the adapter's operator session decided, not the watcher: {decision}");
+    assert_ne!(
+        Some(by),
+        decision["session"].as_str(),
+        "the agent's own session did not approve its call: {decision}"
+    );
+    assert!(
+        !watcher_id.starts_with(by),
+        "the adapter's operator session decided, not the watcher: {decision}"
+    );
 }
 
 #[test]
@@ -182,16 +245,36 @@ fn the_host_s_user_declines_and_nothing_moves() {
         let result = &moved["result"];
         assert_eq!(result["isError"], true, "{answer}: {moved}");
         let error = &result["structuredContent"]["error"];
-        assert_eq!((error["code"].as_str(), error["retryable"].as_bool()), (Some("execution_failed"), Some(false)), "{answer}: {error}");
-        assert!(error["message"].as_str().unwrap().contains("MCP host's user declined"), "{answer}: {error}");
+        assert_eq!(
+            (error["code"].as_str(), error["retryable"].as_bool()),
+            (Some("execution_failed"), Some(false)),
+            "{answer}: {error}"
+        );
+        assert!(
+            error["message"].as_str().unwrap().contains("MCP host's user declined"),
+            "{answer}: {error}"
+        );
         assert_eq!(moved["elicitations"].as_array().unwrap().len(), 1, "{answer}: {moved}");
         let decided = decisions(&seen);
         assert_eq!(decided.len(), 1, "{answer}: {seen:?}");
         assert_eq!(decided[0]["decision"], "denied", "{answer}: {}", decided[0]);
-        assert!(travelled(moved).abs() < 0.005, "{answer}: nothing moved, but proprioception says {} m", travelled(moved));
+        assert!(
+            travelled(moved).abs() < 0.005,
+            "{answer}: nothing moved, but proprioception says {} m",
+            travelled(moved)
+        );
     }
     assert!(bridge.pose().x.abs() < 0.005, "the robot's own pose: {:?}", bridge.pose());
-    assert!(bridge.robot.actuators.velocities().iter().all(|v| v.linear_mps == 0.0 && v.angular_radps == 0.0), "no velocity but zero was published: {:?}", bridge.robot.actuators.velocities());
+    assert!(
+        bridge
+            .robot
+            .actuators
+            .velocities()
+            .iter()
+            .all(|v| v.linear_mps == 0.0 && v.angular_radps == 0.0),
+        "no velocity but zero was published: {:?}",
+        bridge.robot.actuators.velocities()
+    );
 }
 
 #[test]
@@ -207,11 +290,19 @@ fn a_host_that_cannot_be_asked_leaves_the_call_to_another_operator() {
         let moved = &steps["approval_move"];
         assert_eq!(moved["result"]["isError"], false, "{elicit}: {moved}");
         assert_eq!(moved["elicitations"], json!([]), "{elicit}: the host was asked nothing");
-        assert!(messages(moved).iter().any(|m| m.starts_with("awaiting an operator's approval")), "{elicit}: {:?}", messages(moved));
+        assert!(
+            messages(moved).iter().any(|m| m.starts_with("awaiting an operator's approval")),
+            "{elicit}: {:?}",
+            messages(moved)
+        );
         let decided = decisions(&seen);
         assert_eq!(decided.len(), 1, "{elicit}: {seen:?}");
         assert_eq!(decided[0]["decision"], "approved", "{elicit}: {}", decided[0]);
-        assert!(watcher_id.starts_with(decided[0]["by"].as_str().unwrap()), "{elicit}: the other admin session decided: {}", decided[0]);
+        assert!(
+            watcher_id.starts_with(decided[0]["by"].as_str().unwrap()),
+            "{elicit}: the other admin session decided: {}",
+            decided[0]
+        );
         let travelled = bridge.pose().x - started_at;
         assert!((travelled - 0.3).abs() < 0.03, "{elicit}: the approved move ran: {travelled} m");
     }

@@ -120,7 +120,18 @@ pub const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:8765";
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
-        Self { enabled: false, listen: DEFAULT_CONSOLE_LISTEN.into(), camera_hz: 2.0, state_hz: 5.0, max_pages: 16, page_queue: 64, max_requests_per_minute: 1200, max_connections: 64, max_connections_per_address: 32, header_timeout_s: 5.0 }
+        Self {
+            enabled: false,
+            listen: DEFAULT_CONSOLE_LISTEN.into(),
+            camera_hz: 2.0,
+            state_hz: 5.0,
+            max_pages: 16,
+            page_queue: 64,
+            max_requests_per_minute: 1200,
+            max_connections: 64,
+            max_connections_per_address: 32,
+            header_timeout_s: 5.0,
+        }
     }
 }
 
@@ -225,7 +236,19 @@ pub enum Sensor {
 }
 
 impl Sensor {
-    pub const ALL: [Sensor; 11] = [Sensor::Hazards, Sensor::Odometry, Sensor::Imu, Sensor::Camera, Sensor::CameraInfo, Sensor::Depth, Sensor::DepthInfo, Sensor::JointStates, Sensor::Bumper, Sensor::Battery, Sensor::Scan];
+    pub const ALL: [Sensor; 11] = [
+        Sensor::Hazards,
+        Sensor::Odometry,
+        Sensor::Imu,
+        Sensor::Camera,
+        Sensor::CameraInfo,
+        Sensor::Depth,
+        Sensor::DepthInfo,
+        Sensor::JointStates,
+        Sensor::Bumper,
+        Sensor::Battery,
+        Sensor::Scan,
+    ];
 
     /// The key under `sensors:` in the configuration.
     pub fn key(self) -> &'static str {
@@ -269,7 +292,17 @@ pub const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
 
 impl Default for RecordConfig {
     fn default() -> Self {
-        Self { mode: RecordMode::Off, dir: "aicc_recordings".into(), max_file_bytes: 256 << 20, queue: 4096, flight_window_s: 30.0, flight_max_bytes: 64 << 20, sensor_samples: true, sample_rates_hz: SampleRates::default(), ros_events_topic: "aicc/events".into() }
+        Self {
+            mode: RecordMode::Off,
+            dir: "aicc_recordings".into(),
+            max_file_bytes: 256 << 20,
+            queue: 4096,
+            flight_window_s: 30.0,
+            flight_max_bytes: 64 << 20,
+            sensor_samples: true,
+            sample_rates_hz: SampleRates::default(),
+            ros_events_topic: "aicc/events".into(),
+        }
     }
 }
 
@@ -357,7 +390,15 @@ pub struct FonlineConfig {
 
 impl Default for FonlineConfig {
     fn default() -> Self {
-        Self { enabled: false, listen: DEFAULT_FONLINE_LISTEN.into(), max_queued_commands: 64, max_events: 512, lease_timeout_s: 2.0, max_connections: 32, max_connections_per_address: 16 }
+        Self {
+            enabled: false,
+            listen: DEFAULT_FONLINE_LISTEN.into(),
+            max_queued_commands: 64,
+            max_events: 512,
+            lease_timeout_s: 2.0,
+            max_connections: 32,
+            max_connections_per_address: 16,
+        }
     }
 }
 
@@ -559,10 +600,21 @@ impl Actuators {
 
     /// The acceleration limit of every joint a configured controller moves.
     pub fn max_accelerations(&self) -> Vec<(String, f64)> {
-        let group = |action: &str, joints: Vec<String>, limit: f64| if action.is_empty() { Vec::new() } else { joints.into_iter().map(|j| (j, limit)).collect() };
-        let mut limits = group(&self.head_action, self.head_joints.clone(), self.head_max_accel_radps2);
+        let group = |action: &str, joints: Vec<String>, limit: f64| {
+            if action.is_empty() {
+                Vec::new()
+            } else {
+                joints.into_iter().map(|j| (j, limit)).collect()
+            }
+        };
+        let mut limits =
+            group(&self.head_action, self.head_joints.clone(), self.head_max_accel_radps2);
         limits.extend(group(&self.arm_action, self.arm_joints.clone(), self.arm_max_accel_radps2));
-        let fingers = if self.gripper_joint.is_empty() { Vec::new() } else { self.gripper_trajectory_joints() };
+        let fingers = if self.gripper_joint.is_empty() {
+            Vec::new()
+        } else {
+            self.gripper_trajectory_joints()
+        };
         limits.extend(group(&self.gripper_action, fingers, self.gripper_max_accel_mps2));
         limits
     }
@@ -806,11 +858,19 @@ impl SafetySettings {
     /// The zones a straight motion crosses: the footprint plus the margin,
     /// out to the slow-down distance.
     pub fn zone_grid(&self) -> crate::governor::coverage::ZoneGrid {
-        crate::governor::coverage::ZoneGrid::new(self.footprint(), self.scan_margin_m, self.slow_down_distance_m, crate::governor::coverage::DEFAULT_CELL_M)
+        crate::governor::coverage::ZoneGrid::new(
+            self.footprint(),
+            self.scan_margin_m,
+            self.slow_down_distance_m,
+            crate::governor::coverage::DEFAULT_CELL_M,
+        )
     }
 
     /// The unobserved policy of a direction.
-    pub fn unobserved(&self, direction: crate::governor::coverage::Direction) -> crate::governor::safety::UnobservedPolicy {
+    pub fn unobserved(
+        &self,
+        direction: crate::governor::coverage::Direction,
+    ) -> crate::governor::safety::UnobservedPolicy {
         match direction {
             crate::governor::coverage::Direction::Ahead => self.unobserved_ahead,
             crate::governor::coverage::Direction::Behind => self.unobserved_behind,
@@ -818,7 +878,10 @@ impl SafetySettings {
     }
 
     pub fn emergency(&self) -> crate::governor::EmergencyLimits {
-        crate::governor::EmergencyLimits { max_emergency_decel_mps2: self.emergency_decel_mps2, max_emergency_decel_radps2: self.emergency_decel_radps2 }
+        crate::governor::EmergencyLimits {
+            max_emergency_decel_mps2: self.emergency_decel_mps2,
+            max_emergency_decel_radps2: self.emergency_decel_radps2,
+        }
     }
 
     /// The footprint the laser zones are built around.
@@ -827,13 +890,22 @@ impl SafetySettings {
         if self.footprint_radius_m > 0.0 {
             Footprint::Circle { radius_m: self.footprint_radius_m }
         } else {
-            Footprint::Rectangle { front_m: self.footprint_front_m, rear_m: self.footprint_rear_m, half_width_m: self.footprint_half_width_m }
+            Footprint::Rectangle {
+                front_m: self.footprint_front_m,
+                rear_m: self.footprint_rear_m,
+                half_width_m: self.footprint_half_width_m,
+            }
         }
     }
 
     /// The laser scan's zones: the footprint, the margin, out to the slow-down distance.
     pub fn scan_zones(&self) -> crate::governor::laser::ScanZones {
-        crate::governor::laser::ScanZones { footprint: self.footprint(), margin_m: self.scan_margin_m, reach_m: self.slow_down_distance_m, max_unknown_fraction: self.scan_max_unknown_fraction }
+        crate::governor::laser::ScanZones {
+            footprint: self.footprint(),
+            margin_m: self.scan_margin_m,
+            reach_m: self.slow_down_distance_m,
+            max_unknown_fraction: self.scan_max_unknown_fraction,
+        }
     }
 
     pub fn geofence_radius(&self) -> Option<f64> {
@@ -962,7 +1034,18 @@ pub enum InvalidConfig {
     /// An obstacle source whose readings may be so old that the robot,
     /// at its top speed, cannot stop within the stop margin it protects.
     #[error("{sensor}.max_age_s = {max_age_s} s at base.max_linear_mps = {max_linear_mps} m/s: {travel_m:.3} m driven on a reading that old, plus {braking_m:.3} m braking at safety.emergency_decel_mps2 = {decel_mps2}, is more than the {margin_m:.3} m between the footprint's edge {direction} ({edge_m} m) and safety.stop_distance_m ({stop_m} m): lower the max age or the speed, or raise the stop distance")]
-    CannotStopInTime { sensor: String, direction: &'static str, max_age_s: f64, max_linear_mps: f64, travel_m: f64, braking_m: f64, decel_mps2: f64, margin_m: f64, edge_m: f64, stop_m: f64 },
+    CannotStopInTime {
+        sensor: String,
+        direction: &'static str,
+        max_age_s: f64,
+        max_linear_mps: f64,
+        travel_m: f64,
+        braking_m: f64,
+        decel_mps2: f64,
+        margin_m: f64,
+        edge_m: f64,
+        stop_m: f64,
+    },
     /// A TLS certificate without its key, or the other way round.
     #[error("security.tls_cert_file and security.tls_key_file go together: set both or neither")]
     HalfTls,
@@ -983,29 +1066,39 @@ pub enum TokenEnvError {
     },
     /// One text in two scopes: its holder would be both (the agent an operator).
     #[error("environment variables {first} ({first_scope}) and {second} ({second_scope}) hold the same token: whoever holds it would be both, e.g. the agent its own operator. Give each its own token")]
-    SharedAcrossScopes { first: String, first_scope: &'static str, second: String, second_scope: &'static str },
+    SharedAcrossScopes {
+        first: String,
+        first_scope: &'static str,
+        second: String,
+        second_scope: &'static str,
+    },
 }
 
 impl Config {
     /// Loads a ROS 2 parameter file, taking the section of `node_name` (or `/**`).
     pub fn load(path: &Path, node_name: &str) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        Self::from_params_yaml(&text, node_name).map_err(|source| ConfigError::Invalid { path: path.display().to_string(), source })
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Self::from_params_yaml(&text, node_name)
+            .map_err(|source| ConfigError::Invalid { path: path.display().to_string(), source })
     }
 
     /// Parses the text of a ROS 2 parameter file.
     pub fn from_params_yaml(text: &str, node_name: &str) -> Result<Self, ParamsError> {
         // The node's section is found in the generic document first: other
         // nodes' sections in the same file are not the bridge's to check.
-        let document: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| ParamsError::Yaml(Box::new(e)))?;
+        let document: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options())
+            .map_err(|e| ParamsError::Yaml(Box::new(e)))?;
         let serde_json::Value::Object(top) = document else {
             return Err(ParamsError::NotNodeSections);
         };
         let wanted = [node_name.to_string(), format!("/{node_name}"), "/**".to_string()];
-        let section = wanted
-            .iter()
-            .find_map(|key| top.get(key.as_str()))
-            .ok_or_else(|| ParamsError::NoSection { node: node_name.to_string(), found: top.keys().cloned().collect() })?;
+        let section = wanted.iter().find_map(|key| top.get(key.as_str())).ok_or_else(|| {
+            ParamsError::NoSection {
+                node: node_name.to_string(),
+                found: top.keys().cloned().collect(),
+            }
+        })?;
         let params = section.get("ros__parameters").ok_or(ParamsError::NoRosParameters)?;
         let config = Config::deserialize(params).map_err(ParamsError::Parameters)?;
         config.validate()?;
@@ -1014,8 +1107,16 @@ impl Config {
 
     /// Checks values serde cannot: ranges, finiteness, parseable addresses.
     pub fn validate(&self) -> Result<(), InvalidConfig> {
-        for (name, value) in [("listen", &self.listen), ("fonline.listen", &self.fonline.listen), ("console.listen", &self.console.listen)] {
-            value.parse::<SocketAddr>().map_err(|source| InvalidConfig::NotAnAddress { name, value: value.clone(), source })?;
+        for (name, value) in [
+            ("listen", &self.listen),
+            ("fonline.listen", &self.fonline.listen),
+            ("console.listen", &self.console.listen),
+        ] {
+            value.parse::<SocketAddr>().map_err(|source| InvalidConfig::NotAnAddress {
+                name,
+                value: value.clone(),
+                source,
+            })?;
         }
         let positive = [
             ("tick_rate_hz", self.tick_rate_hz),
@@ -1042,8 +1143,13 @@ impl Config {
             ("console.header_timeout_s", self.console.header_timeout_s),
             ("fonline.lease_timeout_s", self.fonline.lease_timeout_s),
         ];
-        if !(self.approvals.move_longer_than_m.is_finite() && self.approvals.move_longer_than_m >= 0.0) {
-            return Err(InvalidConfig::NotPositive { name: "approvals.move_longer_than_m".into(), value: self.approvals.move_longer_than_m });
+        if !(self.approvals.move_longer_than_m.is_finite()
+            && self.approvals.move_longer_than_m >= 0.0)
+        {
+            return Err(InvalidConfig::NotPositive {
+                name: "approvals.move_longer_than_m".into(),
+                value: self.approvals.move_longer_than_m,
+            });
         }
         for (name, value) in positive {
             if !(value.is_finite() && value > 0.0) {
@@ -1065,7 +1171,10 @@ impl Config {
             ("hazards", &sensors.hazards),
         ] {
             if !(sensor.max_age_s.is_finite() && sensor.max_age_s > 0.0) {
-                return Err(InvalidConfig::NotPositive { name: format!("sensors.{name}.max_age_s"), value: sensor.max_age_s });
+                return Err(InvalidConfig::NotPositive {
+                    name: format!("sensors.{name}.max_age_s"),
+                    value: sensor.max_age_s,
+                });
             }
             if sensor.depth == 0 {
                 return Err(InvalidConfig::Zero { name: format!("sensors.{name}.depth") });
@@ -1082,9 +1191,24 @@ impl Config {
         }
         let actuators = &self.actuators;
         for (name, action, interface, topic) in [
-            ("head", &actuators.head_action, actuators.head_interface, &actuators.head_trajectory_topic),
-            ("arm", &actuators.arm_action, actuators.arm_interface, &actuators.arm_trajectory_topic),
-            ("gripper", &actuators.gripper_action, actuators.gripper_interface, &actuators.gripper_trajectory_topic),
+            (
+                "head",
+                &actuators.head_action,
+                actuators.head_interface,
+                &actuators.head_trajectory_topic,
+            ),
+            (
+                "arm",
+                &actuators.arm_action,
+                actuators.arm_interface,
+                &actuators.arm_trajectory_topic,
+            ),
+            (
+                "gripper",
+                &actuators.gripper_action,
+                actuators.gripper_interface,
+                &actuators.gripper_trajectory_topic,
+            ),
         ] {
             if !action.is_empty() && interface != ControllerInterface::Action && topic.is_empty() {
                 return Err(InvalidConfig::NoTrajectoryTopic { controller: name });
@@ -1108,12 +1232,18 @@ impl Config {
         self.safety.rules().validate().map_err(InvalidConfig::Safety)?;
         // A floor at or above the limit would make the slow-down zone no slow-down at all.
         if self.safety.min_creep_speed_mps >= self.base.max_linear_mps {
-            return Err(InvalidConfig::CreepNotBelowLimit { creep_mps: self.safety.min_creep_speed_mps, max_linear_mps: self.base.max_linear_mps });
+            return Err(InvalidConfig::CreepNotBelowLimit {
+                creep_mps: self.safety.min_creep_speed_mps,
+                max_linear_mps: self.base.max_linear_mps,
+            });
         }
         if !(self.safety.geofence_radius_m.is_finite() && self.safety.geofence_radius_m >= 0.0) {
             return Err(InvalidConfig::GeofenceRadius(self.safety.geofence_radius_m));
         }
-        for (name, value) in [("safety.emergency_decel_mps2", self.safety.emergency_decel_mps2), ("safety.emergency_decel_radps2", self.safety.emergency_decel_radps2)] {
+        for (name, value) in [
+            ("safety.emergency_decel_mps2", self.safety.emergency_decel_mps2),
+            ("safety.emergency_decel_radps2", self.safety.emergency_decel_radps2),
+        ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(InvalidConfig::NotPositive { name: name.into(), value });
             }
@@ -1129,15 +1259,25 @@ impl Config {
                 return Err(InvalidConfig::Negative { name: name.into(), value });
             }
         }
-        for (name, value) in [("safety.scan_max_unknown_fraction", self.safety.scan_max_unknown_fraction), ("safety.max_unobserved_fraction", self.safety.max_unobserved_fraction)] {
+        for (name, value) in [
+            ("safety.scan_max_unknown_fraction", self.safety.scan_max_unknown_fraction),
+            ("safety.max_unobserved_fraction", self.safety.max_unobserved_fraction),
+        ] {
             if !(0.0..=1.0).contains(&value) {
                 return Err(InvalidConfig::Fraction { name: name.into(), value });
             }
         }
         if !(self.safety.height_m.is_finite() && self.safety.height_m > 0.0) {
-            return Err(InvalidConfig::NotPositive { name: "safety.height_m".into(), value: self.safety.height_m });
+            return Err(InvalidConfig::NotPositive {
+                name: "safety.height_m".into(),
+                value: self.safety.height_m,
+            });
         }
-        for (name, value) in [("safety.min_obstacle_height_m", self.safety.min_obstacle_height_m), ("sensors.depth_min_range_m", self.sensors.depth_min_range_m), ("safety.observed_memory_s", self.safety.observed_memory_s)] {
+        for (name, value) in [
+            ("safety.min_obstacle_height_m", self.safety.min_obstacle_height_m),
+            ("sensors.depth_min_range_m", self.sensors.depth_min_range_m),
+            ("safety.observed_memory_s", self.safety.observed_memory_s),
+        ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(InvalidConfig::Negative { name: name.into(), value });
             }
@@ -1188,7 +1328,10 @@ impl Config {
         for sensor in Sensor::ALL {
             let value = self.record.sample_rates_hz.of(sensor);
             if !(value.is_finite() && value >= 0.0) {
-                return Err(InvalidConfig::Negative { name: format!("record.sample_rates_hz.{}", sensor.key()), value });
+                return Err(InvalidConfig::Negative {
+                    name: format!("record.sample_rates_hz.{}", sensor.key()),
+                    value,
+                });
             }
         }
         Ok(())
@@ -1206,7 +1349,10 @@ impl Config {
         let speed = self.base.max_linear_mps;
         let decel = self.safety.emergency_decel_mps2;
         let braking_m = speed * speed / (2.0 * decel);
-        let sources = [("sensors.depth", &self.sensors.depth, &[Direction::Ahead][..]), ("sensors.scan", &self.sensors.scan, &[Direction::Ahead, Direction::Behind][..])];
+        let sources = [
+            ("sensors.depth", &self.sensors.depth, &[Direction::Ahead][..]),
+            ("sensors.scan", &self.sensors.scan, &[Direction::Ahead, Direction::Behind][..]),
+        ];
         for (sensor, topic, directions) in sources {
             if !topic.is_configured() {
                 continue;
@@ -1244,26 +1390,38 @@ impl Config {
         if self.urdf_file.is_empty() {
             return Ok(BUNDLED_URDF.to_string());
         }
-        std::fs::read_to_string(&self.urdf_file).map_err(|source| ConfigError::Read { path: self.urdf_file.clone(), source })
+        std::fs::read_to_string(&self.urdf_file)
+            .map_err(|source| ConfigError::Read { path: self.urdf_file.clone(), source })
     }
 }
 
 impl SecurityConfig {
     /// Reads the tokens from their environment variables. An empty variable
     /// is an error rather than silently no token.
-    pub fn load_tokens(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::protocol::auth::Tokens, TokenEnvError> {
+    pub fn load_tokens(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<crate::protocol::auth::Tokens, TokenEnvError> {
         let mut tokens = crate::protocol::auth::Tokens::default();
         // The variable behind each added token, in the order they were added.
         let mut added: Vec<&TokenSource> = Vec::new();
         for source in &self.tokens {
             if let Some(token) = env(&source.env) {
-                tokens.add(&token, source.scope).map_err(|error| TokenEnvError::Unusable { variable: source.env.clone(), error })?;
+                tokens.add(&token, source.scope).map_err(|error| TokenEnvError::Unusable {
+                    variable: source.env.clone(),
+                    error,
+                })?;
                 added.push(source);
             }
         }
         if let Some((i, j)) = tokens.shared_across_scopes() {
             let (first, second) = (added[i], added[j]);
-            return Err(TokenEnvError::SharedAcrossScopes { first: first.env.clone(), first_scope: first.scope.as_str(), second: second.env.clone(), second_scope: second.scope.as_str() });
+            return Err(TokenEnvError::SharedAcrossScopes {
+                first: first.env.clone(),
+                first_scope: first.scope.as_str(),
+                second: second.env.clone(),
+                second_scope: second.scope.as_str(),
+            });
         }
         Ok(tokens)
     }
@@ -1287,43 +1445,82 @@ mod tests {
         assert_eq!(config.security.tokens.len(), built_in.security.tokens.len());
         assert_eq!(config.security.unauthenticated_scope, built_in.security.unauthenticated_scope);
         assert_eq!(config.tick_mode, built_in.tick_mode);
-        assert_eq!((config.fonline.enabled, config.fonline.listen.as_str()), (false, DEFAULT_FONLINE_LISTEN));
-        assert_eq!((config.fonline.max_queued_commands, config.fonline.max_events), (built_in.fonline.max_queued_commands, built_in.fonline.max_events));
+        assert_eq!(
+            (config.fonline.enabled, config.fonline.listen.as_str()),
+            (false, DEFAULT_FONLINE_LISTEN)
+        );
+        assert_eq!(
+            (config.fonline.max_queued_commands, config.fonline.max_events),
+            (built_in.fonline.max_queued_commands, built_in.fonline.max_events)
+        );
     }
 
     #[test]
     fn the_fonline_section_is_strict_and_checked() {
-        let typo = "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_queue: 3\n";
+        let typo =
+            "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_queue: 3\n";
         assert!(Config::from_params_yaml(typo, "x").unwrap_err().to_string().contains("max_queue"));
         let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
-        assert!(Config::from_params_yaml(zero, "x").unwrap_err().to_string().contains("fonline.max_events"));
+        assert!(Config::from_params_yaml(zero, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("fonline.max_events"));
         let bad_listen = "/**:\n  ros__parameters:\n    fonline:\n      listen: \"localhost\"\n";
-        assert!(Config::from_params_yaml(bad_listen, "x").unwrap_err().to_string().contains("fonline.listen"));
-        let sim = Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
+        assert!(Config::from_params_yaml(bad_listen, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("fonline.listen"));
+        let sim =
+            Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME)
+                .unwrap();
         assert!(sim.fonline.enabled, "the simulation profile serves the AI-control dialect");
     }
 
     #[test]
     fn sample_rates_are_keyed_by_the_sensor_names_and_checked() {
-        let params = |rates: &str| format!("/**:\n  ros__parameters:\n    record:\n      sample_rates_hz: {rates}\n");
+        let params = |rates: &str| {
+            format!("/**:\n  ros__parameters:\n    record:\n      sample_rates_hz: {rates}\n")
+        };
         let config = Config::from_params_yaml(&params("{odom: 5, camera: 0.5}"), "x").unwrap();
         let rates = &config.record.sample_rates_hz;
-        assert_eq!((rates.of(Sensor::Odometry), rates.of(Sensor::Camera), rates.of(Sensor::Imu)), (5.0, 0.5, 0.0), "absent = 0");
-        assert_eq!(RecordConfig::default().sample_rates_hz, SampleRates::default(), "off unless configured");
+        assert_eq!(
+            (rates.of(Sensor::Odometry), rates.of(Sensor::Camera), rates.of(Sensor::Imu)),
+            (5.0, 0.5, 0.0),
+            "absent = 0"
+        );
+        assert_eq!(
+            RecordConfig::default().sample_rates_hz,
+            SampleRates::default(),
+            "off unless configured"
+        );
         // Every key is a sensor's key under `sensors:`, and each maps to its own sensor.
         let keys = serde_json::to_value(SampleRates::default()).unwrap();
         for sensor in Sensor::ALL {
             let mut one = serde_json::Map::new();
             one.insert(sensor.key().to_string(), serde_json::json!(1.0));
-            let rates: SampleRates = serde_json::from_value(serde_json::Value::Object(one)).unwrap();
-            assert!(keys.get(sensor.key()).is_some() && rates.of(sensor) == 1.0, "{}", sensor.key());
-            assert_eq!(Sensor::ALL.iter().filter(|s| rates.of(**s) != 0.0).count(), 1, "{}", sensor.key());
+            let rates: SampleRates =
+                serde_json::from_value(serde_json::Value::Object(one)).unwrap();
+            assert!(
+                keys.get(sensor.key()).is_some() && rates.of(sensor) == 1.0,
+                "{}",
+                sensor.key()
+            );
+            assert_eq!(
+                Sensor::ALL.iter().filter(|s| rates.of(**s) != 0.0).count(),
+                1,
+                "{}",
+                sensor.key()
+            );
         }
         assert_eq!(keys.as_object().unwrap().len(), Sensor::ALL.len());
-        let err = Config::from_params_yaml(&params("{odom: 5, camra: 1}"), "x").unwrap_err().to_string();
+        let err =
+            Config::from_params_yaml(&params("{odom: 5, camra: 1}"), "x").unwrap_err().to_string();
         assert!(err.contains("camra"), "{err}");
         let err = Config::from_params_yaml(&params("{camera: -1}"), "x").unwrap_err().to_string();
-        assert!(err.contains("record.sample_rates_hz.camera must be a finite number >= 0, got -1"), "{err}");
+        assert!(
+            err.contains("record.sample_rates_hz.camera must be a finite number >= 0, got -1"),
+            "{err}"
+        );
         // The YAML reader refuses non-finite numbers itself; the check holds without it.
         for bad in [f64::NAN, f64::INFINITY] {
             let mut config = Config::default();
@@ -1336,11 +1533,20 @@ mod tests {
     #[test]
     fn tokens_come_from_the_environment_and_an_empty_one_is_an_error() {
         let security = SecurityConfig::default();
-        let tokens = security.load_tokens(|name| (name == "AICC_OBSERVE_TOKEN").then(|| "t0k".to_string())).unwrap();
+        let tokens = security
+            .load_tokens(|name| (name == "AICC_OBSERVE_TOKEN").then(|| "t0k".to_string()))
+            .unwrap();
         assert_eq!(tokens.check("t0k"), Some(crate::protocol::auth::Scope::Observe));
         assert!(security.load_tokens(|_| None).unwrap().is_empty());
-        let err = security.load_tokens(|name| (name == "AICC_TOKEN").then(String::new)).unwrap_err();
-        assert!(matches!(&err, TokenEnvError::Unusable { error: crate::protocol::auth::TokenError::Empty, .. }), "{err:?}");
+        let err =
+            security.load_tokens(|name| (name == "AICC_TOKEN").then(String::new)).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                TokenEnvError::Unusable { error: crate::protocol::auth::TokenError::Empty, .. }
+            ),
+            "{err:?}"
+        );
         let err = err.to_string();
         assert!(err.contains("AICC_TOKEN"), "{err}");
     }
@@ -1349,13 +1555,36 @@ mod tests {
     fn the_agent_token_is_not_the_operator_token_and_one_text_in_both_is_refused() {
         use crate::protocol::auth::Scope;
         let security = SecurityConfig::default();
-        let env = |pairs: &'static [(&'static str, &'static str)]| move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
-        let tokens = security.load_tokens(env(&[("AICC_TOKEN", "agent-text"), ("AICC_OPERATOR_TOKEN", "operator-text")])).unwrap();
-        assert_eq!((tokens.check("agent-text"), tokens.check("operator-text")), (Some(Scope::Actuate), Some(Scope::Admin)), "AICC_TOKEN, what every client reads, is the agent's");
-        let err = security.load_tokens(env(&[("AICC_TOKEN", "same"), ("AICC_OPERATOR_TOKEN", "same")])).unwrap_err().to_string();
-        assert!(err.contains("AICC_OPERATOR_TOKEN (admin)") && err.contains("AICC_TOKEN (actuate)") && err.contains("same token"), "{err}");
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let tokens = security
+            .load_tokens(env(&[
+                ("AICC_TOKEN", "agent-text"),
+                ("AICC_OPERATOR_TOKEN", "operator-text"),
+            ]))
+            .unwrap();
+        assert_eq!(
+            (tokens.check("agent-text"), tokens.check("operator-text")),
+            (Some(Scope::Actuate), Some(Scope::Admin)),
+            "AICC_TOKEN, what every client reads, is the agent's"
+        );
+        let err = security
+            .load_tokens(env(&[("AICC_TOKEN", "same"), ("AICC_OPERATOR_TOKEN", "same")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("AICC_OPERATOR_TOKEN (admin)")
+                && err.contains("AICC_TOKEN (actuate)")
+                && err.contains("same token"),
+            "{err}"
+        );
         assert!(!err.contains("\"same\""), "the token itself is never printed: {err}");
-        assert_eq!(Config::default().security.unauthenticated_scope, Scope::Actuate, "no token: an agent, not an operator");
+        assert_eq!(
+            Config::default().security.unauthenticated_scope,
+            Scope::Actuate,
+            "no token: an agent, not an operator"
+        );
         let admin = "/**:\n  ros__parameters:\n    security:\n      unauthenticated_scope: admin\n";
         let err = Config::from_params_yaml(admin, DEFAULT_NODE_NAME).unwrap_err().to_string();
         assert!(err.contains("unauthenticated_scope") && err.contains("operator's token"), "{err}");
@@ -1368,24 +1597,47 @@ mod tests {
             ("turtlebot3.yaml", include_str!("../../../config/turtlebot3.yaml")),
             ("turtlebot4.yaml", include_str!("../../../config/turtlebot4.yaml")),
         ] {
-            let config = Config::from_params_yaml(text, DEFAULT_NODE_NAME).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let config = Config::from_params_yaml(text, DEFAULT_NODE_NAME)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(config.sensors.odom.is_configured(), "{name}");
         }
-        let tb4 = Config::from_params_yaml(include_str!("../../../config/turtlebot4.yaml"), DEFAULT_NODE_NAME).unwrap();
-        assert_eq!((tb4.sensors.depth.topic.as_str(), tb4.actuators.arm_action.as_str()), ("oakd/stereo/image_raw", ""));
+        let tb4 = Config::from_params_yaml(
+            include_str!("../../../config/turtlebot4.yaml"),
+            DEFAULT_NODE_NAME,
+        )
+        .unwrap();
+        assert_eq!(
+            (tb4.sensors.depth.topic.as_str(), tb4.actuators.arm_action.as_str()),
+            ("oakd/stereo/image_raw", "")
+        );
     }
 
     #[test]
     fn the_creep_speed_is_checked_against_the_base_limit() {
-        let sim = Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME).unwrap();
+        let sim =
+            Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME)
+                .unwrap();
         assert_eq!(sim.safety.rules().min_creep_speed_mps, 0.04);
-        let default = Config::from_params_yaml(include_str!("../../../config/default.yaml"), DEFAULT_NODE_NAME).unwrap();
-        assert_eq!(default.safety.min_creep_speed_mps, Config::default().safety.min_creep_speed_mps);
+        let default = Config::from_params_yaml(
+            include_str!("../../../config/default.yaml"),
+            DEFAULT_NODE_NAME,
+        )
+        .unwrap();
+        assert_eq!(
+            default.safety.min_creep_speed_mps,
+            Config::default().safety.min_creep_speed_mps
+        );
         let too_fast = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: 0.2\n    safety:\n      min_creep_speed_mps: 0.2\n";
         let err = Config::from_params_yaml(too_fast, "x").unwrap_err().to_string();
-        assert!(err.contains("safety.min_creep_speed_mps") && err.contains("base.max_linear_mps"), "{err}");
+        assert!(
+            err.contains("safety.min_creep_speed_mps") && err.contains("base.max_linear_mps"),
+            "{err}"
+        );
         let negative = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: -0.01\n";
-        assert!(Config::from_params_yaml(negative, "x").unwrap_err().to_string().contains("min_creep_speed_mps"));
+        assert!(Config::from_params_yaml(negative, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("min_creep_speed_mps"));
         let off = "/**:\n  ros__parameters:\n    safety:\n      min_creep_speed_mps: 0.0\n";
         assert_eq!(Config::from_params_yaml(off, "x").unwrap().safety.min_creep_speed_mps, 0.0);
     }
@@ -1410,15 +1662,25 @@ mod tests {
     #[test]
     fn errors_say_which_rule_was_broken_and_a_file_error_names_the_file() {
         let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
-        assert!(matches!(Config::from_params_yaml(zero, "x"), Err(ParamsError::Invalid(InvalidConfig::Zero { name })) if name == "fonline.max_events"));
-        assert!(matches!(Config::from_params_yaml("[1, 2]", "x"), Err(ParamsError::NotNodeSections)));
+        assert!(
+            matches!(Config::from_params_yaml(zero, "x"), Err(ParamsError::Invalid(InvalidConfig::Zero { name })) if name == "fonline.max_events")
+        );
+        assert!(matches!(
+            Config::from_params_yaml("[1, 2]", "x"),
+            Err(ParamsError::NotNodeSections)
+        ));
         assert!(matches!(Config::from_params_yaml("a: [unclosed", "x"), Err(ParamsError::Yaml(_))));
         let typo = "/**:\n  ros__parameters:\n    tick_rate: 5\n";
         assert!(matches!(Config::from_params_yaml(typo, "x"), Err(ParamsError::Parameters(_))));
-        let file = std::env::temp_dir().join(format!("aicc-config-typo-{}.yaml", std::process::id()));
+        let file =
+            std::env::temp_dir().join(format!("aicc-config-typo-{}.yaml", std::process::id()));
         std::fs::write(&file, typo).unwrap();
         let err = Config::load(&file, "x").unwrap_err().to_string();
-        assert!(err.starts_with(&format!("config file {}: ", file.display())) && err.contains("tick_rate"), "{err}");
+        assert!(
+            err.starts_with(&format!("config file {}: ", file.display()))
+                && err.contains("tick_rate"),
+            "{err}"
+        );
         let _ = std::fs::remove_file(file);
     }
 
@@ -1427,10 +1689,19 @@ mod tests {
         let ok = "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n";
         assert_eq!(Config::from_params_yaml(ok, "other").unwrap().tick_rate_hz, 20.0);
         let no_age = "/**:\n  ros__parameters:\n    sensors:\n      imu: { topic: imu }\n";
-        assert!(Config::from_params_yaml(no_age, "x").unwrap_err().to_string().contains("max_age_s"));
+        assert!(Config::from_params_yaml(no_age, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("max_age_s"));
         let bad = "/**:\n  ros__parameters:\n    base:\n      max_linear_mps: -1.0\n";
-        assert!(Config::from_params_yaml(bad, "x").unwrap_err().to_string().contains("base.max_linear_mps"));
+        assert!(Config::from_params_yaml(bad, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("base.max_linear_mps"));
         let missing = "robot:\n  ros__parameters: {}\n";
-        assert!(Config::from_params_yaml(missing, "aicc_bridge").unwrap_err().to_string().contains("no section"));
+        assert!(Config::from_params_yaml(missing, "aicc_bridge")
+            .unwrap_err()
+            .to_string()
+            .contains("no section"));
     }
 }

@@ -31,9 +31,16 @@ pub struct Summarizer {
 /// `value` with every long string replaced by `"<N bytes left out>"`.
 pub fn without_large_strings(value: &Value) -> Value {
     match value {
-        Value::String(text) if text.len() > MAX_STRING_BYTES => Value::String(format!("<{} bytes left out>", text.len())),
+        Value::String(text) if text.len() > MAX_STRING_BYTES => {
+            Value::String(format!("<{} bytes left out>", text.len()))
+        }
         Value::Array(items) => Value::Array(items.iter().map(without_large_strings).collect()),
-        Value::Object(fields) => Value::Object(fields.iter().map(|(k, v)| (k.clone(), without_large_strings(v))).collect::<Map<_, _>>()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), without_large_strings(v)))
+                .collect::<Map<_, _>>(),
+        ),
         other => other.clone(),
     }
 }
@@ -48,8 +55,12 @@ impl Summarizer {
     pub fn line(&mut self, record: &TapRecord) -> Option<Value> {
         let conn = record.conn.unwrap_or(0);
         let mut line = match &record.body {
-            TapBody::Event { topic, payload, audience } => json!({ "kind": "event", "topic": topic, "payload": without_large_strings(payload), "audience": audience }),
-            TapBody::Connected { peer } => json!({ "kind": "connected", "conn": conn, "peer": peer }),
+            TapBody::Event { topic, payload, audience } => {
+                json!({ "kind": "event", "topic": topic, "payload": without_large_strings(payload), "audience": audience })
+            }
+            TapBody::Connected { peer } => {
+                json!({ "kind": "connected", "conn": conn, "peer": peer })
+            }
             TapBody::Disconnected => {
                 self.tools.retain(|(c, _), _| *c != conn);
                 json!({ "kind": "disconnected", "conn": conn, "session": self.sessions.remove(&conn) })
@@ -60,7 +71,8 @@ impl Summarizer {
                 if message.get("type").and_then(Value::as_str) != Some("tool_call") {
                     return None;
                 }
-                let call_id = message.get("call_id").and_then(Value::as_str).unwrap_or("").to_string();
+                let call_id =
+                    message.get("call_id").and_then(Value::as_str).unwrap_or("").to_string();
                 let tool = message.get("tool").and_then(Value::as_str).unwrap_or("").to_string();
                 self.tools.insert((conn, call_id.clone()), tool.clone());
                 json!({ "kind": "tool_call", "conn": conn, "session": self.sessions.get(&conn), "call_id": call_id, "tool": tool, "input": without_large_strings(message.get("input").unwrap_or(&Value::Null)) })
@@ -74,7 +86,8 @@ impl Summarizer {
                 if message.get("type").and_then(Value::as_str) != Some("tool_result") {
                     return None;
                 }
-                let call_id = message.get("call_id").and_then(Value::as_str).unwrap_or("").to_string();
+                let call_id =
+                    message.get("call_id").and_then(Value::as_str).unwrap_or("").to_string();
                 let tool = self.tools.remove(&(conn, call_id.clone()));
                 let mut line = json!({ "kind": "tool_result", "conn": conn, "session": self.sessions.get(&conn), "call_id": call_id, "tool": tool, "ok": message.get("ok") });
                 for key in ["output", "error", "meta"] {
@@ -129,14 +142,30 @@ mod tests {
     fn a_call_and_its_result_are_told_with_the_tool_and_without_the_image() {
         let mut summarizer = Summarizer::default();
         let init = json!({ "type": "session_init", "session_id": "s-1", "manifest": {} });
-        assert!(summarizer.line(&record(Some(2), TapBody::Outbound { message: Arc::new(init), droppable: false })).is_none());
-        let call = br#"{"type":"tool_call","tool":"vision","call_id":"v1","input":{"format":"png"}}"#;
-        let line = summarizer.line(&record(Some(2), TapBody::Inbound { line: Arc::from(&call[..]) })).unwrap();
-        assert_eq!((&line["kind"], &line["tool"], &line["session"], &line["input"]["format"]), (&json!("tool_call"), &json!("vision"), &json!("s-1"), &json!("png")));
+        assert!(summarizer
+            .line(&record(Some(2), TapBody::Outbound { message: Arc::new(init), droppable: false }))
+            .is_none());
+        let call =
+            br#"{"type":"tool_call","tool":"vision","call_id":"v1","input":{"format":"png"}}"#;
+        let line = summarizer
+            .line(&record(Some(2), TapBody::Inbound { line: Arc::from(&call[..]) }))
+            .unwrap();
+        assert_eq!(
+            (&line["kind"], &line["tool"], &line["session"], &line["input"]["format"]),
+            (&json!("tool_call"), &json!("vision"), &json!("s-1"), &json!("png"))
+        );
         let image = "A".repeat(10_000);
         let result = json!({ "type": "tool_result", "call_id": "v1", "ok": true, "output": { "width": 640, "image": { "data": image } }, "meta": { "latency_ms": 3.0 } });
-        let line = summarizer.line(&record(Some(2), TapBody::Outbound { message: Arc::new(result), droppable: false })).unwrap();
-        assert_eq!((&line["kind"], &line["tool"], &line["ok"], &line["output"]["width"]), (&json!("tool_result"), &json!("vision"), &json!(true), &json!(640)));
+        let line = summarizer
+            .line(&record(
+                Some(2),
+                TapBody::Outbound { message: Arc::new(result), droppable: false },
+            ))
+            .unwrap();
+        assert_eq!(
+            (&line["kind"], &line["tool"], &line["ok"], &line["output"]["width"]),
+            (&json!("tool_result"), &json!("vision"), &json!(true), &json!(640))
+        );
         assert_eq!(line["output"]["image"]["data"], "<10000 bytes left out>");
         assert!(line.to_string().len() < 1000, "{line}");
         assert_eq!(line["seq"], 7);
@@ -145,13 +174,40 @@ mod tests {
     #[test]
     fn events_are_told_once_as_raised_and_other_lines_not_at_all() {
         let mut summarizer = Summarizer::default();
-        let event = summarizer.line(&record(None, TapBody::Event { topic: "governor".into(), payload: Arc::new(json!({ "kind": "stop" })), audience: None })).unwrap();
-        assert_eq!((&event["kind"], &event["topic"], &event["payload"]["kind"]), (&json!("event"), &json!("governor"), &json!("stop")));
+        let event = summarizer
+            .line(&record(
+                None,
+                TapBody::Event {
+                    topic: "governor".into(),
+                    payload: Arc::new(json!({ "kind": "stop" })),
+                    audience: None,
+                },
+            ))
+            .unwrap();
+        assert_eq!(
+            (&event["kind"], &event["topic"], &event["payload"]["kind"]),
+            (&json!("event"), &json!("governor"), &json!("stop"))
+        );
         let delivered = json!({ "type": "event", "topic": "governor", "payload": {} });
-        assert!(summarizer.line(&record(Some(1), TapBody::Outbound { message: Arc::new(delivered), droppable: true })).is_none());
-        assert!(summarizer.line(&record(Some(1), TapBody::Inbound { line: Arc::from(&b"not json"[..]) })).is_none());
-        assert!(summarizer.line(&record(Some(1), TapBody::Inbound { line: Arc::from(&br#"{"type":"heartbeat"}"#[..]) })).is_none());
-        assert_eq!(summarizer.line(&record(None, TapBody::LeaseReleased)).unwrap()["kind"], "lease_released");
+        assert!(summarizer
+            .line(&record(
+                Some(1),
+                TapBody::Outbound { message: Arc::new(delivered), droppable: true }
+            ))
+            .is_none());
+        assert!(summarizer
+            .line(&record(Some(1), TapBody::Inbound { line: Arc::from(&b"not json"[..]) }))
+            .is_none());
+        assert!(summarizer
+            .line(&record(
+                Some(1),
+                TapBody::Inbound { line: Arc::from(&br#"{"type":"heartbeat"}"#[..]) }
+            ))
+            .is_none());
+        assert_eq!(
+            summarizer.line(&record(None, TapBody::LeaseReleased)).unwrap()["kind"],
+            "lease_released"
+        );
     }
 
     /// Keeps the lines it is asked to publish.
@@ -176,15 +232,30 @@ mod tests {
         let tap = crate::tap::Tap::new(16);
         let lines = Arc::new(Lines::default());
         let publisher = tokio::spawn(publish(tap.subscribe(), lines.clone()));
-        let event = |kind: &str| TapBody::Event { topic: "governor".into(), payload: Arc::new(json!({ "kind": kind })), audience: None };
+        let event = |kind: &str| TapBody::Event {
+            topic: "governor".into(),
+            payload: Arc::new(json!({ "kind": kind })),
+            audience: None,
+        };
         tap.record(None, || event("first"));
         tap.record(None, || event("second"));
         tokio::time::sleep(PUBLISH_PERIOD * 4).await;
-        let kinds = |lines: &Lines| lines.0.lock().iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["payload"]["kind"].clone()).collect::<Vec<_>>();
+        let kinds = |lines: &Lines| {
+            lines
+                .0
+                .lock()
+                .iter()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()["payload"]["kind"].clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(kinds(&lines), vec![json!("first"), json!("second")]);
         tap.record(None, || event("later"));
         tokio::time::sleep(PUBLISH_PERIOD * 4).await;
-        assert_eq!(kinds(&lines), vec![json!("first"), json!("second"), json!("later")], "a record after a quiet spell is published too");
+        assert_eq!(
+            kinds(&lines),
+            vec![json!("first"), json!("second"), json!("later")],
+            "a record after a quiet spell is published too"
+        );
         publisher.abort();
     }
 }

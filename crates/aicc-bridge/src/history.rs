@@ -83,9 +83,17 @@ impl<T> SequencedRing<T> {
     /// Items after `cursor`, at most `limit`, whose sizes (`size_of`) add
     /// up to at most `byte_budget`; the first is returned whatever its
     /// size, so that a reader always makes progress.
-    pub fn page_after(&self, cursor: u64, limit: usize, byte_budget: usize, size_of: impl Fn(u64, &T) -> usize) -> Page<'_, T> {
+    pub fn page_after(
+        &self,
+        cursor: u64,
+        limit: usize,
+        byte_budget: usize,
+        size_of: impl Fn(u64, &T) -> usize,
+    ) -> Page<'_, T> {
         let first_retained = self.first_retained_seq();
-        let dropped = first_retained.saturating_sub(cursor.saturating_add(1)).min(self.last_seq.saturating_sub(cursor));
+        let dropped = first_retained
+            .saturating_sub(cursor.saturating_add(1))
+            .min(self.last_seq.saturating_sub(cursor));
         // `cursor` may be older than the oldest retained, or past the last issued.
         let start = cursor.saturating_add(1).max(first_retained);
         let skip = usize::try_from(start - first_retained).unwrap_or(usize::MAX);
@@ -136,14 +144,22 @@ mod tests {
         assert_eq!(page.items, vec![(8, &80), (9, &90), (10, &100)]);
         assert_eq!((page.dropped, page.next_cursor), (7, 10));
         assert_eq!(ring.after(8, 100).items, vec![(9, &90), (10, &100)]);
-        assert_eq!(ring.after(42, 100), Page { items: vec![], dropped: 0, next_cursor: 10 }, "a cursor from the future gets the last seq");
+        assert_eq!(
+            ring.after(42, 100),
+            Page { items: vec![], dropped: 0, next_cursor: 10 },
+            "a cursor from the future gets the last seq"
+        );
     }
 
     #[test]
     fn a_budget_stops_before_the_item_that_would_exceed_it_but_never_returns_nothing() {
         let ring = ring_of(10, 5);
         assert_eq!(seqs(&ring.page_after(0, 10, 25, |_, _| 10)), vec![1, 2]);
-        assert_eq!(seqs(&ring.page_after(0, 10, 3, |_, _| 10)), vec![1], "one oversize item still comes");
+        assert_eq!(
+            seqs(&ring.page_after(0, 10, 3, |_, _| 10)),
+            vec![1],
+            "one oversize item still comes"
+        );
         let page = ring.page_after(3, 10, 1000, |_, _| 10);
         assert_eq!((seqs(&page), page.next_cursor), (vec![4, 5], 5));
     }
@@ -161,7 +177,12 @@ mod tests {
     }
 
     /// Every page read from `cursor` on, until one comes back empty.
-    fn pages(ring: &SequencedRing<usize>, cursor: u64, limit: usize, budget: usize) -> Vec<Page<'_, usize>> {
+    fn pages(
+        ring: &SequencedRing<usize>,
+        cursor: u64,
+        limit: usize,
+        budget: usize,
+    ) -> Vec<Page<'_, usize>> {
         let mut pages = Vec::new();
         let mut at = cursor;
         loop {

@@ -10,7 +10,10 @@ use crate::config::Config;
 
 /// The parameter names that may be set live, with what each changes.
 pub const LIVE_PARAMETERS: &[(&str, &str)] = &[
-    ("sensors.battery_low_fraction", "the charge below which a battery-low state_change event is raised"),
+    (
+        "sensors.battery_low_fraction",
+        "the charge below which a battery-low state_change event is raised",
+    ),
     ("sensors.unavailable_after_s", "how long a silent sensor's tools stay in the manifest"),
 ];
 
@@ -39,7 +42,12 @@ pub enum LiveError {
 
 impl Live {
     pub fn from_config(config: &Config) -> Self {
-        Self { values: RwLock::new(Values { battery_low_fraction: config.sensors.battery_low_fraction, unavailable_after_s: config.sensors.unavailable_after_s }) }
+        Self {
+            values: RwLock::new(Values {
+                battery_low_fraction: config.sensors.battery_low_fraction,
+                unavailable_after_s: config.sensors.unavailable_after_s,
+            }),
+        }
     }
 
     pub fn battery_low_fraction(&self) -> f64 {
@@ -64,10 +72,26 @@ impl Live {
     pub fn set(&self, name: &str, value: f64) -> Result<(), LiveError> {
         let mut values = self.values.write();
         match name {
-            "sensors.battery_low_fraction" if (0.0..=1.0).contains(&value) => values.battery_low_fraction = value,
-            "sensors.battery_low_fraction" => return Err(LiveError::OutOfRange { name: "sensors.battery_low_fraction", domain: "within 0..1", value }),
-            "sensors.unavailable_after_s" if value.is_finite() && value > 0.0 => values.unavailable_after_s = value,
-            "sensors.unavailable_after_s" => return Err(LiveError::OutOfRange { name: "sensors.unavailable_after_s", domain: "a positive number of seconds", value }),
+            "sensors.battery_low_fraction" if (0.0..=1.0).contains(&value) => {
+                values.battery_low_fraction = value
+            }
+            "sensors.battery_low_fraction" => {
+                return Err(LiveError::OutOfRange {
+                    name: "sensors.battery_low_fraction",
+                    domain: "within 0..1",
+                    value,
+                })
+            }
+            "sensors.unavailable_after_s" if value.is_finite() && value > 0.0 => {
+                values.unavailable_after_s = value
+            }
+            "sensors.unavailable_after_s" => {
+                return Err(LiveError::OutOfRange {
+                    name: "sensors.unavailable_after_s",
+                    domain: "a positive number of seconds",
+                    value,
+                })
+            }
             other => return Err(LiveError::NotLive(other.to_string())),
         }
         Ok(())
@@ -83,13 +107,26 @@ mod tests {
         let live = Live::from_config(&Config::default());
         assert_eq!(live.battery_low_fraction(), 0.2);
         live.set("sensors.battery_low_fraction", 0.35).unwrap();
-        assert_eq!((live.battery_low_fraction(), live.get("sensors.battery_low_fraction")), (0.35, Some(0.35)));
-        assert_eq!(live.set("sensors.battery_low_fraction", 1.5), Err(LiveError::OutOfRange { name: "sensors.battery_low_fraction", domain: "within 0..1", value: 1.5 }));
+        assert_eq!(
+            (live.battery_low_fraction(), live.get("sensors.battery_low_fraction")),
+            (0.35, Some(0.35))
+        );
+        assert_eq!(
+            live.set("sensors.battery_low_fraction", 1.5),
+            Err(LiveError::OutOfRange {
+                name: "sensors.battery_low_fraction",
+                domain: "within 0..1",
+                value: 1.5
+            })
+        );
         assert_eq!(live.battery_low_fraction(), 0.35, "a refused value changes nothing");
         live.set("sensors.unavailable_after_s", 4.0).unwrap();
         assert_eq!(live.unavailable_after(), Duration::from_secs(4));
         assert!(live.set("sensors.unavailable_after_s", f64::NAN).is_err());
-        assert_eq!(live.set("base.max_linear_mps", 9.0), Err(LiveError::NotLive("base.max_linear_mps".into())));
+        assert_eq!(
+            live.set("base.max_linear_mps", 9.0),
+            Err(LiveError::NotLive("base.max_linear_mps".into()))
+        );
         for (name, _) in LIVE_PARAMETERS {
             assert!(live.get(name).is_some(), "{name}");
         }

@@ -55,7 +55,16 @@ pub struct Parameter {
 
 /// Keys that bound what the robot may do: fixed at start, never changed
 /// under a running agent.
-const SAFETY_PREFIXES: &[&str] = &["base.", "safety.", "sensors.", "actuators.", "security.", "urdf_file", "use_sim_time", "tf."];
+const SAFETY_PREFIXES: &[&str] = &[
+    "base.",
+    "safety.",
+    "sensors.",
+    "actuators.",
+    "security.",
+    "urdf_file",
+    "use_sim_time",
+    "tf.",
+];
 
 /// Domains the configuration's checks enforce (`Config::validate`); a unit
 /// test keeps the two in step. `*` stands for one name.
@@ -99,7 +108,10 @@ const DOMAINS: &[(&str, Range)] = &[
     ("record.flight_max_bytes", AT_LEAST_ONE),
     ("record.flight_window_s", POSITIVE),
     ("record.sample_rates_hz.*", NON_NEGATIVE),
-    ("record.max_file_bytes", Range::Integer { from: crate::config::MIN_RECORD_FILE_BYTES as i64, to: i64::MAX }),
+    (
+        "record.max_file_bytes",
+        Range::Integer { from: crate::config::MIN_RECORD_FILE_BYTES as i64, to: i64::MAX },
+    ),
 ];
 /// Above zero (ROS ranges are closed: zero itself is refused by the checks).
 const POSITIVE: Range = Range::Double { from: 0.0, to: f64::MAX };
@@ -107,7 +119,8 @@ const NON_NEGATIVE: Range = Range::Double { from: 0.0, to: f64::MAX };
 const AT_LEAST_ONE: Range = Range::Integer { from: 1, to: i64::MAX };
 
 fn matches(pattern: &str, name: &str) -> bool {
-    let (pattern, name): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), name.split('.').collect());
+    let (pattern, name): (Vec<&str>, Vec<&str>) =
+        (pattern.split('.').collect(), name.split('.').collect());
     pattern.len() == name.len() && pattern.iter().zip(&name).all(|(p, n)| *p == "*" || p == n)
 }
 
@@ -125,7 +138,15 @@ pub fn parameters(config: &Config) -> Vec<Parameter> {
         .map(|(name, value, kind)| {
             let live = LIVE_PARAMETERS.iter().find(|(live, _)| *live == name);
             Parameter {
-                description: live.map(|(_, about)| format!("{} (may be set while the bridge runs)", descriptions.get(&name).cloned().unwrap_or_else(|| about.to_string()))).or_else(|| descriptions.get(&name).cloned()).unwrap_or_default(),
+                description: live
+                    .map(|(_, about)| {
+                        format!(
+                            "{} (may be set while the bridge runs)",
+                            descriptions.get(&name).cloned().unwrap_or_else(|| about.to_string())
+                        )
+                    })
+                    .or_else(|| descriptions.get(&name).cloned())
+                    .unwrap_or_default(),
                 read_only: live.is_none(),
                 safety: SAFETY_PREFIXES.iter().any(|prefix| name.starts_with(prefix)),
                 range: range_of(&name),
@@ -138,7 +159,8 @@ pub fn parameters(config: &Config) -> Vec<Parameter> {
 }
 
 fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, Value, ParamType)>) {
-    let name = |key: &str| if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") };
+    let name =
+        |key: &str| if prefix.is_empty() { key.to_string() } else { format!("{prefix}.{key}") };
     match value {
         Value::Object(map) => {
             for (key, value) in map {
@@ -156,7 +178,9 @@ fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, Value, ParamType)
 /// cannot hold a list of maps.
 fn leaf_value(value: &Value) -> Value {
     match value {
-        Value::Array(items) if items.iter().any(|i| i.is_object()) => Value::String(value.to_string()),
+        Value::Array(items) if items.iter().any(|i| i.is_object()) => {
+            Value::String(value.to_string())
+        }
         other => other.clone(),
     }
 }
@@ -209,7 +233,12 @@ pub fn descriptions() -> HashMap<String, String> {
         while path.last().is_some_and(|(i, _)| *i >= indent) {
             path.pop();
         }
-        let name: Vec<&str> = path.iter().map(|(_, k)| k.as_str()).filter(|k| !k.is_empty()).chain([key.trim()]).collect();
+        let name: Vec<&str> = path
+            .iter()
+            .map(|(_, k)| k.as_str())
+            .filter(|k| !k.is_empty())
+            .chain([key.trim()])
+            .collect();
         let name = name.join(".");
         let inline = comment_of(rest);
         let description = match (inline, block.is_empty()) {
@@ -223,7 +252,16 @@ pub fn descriptions() -> HashMap<String, String> {
         if value.starts_with('{') {
             // A flow map (a sensor): its fields share the section's text.
             for field in ["topic", "reliability", "depth", "max_age_s"] {
-                out.insert(format!("{name}.{field}"), format!("{}: {description}", SENSOR_FIELDS.iter().find(|(f, _)| *f == field).map_or("", |(_, about)| about)));
+                out.insert(
+                    format!("{name}.{field}"),
+                    format!(
+                        "{}: {description}",
+                        SENSOR_FIELDS
+                            .iter()
+                            .find(|(f, _)| *f == field)
+                            .map_or("", |(_, about)| about)
+                    ),
+                );
             }
         }
         if value.is_empty() {
@@ -267,7 +305,8 @@ impl NodeIdentity {
     /// wildcard first, so that the node's own section wins.
     fn section_keys(&self) -> Vec<String> {
         let ns = self.namespace.trim_end_matches('/');
-        let mut keys = vec!["/**".to_string(), "**".to_string(), self.name.clone(), format!("/{}", self.name)];
+        let mut keys =
+            vec!["/**".to_string(), "**".to_string(), self.name.clone(), format!("/{}", self.name)];
         if !ns.is_empty() {
             keys.push(format!("{ns}/{}", self.name));
             keys.push(format!("{}/{}", ns.trim_start_matches('/'), self.name));
@@ -294,7 +333,11 @@ pub enum LoadError {
 /// The configuration from the defaults, the `files` (ROS parameter files:
 /// every section that applies to `node`), and the `overrides` (`name`,
 /// YAML value text), in that order; unknown keys are refused by name.
-pub fn load(node: &NodeIdentity, files: &[PathBuf], overrides: &[(String, String)]) -> Result<Config, LoadError> {
+pub fn load(
+    node: &NodeIdentity,
+    files: &[PathBuf],
+    overrides: &[(String, String)],
+) -> Result<Config, LoadError> {
     let mut merged = serde_json::to_value(Config::default()).expect("the configuration serialises");
     for path in files {
         for section in file_sections(path, node)? {
@@ -304,14 +347,23 @@ pub fn load(node: &NodeIdentity, files: &[PathBuf], overrides: &[(String, String
     let known: Vec<String> = parameters(&Config::default()).into_iter().map(|p| p.name).collect();
     for (name, text) in overrides {
         if !known.iter().any(|k| k == name || k.starts_with(&format!("{name}."))) {
-            return Err(LoadError::Override { name: name.clone(), problem: "no such parameter (config/default.yaml lists them all)".into() });
+            return Err(LoadError::Override {
+                name: name.clone(),
+                problem: "no such parameter (config/default.yaml lists them all)".into(),
+            });
         }
-        let value: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Override { name: name.clone(), problem: format!("not a YAML value: {e}") })?;
+        let value: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Override {
+            name: name.clone(),
+            problem: format!("not a YAML value: {e}"),
+        })?;
         set_path(&mut merged, name, value);
     }
     let config = Config::deserialize(&merged).map_err(|e| match overrides.is_empty() {
         true => LoadError::Parameters(e),
-        false => LoadError::Override { name: overrides.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), problem: e.to_string() },
+        false => LoadError::Override {
+            name: overrides.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+            problem: e.to_string(),
+        },
     })?;
     config.validate()?;
     Ok(config)
@@ -322,19 +374,26 @@ pub fn load(node: &NodeIdentity, files: &[PathBuf], overrides: &[(String, String
 /// an unknown key is named with its file.
 fn file_sections(path: &Path, node: &NodeIdentity) -> Result<Vec<Value>, ConfigError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: shown.clone(), source })?;
     let invalid = |source| ConfigError::Invalid { path: shown.clone(), source };
-    let document: Value = serde_saphyr::from_str(&text).map_err(|e| invalid(ParamsError::Yaml(Box::new(e))))?;
+    let document: Value =
+        serde_saphyr::from_str(&text).map_err(|e| invalid(ParamsError::Yaml(Box::new(e))))?;
     let Value::Object(top) = document else { return Err(invalid(ParamsError::NotNodeSections)) };
     let keys = node.section_keys();
     let sections: Vec<Value> = keys
         .iter()
         .filter_map(|key| top.get(key))
-        .map(|section| section.get("ros__parameters").map(expand_dotted).ok_or(ParamsError::NoRosParameters))
+        .map(|section| {
+            section.get("ros__parameters").map(expand_dotted).ok_or(ParamsError::NoRosParameters)
+        })
         .collect::<Result<_, _>>()
         .map_err(invalid)?;
     if sections.is_empty() {
-        return Err(invalid(ParamsError::NoSection { node: node.name.clone(), found: top.keys().cloned().collect() }));
+        return Err(invalid(ParamsError::NoSection {
+            node: node.name.clone(),
+            found: top.keys().cloned().collect(),
+        }));
     }
     for section in &sections {
         Config::deserialize(section).map_err(|e| invalid(ParamsError::Parameters(e)))?;
@@ -363,7 +422,9 @@ fn set_path(target: &mut Value, name: &str, value: Value) {
         at = &mut at[*part];
     }
     match (at.get_mut(parts[parts.len() - 1]), value) {
-        (Some(existing @ Value::Object(_)), Value::Object(fields)) => merge(existing, &Value::Object(fields)),
+        (Some(existing @ Value::Object(_)), Value::Object(fields)) => {
+            merge(existing, &Value::Object(fields))
+        }
         (_, value) => at[parts[parts.len() - 1]] = value,
     }
 }
@@ -374,7 +435,9 @@ fn merge(base: &mut Value, layer: &Value) {
         (Value::Object(base), Value::Object(layer)) => {
             for (key, value) in layer {
                 match base.get_mut(key) {
-                    Some(existing) if existing.is_object() && value.is_object() => merge(existing, value),
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        merge(existing, value)
+                    }
                     _ => {
                         base.insert(key.clone(), value.clone());
                     }
@@ -404,21 +467,44 @@ mod tests {
     #[test]
     fn every_key_is_a_parameter_with_a_type_and_a_description() {
         let params = parameters(&Config::default());
-        let find = |name: &str| params.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("{name} is a parameter"));
-        assert_eq!((find("base.max_linear_mps").kind, find("base.max_linear_mps").value.as_f64()), (ParamType::Double, Some(0.22)));
+        let find = |name: &str| {
+            params
+                .iter()
+                .find(|p| p.name == name)
+                .unwrap_or_else(|| panic!("{name} is a parameter"))
+        };
+        assert_eq!(
+            (find("base.max_linear_mps").kind, find("base.max_linear_mps").value.as_f64()),
+            (ParamType::Double, Some(0.22))
+        );
         assert_eq!(find("max_connections").kind, ParamType::Integer);
         assert_eq!(find("use_sim_time").kind, ParamType::Bool);
         assert_eq!(find("actuators.arm_joints").kind, ParamType::StringArray);
         assert_eq!(find("sensors.camera.reliability").value, "best_effort");
         assert_eq!(find("security.tokens").kind, ParamType::String, "a list of maps is its JSON");
         for p in &params {
-            assert!(!p.description.is_empty(), "{} has no description in config/default.yaml", p.name);
+            assert!(
+                !p.description.is_empty(),
+                "{} has no description in config/default.yaml",
+                p.name
+            );
         }
-        assert!(find("base.max_linear_mps").description.contains("top speed"), "{:?}", find("base.max_linear_mps"));
-        assert!(find("sensors.odom.max_age_s").description.contains("older data"), "{:?}", find("sensors.odom.max_age_s"));
+        assert!(
+            find("base.max_linear_mps").description.contains("top speed"),
+            "{:?}",
+            find("base.max_linear_mps")
+        );
+        assert!(
+            find("sensors.odom.max_age_s").description.contains("older data"),
+            "{:?}",
+            find("sensors.odom.max_age_s")
+        );
         assert!(find("base.max_linear_mps").read_only && find("base.max_linear_mps").safety);
         assert!(!find("sensors.battery_low_fraction").read_only, "a live parameter");
-        assert_eq!(find("sensors.battery_low_fraction").range, Some(Range::Double { from: 0.0, to: 1.0 }));
+        assert_eq!(
+            find("sensors.battery_low_fraction").range,
+            Some(Range::Double { from: 0.0, to: 1.0 })
+        );
         assert_eq!(find("sensors.camera.depth").range, Some(AT_LEAST_ONE));
         assert!(!find("world_name").safety);
     }
@@ -443,27 +529,52 @@ mod tests {
     fn layers_apply_in_order_wildcard_then_node_then_overrides() {
         let path = file("layers.yaml", "/**:\n  ros__parameters:\n    tick_rate_hz: 20.0\n    base.max_linear_mps: 0.15\naicc_bridge:\n  ros__parameters:\n    tick_rate_hz: 25.0\nother_node:\n  ros__parameters:\n    whatever: 1\n");
         let config = load(&node(), std::slice::from_ref(&path), &[]).unwrap();
-        assert_eq!((config.tick_rate_hz, config.base.max_linear_mps), (25.0, 0.15), "the node's own section wins; dotted names work");
-        let config = load(&node(), std::slice::from_ref(&path), &[("base.max_linear_mps".into(), "0.2".into()), ("world_name".into(), "lab".into())]).unwrap();
+        assert_eq!(
+            (config.tick_rate_hz, config.base.max_linear_mps),
+            (25.0, 0.15),
+            "the node's own section wins; dotted names work"
+        );
+        let config = load(
+            &node(),
+            std::slice::from_ref(&path),
+            &[("base.max_linear_mps".into(), "0.2".into()), ("world_name".into(), "lab".into())],
+        )
+        .unwrap();
         assert_eq!((config.base.max_linear_mps, config.world_name.as_str()), (0.2, "lab"));
         // A namespaced node finds its section by its full name.
-        let namespaced = file("ns.yaml", "/robot1/aicc_bridge:\n  ros__parameters:\n    namespace: \"/robot1\"\n");
+        let namespaced = file(
+            "ns.yaml",
+            "/robot1/aicc_bridge:\n  ros__parameters:\n    namespace: \"/robot1\"\n",
+        );
         let robot1 = NodeIdentity { name: "aicc_bridge".into(), namespace: "/robot1".into() };
-        assert_eq!(load(&robot1, std::slice::from_ref(&namespaced), &[]).unwrap().namespace, "/robot1");
+        assert_eq!(
+            load(&robot1, std::slice::from_ref(&namespaced), &[]).unwrap().namespace,
+            "/robot1"
+        );
         let err = load(&node(), &[namespaced], &[]).unwrap_err().to_string();
         assert!(err.contains("no section for node 'aicc_bridge'"), "{err}");
     }
 
     #[test]
     fn bad_layers_are_refused_naming_the_file_or_the_parameter() {
-        let typo = file("typo.yaml", "/**:\n  ros__parameters:\n    base:\n      max_lineer_mps: 1.0\n");
+        let typo =
+            file("typo.yaml", "/**:\n  ros__parameters:\n    base:\n      max_lineer_mps: 1.0\n");
         let err = load(&node(), std::slice::from_ref(&typo), &[]).unwrap_err().to_string();
         assert!(err.contains("typo.yaml") && err.contains("max_lineer_mps"), "{err}");
-        let err = load(&node(), &[], &[("base.max_lineer_mps".into(), "1.0".into())]).unwrap_err().to_string();
-        assert!(err.contains("parameter base.max_lineer_mps") && err.contains("no such parameter"), "{err}");
-        let err = load(&node(), &[], &[("base.max_linear_mps".into(), "fast".into())]).unwrap_err().to_string();
+        let err = load(&node(), &[], &[("base.max_lineer_mps".into(), "1.0".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("parameter base.max_lineer_mps") && err.contains("no such parameter"),
+            "{err}"
+        );
+        let err = load(&node(), &[], &[("base.max_linear_mps".into(), "fast".into())])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("base.max_linear_mps"), "{err}");
-        let err = load(&node(), &[], &[("base.max_linear_mps".into(), "-1.0".into())]).unwrap_err().to_string();
+        let err = load(&node(), &[], &[("base.max_linear_mps".into(), "-1.0".into())])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("base.max_linear_mps must be a positive number"), "{err}");
     }
 

@@ -22,7 +22,11 @@ impl RobotEvent {
     }
 
     /// An event for one session.
-    pub fn for_session(topic: impl Into<String>, payload: Value, session: impl Into<String>) -> Self {
+    pub fn for_session(
+        topic: impl Into<String>,
+        payload: Value,
+        session: impl Into<String>,
+    ) -> Self {
         Self { topic: topic.into(), payload, session: Some(session.into()) }
     }
 }

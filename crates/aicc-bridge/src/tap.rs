@@ -97,7 +97,9 @@ impl TapReceiver {
         match self.receiver.try_recv() {
             Ok(record) => Some(Ok(record)),
             Err(broadcast::error::TryRecvError::Lagged(lost)) => Some(Err(Lagged(lost))),
-            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => None,
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => {
+                None
+            }
         }
     }
 }
@@ -144,7 +146,13 @@ impl Tap {
         if !self.is_observed() {
             return;
         }
-        let record = TapRecord { seq: self.next_seq.fetch_add(1, Ordering::Relaxed), at: Instant::now(), wall: SystemTime::now(), conn, body: body() };
+        let record = TapRecord {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            at: Instant::now(),
+            wall: SystemTime::now(),
+            conn,
+            body: body(),
+        };
         // An error means the last observer left meanwhile: nothing to do.
         let _ = self.sender.send(Arc::new(record));
     }
@@ -189,7 +197,8 @@ mod tests {
             tap.record(Some(1), || inbound(text));
         }
         assert_eq!(slow.try_recv(), Some(Err(Lagged(3))));
-        let kept: Vec<u64> = std::iter::from_fn(|| slow.try_recv()).map(|r| r.expect("not lagged").seq).collect();
+        let kept: Vec<u64> =
+            std::iter::from_fn(|| slow.try_recv()).map(|r| r.expect("not lagged").seq).collect();
         assert_eq!(kept, vec![4, 5]);
     }
 

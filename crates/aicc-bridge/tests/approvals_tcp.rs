@@ -36,10 +36,15 @@ fn result_of(client: &mut AiccClient, call_id: &str, seen: &mut Vec<Value>) -> V
 
 #[test]
 fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_refused() {
-    let bridge = start(config("    approvals:\n      tools: [say]\n      timeout_s: 30.0\n"), &TOKENS);
+    let bridge =
+        start(config("    approvals:\n      tools: [say]\n      timeout_s: 30.0\n"), &TOKENS);
     let (mut agent, _) = open(bridge.port, AGENT);
     let (mut operator, init) = open(bridge.port, OPERATOR);
-    assert!(init["capabilities"]["actuators"].as_array().unwrap().contains(&json!("approve")), "{}", init["capabilities"]);
+    assert!(
+        init["capabilities"]["actuators"].as_array().unwrap().contains(&json!("approve")),
+        "{}",
+        init["capabilities"]
+    );
     send_call(&mut agent, "hello", "say", json!({ "text": "hello" }));
     let waiting = loop {
         let event = agent.read_until("event");
@@ -47,7 +52,11 @@ fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_ref
             break event;
         }
     };
-    assert_eq!((waiting["topic"].as_str(), waiting["payload"]["state"].as_str()), (Some("command"), Some("awaiting_approval")), "{waiting}");
+    assert_eq!(
+        (waiting["topic"].as_str(), waiting["payload"]["state"].as_str()),
+        (Some("command"), Some("awaiting_approval")),
+        "{waiting}"
+    );
     let listed = operator.call("l1", "approvals_list", json!({}));
     let pending = listed["output"]["pending"].as_array().unwrap().clone();
     assert_eq!((pending.len(), pending[0]["tool"].as_str()), (1, Some("say")), "{listed}");
@@ -60,7 +69,10 @@ fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_ref
     assert!(seen.iter().any(|m| m["payload"]["state"] == "accepted"), "{seen:?}");
     let replayed = operator.call("a2", "approve", json!({ "approval_id": approval_id }));
     assert_eq!(replayed["error"]["code"], "invalid_input", "{replayed}");
-    assert!(support::logged_soon("refused: no call waits for this approval"), "the refusal is logged");
+    assert!(
+        support::logged_soon("refused: no call waits for this approval"),
+        "the refusal is logged"
+    );
     // Denied: the agent's call ends with a non-retryable error.
     send_call(&mut agent, "again", "say", json!({ "text": "again" }));
     // The operator's connection is another: list once the call is known to wait.
@@ -72,10 +84,15 @@ fn a_named_tool_waits_for_an_admin_who_approves_or_denies_it_and_a_replay_is_ref
     }
     let listed = operator.call("l2", "approvals_list", json!({}));
     let approval_id = listed["output"]["pending"][0]["approval_id"].as_str().unwrap().to_string();
-    let denied = operator.call("d1", "deny", json!({ "approval_id": approval_id, "reason": "not now" }));
+    let denied =
+        operator.call("d1", "deny", json!({ "approval_id": approval_id, "reason": "not now" }));
     assert_eq!(denied["output"]["decision"], "denied", "{denied}");
     let ended = result_of(&mut agent, "again", &mut Vec::new());
-    assert_eq!((ended["ok"].as_bool(), ended["error"]["retryable"].as_bool()), (Some(false), Some(false)), "{ended}");
+    assert_eq!(
+        (ended["ok"].as_bool(), ended["error"]["retryable"].as_bool()),
+        (Some(false), Some(false)),
+        "{ended}"
+    );
     assert!(ended["error"]["message"].as_str().unwrap().contains("not now"), "{ended}");
     let said: Vec<String> = bridge.robot.signals.said();
     assert_eq!(said, vec!["hello".to_string()], "only the approved call spoke");
@@ -93,7 +110,8 @@ fn approval_id_when_waiting(agent: &mut AiccClient) -> String {
 
 #[test]
 fn an_approved_call_runs_on_its_agents_connection_after_the_operator_has_gone() {
-    let bridge = start(config("    approvals:\n      tools: [wait]\n      timeout_s: 30.0\n"), &TOKENS);
+    let bridge =
+        start(config("    approvals:\n      tools: [wait]\n      timeout_s: 30.0\n"), &TOKENS);
     let (mut agent, _) = open(bridge.port, AGENT);
     // A headless operator approves and leaves at once (as `aicc approvals approve` does).
     send_call(&mut agent, "w1", "wait", json!({ "seconds": 0.5 }));
@@ -104,5 +122,8 @@ fn an_approved_call_runs_on_its_agents_connection_after_the_operator_has_gone() 
         assert_eq!(approved["output"]["decision"], "approved", "{approved}");
     }
     let waited = result_of(&mut agent, "w1", &mut Vec::new());
-    assert_eq!(waited["ok"], true, "the approved call ran to its end although its approver had gone: {waited}");
+    assert_eq!(
+        waited["ok"], true,
+        "the approved call ran to its end although its approver had gone: {waited}"
+    );
 }

@@ -30,7 +30,11 @@ impl AiccClient {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting to the bridge");
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         stream.set_nodelay(true).unwrap();
-        AiccClient { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, other: Vec::new() }
+        AiccClient {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            other: Vec::new(),
+        }
     }
 
     pub fn send_bytes(&mut self, bytes: &[u8]) {
@@ -63,7 +67,8 @@ impl AiccClient {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).expect("reading from the bridge");
         assert!(n > 0, "the bridge closed the connection");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bridge sent invalid JSON ({e}): {line}"))
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("bridge sent invalid JSON ({e}): {line}"))
     }
 
     /// Calls a tool and waits for its result.
@@ -82,12 +87,20 @@ impl AiccClient {
     /// Calls a tool until it succeeds or fails for good: retryable errors
     /// (sensor data not flowing yet) and tools not yet available are
     /// retried every 200 ms for up to `patience`.
-    pub fn call_when_ready(&mut self, call_id: &str, tool: &str, input: Value, patience: Duration) -> Value {
+    pub fn call_when_ready(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        input: Value,
+        patience: Duration,
+    ) -> Value {
         let deadline = Instant::now() + patience;
         let mut attempt = 0;
         loop {
             let result = self.call(&format!("{call_id}-{attempt}"), tool, input.clone());
-            let waiting = result["ok"] == false && (result["error"]["retryable"] == true || result["error"]["code"] == "tool_unavailable");
+            let waiting = result["ok"] == false
+                && (result["error"]["retryable"] == true
+                    || result["error"]["code"] == "tool_unavailable");
             if !waiting || Instant::now() > deadline {
                 return result;
             }
@@ -96,4 +109,3 @@ impl AiccClient {
         }
     }
 }
-

@@ -27,7 +27,11 @@ impl LineClient {
     pub fn connect(address: SocketAddr) -> io::Result<Self> {
         let stream = TcpStream::connect(address)?;
         stream.set_nodelay(true)?;
-        Ok(Self { reader: BufReader::new(stream.try_clone()?), writer: stream, line: String::new() })
+        Ok(Self {
+            reader: BufReader::new(stream.try_clone()?),
+            writer: stream,
+            line: String::new(),
+        })
     }
 
     /// Writes `line` (which ends with its newline) in one write.
@@ -47,12 +51,18 @@ impl LineClient {
     /// The next line, parsed.
     pub fn read(&mut self) -> io::Result<Value> {
         let line = self.read_line()?;
-        serde_json::from_str(line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not a JSON line: {e}")))
+        serde_json::from_str(line).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("not a JSON line: {e}"))
+        })
     }
 
     /// One round trip: sends `request`, reads until `is_answer` accepts a
     /// message; returns it and the time taken.
-    pub fn round_trip(&mut self, request: &[u8], is_answer: impl Fn(&Value) -> bool) -> io::Result<(Value, Duration)> {
+    pub fn round_trip(
+        &mut self,
+        request: &[u8],
+        is_answer: impl Fn(&Value) -> bool,
+    ) -> io::Result<(Value, Duration)> {
         let started = Instant::now();
         self.send(request)?;
         loop {
@@ -84,7 +94,9 @@ impl Exchange for ToolCall {
     }
 
     fn is_answer(&self, message: &Value, n: usize) -> bool {
-        let answers = message["type"] == "tool_result" && message["call_id"].as_str().and_then(|id| id.strip_prefix('c')) == Some(n.to_string().as_str());
+        let answers = message["type"] == "tool_result"
+            && message["call_id"].as_str().and_then(|id| id.strip_prefix('c'))
+                == Some(n.to_string().as_str());
         assert!(!answers || message["ok"] == true, "the call failed: {message}");
         answers
     }
@@ -105,7 +117,12 @@ impl Exchange for Echo<'_> {
 
 /// Round trips of `calls` requests, one after the other; request numbers
 /// start at `first`.
-pub fn round_trips(client: &mut LineClient, exchange: &dyn Exchange, first: usize, calls: usize) -> io::Result<Latencies> {
+pub fn round_trips(
+    client: &mut LineClient,
+    exchange: &dyn Exchange,
+    first: usize,
+    calls: usize,
+) -> io::Result<Latencies> {
     let mut samples = Vec::with_capacity(calls);
     for n in first..first + calls {
         let request = exchange.request(n);
@@ -116,12 +133,25 @@ pub fn round_trips(client: &mut LineClient, exchange: &dyn Exchange, first: usiz
 
 /// Calls per second over `connections` connections at once, each doing
 /// `calls` round trips one after the other (a thread each).
-pub fn calls_per_second(connections: usize, calls: usize, connect: &(dyn Fn() -> io::Result<LineClient> + Sync), exchange: &dyn Exchange) -> io::Result<f64> {
+pub fn calls_per_second(
+    connections: usize,
+    calls: usize,
+    connect: &(dyn Fn() -> io::Result<LineClient> + Sync),
+    exchange: &dyn Exchange,
+) -> io::Result<f64> {
     let mut clients = (0..connections).map(|_| connect()).collect::<io::Result<Vec<_>>>()?;
     let started = Instant::now();
     std::thread::scope(|scope| {
-        let workers: Vec<_> = clients.iter_mut().enumerate().map(|(index, client)| scope.spawn(move || round_trips(client, exchange, index * calls, calls).map(|_| ()))).collect();
-        workers.into_iter().try_for_each(|worker| worker.join().expect("a benchmark thread panicked"))
+        let workers: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(index, client)| {
+                scope.spawn(move || round_trips(client, exchange, index * calls, calls).map(|_| ()))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|worker| worker.join().expect("a benchmark thread panicked"))
     })?;
     Ok((connections * calls) as f64 / started.elapsed().as_secs_f64())
 }
@@ -171,7 +201,8 @@ pub struct EchoFloor {
 impl EchoFloor {
     /// `reply` is written as given (it ends with its newline).
     pub fn start(reply: Vec<u8>) -> io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
         let address = listener.local_addr()?;
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -235,11 +266,22 @@ mod tests {
         let line = call.request(7);
         assert_eq!(line.last(), Some(&b'\n'));
         let message: Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!((&message["type"], &message["call_id"], &message["tool"], &message["input"]), (&Value::from("tool_call"), &Value::from("c7"), &Value::from("odd\"name"), &serde_json::json!({})));
+        assert_eq!(
+            (&message["type"], &message["call_id"], &message["tool"], &message["input"]),
+            (
+                &Value::from("tool_call"),
+                &Value::from("c7"),
+                &Value::from("odd\"name"),
+                &serde_json::json!({})
+            )
+        );
         let result = serde_json::json!({ "type": "tool_result", "call_id": "c7", "ok": true });
         assert!(call.is_answer(&result, 7));
         assert!(!call.is_answer(&result, 8));
-        assert!(Echo(&call).is_answer(&Value::Null, 8), "the floor's canned reply answers any request");
+        assert!(
+            Echo(&call).is_answer(&Value::Null, 8),
+            "the floor's canned reply answers any request"
+        );
     }
 
     struct Ping;
@@ -259,14 +301,18 @@ mod tests {
         let mut client = LineClient::connect(floor.address).unwrap();
         let run = round_trips(&mut client, &Ping, 0, 20).unwrap();
         assert!(run.quantile_us(0.5) > 0.0 && run.calls_per_second() > 0.0);
-        let parallel = calls_per_second(3, 10, &|| LineClient::connect(floor.address), &Ping).unwrap();
+        let parallel =
+            calls_per_second(3, 10, &|| LineClient::connect(floor.address), &Ping).unwrap();
         assert!(parallel > 0.0);
     }
 
     #[test]
     fn quantiles_are_taken_from_the_sorted_samples() {
         let run = Latencies::new([5, 1, 3, 2, 4].map(Duration::from_micros).to_vec());
-        assert_eq!((run.quantile_us(0.0), run.quantile_us(0.5), run.quantile_us(1.0)), (1.0, 3.0, 5.0));
+        assert_eq!(
+            (run.quantile_us(0.0), run.quantile_us(0.5), run.quantile_us(1.0)),
+            (1.0, 3.0, 5.0)
+        );
         let both = Latencies::merged([&run, &Latencies::new(vec![Duration::from_micros(6)])]);
         assert_eq!(both.quantile_us(1.0), 6.0);
         assert_eq!(beside_floor(100.0, 50.0, "us"), "100.0 us (2.00x the floor's 50.0 us)");

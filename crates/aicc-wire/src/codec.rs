@@ -34,7 +34,14 @@ pub struct LineFramer {
 
 impl LineFramer {
     pub fn new(max_line_bytes: usize) -> Self {
-        Self { buffer: Vec::new(), start: 0, scanned: 0, newline: None, max_line_bytes, poisoned: false }
+        Self {
+            buffer: Vec::new(),
+            start: 0,
+            scanned: 0,
+            newline: None,
+            max_line_bytes,
+            poisoned: false,
+        }
     }
 
     /// Appends received bytes.
@@ -166,7 +173,11 @@ mod tests {
         framer.push(&long);
         assert!(framer.capacity_bytes() >= 512 * 1024);
         assert!(matches!(framer.next_frame(), Some(Frame::Line(line)) if line.len() == 512 * 1024));
-        assert!(framer.capacity_bytes() <= RETAINED_CAPACITY, "{} bytes kept", framer.capacity_bytes());
+        assert!(
+            framer.capacity_bytes() <= RETAINED_CAPACITY,
+            "{} bytes kept",
+            framer.capacity_bytes()
+        );
     }
 
     #[test]
@@ -177,7 +188,10 @@ mod tests {
         assert_eq!(framer.next_frame(), Some(Frame::Line(b"a".to_vec())));
         assert_eq!(framer.pending_bytes(), 6, "bb, its newline and ccc wait");
         framer.push(b"\n");
-        assert_eq!(lines(&mut framer), vec![Frame::Line(b"bb".to_vec()), Frame::Line(b"ccc".to_vec())]);
+        assert_eq!(
+            lines(&mut framer),
+            vec![Frame::Line(b"bb".to_vec()), Frame::Line(b"ccc".to_vec())]
+        );
         assert!(!framer.has_frame());
     }
 }

@@ -15,7 +15,9 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::{decision_from_json, observation_json, Backend, Decision, Observation, Request, ToolSpec};
+use super::{
+    decision_from_json, observation_json, Backend, Decision, Observation, Request, ToolSpec,
+};
 
 /// Longest decision line, bytes.
 const MAX_LINE_BYTES: usize = 1 << 20;
@@ -36,8 +38,14 @@ pub struct CommandBackend {
 impl CommandBackend {
     /// Starts `argv` (program and arguments), its stderr inherited.
     pub fn spawn(argv: &[String], goal: &str) -> Result<Self, String> {
-        let (program, args) = argv.split_first().ok_or("the command backend needs a program (after --)")?;
-        let mut child = Command::new(program).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().map_err(|e| format!("cannot start {program}: {e}"))?;
+        let (program, args) =
+            argv.split_first().ok_or("the command backend needs a program (after --)")?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
         let mut stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let (to_program, mut lines_out) = mpsc::channel::<String>(QUEUE);
@@ -56,7 +64,9 @@ impl CommandBackend {
                 let mut line = String::new();
                 let outcome = match (&mut reader).take(MAX_LINE_BYTES as u64).read_line(&mut line) {
                     Ok(0) => Err(format!("{name} closed its output (exited?)")),
-                    Ok(_) if !line.ends_with('\n') && line.len() >= MAX_LINE_BYTES => Err(format!("{name} wrote a line longer than {MAX_LINE_BYTES} bytes")),
+                    Ok(_) if !line.ends_with('\n') && line.len() >= MAX_LINE_BYTES => {
+                        Err(format!("{name} wrote a line longer than {MAX_LINE_BYTES} bytes"))
+                    }
                     Ok(_) => Ok(line),
                     Err(e) => Err(format!("reading from {name}: {e}")),
                 };
@@ -66,11 +76,21 @@ impl CommandBackend {
                 }
             }
         });
-        Ok(Self { program: program.clone(), goal: goal.into(), child, to_program, from_program, started: false })
+        Ok(Self {
+            program: program.clone(),
+            goal: goal.into(),
+            child,
+            to_program,
+            from_program,
+            started: false,
+        })
     }
 
     async fn send(&mut self, value: &Value) -> Result<(), String> {
-        self.to_program.send(format!("{value}\n")).await.map_err(|_| format!("{} no longer reads its input", self.program))
+        self.to_program
+            .send(format!("{value}\n"))
+            .await
+            .map_err(|_| format!("{} no longer reads its input", self.program))
     }
 }
 
@@ -88,7 +108,11 @@ impl Backend for CommandBackend {
         format!("command {}", self.program)
     }
 
-    fn decide<'a>(&'a mut self, tools: &'a [ToolSpec], observation: &'a Observation) -> BoxFuture<'a, Result<Decision, String>> {
+    fn decide<'a>(
+        &'a mut self,
+        tools: &'a [ToolSpec],
+        observation: &'a Observation,
+    ) -> BoxFuture<'a, Result<Decision, String>> {
         async move {
             if !self.started {
                 self.started = true;

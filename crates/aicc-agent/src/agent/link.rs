@@ -29,7 +29,13 @@ pub fn tool_specs(manifest: &serde_json::Map<String, Value>) -> Vec<ToolSpec> {
         .map(|tools| {
             tools
                 .iter()
-                .filter_map(|t| Some(ToolSpec { id: t.get("id")?.as_str()?.to_string(), class: t.get("class").and_then(Value::as_str).unwrap_or("").to_string(), descriptor: t.clone() }))
+                .filter_map(|t| {
+                    Some(ToolSpec {
+                        id: t.get("id")?.as_str()?.to_string(),
+                        class: t.get("class").and_then(Value::as_str).unwrap_or("").to_string(),
+                        descriptor: t.clone(),
+                    })
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -38,30 +44,48 @@ pub fn tool_specs(manifest: &serde_json::Map<String, Value>) -> Vec<ToolSpec> {
 impl Link for SessionLink {
     fn tools(&self) -> Vec<ToolSpec> {
         let manifest = self.session.manifest();
-        tool_specs(manifest.raw()).into_iter().filter(|spec| manifest.tool(&spec.id).is_some_and(|info| self.offer.withheld(info).is_none())).collect()
+        tool_specs(manifest.raw())
+            .into_iter()
+            .filter(|spec| {
+                manifest.tool(&spec.id).is_some_and(|info| self.offer.withheld(info).is_none())
+            })
+            .collect()
     }
 
     fn permits(&self, tool: &str) -> Result<(), (String, String)> {
         let manifest = self.session.manifest();
         if let Some(why) = manifest.tool(tool).and_then(|info| self.offer.withheld(info)) {
-            return Err(("tool_unknown".to_string(), format!("tool '{tool}' is not offered to an agent: {why}")));
+            return Err((
+                "tool_unknown".to_string(),
+                format!("tool '{tool}' is not offered to an agent: {why}"),
+            ));
         }
         manifest.permits(tool).map(|_| ()).map_err(|why| {
             let code = match why {
                 NotPermitted::NotInManifest { .. } => "tool_unknown",
-                NotPermitted::NotGranted { .. } | NotPermitted::NotUsable { .. } => "tool_unavailable",
+                NotPermitted::NotGranted { .. } | NotPermitted::NotUsable { .. } => {
+                    "tool_unavailable"
+                }
             };
             (code.to_string(), why.to_string())
         })
     }
 
-    fn begin_call<'a>(&'a mut self, tool: &'a str, input: &'a Value) -> BoxFuture<'a, Result<String, ClientError>> {
+    fn begin_call<'a>(
+        &'a mut self,
+        tool: &'a str,
+        input: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
         self.session.begin_call(tool, input).boxed()
     }
 
     fn next(&mut self, until: Instant) -> BoxFuture<'_, Result<Vec<Heard>, ClientError>> {
         async move {
-            let wake = [Some(until.into_std()), self.session.next_release()].into_iter().flatten().min().unwrap_or(until.into_std());
+            let wake = [Some(until.into_std()), self.session.next_release()]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(until.into_std());
             let message = self.session.receive(wake).await?;
             let updates = self.session.dispatch(message).await?;
             Ok(updates
@@ -71,12 +95,22 @@ impl Link for SessionLink {
                         call_id,
                         outcome: outcome
                             .map(|success| {
-                                let tick = success.meta.get("tick").and_then(Value::as_u64).unwrap_or(0);
+                                let tick =
+                                    success.meta.get("tick").and_then(Value::as_u64).unwrap_or(0);
                                 (success.output, tick)
                             })
-                            .map_err(|e| CallError { code: e.code, message: e.message, retryable: e.retryable, local: false }),
+                            .map_err(|e| CallError {
+                                code: e.code,
+                                message: e.message,
+                                retryable: e.retryable,
+                                local: false,
+                            }),
                     },
-                    Update::Event(event) => Heard::Event { tick: event.tick, topic: event.topic.clone(), message: event.to_json() },
+                    Update::Event(event) => Heard::Event {
+                        tick: event.tick,
+                        topic: event.topic.clone(),
+                        message: event.to_json(),
+                    },
                 })
                 .collect())
         }

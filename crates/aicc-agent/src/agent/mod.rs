@@ -146,7 +146,11 @@ pub enum Decision {
 /// Something that decides what to call next.
 pub trait Backend: Send {
     fn name(&self) -> String;
-    fn decide<'a>(&'a mut self, tools: &'a [ToolSpec], observation: &'a Observation) -> BoxFuture<'a, Result<Decision, String>>;
+    fn decide<'a>(
+        &'a mut self,
+        tools: &'a [ToolSpec],
+        observation: &'a Observation,
+    ) -> BoxFuture<'a, Result<Decision, String>>;
 }
 
 /// What the loop hears from the bridge.
@@ -163,7 +167,11 @@ pub trait Link: Send {
     /// Whether this session may call `tool`: Err(code, why) if not.
     fn permits(&self, tool: &str) -> Result<(), (String, String)>;
     /// Sends a call; its answer comes from `next`.
-    fn begin_call<'a>(&'a mut self, tool: &'a str, input: &'a Value) -> BoxFuture<'a, Result<String, ClientError>>;
+    fn begin_call<'a>(
+        &'a mut self,
+        tool: &'a str,
+        input: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>>;
     /// What the bridge said, or nothing by `until`.
     fn next(&mut self, until: Instant) -> BoxFuture<'_, Result<Vec<Heard>, ClientError>>;
 }
@@ -184,7 +192,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_calls: 200, timeout: Duration::from_secs(300), think_timeout: Duration::from_secs(60), timer: Duration::from_secs(5), call_timeout: Duration::from_secs(130) }
+        Self {
+            max_calls: 200,
+            timeout: Duration::from_secs(300),
+            think_timeout: Duration::from_secs(60),
+            timer: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(130),
+        }
     }
 }
 
@@ -268,7 +282,11 @@ impl Report {
 
 /// Decoded size of the base64 pictures in a result (`png_b64`, `jpeg_b64`).
 fn picture_bytes(output: &Value) -> u64 {
-    ["png_b64", "jpeg_b64"].iter().filter_map(|k| output.get(*k).and_then(Value::as_str)).map(|b64| (b64.len() as u64 / 4) * 3).sum()
+    ["png_b64", "jpeg_b64"]
+        .iter()
+        .filter_map(|k| output.get(*k).and_then(Value::as_str))
+        .map(|b64| (b64.len() as u64 / 4) * 3)
+        .sum()
 }
 
 struct Run<'a> {
@@ -288,7 +306,11 @@ impl Run<'_> {
         (Instant::now() - self.start).as_secs_f64()
     }
 
-    fn hear(&mut self, heard: Heard, waiting_for: Option<&str>) -> Option<Result<(Value, u64), CallError>> {
+    fn hear(
+        &mut self,
+        heard: Heard,
+        waiting_for: Option<&str>,
+    ) -> Option<Result<(Value, u64), CallError>> {
         match heard {
             Heard::Event { tick, topic, message } => {
                 self.last_tick = self.last_tick.max(tick);
@@ -302,14 +324,22 @@ impl Run<'_> {
                 self.items.push(Item::Event { tick, topic, message });
                 None
             }
-            Heard::Answer { call_id, outcome } => (Some(call_id.as_str()) == waiting_for).then_some(outcome),
+            Heard::Answer { call_id, outcome } => {
+                (Some(call_id.as_str()) == waiting_for).then_some(outcome)
+            }
         }
     }
 
     fn answer_locally(&mut self, request: &Request, input: Value, error: CallError) {
         self.stats.errors += 1;
         self.stats.local_errors += 1;
-        self.items.push(Item::Result(CallResult { tool: request.tool.clone(), input, outcome: Err(error), tick: self.last_tick, request_id: request.id.clone() }));
+        self.items.push(Item::Result(CallResult {
+            tool: request.tool.clone(),
+            input,
+            outcome: Err(error),
+            tick: self.last_tick,
+            request_id: request.id.clone(),
+        }));
     }
 
     /// Sends one request and waits for its answer. Err: the run ends.
@@ -322,19 +352,28 @@ impl Run<'_> {
         let input = match &request.input {
             Ok(Value::Object(map)) => Value::Object(map.clone()),
             Ok(other) => {
-                let error = CallError::local("invalid_input", format!("the input to '{}' must be a JSON object, got {other}", request.tool));
+                let error = CallError::local(
+                    "invalid_input",
+                    format!("the input to '{}' must be a JSON object, got {other}", request.tool),
+                );
                 self.answer_locally(&request, other.clone(), error);
                 return Ok(());
             }
             Err(why) => {
-                let error = CallError::local("invalid_input", format!("the input to '{}' is not JSON: {why}", request.tool));
+                let error = CallError::local(
+                    "invalid_input",
+                    format!("the input to '{}' is not JSON: {why}", request.tool),
+                );
                 self.answer_locally(&request, Value::Null, error);
                 return Ok(());
             }
         };
         let Some(spec) = tools.iter().find(|t| t.id == request.tool) else {
             let known: Vec<&str> = tools.iter().map(|t| t.id.as_str()).collect();
-            let error = CallError::local("tool_unknown", format!("no tool '{}' in the manifest (tools: {})", request.tool, known.join(", ")));
+            let error = CallError::local(
+                "tool_unknown",
+                format!("no tool '{}' in the manifest (tools: {})", request.tool, known.join(", ")),
+            );
             self.answer_locally(&request, input, error);
             return Ok(());
         };
@@ -343,7 +382,9 @@ impl Run<'_> {
             return Ok(());
         }
         let is_actuator = spec.class == "actuator";
-        if is_actuator && self.failed_actuator.as_ref() == Some(&(request.tool.clone(), input.clone())) {
+        if is_actuator
+            && self.failed_actuator.as_ref() == Some(&(request.tool.clone(), input.clone()))
+        {
             let error = CallError::local("execution_failed", format!("not sent: the same '{}' call just failed with a non-retryable error; an actuator is never retried without a retryable error (change the request)", request.tool));
             self.answer_locally(&request, input, error);
             return Ok(());
@@ -383,13 +424,20 @@ impl Run<'_> {
             Err(error) => {
                 self.stats.errors += 1;
                 if is_actuator {
-                    self.failed_actuator = (!error.retryable).then(|| (request.tool.clone(), input.clone()));
+                    self.failed_actuator =
+                        (!error.retryable).then(|| (request.tool.clone(), input.clone()));
                 }
                 (Err(error), self.last_tick)
             }
         };
         self.last_tick = self.last_tick.max(tick);
-        self.items.push(Item::Result(CallResult { tool: request.tool, input, outcome, tick, request_id: request.id }));
+        self.items.push(Item::Result(CallResult {
+            tool: request.tool,
+            input,
+            outcome,
+            tick,
+            request_id: request.id,
+        }));
         Ok(())
     }
 
@@ -425,7 +473,11 @@ impl Run<'_> {
                 Ok(heard) => {
                     for h in heard {
                         if let Some(outcome) = self.hear(h, Some(&call_id)) {
-                            return Some(outcome.map(|_| ()).map_err(|e| format!("{}: {}", e.code, e.message)));
+                            return Some(
+                                outcome
+                                    .map(|_| ())
+                                    .map_err(|e| format!("{}: {}", e.code, e.message)),
+                            );
                         }
                     }
                 }
@@ -440,26 +492,59 @@ impl Run<'_> {
 pub async fn run(link: &mut dyn Link, backend: &mut dyn Backend, limits: Limits) -> Report {
     let start = Instant::now();
     let deadline = start + limits.timeout;
-    let mut run = Run { link, limits, start, deadline, items: Vec::new(), stats: Stats::default(), last_tick: 0, failed_actuator: None };
+    let mut run = Run {
+        link,
+        limits,
+        start,
+        deadline,
+        items: Vec::new(),
+        stats: Stats::default(),
+        last_tick: 0,
+        failed_actuator: None,
+    };
     let mut wake = Wake::Start;
     let (ending, summary) = loop {
         if Instant::now() >= run.deadline {
-            break (Ending::Timeout, format!("the run's timeout ({} s) passed", run.limits.timeout.as_secs_f64()));
+            break (
+                Ending::Timeout,
+                format!("the run's timeout ({} s) passed", run.limits.timeout.as_secs_f64()),
+            );
         }
         let tools = run.link.tools();
         let mut items = std::mem::take(&mut run.items);
         // Stable: results and events of one tick keep their order of arrival.
         items.sort_by_key(Item::tick);
-        let observation = Observation { wake, items, calls_made: run.stats.calls, calls_left: run.limits.max_calls.saturating_sub(run.stats.calls), elapsed_s: run.elapsed_s() };
+        let observation = Observation {
+            wake,
+            items,
+            calls_made: run.stats.calls,
+            calls_left: run.limits.max_calls.saturating_sub(run.stats.calls),
+            elapsed_s: run.elapsed_s(),
+        };
         run.stats.wakes += 1;
-        let think = run.limits.think_timeout.min(run.deadline.saturating_duration_since(Instant::now()));
-        let decision = match tokio::time::timeout(think, backend.decide(&tools, &observation)).await {
-            Err(_) => break (Ending::BackendHung, format!("backend {} did not answer within {:.1} s", backend.name(), think.as_secs_f64())),
-            Ok(Err(why)) => break (Ending::BackendFailed, format!("backend {} failed: {why}", backend.name())),
+        let think =
+            run.limits.think_timeout.min(run.deadline.saturating_duration_since(Instant::now()));
+        let decision = match tokio::time::timeout(think, backend.decide(&tools, &observation)).await
+        {
+            Err(_) => {
+                break (
+                    Ending::BackendHung,
+                    format!(
+                        "backend {} did not answer within {:.1} s",
+                        backend.name(),
+                        think.as_secs_f64()
+                    ),
+                )
+            }
+            Ok(Err(why)) => {
+                break (Ending::BackendFailed, format!("backend {} failed: {why}", backend.name()))
+            }
             Ok(Ok(decision)) => decision,
         };
         match decision {
-            Decision::Done { success, summary } => break (if success { Ending::Goal } else { Ending::GaveUp }, summary),
+            Decision::Done { success, summary } => {
+                break (if success { Ending::Goal } else { Ending::GaveUp }, summary)
+            }
             Decision::Wait => match run.wait().await {
                 Ok(w) => wake = w,
                 Err(ending) => break (ending, "while waiting".into()),
@@ -473,7 +558,12 @@ pub async fn run(link: &mut dyn Link, backend: &mut dyn Backend, limits: Limits)
                     }
                 }
                 match ended {
-                    Some(Ending::Budget) => break (Ending::Budget, format!("the budget of {} calls is spent", run.limits.max_calls)),
+                    Some(Ending::Budget) => {
+                        break (
+                            Ending::Budget,
+                            format!("the budget of {} calls is spent", run.limits.max_calls),
+                        )
+                    }
                     Some(ending) => break (ending, "during a call".into()),
                     None => wake = Wake::CallFinished,
                 }
@@ -488,7 +578,8 @@ pub async fn run(link: &mut dyn Link, backend: &mut dyn Backend, limits: Limits)
 pub fn item_json(item: &Item) -> Value {
     match item {
         Item::Result(r) => {
-            let mut value = json!({ "type": "result", "tool": r.tool, "input": r.input, "tick": r.tick });
+            let mut value =
+                json!({ "type": "result", "tool": r.tool, "input": r.input, "tick": r.tick });
             if let Some(id) = &r.request_id {
                 value["id"] = json!(id);
             }
@@ -504,7 +595,9 @@ pub fn item_json(item: &Item) -> Value {
             }
             value
         }
-        Item::Event { tick, topic, message } => json!({ "type": "event", "tick": tick, "topic": topic, "event": message }),
+        Item::Event { tick, topic, message } => {
+            json!({ "type": "event", "tick": tick, "topic": topic, "event": message })
+        }
     }
 }
 
@@ -525,7 +618,10 @@ pub fn observation_json(observation: &Observation) -> Value {
 /// calls become requests whose input is an error, answered by the loop.
 pub fn decision_from_json(value: &Value) -> Result<Decision, String> {
     if value.get("done").and_then(Value::as_bool) == Some(true) {
-        return Ok(Decision::Done { success: value.get("success").and_then(Value::as_bool).unwrap_or(false), summary: value.get("summary").and_then(Value::as_str).unwrap_or("").to_string() });
+        return Ok(Decision::Done {
+            success: value.get("success").and_then(Value::as_bool).unwrap_or(false),
+            summary: value.get("summary").and_then(Value::as_str).unwrap_or("").to_string(),
+        });
     }
     if value.get("wait").and_then(Value::as_bool) == Some(true) {
         return Ok(Decision::Wait);
@@ -543,7 +639,11 @@ pub fn decision_from_json(value: &Value) -> Result<Decision, String> {
                     None => Ok(json!({})),
                     Some(input) => Ok(input.clone()),
                 };
-                let input = if tool.is_empty() { Err(format!("a call needs a string 'tool': {call}")) } else { input };
+                let input = if tool.is_empty() {
+                    Err(format!("a call needs a string 'tool': {call}"))
+                } else {
+                    input
+                };
                 Request { tool, input, id }
             })
             .collect(),

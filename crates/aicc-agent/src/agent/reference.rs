@@ -59,7 +59,8 @@ pub struct Point {
 pub fn red_blob(rgb: &image::RgbImage) -> Option<(f64, f64, usize)> {
     let pixels = red_pixels(rgb);
     let n = pixels.len();
-    let (su, sv) = pixels.iter().fold((0.0, 0.0), |(a, b), (u, v)| (a + f64::from(*u), b + f64::from(*v)));
+    let (su, sv) =
+        pixels.iter().fold((0.0, 0.0), |(a, b), (u, v)| (a + f64::from(*u), b + f64::from(*v)));
     (n >= MIN_RED_PIXELS).then(|| (su / n as f64, sv / n as f64, n))
 }
 
@@ -112,7 +113,9 @@ impl Pick {
             Ok(output) => Ok(output),
             Err(error) if error.retryable || error.message.contains(" old ") => {
                 self.log.push(describe(tool, &error));
-                self.call("wait", json!({ "ticks": 5 })).await?.map_err(|e| describe("wait", &e))?;
+                self.call("wait", json!({ "ticks": 5 }))
+                    .await?
+                    .map_err(|e| describe("wait", &e))?;
                 self.call(tool, input).await?.map_err(|e| describe(tool, &e))
             }
             Err(error) => Err(describe(tool, &error)),
@@ -125,7 +128,9 @@ impl Pick {
             match self.call("proprioception", json!({})).await? {
                 Ok(_) => return Ok(()),
                 Err(error) if error.retryable || error.code == "tool_unavailable" => {
-                    self.call("wait", json!({ "ticks": 10 })).await?.map_err(|e| describe("wait", &e))?;
+                    self.call("wait", json!({ "ticks": 10 }))
+                        .await?
+                        .map_err(|e| describe("wait", &e))?;
                 }
                 Err(error) => return Err(describe("proprioception", &error)),
             }
@@ -138,11 +143,23 @@ impl Pick {
     async fn find_red(&mut self) -> Result<Option<(usize, Vec<(u32, u32)>)>, Failed> {
         let output = self.must("vision", json!({ "format": "jpeg" })).await?;
         let picture = picture_from_output(&output).map_err(|e| format!("vision: {e}"))?;
-        let rgb = image::load_from_memory(&picture.png).map_err(|e| format!("vision: {e}"))?.to_rgb8();
+        let rgb =
+            image::load_from_memory(&picture.png).map_err(|e| format!("vision: {e}"))?.to_rgb8();
         let Some((u, v, n)) = red_blob(&rgb) else { return Ok(None) };
-        let scale_u = output.get("source_width").and_then(Value::as_f64).unwrap_or(f64::from(picture.width)) / f64::from(picture.width);
-        let scale_v = output.get("source_height").and_then(Value::as_f64).unwrap_or(f64::from(picture.height)) / f64::from(picture.height);
-        let near = nearest_red(&rgb, u, v, 4).into_iter().map(|(pu, pv)| ((f64::from(pu) * scale_u).round() as u32, (f64::from(pv) * scale_v).round() as u32)).collect();
+        let scale_u =
+            output.get("source_width").and_then(Value::as_f64).unwrap_or(f64::from(picture.width))
+                / f64::from(picture.width);
+        let scale_v = output
+            .get("source_height")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::from(picture.height))
+            / f64::from(picture.height);
+        let near = nearest_red(&rgb, u, v, 4)
+            .into_iter()
+            .map(|(pu, pv)| {
+                ((f64::from(pu) * scale_u).round() as u32, (f64::from(pv) * scale_v).round() as u32)
+            })
+            .collect();
         Ok(Some((n, near)))
     }
 
@@ -152,9 +169,14 @@ impl Pick {
     async fn locate(&mut self) -> Result<Option<Point>, Failed> {
         let Some((n, pixels)) = self.find_red().await? else { return Ok(None) };
         for (u, v) in pixels {
-            let output = self.must("inspect", json!({ "u": u, "v": v, "width": 1, "height": 1 })).await?;
+            let output =
+                self.must("inspect", json!({ "u": u, "v": v, "width": 1, "height": 1 })).await?;
             let Some(p) = output.get("point_base_m").filter(|p| p.is_object()) else { continue };
-            let (x, y, z) = (p["x"].as_f64().unwrap_or(f64::NAN), p["y"].as_f64().unwrap_or(f64::NAN), p["z"].as_f64().unwrap_or(f64::NAN));
+            let (x, y, z) = (
+                p["x"].as_f64().unwrap_or(f64::NAN),
+                p["y"].as_f64().unwrap_or(f64::NAN),
+                p["z"].as_f64().unwrap_or(f64::NAN),
+            );
             if !(x.is_finite() && y.is_finite() && (0.05..=0.25).contains(&z)) {
                 self.log.push(format!("red at ({u}, {v}) ranged off the cube: z {z:.3}"));
                 continue;
@@ -169,7 +191,12 @@ impl Pick {
     }
 
     async fn look_at_point(&mut self, p: Point) -> Result<(), Failed> {
-        self.must("look_at", json!({ "point": { "x": p.x, "y": p.y, "z": p.z, "frame": "base_footprint" } })).await.map(|_| ())
+        self.must(
+            "look_at",
+            json!({ "point": { "x": p.x, "y": p.y, "z": p.z, "frame": "base_footprint" } }),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Pans the head around (and turns the base once) until the cube is seen.
@@ -179,7 +206,10 @@ impl Pick {
                 for pan in SCAN_PANS_DEG {
                     self.must("look_at", json!({ "pan_deg": pan, "tilt_deg": tilt })).await?;
                     if let Some(p) = self.locate().await? {
-                        self.log.push(format!("seen at pan {pan}° tilt {tilt}°: ({:.3}, {:.3}, {:.3})", p.x, p.y, p.z));
+                        self.log.push(format!(
+                            "seen at pan {pan}° tilt {tilt}°: ({:.3}, {:.3}, {:.3})",
+                            p.x, p.y, p.z
+                        ));
                         return Ok(p);
                     }
                 }
@@ -219,7 +249,9 @@ impl Pick {
         for _ in 0..8 {
             let reach = (p.x - ARM_BASE_X_M).hypot(p.y);
             let arm_yaw = p.y.atan2(p.x - ARM_BASE_X_M);
-            if (reach - GRASP_REACH_M).abs() <= REACH_TOLERANCE_M && arm_yaw.abs() <= MAX_GRASP_YAW_RAD {
+            if (reach - GRASP_REACH_M).abs() <= REACH_TOLERANCE_M
+                && arm_yaw.abs() <= MAX_GRASP_YAW_RAD
+            {
                 return Ok(p);
             }
             let bearing = p.y.atan2(p.x);
@@ -284,7 +316,10 @@ impl Pick {
         for attempt in 1..=2 {
             p = self.approach(p).await?;
             if self.grasp(p).await? && self.verify().await? {
-                return Ok(format!("picked the red cube (attempt {attempt}); {}", self.log.join("; ")));
+                return Ok(format!(
+                    "picked the red cube (attempt {attempt}); {}",
+                    self.log.join("; ")
+                ));
             }
             self.log.push(format!("attempt {attempt}: not holding it"));
             // Put the arm back, back off, and look again.
@@ -326,7 +361,8 @@ mod tests {
             picture.put_pixel(u, v, image::Rgb([200, 30, 25]));
         }
         // Yellow, brown and orange-ish distractors are not red.
-        for (u, v, c) in [(30, 5, [240, 215, 30]), (31, 5, [140, 107, 76]), (32, 5, [60, 170, 50])] {
+        for (u, v, c) in [(30, 5, [240, 215, 30]), (31, 5, [140, 107, 76]), (32, 5, [60, 170, 50])]
+        {
             picture.put_pixel(u, v, image::Rgb(c));
         }
         assert_eq!(red_blob(&picture), Some((10.5, 10.5, 4)));

@@ -34,7 +34,9 @@ impl ScriptIo {
         let mut result = None;
         for item in &observation.items {
             match item {
-                Item::Event { topic, message, .. } => self.events.push((topic.clone(), message.clone())),
+                Item::Event { topic, message, .. } => {
+                    self.events.push((topic.clone(), message.clone()))
+                }
                 Item::Result(r) => result = Some(r.outcome.clone()),
             }
         }
@@ -42,10 +44,19 @@ impl ScriptIo {
     }
 
     /// Calls a tool through the loop; the loop's answer (bridge or local).
-    pub async fn call(&mut self, tool: &str, input: Value) -> Result<Result<Value, CallError>, Stopped> {
-        self.decisions.send(Decision::Call(vec![Request::new(tool, input)])).await.map_err(|_| Stopped)?;
+    pub async fn call(
+        &mut self,
+        tool: &str,
+        input: Value,
+    ) -> Result<Result<Value, CallError>, Stopped> {
+        self.decisions
+            .send(Decision::Call(vec![Request::new(tool, input)]))
+            .await
+            .map_err(|_| Stopped)?;
         let observation = self.observations.recv().await.ok_or(Stopped)?;
-        Ok(self.keep(&observation).unwrap_or_else(|| Err(CallError::local("internal_error", "the loop answered without a result"))))
+        Ok(self.keep(&observation).unwrap_or_else(|| {
+            Err(CallError::local("internal_error", "the loop answered without a result"))
+        }))
     }
 
     /// Whether the manifest has the tool.
@@ -82,12 +93,24 @@ impl ScriptBackend {
         let task = tokio::spawn(async move {
             // The first observation (the start) comes before anything is asked.
             let Some(first) = observation_rx.recv().await else { return };
-            let mut io = ScriptIo { decisions: decision_tx.clone(), observations: observation_rx, tools: shared, events: Vec::new(), elapsed_s: 0.0 };
+            let mut io = ScriptIo {
+                decisions: decision_tx.clone(),
+                observations: observation_rx,
+                tools: shared,
+                events: Vec::new(),
+                elapsed_s: 0.0,
+            };
             io.keep(&first);
             let (success, summary) = script(io).await;
             let _ = decision_tx.send(Decision::Done { success, summary }).await;
         });
-        Self { name: name.into(), observations: observation_tx, decisions: decision_rx, tools, _task: task }
+        Self {
+            name: name.into(),
+            observations: observation_tx,
+            decisions: decision_rx,
+            tools,
+            _task: task,
+        }
     }
 }
 
@@ -102,11 +125,21 @@ impl Backend for ScriptBackend {
         self.name.clone()
     }
 
-    fn decide<'a>(&'a mut self, tools: &'a [ToolSpec], observation: &'a Observation) -> BoxFuture<'a, Result<Decision, String>> {
+    fn decide<'a>(
+        &'a mut self,
+        tools: &'a [ToolSpec],
+        observation: &'a Observation,
+    ) -> BoxFuture<'a, Result<Decision, String>> {
         async move {
             *self.tools.lock() = tools.to_vec();
-            self.observations.send(observation.clone()).await.map_err(|_| "the script ended".to_string())?;
-            self.decisions.recv().await.ok_or_else(|| "the script ended without a decision (it panicked?)".to_string())
+            self.observations
+                .send(observation.clone())
+                .await
+                .map_err(|_| "the script ended".to_string())?;
+            self.decisions
+                .recv()
+                .await
+                .ok_or_else(|| "the script ended without a decision (it panicked?)".to_string())
         }
         .boxed()
     }

@@ -24,13 +24,22 @@ struct FakeLink {
 }
 
 fn spec(id: &str, class: &str) -> ToolSpec {
-    ToolSpec { id: id.into(), class: class.into(), descriptor: json!({ "id": id, "class": class, "description": format!("the {id} tool"), "input_schema": { "type": "object" } }) }
+    ToolSpec {
+        id: id.into(),
+        class: class.into(),
+        descriptor: json!({ "id": id, "class": class, "description": format!("the {id} tool"), "input_schema": { "type": "object" } }),
+    }
 }
 
 impl FakeLink {
     fn new() -> Self {
         Self {
-            tools: vec![spec("vision", "sensor"), spec("move", "actuator"), spec("stop", "actuator"), spec("place_object", "generator")],
+            tools: vec![
+                spec("vision", "sensor"),
+                spec("move", "actuator"),
+                spec("stop", "actuator"),
+                spec("place_object", "generator"),
+            ],
             refused: vec!["place_object"],
             failures: VecDeque::new(),
             latency: Duration::from_millis(10),
@@ -41,7 +50,14 @@ impl FakeLink {
     }
 
     fn event_at(&mut self, after: Duration, tick: u64, topic: &str) {
-        self.pending.push_back((Instant::now() + after, Heard::Event { tick, topic: topic.into(), message: json!({ "topic": topic, "tick": tick }) }));
+        self.pending.push_back((
+            Instant::now() + after,
+            Heard::Event {
+                tick,
+                topic: topic.into(),
+                message: json!({ "topic": topic, "tick": tick }),
+            },
+        ));
         self.pending.make_contiguous().sort_by_key(|(at, _)| *at);
     }
 
@@ -57,21 +73,34 @@ impl Link for FakeLink {
 
     fn permits(&self, tool: &str) -> Result<(), (String, String)> {
         if self.refused.contains(&tool) {
-            return Err(("tool_unavailable".into(), format!("tool '{tool}' needs capability 'can_modify_world'")));
+            return Err((
+                "tool_unavailable".into(),
+                format!("tool '{tool}' needs capability 'can_modify_world'"),
+            ));
         }
         Ok(())
     }
 
-    fn begin_call<'a>(&'a mut self, tool: &'a str, input: &'a Value) -> BoxFuture<'a, Result<String, ClientError>> {
+    fn begin_call<'a>(
+        &'a mut self,
+        tool: &'a str,
+        input: &'a Value,
+    ) -> BoxFuture<'a, Result<String, ClientError>> {
         async move {
             self.sent.push((tool.to_string(), input.clone()));
             let call_id = format!("c{}", self.sent.len());
             self.tick += 1;
             let outcome = match self.failures.front() {
                 Some((failing, _)) if *failing == tool => Err(self.failures.pop_front().unwrap().1),
-                _ => Ok((json!({ "tool": tool, "jpeg_b64": if tool == "vision" { "AAAA" } else { "" } }), self.tick)),
+                _ => Ok((
+                    json!({ "tool": tool, "jpeg_b64": if tool == "vision" { "AAAA" } else { "" } }),
+                    self.tick,
+                )),
             };
-            self.pending.push_back((Instant::now() + self.latency, Heard::Answer { call_id: call_id.clone(), outcome }));
+            self.pending.push_back((
+                Instant::now() + self.latency,
+                Heard::Answer { call_id: call_id.clone(), outcome },
+            ));
             self.pending.make_contiguous().sort_by_key(|(at, _)| *at);
             Ok(call_id)
         }
@@ -115,13 +144,20 @@ impl Backend for Scripted {
         "scripted".into()
     }
 
-    fn decide<'a>(&'a mut self, _tools: &'a [ToolSpec], observation: &'a Observation) -> BoxFuture<'a, Result<Decision, String>> {
+    fn decide<'a>(
+        &'a mut self,
+        _tools: &'a [ToolSpec],
+        observation: &'a Observation,
+    ) -> BoxFuture<'a, Result<Decision, String>> {
         async move {
             self.seen.push(observation.clone());
             if self.hang_at == Some(self.seen.len()) {
                 futures::future::pending::<()>().await;
             }
-            Ok(self.decisions.pop_front().unwrap_or(Decision::Done { success: false, summary: "out of decisions".into() }))
+            Ok(self
+                .decisions
+                .pop_front()
+                .unwrap_or(Decision::Done { success: false, summary: "out of decisions".into() }))
         }
         .boxed()
     }
@@ -136,14 +172,22 @@ fn errors(observation: &Observation) -> Vec<(String, String, bool)> {
         .items
         .iter()
         .filter_map(|i| match i {
-            Item::Result(CallResult { tool, outcome: Err(e), .. }) => Some((tool.clone(), e.code.clone(), e.local)),
+            Item::Result(CallResult { tool, outcome: Err(e), .. }) => {
+                Some((tool.clone(), e.code.clone(), e.local))
+            }
             _ => None,
         })
         .collect()
 }
 
 fn limits() -> Limits {
-    Limits { max_calls: 20, timeout: Duration::from_secs(20), think_timeout: Duration::from_millis(300), timer: Duration::from_millis(100), call_timeout: Duration::from_secs(5) }
+    Limits {
+        max_calls: 20,
+        timeout: Duration::from_secs(20),
+        think_timeout: Duration::from_millis(300),
+        timer: Duration::from_millis(100),
+        call_timeout: Duration::from_secs(5),
+    }
 }
 
 #[tokio::test]
@@ -151,7 +195,11 @@ async fn bad_requests_are_answered_and_the_loop_goes_on() {
     let mut link = FakeLink::new();
     let mut backend = Scripted::new(vec![
         Decision::Call(vec![
-            Request { tool: "move".into(), input: Err("expected value at line 1".into()), id: Some("x1".into()) },
+            Request {
+                tool: "move".into(),
+                input: Err("expected value at line 1".into()),
+                id: Some("x1".into()),
+            },
             Request::new("move", json!([1, 2])),
             Request::new("fly", json!({})),
             Request::new("place_object", json!({ "object": "red_cube", "x_m": 1, "y_m": 0 })),
@@ -164,21 +212,41 @@ async fn bad_requests_are_answered_and_the_loop_goes_on() {
     let answered = errors(&backend.seen[1]);
     assert_eq!(
         answered,
-        [("move".into(), "invalid_input".into(), true), ("move".into(), "invalid_input".into(), true), ("fly".into(), "tool_unknown".into(), true), ("place_object".into(), "tool_unavailable".into(), true)]
+        [
+            ("move".into(), "invalid_input".into(), true),
+            ("move".into(), "invalid_input".into(), true),
+            ("fly".into(), "tool_unknown".into(), true),
+            ("place_object".into(), "tool_unavailable".into(), true)
+        ]
     );
     // Nothing of that reached the bridge; the next request did.
     assert_eq!(link.sent_tools(), ["vision"]);
-    assert_eq!((report.stats.calls, report.stats.local_errors, report.stats.image_bytes), (5, 4, 3));
+    assert_eq!(
+        (report.stats.calls, report.stats.local_errors, report.stats.image_bytes),
+        (5, 4, 3)
+    );
     // The backend's id comes back with its answer.
-    assert!(matches!(&backend.seen[1].items[0], Item::Result(CallResult { request_id: Some(id), .. }) if id == "x1"));
+    assert!(
+        matches!(&backend.seen[1].items[0], Item::Result(CallResult { request_id: Some(id), .. }) if id == "x1")
+    );
     assert_eq!(report.stopped, None, "a run that reached its goal leaves the robot as it is");
 }
 
 #[tokio::test]
 async fn an_actuator_is_not_sent_again_after_a_non_retryable_error() {
     let mut link = FakeLink::new();
-    let refused = CallError { code: "invalid_input".into(), message: "input.forward = 9 is outside [-5, 5]".into(), retryable: false, local: false };
-    let blocked = CallError { code: "execution_failed".into(), message: "obstacle at 0.2 m".into(), retryable: true, local: false };
+    let refused = CallError {
+        code: "invalid_input".into(),
+        message: "input.forward = 9 is outside [-5, 5]".into(),
+        retryable: false,
+        local: false,
+    };
+    let blocked = CallError {
+        code: "execution_failed".into(),
+        message: "obstacle at 0.2 m".into(),
+        retryable: true,
+        local: false,
+    };
     link.failures = [("move", refused), ("move", blocked)].into();
     let mut backend = Scripted::new(vec![
         call("move", json!({ "forward": 9 })),
@@ -190,8 +258,14 @@ async fn an_actuator_is_not_sent_again_after_a_non_retryable_error() {
     let report = run(&mut link, &mut backend, limits()).await;
     assert_eq!(report.ending, Ending::Goal);
     // The second identical request was answered locally; after a retryable error the same call is sent again.
-    assert_eq!(errors(&backend.seen[2]), [("move".to_string(), "execution_failed".to_string(), true)]);
-    assert_eq!(link.sent.iter().map(|(_, i)| i["forward"].as_f64().unwrap()).collect::<Vec<_>>(), [9.0, 0.5, 0.5]);
+    assert_eq!(
+        errors(&backend.seen[2]),
+        [("move".to_string(), "execution_failed".to_string(), true)]
+    );
+    assert_eq!(
+        link.sent.iter().map(|(_, i)| i["forward"].as_f64().unwrap()).collect::<Vec<_>>(),
+        [9.0, 0.5, 0.5]
+    );
 }
 
 #[tokio::test]
@@ -220,10 +294,16 @@ async fn a_hanging_backend_is_timed_out_and_the_robot_left_stopped() {
 async fn the_run_times_out_and_stops_the_robot() {
     let mut link = FakeLink::new();
     let mut backend = Scripted::new((0..100).map(|_| Decision::Wait).collect());
-    let report = run(&mut link, &mut backend, Limits { timeout: Duration::from_millis(550), ..limits() }).await;
+    let report =
+        run(&mut link, &mut backend, Limits { timeout: Duration::from_millis(550), ..limits() })
+            .await;
     assert_eq!(report.ending, Ending::Timeout);
     // Woken by the timer (0.1 s) until the run's time was up.
-    assert!(backend.seen.iter().skip(1).all(|o| o.wake == Wake::Timer) && backend.seen.len() >= 5, "{:?}", backend.seen.iter().map(|o| o.wake).collect::<Vec<_>>());
+    assert!(
+        backend.seen.iter().skip(1).all(|o| o.wake == Wake::Timer) && backend.seen.len() >= 5,
+        "{:?}",
+        backend.seen.iter().map(|o| o.wake).collect::<Vec<_>>()
+    );
     assert_eq!(link.sent_tools(), ["stop"]);
 }
 
@@ -234,7 +314,11 @@ async fn events_wake_the_backend_and_come_in_tick_order_with_results() {
     // During the call: events of ticks 7 and 3 (out of order), the result is tick 1.
     link.event_at(Duration::from_millis(20), 7, "governor");
     link.event_at(Duration::from_millis(40), 3, "collision");
-    let mut backend = Scripted::new(vec![call("vision", json!({})), Decision::Wait, Decision::Done { success: true, summary: "".into() }]);
+    let mut backend = Scripted::new(vec![
+        call("vision", json!({})),
+        Decision::Wait,
+        Decision::Done { success: true, summary: "".into() },
+    ]);
     let report = run(&mut link, &mut backend, limits()).await;
     assert_eq!(report.ending, Ending::Goal);
     let ticks: Vec<u64> = backend.seen[1].items.iter().map(Item::tick).collect();
@@ -247,7 +331,8 @@ async fn events_wake_the_backend_and_come_in_tick_order_with_results() {
     // An event while waiting wakes it at once.
     let mut link = FakeLink::new();
     link.event_at(Duration::from_millis(30), 2, "lease");
-    let mut backend = Scripted::new(vec![Decision::Wait, Decision::Done { success: true, summary: "".into() }]);
+    let mut backend =
+        Scripted::new(vec![Decision::Wait, Decision::Done { success: true, summary: "".into() }]);
     run(&mut link, &mut backend, Limits { timer: Duration::from_secs(10), ..limits() }).await;
     assert_eq!(backend.seen[1].wake, Wake::Events);
     assert!(matches!(&backend.seen[1].items[..], [Item::Event { topic, .. }] if topic == "lease"));
@@ -270,18 +355,29 @@ async fn a_script_backend_calls_through_the_loop() {
 #[test]
 fn decisions_are_read_from_json_and_malformed_calls_kept_as_errors() {
     assert_eq!(decision_from_json(&json!({ "wait": true })).unwrap(), Decision::Wait);
-    assert_eq!(decision_from_json(&json!({ "done": true, "success": true, "summary": "ok" })).unwrap(), Decision::Done { success: true, summary: "ok".into() });
-    let Decision::Call(calls) = decision_from_json(&json!({ "calls": [{ "tool": "move", "input": { "forward": 1 } }, { "input": {} }] })).unwrap() else { panic!() };
+    assert_eq!(
+        decision_from_json(&json!({ "done": true, "success": true, "summary": "ok" })).unwrap(),
+        Decision::Done { success: true, summary: "ok".into() }
+    );
+    let Decision::Call(calls) = decision_from_json(
+        &json!({ "calls": [{ "tool": "move", "input": { "forward": 1 } }, { "input": {} }] }),
+    )
+    .unwrap() else {
+        panic!()
+    };
     assert_eq!(calls[0], Request::new("move", json!({ "forward": 1 })));
     assert!(calls[1].input.as_ref().unwrap_err().contains("'tool'"));
-    let Decision::Call(calls) = decision_from_json(&json!({ "go": "left" })).unwrap() else { panic!() };
+    let Decision::Call(calls) = decision_from_json(&json!({ "go": "left" })).unwrap() else {
+        panic!()
+    };
     assert!(calls[0].input.is_err());
 }
 
 #[tokio::test]
 async fn a_command_backend_speaks_json_lines_and_a_bad_line_is_answered() {
     let script = r#"read start; read obs; echo 'this is not json'; read obs; case "$obs" in *invalid_input*) ;; *) echo '{"done":true,"success":false,"summary":"no error seen"}'; exit;; esac; echo '{"calls":[{"tool":"vision","input":{}}]}'; read obs; echo '{"done":true,"success":true,"summary":"ok"}'"#;
-    let mut backend = command::CommandBackend::spawn(&["sh".into(), "-c".into(), script.into()], "look").unwrap();
+    let mut backend =
+        command::CommandBackend::spawn(&["sh".into(), "-c".into(), script.into()], "look").unwrap();
     let mut link = FakeLink::new();
     let report = run(&mut link, &mut backend, limits()).await;
     assert_eq!(report.ending, Ending::Goal, "{report:?}");
@@ -290,7 +386,9 @@ async fn a_command_backend_speaks_json_lines_and_a_bad_line_is_answered() {
 
     // A program that never answers is timed out; one that exits is a failed backend.
     for (script, ending) in [("sleep 30", Ending::BackendHung), ("exit 0", Ending::BackendFailed)] {
-        let mut backend = command::CommandBackend::spawn(&["sh".into(), "-c".into(), script.into()], "look").unwrap();
+        let mut backend =
+            command::CommandBackend::spawn(&["sh".into(), "-c".into(), script.into()], "look")
+                .unwrap();
         let mut link = FakeLink::new();
         let report = run(&mut link, &mut backend, limits()).await;
         assert_eq!(report.ending, ending, "{script}: {report:?}");
@@ -353,7 +451,11 @@ async fn the_openai_backend_against_a_scripted_endpoint() {
     ])
     .await;
     let url = format!("http://127.0.0.1:{port}/v1");
-    let mut backend = openai::OpenAiBackend::new(openai::Endpoint::parse(&url, "test-model", Some("test-key".into())).unwrap(), "look around", Duration::from_secs(5));
+    let mut backend = openai::OpenAiBackend::new(
+        openai::Endpoint::parse(&url, "test-model", Some("test-key".into())).unwrap(),
+        "look around",
+        Duration::from_secs(5),
+    );
     let mut link = FakeLink::new();
     let report = run(&mut link, &mut backend, limits()).await;
     assert_eq!(report.ending, Ending::Goal, "{report:?}");
@@ -362,7 +464,12 @@ async fn the_openai_backend_against_a_scripted_endpoint() {
     let bodies = endpoint.await.unwrap();
     assert_eq!(bodies.len(), 3);
     // Tools from the manifest, as functions with their schemas.
-    let names: Vec<&str> = bodies[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = bodies[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["vision", "move", "stop", "place_object"]);
     assert_eq!(bodies[0]["model"], "test-model");
     assert_eq!(bodies[0]["tools"][0]["function"]["parameters"], json!({ "type": "object" }));
@@ -371,11 +478,28 @@ async fn the_openai_backend_against_a_scripted_endpoint() {
     let tool_message = messages.iter().find(|m| m["role"] == "tool").unwrap();
     assert_eq!(tool_message["tool_call_id"], "call_a");
     let last = messages.last().unwrap();
-    let image = last["content"].as_array().unwrap().iter().find(|p| p["type"] == "image_url").expect("an image part");
+    let image = last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "image_url")
+        .expect("an image part");
     assert_eq!(image["image_url"]["url"], "data:image/jpeg;base64,AAAA");
     // The malformed arguments and the unknown tool were answered with their errors.
-    let answers: Vec<Value> = bodies[2]["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap()).collect();
+    let answers: Vec<Value> = bodies[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap())
+        .collect();
     assert_eq!(answers.len(), 3);
-    assert_eq!((answers[1]["id"].as_str(), answers[1]["error"]["code"].as_str()), (Some("call_b"), Some("invalid_input")));
-    assert_eq!((answers[2]["id"].as_str(), answers[2]["error"]["code"].as_str()), (Some("call_c"), Some("tool_unknown")));
+    assert_eq!(
+        (answers[1]["id"].as_str(), answers[1]["error"]["code"].as_str()),
+        (Some("call_b"), Some("invalid_input"))
+    );
+    assert_eq!(
+        (answers[2]["id"].as_str(), answers[2]["error"]["code"].as_str()),
+        (Some("call_c"), Some("tool_unknown"))
+    );
 }

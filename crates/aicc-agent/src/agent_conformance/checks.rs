@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::client_process::{ClientCommand, ClientRun, Exit, OutputWatch, RunningClient};
-use super::fake_bridge::{CallAnswer, EventPlan, FakeBridge, Grants, Recording, Script, AFTER_MALFORMED_MARKER};
+use super::fake_bridge::{
+    CallAnswer, EventPlan, FakeBridge, Grants, Recording, Script, AFTER_MALFORMED_MARKER,
+};
 use crate::client::error::STANDARD_ERROR_CODES;
 
 /// One check's verdict, with what it was based on.
@@ -46,7 +48,12 @@ const SENSOR_MARKER: &str = "SENSED-5d0e";
 const OVERSIZED_LINE_BYTES: usize = (1 << 20) + 4096;
 
 /// Runs the client against a fake bridge with `script`.
-pub fn run_scenario(client: &ClientCommand, script: Script, args: &[&str], timeout: Duration) -> Result<(ClientRun, Recording), SetupError> {
+pub fn run_scenario(
+    client: &ClientCommand,
+    script: Script,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<(ClientRun, Recording), SetupError> {
     let bridge = FakeBridge::bind().map_err(SetupError::Bind)?;
     let port = bridge.port;
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -104,14 +111,21 @@ fn calls_to<'a>(recording: &'a Recording, tool: &str) -> Vec<&'a Value> {
 pub fn judge_refused(run: &ClientRun, recording: &Recording, tool: &str) -> Verdict {
     let sent = calls_to(recording, tool).len();
     if sent > 0 {
-        return Err(format!("the bridge received {sent} tool_call(s) for '{tool}', which this session may not call"));
+        return Err(format!(
+            "the bridge received {sent} tool_call(s) for '{tool}', which this session may not call"
+        ));
     }
     let code = clean_failure(run.exit).map_err(|e| format!("calling '{tool}' {e}"))?;
     Ok(format!("exit {code}, no tool_call for '{tool}' reached the bridge"))
 }
 
 /// A granted sensor: sent once and its output printed, exit 0.
-pub fn judge_granted_call(run: &ClientRun, recording: &Recording, tool: &str, marker: &str) -> Verdict {
+pub fn judge_granted_call(
+    run: &ClientRun,
+    recording: &Recording,
+    tool: &str,
+    marker: &str,
+) -> Verdict {
     let sent = calls_to(recording, tool).len();
     if sent != 1 {
         return Err(format!("expected one tool_call for '{tool}', the bridge received {sent}"));
@@ -130,9 +144,18 @@ pub fn judge_call_ids(calls: &[Value]) -> Verdict {
     if calls.is_empty() {
         return Err("the client sent no tool_call at all: nothing to judge".into());
     }
-    let bad: Vec<String> = calls.iter().filter(|c| c["call_id"].as_str().is_none_or(str::is_empty)).map(|c| c.get("call_id").map_or("missing".into(), Value::to_string)).collect();
+    let bad: Vec<String> = calls
+        .iter()
+        .filter(|c| c["call_id"].as_str().is_none_or(str::is_empty))
+        .map(|c| c.get("call_id").map_or("missing".into(), Value::to_string))
+        .collect();
     if !bad.is_empty() {
-        return Err(format!("{} of {} tool_calls had no non-empty call_id: {}", bad.len(), calls.len(), bad.join(", ")));
+        return Err(format!(
+            "{} of {} tool_calls had no non-empty call_id: {}",
+            bad.len(),
+            calls.len(),
+            bad.join(", ")
+        ));
     }
     Ok(format!("all {} tool_calls carried a non-empty call_id", calls.len()))
 }
@@ -153,12 +176,17 @@ pub fn judge_foreign_result(run: &ClientRun, recording: &Recording) -> Verdict {
             if warned {
                 Ok("ignored the foreign result with a warning, printed the real answer".into())
             } else {
-                Err("printed the real answer but said nothing about the foreign call_id on stderr".into())
+                Err("printed the real answer but said nothing about the foreign call_id on stderr"
+                    .into())
             }
         }
         Exit::Code(0) => Err("exit 0 without printing the real answer".into()),
-        Exit::Code(1) if run.stderr.contains("call_id") || run.stderr.contains("foreign-") => Ok("failed closed (exit 1) naming the foreign call_id".into()),
-        other => Err(format!("neither the real answer printed nor a fail-closed exit 1 naming the call_id: {other}")),
+        Exit::Code(1) if run.stderr.contains("call_id") || run.stderr.contains("foreign-") => {
+            Ok("failed closed (exit 1) naming the foreign call_id".into())
+        }
+        other => Err(format!(
+            "neither the real answer printed nor a fail-closed exit 1 naming the call_id: {other}"
+        )),
     }
 }
 
@@ -186,9 +214,15 @@ pub fn event_lines(stdout: &str) -> Result<Vec<(u64, bool)>, String> {
         .filter(|l| !l.trim().is_empty())
         .enumerate()
         .map(|(i, line)| {
-            let value: Value = serde_json::from_str(line).map_err(|_| format!("event line {} is not JSON: {line}", i + 1))?;
-            let tick = value.get("meta").and_then(|m| m.get("tick")).or_else(|| value.get("tick")).and_then(Value::as_u64);
-            let tick = tick.ok_or_else(|| format!("event line {} has no meta.tick: {line}", i + 1))?;
+            let value: Value = serde_json::from_str(line)
+                .map_err(|_| format!("event line {} is not JSON: {line}", i + 1))?;
+            let tick = value
+                .get("meta")
+                .and_then(|m| m.get("tick"))
+                .or_else(|| value.get("tick"))
+                .and_then(Value::as_u64);
+            let tick =
+                tick.ok_or_else(|| format!("event line {} has no meta.tick: {line}", i + 1))?;
             Ok((tick, value.get("late") == Some(&Value::Bool(true))))
         })
         .collect()
@@ -200,7 +234,12 @@ pub fn judge_events(run: &ClientRun, expected: &[(u64, bool)]) -> Verdict {
         return Err(format!("events ended with {}", run.exit));
     }
     let seen = event_lines(&run.stdout)?;
-    let show = |list: &[(u64, bool)]| list.iter().map(|(t, late)| if *late { format!("{t} (late)") } else { t.to_string() }).collect::<Vec<_>>().join(", ");
+    let show = |list: &[(u64, bool)]| {
+        list.iter()
+            .map(|(t, late)| if *late { format!("{t} (late)") } else { t.to_string() })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if seen != expected {
         return Err(format!("printed {}; expected {}", show(&seen), show(expected)));
     }
@@ -216,7 +255,9 @@ pub fn judge_fail_closed(run: &ClientRun, leaked_marker: Option<&str>) -> Verdic
         }
     }
     if run.stdout.contains(AFTER_MALFORMED_MARKER) {
-        return Err("read on past the malformed line and took the next result: not failing closed".into());
+        return Err(
+            "read on past the malformed line and took the next result: not failing closed".into()
+        );
     }
     match run.exit {
         Exit::Code(1) => Ok("failed closed: exit 1".into()),
@@ -241,7 +282,10 @@ pub fn with_client_faults(verdict: Verdict, recording: &Recording) -> Verdict {
 pub fn run_all(client: &ClientCommand, timeout: Duration) -> Vec<CheckOutcome> {
     let mut outcomes = Vec::new();
     let mut all_calls: Vec<Value> = Vec::new();
-    let mut check = |name: &str, script: Script, args: &[&str], judge: &dyn Fn(&ClientRun, &Recording) -> Verdict| {
+    let mut check = |name: &str,
+                     script: Script,
+                     args: &[&str],
+                     judge: &dyn Fn(&ClientRun, &Recording) -> Verdict| {
         let outcome = match run_scenario(client, script, args, timeout) {
             Ok((run, recording)) => {
                 all_calls.extend(recording.tool_calls().into_iter().cloned());
@@ -250,23 +294,53 @@ pub fn run_all(client: &ClientCommand, timeout: Duration) -> Vec<CheckOutcome> {
                     Ok(reason) => (true, reason),
                     Err(reason) => (false, reason),
                 };
-                CheckOutcome { name: name.into(), passed, reason, evidence: vec![evidence(&run, &recording)] }
+                CheckOutcome {
+                    name: name.into(),
+                    passed,
+                    reason,
+                    evidence: vec![evidence(&run, &recording)],
+                }
             }
-            Err(problem) => CheckOutcome { name: name.into(), passed: false, reason: format!("could not run: {problem}"), evidence: vec![] },
+            Err(problem) => CheckOutcome {
+                name: name.into(),
+                passed: false,
+                reason: format!("could not run: {problem}"),
+                evidence: vec![],
+            },
         };
         outcomes.push(outcome);
     };
-    let sensors_only = |answer: CallAnswer| Script { grants: Grants::SensorsOnly, answer, events: EventPlan::default() };
+    let sensors_only = |answer: CallAnswer| Script {
+        grants: Grants::SensorsOnly,
+        answer,
+        events: EventPlan::default(),
+    };
     let sensed = CallAnswer::Output(json!({ "marker": SENSOR_MARKER }));
 
-    check("capabilities: move refused (can_move_self not granted)", sensors_only(sensed.clone()), &["call", "move", r#"{"forward":0.3}"#], &|run, rec| judge_refused(run, rec, "move"));
-    check("capabilities: teleport refused (not in the manifest)", sensors_only(sensed.clone()), &["call", "teleport", "{}"], &|run, rec| judge_refused(run, rec, "teleport"));
-    check("capabilities: proprioception sent and answered", sensors_only(sensed.clone()), &["call", "proprioception", "{}"], &|run, rec| {
-        judge_granted_call(run, rec, "proprioception", SENSOR_MARKER)
-    });
+    check(
+        "capabilities: move refused (can_move_self not granted)",
+        sensors_only(sensed.clone()),
+        &["call", "move", r#"{"forward":0.3}"#],
+        &|run, rec| judge_refused(run, rec, "move"),
+    );
+    check(
+        "capabilities: teleport refused (not in the manifest)",
+        sensors_only(sensed.clone()),
+        &["call", "teleport", "{}"],
+        &|run, rec| judge_refused(run, rec, "teleport"),
+    );
+    check(
+        "capabilities: proprioception sent and answered",
+        sensors_only(sensed.clone()),
+        &["call", "proprioception", "{}"],
+        &|run, rec| judge_granted_call(run, rec, "proprioception", SENSOR_MARKER),
+    );
     check(
         "call_id: a result with a foreign call_id is not taken",
-        sensors_only(CallAnswer::ForeignThenReal { foreign: json!({ "marker": FOREIGN_MARKER }), real: json!({ "marker": REAL_MARKER }) }),
+        sensors_only(CallAnswer::ForeignThenReal {
+            foreign: json!({ "marker": FOREIGN_MARKER }),
+            real: json!({ "marker": REAL_MARKER }),
+        }),
         &["call", "proprioception", "{}"],
         &judge_foreign_result,
     );
@@ -280,41 +354,67 @@ pub fn run_all(client: &ClientCommand, timeout: Duration) -> Vec<CheckOutcome> {
     }
     check(
         "error code: a top-level error message",
-        sensors_only(CallAnswer::TopLevelError { code: "tool_unavailable".into(), retryable: false }),
+        sensors_only(CallAnswer::TopLevelError {
+            code: "tool_unavailable".into(),
+            retryable: false,
+        }),
         &["call", "proprioception", "{}"],
         &|run, rec| judge_error(run, rec, "proprioception", "tool_unavailable"),
     );
     check(
         "retry: an actuator failing retryably is not sent again",
-        Script { grants: Grants::SensorsAndMotion, answer: CallAnswer::ToolError { code: "execution_failed".into(), retryable: true }, events: EventPlan::default() },
+        Script {
+            grants: Grants::SensorsAndMotion,
+            answer: CallAnswer::ToolError { code: "execution_failed".into(), retryable: true },
+            events: EventPlan::default(),
+        },
         &["call", "move", r#"{"forward":0.1}"#],
         &|run, rec| judge_error(run, rec, "move", "execution_failed"),
     );
     let out_of_order = vec![(5, 1), (7, 2), (6, 3), (8, 4)];
     check(
         "tick order: events 5, 7, 6, 8 come out 5, 6, 7, 8",
-        Script { grants: Grants::SensorsOnly, answer: sensed.clone(), events: EventPlan { first: out_of_order.clone(), then: None } },
+        Script {
+            grants: Grants::SensorsOnly,
+            answer: sensed.clone(),
+            events: EventPlan { first: out_of_order.clone(), then: None },
+        },
         &["events", "--count", "4"],
         &|run, _| judge_events(run, &[(5, false), (6, false), (7, false), (8, false)]),
     );
     check(
         "tick order: tick 3 after 8 was printed is flagged late",
-        Script { grants: Grants::SensorsOnly, answer: sensed.clone(), events: EventPlan { first: out_of_order, then: Some((4, vec![(3, 5)])) } },
+        Script {
+            grants: Grants::SensorsOnly,
+            answer: sensed.clone(),
+            events: EventPlan { first: out_of_order, then: Some((4, vec![(3, 5)])) },
+        },
         &["events", "--count", "5"],
         &|run, _| judge_events(run, &[(5, false), (6, false), (7, false), (8, false), (3, true)]),
     );
-    check("malformed: a result with both output and error", sensors_only(CallAnswer::BothOutputAndError), &["call", "proprioception", "{}"], &|run, _| {
-        judge_fail_closed(run, Some("BOTH"))
-    });
-    check("malformed: a line over 1 MiB", sensors_only(CallAnswer::Oversized { bytes: OVERSIZED_LINE_BYTES }), &["call", "proprioception", "{}"], &|run, _| {
-        judge_fail_closed(run, None)
-    });
-    check("malformed: a line that is not JSON", sensors_only(CallAnswer::Raw(b"this is not json".to_vec())), &["call", "proprioception", "{}"], &|run, _| {
-        judge_fail_closed(run, None)
-    });
+    check(
+        "malformed: a result with both output and error",
+        sensors_only(CallAnswer::BothOutputAndError),
+        &["call", "proprioception", "{}"],
+        &|run, _| judge_fail_closed(run, Some("BOTH")),
+    );
+    check(
+        "malformed: a line over 1 MiB",
+        sensors_only(CallAnswer::Oversized { bytes: OVERSIZED_LINE_BYTES }),
+        &["call", "proprioception", "{}"],
+        &|run, _| judge_fail_closed(run, None),
+    );
+    check(
+        "malformed: a line that is not JSON",
+        sensors_only(CallAnswer::Raw(b"this is not json".to_vec())),
+        &["call", "proprioception", "{}"],
+        &|run, _| judge_fail_closed(run, None),
+    );
     check(
         "malformed: a line that is not UTF-8",
-        sensors_only(CallAnswer::Raw(b"{\"protocol\":\"aicc/0.1\",\"type\":\"tool_result\",\"x\":\"\xff\xfe\"}".to_vec())),
+        sensors_only(CallAnswer::Raw(
+            b"{\"protocol\":\"aicc/0.1\",\"type\":\"tool_result\",\"x\":\"\xff\xfe\"}".to_vec(),
+        )),
         &["call", "proprioception", "{}"],
         &|run, _| judge_fail_closed(run, None),
     );
@@ -323,7 +423,12 @@ pub fn run_all(client: &ClientCommand, timeout: Duration) -> Vec<CheckOutcome> {
         Ok(reason) => (true, reason),
         Err(reason) => (false, reason),
     };
-    outcomes.push(CheckOutcome { name: "call_id: every tool_call carries a non-empty call_id".into(), passed, reason, evidence: vec![json!({ "tool_calls": all_calls })] });
+    outcomes.push(CheckOutcome {
+        name: "call_id: every tool_call carries a non-empty call_id".into(),
+        passed,
+        reason,
+        evidence: vec![json!({ "tool_calls": all_calls })],
+    });
     outcomes
 }
 
@@ -336,36 +441,79 @@ mod tests {
     }
 
     fn recording(calls: &[(&str, &str)]) -> Recording {
-        Recording { received: calls.iter().map(|(tool, id)| json!({ "type": "tool_call", "tool": tool, "call_id": id })).collect(), ..Recording::default() }
+        Recording {
+            received: calls
+                .iter()
+                .map(|(tool, id)| json!({ "type": "tool_call", "tool": tool, "call_id": id }))
+                .collect(),
+            ..Recording::default()
+        }
     }
 
     #[test]
     fn a_refusal_passes_only_without_a_call_and_with_a_clean_failure() {
         assert!(judge_refused(&run(Exit::Code(2), "", "refused"), &recording(&[]), "move").is_ok());
-        assert!(judge_refused(&run(Exit::Code(2), "", ""), &recording(&[("move", "c1")]), "move").unwrap_err().contains("received 1 tool_call"));
-        assert!(judge_refused(&run(Exit::Code(0), "", ""), &recording(&[]), "move").unwrap_err().contains("exited 0"));
-        assert!(judge_refused(&run(Exit::Code(101), "", ""), &recording(&[]), "move").unwrap_err().contains("panic"));
-        assert!(judge_refused(&run(Exit::Signal(9), "", ""), &recording(&[]), "move").unwrap_err().contains("signal 9"));
+        assert!(judge_refused(&run(Exit::Code(2), "", ""), &recording(&[("move", "c1")]), "move")
+            .unwrap_err()
+            .contains("received 1 tool_call"));
+        assert!(judge_refused(&run(Exit::Code(0), "", ""), &recording(&[]), "move")
+            .unwrap_err()
+            .contains("exited 0"));
+        assert!(judge_refused(&run(Exit::Code(101), "", ""), &recording(&[]), "move")
+            .unwrap_err()
+            .contains("panic"));
+        assert!(judge_refused(&run(Exit::Signal(9), "", ""), &recording(&[]), "move")
+            .unwrap_err()
+            .contains("signal 9"));
     }
 
     #[test]
     fn a_foreign_result_may_be_ignored_with_a_warning_or_failed_closed_on_never_printed() {
         let calls = recording(&[("proprioception", "c1")]);
-        assert!(judge_foreign_result(&run(Exit::Code(0), REAL_MARKER, "unknown call_id 'foreign-2'"), &calls).is_ok());
+        assert!(judge_foreign_result(
+            &run(Exit::Code(0), REAL_MARKER, "unknown call_id 'foreign-2'"),
+            &calls
+        )
+        .is_ok());
         assert!(judge_foreign_result(&run(Exit::Code(1), "", "unknown call_id"), &calls).is_ok());
-        assert!(judge_foreign_result(&run(Exit::Code(0), FOREIGN_MARKER, ""), &calls).unwrap_err().contains("printed as the answer"));
-        assert!(judge_foreign_result(&run(Exit::Code(0), REAL_MARKER, ""), &calls).unwrap_err().contains("said nothing"));
+        assert!(judge_foreign_result(&run(Exit::Code(0), FOREIGN_MARKER, ""), &calls)
+            .unwrap_err()
+            .contains("printed as the answer"));
+        assert!(judge_foreign_result(&run(Exit::Code(0), REAL_MARKER, ""), &calls)
+            .unwrap_err()
+            .contains("said nothing"));
         assert!(judge_foreign_result(&run(Exit::Code(3), "", ""), &calls).is_err());
     }
 
     #[test]
     fn an_error_verdict_wants_the_code_named_and_one_call() {
         let once = recording(&[("proprioception", "c1")]);
-        assert!(judge_error(&run(Exit::Code(3), "", "error timeout: slow"), &once, "proprioception", "timeout").is_ok());
-        assert!(judge_error(&run(Exit::Code(3), "", "failed"), &once, "proprioception", "timeout").unwrap_err().contains("does not name"));
+        assert!(judge_error(
+            &run(Exit::Code(3), "", "error timeout: slow"),
+            &once,
+            "proprioception",
+            "timeout"
+        )
+        .is_ok());
+        assert!(judge_error(&run(Exit::Code(3), "", "failed"), &once, "proprioception", "timeout")
+            .unwrap_err()
+            .contains("does not name"));
         let twice = recording(&[("proprioception", "c1"), ("proprioception", "c2")]);
-        assert!(judge_error(&run(Exit::Code(3), "", "timeout"), &twice, "proprioception", "timeout").unwrap_err().contains("2 times"));
-        assert!(judge_error(&run(Exit::Code(0), "", "timeout"), &once, "proprioception", "timeout").is_err());
+        assert!(judge_error(
+            &run(Exit::Code(3), "", "timeout"),
+            &twice,
+            "proprioception",
+            "timeout"
+        )
+        .unwrap_err()
+        .contains("2 times"));
+        assert!(judge_error(
+            &run(Exit::Code(0), "", "timeout"),
+            &once,
+            "proprioception",
+            "timeout"
+        )
+        .is_err());
     }
 
     #[test]
@@ -373,9 +521,14 @@ mod tests {
         let stdout = "{\"meta\":{\"tick\":5}}\n{\"tick\":6,\"late\":true}\n";
         assert_eq!(event_lines(stdout).unwrap(), vec![(5, false), (6, true)]);
         assert!(event_lines("tick 5\n").unwrap_err().contains("not JSON"));
-        let unordered = run(Exit::Code(0), "{\"meta\":{\"tick\":7}}\n{\"meta\":{\"tick\":6}}\n", "");
-        assert_eq!(judge_events(&unordered, &[(6, false), (7, false)]).unwrap_err(), "printed 7, 6; expected 6, 7");
-        let unflagged = run(Exit::Code(0), "{\"meta\":{\"tick\":8}}\n{\"meta\":{\"tick\":3}}\n", "");
+        let unordered =
+            run(Exit::Code(0), "{\"meta\":{\"tick\":7}}\n{\"meta\":{\"tick\":6}}\n", "");
+        assert_eq!(
+            judge_events(&unordered, &[(6, false), (7, false)]).unwrap_err(),
+            "printed 7, 6; expected 6, 7"
+        );
+        let unflagged =
+            run(Exit::Code(0), "{\"meta\":{\"tick\":8}}\n{\"meta\":{\"tick\":3}}\n", "");
         assert!(judge_events(&unflagged, &[(8, false), (3, true)]).is_err());
     }
 
@@ -384,12 +537,17 @@ mod tests {
         assert!(judge_fail_closed(&run(Exit::Code(1), "", ""), None).is_ok());
         assert!(judge_fail_closed(&run(Exit::Code(3), "", ""), None).is_err());
         assert!(judge_fail_closed(&run(Exit::Code(1), "BOTH", ""), Some("BOTH")).is_err());
-        assert!(judge_fail_closed(&run(Exit::Code(1), AFTER_MALFORMED_MARKER, ""), None).unwrap_err().contains("read on past"));
+        assert!(judge_fail_closed(&run(Exit::Code(1), AFTER_MALFORMED_MARKER, ""), None)
+            .unwrap_err()
+            .contains("read on past"));
     }
 
     #[test]
     fn a_client_fault_seen_by_the_bridge_fails_the_check_naming_it() {
-        let fault = format!("the client sent a line over {} bytes (the limit)", super::super::fake_bridge::MAX_CLIENT_LINE_BYTES);
+        let fault = format!(
+            "the client sent a line over {} bytes (the limit)",
+            super::super::fake_bridge::MAX_CLIENT_LINE_BYTES
+        );
         let faulty = Recording { client_faults: vec![fault.clone()], ..Recording::default() };
         assert_eq!(with_client_faults(Ok("fine".into()), &faulty), Err(fault.clone()));
         assert_eq!(with_client_faults(Err("bad".into()), &faulty), Err(format!("bad; {fault}")));
@@ -399,7 +557,9 @@ mod tests {
     #[test]
     fn call_ids_must_be_non_empty_strings() {
         assert!(judge_call_ids(&[json!({ "call_id": "c1" })]).is_ok());
-        assert!(judge_call_ids(&[json!({ "call_id": "" }), json!({}), json!({ "call_id": 5 })]).unwrap_err().starts_with("3 of 3"));
+        assert!(judge_call_ids(&[json!({ "call_id": "" }), json!({}), json!({ "call_id": 5 })])
+            .unwrap_err()
+            .starts_with("3 of 3"));
         assert!(judge_call_ids(&[]).is_err());
     }
 }

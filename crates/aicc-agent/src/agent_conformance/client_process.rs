@@ -67,7 +67,10 @@ impl OutputWatch {
 
     /// Everything so far, as text (invalid UTF-8 replaced).
     pub fn text(&self) -> String {
-        self.state.lock().map(|s| String::from_utf8_lossy(&s.bytes).into_owned()).unwrap_or_default()
+        self.state
+            .lock()
+            .map(|s| String::from_utf8_lossy(&s.bytes).into_owned())
+            .unwrap_or_default()
     }
 
     fn complete_lines(bytes: &[u8]) -> usize {
@@ -181,13 +184,20 @@ impl RunningClient {
         self.kill_group();
         let exit = match self.child.wait() {
             _ if timed_out => Exit::TimedOut,
-            Ok(status) => status.code().map_or_else(|| Exit::Signal(status.signal().unwrap_or(0)), Exit::Code),
+            Ok(status) => {
+                status.code().map_or_else(|| Exit::Signal(status.signal().unwrap_or(0)), Exit::Code)
+            }
             Err(_) => Exit::TimedOut,
         };
         for reader in self.readers.drain(..) {
             let _ = reader.join();
         }
-        ClientRun { args: self.args.clone(), exit, stdout: self.stdout.text(), stderr: self.stderr.text() }
+        ClientRun {
+            args: self.args.clone(),
+            exit,
+            stdout: self.stdout.text(),
+            stderr: self.stderr.text(),
+        }
     }
 
     /// Must only be called before `child.wait()` reaped the leader.
@@ -240,10 +250,15 @@ mod tests {
 
     #[test]
     fn arguments_pass_through_unchanged_and_output_and_exit_are_captured() {
-        let run = run_client("printf '%s|' --port {port}", &["call", "move", r#"{"forward": 0.3}"#], Duration::from_secs(10));
+        let run = run_client(
+            "printf '%s|' --port {port}",
+            &["call", "move", r#"{"forward": 0.3}"#],
+            Duration::from_secs(10),
+        );
         assert_eq!(run.exit, Exit::Code(0));
         assert_eq!(run.stdout, r#"--port|4321|call|move|{"forward": 0.3}|"#);
-        let failing = run_client("sh -c 'echo oops >&2; exit 3' {port}", &[], Duration::from_secs(10));
+        let failing =
+            run_client("sh -c 'echo oops >&2; exit 3' {port}", &[], Duration::from_secs(10));
         assert_eq!((failing.exit, failing.stderr.as_str()), (Exit::Code(3), "oops\n"));
     }
 
@@ -271,13 +286,17 @@ mod tests {
         while !leader_has_exited(pid) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "the leader was reaped early");
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the leader was reaped early"
+        );
         assert_eq!(client.finish(Duration::from_secs(10)).exit, Exit::Code(0));
     }
 
     #[test]
     fn a_grandchild_holding_the_output_open_is_ended_with_its_group() {
-        let run = run_client("sh -c 'sleep 30 & echo started' {port}", &[], Duration::from_secs(10));
+        let run =
+            run_client("sh -c 'sleep 30 & echo started' {port}", &[], Duration::from_secs(10));
         assert_eq!((run.exit, run.stdout.as_str()), (Exit::Code(0), "started\n"));
     }
 

@@ -29,15 +29,26 @@ pub enum Grants {
 pub enum CallAnswer {
     Output(Value),
     /// A tool_result with `ok: false` and this error.
-    ToolError { code: String, retryable: bool },
+    ToolError {
+        code: String,
+        retryable: bool,
+    },
     /// A top-level `error` message naming the call.
-    TopLevelError { code: String, retryable: bool },
+    TopLevelError {
+        code: String,
+        retryable: bool,
+    },
     /// A result with another call_id first, then the real one.
-    ForeignThenReal { foreign: Value, real: Value },
+    ForeignThenReal {
+        foreign: Value,
+        real: Value,
+    },
     /// A result carrying both `output` and `error`, then a valid one.
     BothOutputAndError,
     /// A well-formed result line longer than `bytes`, then a valid one.
-    Oversized { bytes: usize },
+    Oversized {
+        bytes: usize,
+    },
     /// These bytes, as they are, ended by a newline, then a valid result.
     Raw(Vec<u8>),
 }
@@ -97,7 +108,11 @@ impl FakeBridge {
 
     /// Serves connections one after another until stopped; `client_output`
     /// is the client's stdout, for event plans that wait on it.
-    pub fn serve(self, script: Script, client_output: Arc<OutputWatch>) -> std::io::Result<Serving> {
+    pub fn serve(
+        self,
+        script: Script,
+        client_output: Arc<OutputWatch>,
+    ) -> std::io::Result<Serving> {
         self.listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
@@ -107,11 +122,21 @@ impl FakeBridge {
                 match self.listener.accept() {
                     Ok((stream, _)) => {
                         recording.connections += 1;
-                        if let Err(error) = serve_connection(stream, &script, &client_output, &stopping, &mut recording) {
-                            recording.notes.push(format!("connection {}: {error}", recording.connections));
+                        if let Err(error) = serve_connection(
+                            stream,
+                            &script,
+                            &client_output,
+                            &stopping,
+                            &mut recording,
+                        ) {
+                            recording
+                                .notes
+                                .push(format!("connection {}: {error}", recording.connections));
                         }
                     }
-                    Err(error) if error.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
+                    Err(error) if error.kind() == ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
                     Err(error) => {
                         recording.notes.push(format!("accept: {error}"));
                         break;
@@ -127,7 +152,10 @@ impl FakeBridge {
 impl Serving {
     pub fn stop(self) -> Recording {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_else(|_| Recording { notes: vec!["the fake bridge's thread panicked".into()], ..Recording::default() })
+        self.thread.join().unwrap_or_else(|_| Recording {
+            notes: vec!["the fake bridge's thread panicked".into()],
+            ..Recording::default()
+        })
     }
 }
 
@@ -141,7 +169,13 @@ fn send_raw(stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
     stream.flush()
 }
 
-fn serve_connection(stream: TcpStream, script: &Script, client_output: &OutputWatch, stop: &AtomicBool, recording: &mut Recording) -> std::io::Result<()> {
+fn serve_connection(
+    stream: TcpStream,
+    script: &Script,
+    client_output: &OutputWatch,
+    stop: &AtomicBool,
+    recording: &mut Recording,
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_millis(20)))?;
     let _ = stream.set_nodelay(true);
@@ -176,18 +210,25 @@ fn serve_connection(stream: TcpStream, script: &Script, client_output: &OutputWa
         }
         let text = String::from_utf8_lossy(&line).trim_end().to_string();
         line.clear();
-        let message: Value = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "unparsed": text }));
+        let message: Value =
+            serde_json::from_str(&text).unwrap_or_else(|_| json!({ "unparsed": text }));
         if recording.received.len() < MAX_RECORDED {
             recording.received.push(message.clone());
         }
         tick += 1;
         match message["type"].as_str() {
-            Some("manifest_request") => send(&mut writer, &session_init(script.grants, message.get("message_id"), tick))?,
-            Some("heartbeat") if message.get("in_reply_to").is_none() => {
-                send(&mut writer, &json!({ "protocol": "aicc/0.1", "type": "heartbeat", "session_id": SESSION_ID, "message_id": format!("hb-{tick}"), "in_reply_to": message.get("message_id"), "meta": { "tick": tick } }))?
+            Some("manifest_request") => {
+                send(&mut writer, &session_init(script.grants, message.get("message_id"), tick))?
             }
+            Some("heartbeat") if message.get("in_reply_to").is_none() => send(
+                &mut writer,
+                &json!({ "protocol": "aicc/0.1", "type": "heartbeat", "session_id": SESSION_ID, "message_id": format!("hb-{tick}"), "in_reply_to": message.get("message_id"), "meta": { "tick": tick } }),
+            )?,
             Some("session_close") => {
-                send(&mut writer, &json!({ "protocol": "aicc/0.1", "type": "session_close", "session_id": SESSION_ID, "message_id": format!("close-{tick}"), "in_reply_to": message.get("message_id"), "reason": "closed by agent", "meta": { "tick": tick } }))?;
+                send(
+                    &mut writer,
+                    &json!({ "protocol": "aicc/0.1", "type": "session_close", "session_id": SESSION_ID, "message_id": format!("close-{tick}"), "in_reply_to": message.get("message_id"), "reason": "closed by agent", "meta": { "tick": tick } }),
+                )?;
                 return Ok(());
             }
             Some("tool_call") => answer(&mut writer, &script.answer, &message, tick)?,
@@ -215,7 +256,11 @@ enum LineRead {
 
 /// Appends to `line` up to a newline, never holding more than `max_bytes`
 /// + 1 bytes, however fast the peer streams without one.
-fn read_bounded_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max_bytes: usize) -> std::io::Result<LineRead> {
+fn read_bounded_line(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max_bytes: usize,
+) -> std::io::Result<LineRead> {
     let room = (max_bytes + 1).saturating_sub(line.len()) as u64;
     match reader.by_ref().take(room).read_until(b'\n', line) {
         Ok(_) if line.ends_with(b"\n") => Ok(LineRead::Complete),
@@ -232,7 +277,12 @@ fn read_bounded_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max_bytes: u
 
 const SESSION_ID: &str = "fake-session";
 
-fn answer(writer: &mut TcpStream, answer: &CallAnswer, call: &Value, tick: u64) -> std::io::Result<()> {
+fn answer(
+    writer: &mut TcpStream,
+    answer: &CallAnswer,
+    call: &Value,
+    tick: u64,
+) -> std::io::Result<()> {
     let call_id = call.get("call_id").cloned().unwrap_or(Value::Null);
     let result = |call_id: &Value, body: Value| {
         let mut message = json!({ "protocol": "aicc/0.1", "type": "tool_result", "session_id": SESSION_ID, "message_id": format!("r-{tick}"), "call_id": call_id, "meta": { "tick": tick, "latency_ms": 1.0, "source": "fake" } });
@@ -244,26 +294,53 @@ fn answer(writer: &mut TcpStream, answer: &CallAnswer, call: &Value, tick: u64) 
     // The message does not repeat the code: a client must show the code itself.
     let error_body = |code: &str, retryable: bool| json!({ "code": code, "message": "a scripted failure", "retryable": retryable });
     match answer {
-        CallAnswer::Output(output) => return send(writer, &result(&call_id, json!({ "ok": true, "output": output }))),
-        CallAnswer::ToolError { code, retryable } => return send(writer, &result(&call_id, json!({ "ok": false, "error": error_body(code, *retryable) }))),
+        CallAnswer::Output(output) => {
+            return send(writer, &result(&call_id, json!({ "ok": true, "output": output })))
+        }
+        CallAnswer::ToolError { code, retryable } => {
+            return send(
+                writer,
+                &result(&call_id, json!({ "ok": false, "error": error_body(code, *retryable) })),
+            )
+        }
         CallAnswer::TopLevelError { code, retryable } => {
             let mut message = json!({ "protocol": "aicc/0.1", "type": "error", "session_id": SESSION_ID, "message_id": format!("e-{tick}"), "call_id": call_id, "in_reply_to": call.get("message_id"), "meta": { "tick": tick } });
-            if let (Some(fields), Value::Object(extra)) = (message.as_object_mut(), error_body(code, *retryable)) {
+            if let (Some(fields), Value::Object(extra)) =
+                (message.as_object_mut(), error_body(code, *retryable))
+            {
                 fields.extend(extra);
             }
             return send(writer, &message);
         }
         CallAnswer::ForeignThenReal { foreign, real } => {
-            send(writer, &result(&json!(format!("foreign-{tick}")), json!({ "ok": true, "output": foreign })))?;
+            send(
+                writer,
+                &result(
+                    &json!(format!("foreign-{tick}")),
+                    json!({ "ok": true, "output": foreign }),
+                ),
+            )?;
             return send(writer, &result(&call_id, json!({ "ok": true, "output": real })));
         }
-        CallAnswer::BothOutputAndError => send(writer, &result(&call_id, json!({ "ok": false, "output": { "marker": "BOTH" }, "error": error_body("execution_failed", false) })))?,
-        CallAnswer::Oversized { bytes } => send(writer, &result(&call_id, json!({ "ok": true, "output": { "padding": "x".repeat(*bytes) } })))?,
+        CallAnswer::BothOutputAndError => send(
+            writer,
+            &result(
+                &call_id,
+                json!({ "ok": false, "output": { "marker": "BOTH" }, "error": error_body("execution_failed", false) }),
+            ),
+        )?,
+        CallAnswer::Oversized { bytes } => send(
+            writer,
+            &result(&call_id, json!({ "ok": true, "output": { "padding": "x".repeat(*bytes) } })),
+        )?,
         CallAnswer::Raw(bytes) => send_raw(writer, bytes)?,
     }
     // After a malformed answer, a valid one: a client that reads on past the
     // malformed line (instead of failing closed) takes this one.
-    send(writer, &result(&call_id, json!({ "ok": true, "output": { "marker": AFTER_MALFORMED_MARKER } })))
+    send(
+        writer,
+        &result(&call_id, json!({ "ok": true, "output": { "marker": AFTER_MALFORMED_MARKER } })),
+    )
 }
 
 /// The output of the valid result that follows a malformed one.
@@ -273,7 +350,9 @@ pub const AFTER_MALFORMED_MARKER: &str = "AFTER-MALFORMED-2b8e";
 pub fn session_init(grants: Grants, in_reply_to: Option<&Value>, tick: u64) -> Value {
     let (actuators, granted) = match grants {
         Grants::SensorsOnly => (json!([]), json!(["can_observe_world"])),
-        Grants::SensorsAndMotion => (json!(["move"]), json!(["can_observe_world", "can_move_self"])),
+        Grants::SensorsAndMotion => {
+            (json!(["move"]), json!(["can_observe_world", "can_move_self"]))
+        }
     };
     let schema = json!({ "type": "object" });
     json!({
@@ -318,6 +397,10 @@ mod tests {
         assert_eq!(read_bounded_line(&mut reader, &mut line, 1000).unwrap(), LineRead::End);
         let mut exact = BufReader::new(Cursor::new(vec![b'y'; 1000]));
         let mut line = Vec::new();
-        assert_eq!(read_bounded_line(&mut exact, &mut line, 1000).unwrap(), LineRead::End, "a line at the limit is allowed");
+        assert_eq!(
+            read_bounded_line(&mut exact, &mut line, 1000).unwrap(),
+            LineRead::End,
+            "a line at the limit is allowed"
+        );
     }
 }

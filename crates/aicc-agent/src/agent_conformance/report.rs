@@ -32,7 +32,12 @@ mod tests {
     use super::*;
 
     fn outcome(name: &str, passed: bool) -> CheckOutcome {
-        CheckOutcome { name: name.into(), passed, reason: format!("{name} reason"), evidence: vec![] }
+        CheckOutcome {
+            name: name.into(),
+            passed,
+            reason: format!("{name} reason"),
+            evidence: vec![],
+        }
     }
 
     #[test]
@@ -43,7 +48,10 @@ mod tests {
         assert!(table.contains("FAIL  a longer name  a longer name reason"), "{table}");
         assert!(table.ends_with("agent conformance: 1 of 2 checks passed\n"));
         let report = json_report("client --port {port}", &outcomes);
-        assert_eq!((report["all_passed"].as_bool(), report["failed"].as_u64()), (Some(false), Some(1)));
+        assert_eq!(
+            (report["all_passed"].as_bool(), report["failed"].as_u64()),
+            (Some(false), Some(1))
+        );
         assert_eq!(report["checks"][1]["name"], "a longer name");
         assert_eq!(json_report("c", &[])["all_passed"], false, "no checks is not a pass");
     }

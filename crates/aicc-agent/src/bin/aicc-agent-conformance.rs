@@ -10,7 +10,10 @@ use clap::Parser;
 use aicc_agent::agent_conformance::{report, run_all, ClientCommand};
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Plays a scripted AICC bridge for a client under test and checks that it behaves as a conformant agent")]
+#[command(
+    version,
+    about = "Plays a scripted AICC bridge for a client under test and checks that it behaves as a conformant agent"
+)]
 struct Args {
     /// Shell command line of the client, with {port} where the fake
     /// bridge's port goes; driver arguments are appended.
@@ -33,7 +36,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !(args.client_timeout_s.is_finite() && args.client_timeout_s > 0.0 && args.client_timeout_s <= 3600.0) {
+    if !(args.client_timeout_s.is_finite()
+        && args.client_timeout_s > 0.0
+        && args.client_timeout_s <= 3600.0)
+    {
         eprintln!("aicc-agent-conformance: --client-timeout-s must be a positive number of seconds (at most 3600)");
         return ExitCode::from(2);
     }
@@ -41,7 +47,8 @@ fn main() -> ExitCode {
     print!("{}", report::summary_table(&outcomes));
     if let Some(dir) = &args.report_dir {
         let path = dir.join("agent-conformance.json");
-        let text = serde_json::to_string_pretty(&report::json_report(client.template(), &outcomes)).unwrap_or_default();
+        let text = serde_json::to_string_pretty(&report::json_report(client.template(), &outcomes))
+            .unwrap_or_default();
         if let Err(error) = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, text)) {
             eprintln!("aicc-agent-conformance: cannot write {}: {error}", path.display());
             return ExitCode::from(2);

@@ -39,7 +39,8 @@ fn main() {
     let args = Args::parse();
     let vision: Value = serde_json::from_str(&args.vision).expect("--vision is a JSON object");
     let aicc = std::env::current_exe().expect("this binary's path").with_file_name("aicc");
-    let bridge_args = ["--host".to_string(), args.host.clone(), "--port".to_string(), args.port.to_string()];
+    let bridge_args =
+        ["--host".to_string(), args.host.clone(), "--port".to_string(), args.port.to_string()];
     println!("{} calls per tool and path; bridge {}:{}", args.calls, args.host, args.port);
     println!("{:<28} {:>10} {:>10}", "path / tool", "p50 ms", "p99 ms");
 
@@ -50,8 +51,14 @@ fn main() {
     run("mcp stdio", &mut stdio, &args, &vision);
     drop(stdio);
 
-    let http_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut server = Command::new(&aicc).args(&bridge_args).args(["mcp", "--http", &format!("127.0.0.1:{http_port}")]).stdout(Stdio::null()).spawn().expect("aicc mcp --http starts");
+    let http_port =
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = Command::new(&aicc)
+        .args(&bridge_args)
+        .args(["mcp", "--http", &format!("127.0.0.1:{http_port}")])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("aicc mcp --http starts");
     let mut http = McpHttp::start(http_port);
     run("mcp http", &mut http, &args, &vision);
     let _ = server.kill();
@@ -85,8 +92,13 @@ impl AiccTcp {
     fn connect(host: &str, port: u16) -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let session = runtime.block_on(async {
-            let stream = aicc_agent::client::transport::connect(host, port, None, Duration::from_secs(10)).await.expect("connecting to the bridge");
-            aicc_agent::client::Session::open(stream, Default::default()).await.expect("an AICC session")
+            let stream =
+                aicc_agent::client::transport::connect(host, port, None, Duration::from_secs(10))
+                    .await
+                    .expect("connecting to the bridge");
+            aicc_agent::client::Session::open(stream, Default::default())
+                .await
+                .expect("an AICC session")
         });
         Self { runtime, session }
     }
@@ -94,7 +106,10 @@ impl AiccTcp {
 
 impl Caller for AiccTcp {
     fn call(&mut self, tool: &str, input: &Value) -> Value {
-        let outcome = self.runtime.block_on(self.session.call(tool, input)).unwrap_or_else(|e| panic!("{tool}: {e}"));
+        let outcome = self
+            .runtime
+            .block_on(self.session.call(tool, input))
+            .unwrap_or_else(|e| panic!("{tool}: {e}"));
         outcome.output
     }
 }
@@ -124,7 +139,13 @@ struct McpStdio {
 
 impl McpStdio {
     fn start(aicc: &std::path::Path, bridge_args: &[String]) -> Self {
-        let mut child = Command::new(aicc).args(bridge_args).arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("aicc mcp starts");
+        let mut child = Command::new(aicc)
+            .args(bridge_args)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("aicc mcp starts");
         let input = child.stdin.take().unwrap();
         let output = BufReader::new(child.stdout.take().unwrap());
         let mut stdio = Self { child, input, output, next_id: 1 };
@@ -135,7 +156,9 @@ impl McpStdio {
     }
 
     fn send(&mut self, message: &Value) {
-        writeln!(self.input, "{message}").and_then(|_| self.input.flush()).expect("writing to aicc mcp");
+        writeln!(self.input, "{message}")
+            .and_then(|_| self.input.flush())
+            .expect("writing to aicc mcp");
     }
 
     /// The response to `id` (notifications in between are skipped).
@@ -143,7 +166,10 @@ impl McpStdio {
         let mut line = String::new();
         loop {
             line.clear();
-            assert!(self.output.read_line(&mut line).expect("reading aicc mcp") > 0, "aicc mcp closed its output");
+            assert!(
+                self.output.read_line(&mut line).expect("reading aicc mcp") > 0,
+                "aicc mcp closed its output"
+            );
             let message: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
             if message["id"] == id {
                 return message;
@@ -191,9 +217,18 @@ impl McpHttp {
             }
         };
         stream.set_nodelay(true).unwrap();
-        let mut http = Self { port, reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, session: None, next_id: 1 };
+        let mut http = Self {
+            port,
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            session: None,
+            next_id: 1,
+        };
         let (headers, _) = http.post(&initialize_request(), 0);
-        http.session = headers.iter().find(|(name, _)| name == "mcp-session-id").map(|(_, value)| value.clone());
+        http.session = headers
+            .iter()
+            .find(|(name, _)| name == "mcp-session-id")
+            .map(|(_, value)| value.clone());
         assert!(http.session.is_some(), "no Mcp-Session-Id in the initialize response");
         http.post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }), u64::MAX);
         http
@@ -203,7 +238,11 @@ impl McpHttp {
     /// response to `id` (Null for a notification's empty answer).
     fn post(&mut self, message: &Value, id: u64) -> (Vec<(String, String)>, Value) {
         let body = message.to_string();
-        let session = self.session.as_ref().map(|s| format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n")).unwrap_or_default();
+        let session = self
+            .session
+            .as_ref()
+            .map(|s| format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n"))
+            .unwrap_or_default();
         let request = format!(
             "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{session}Content-Length: {}\r\n\r\n{body}",
             self.port,
@@ -235,8 +274,13 @@ impl McpHttp {
             body
         };
         let body = String::from_utf8(body).expect("a UTF-8 body");
-        let response = if header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
-            body.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok()).find(|m| m["id"] == id).unwrap_or(Value::Null)
+        let response = if header("content-type").is_some_and(|t| t.starts_with("text/event-stream"))
+        {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m["id"] == id)
+                .unwrap_or(Value::Null)
         } else {
             serde_json::from_str(&body).unwrap_or(Value::Null)
         };
@@ -248,7 +292,8 @@ impl McpHttp {
         loop {
             let mut size = String::new();
             self.reader.read_line(&mut size).expect("a chunk size");
-            let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).expect("a hexadecimal chunk size");
+            let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                .expect("a hexadecimal chunk size");
             let mut chunk = vec![0; size + 2];
             self.reader.read_exact(&mut chunk).expect("a chunk");
             if size == 0 {

@@ -14,7 +14,10 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient, ToolCall};
+use aicc_wire::bench::{
+    beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient,
+    ToolCall,
+};
 use clap::Parser;
 use serde_json::json;
 
@@ -51,7 +54,9 @@ struct Args {
 fn session(address: SocketAddr, token_env: &str) -> io::Result<LineClient> {
     let mut client = LineClient::connect(address)?;
     if let Ok(token) = std::env::var(token_env) {
-        let mut hello = serde_json::to_vec(&json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }))?;
+        let mut hello = serde_json::to_vec(
+            &json!({ "protocol": "aicc/0.1", "type": "manifest_request", "auth": { "token": token } }),
+        )?;
         hello.push(b'\n');
         client.send(&hello)?;
     }
@@ -61,7 +66,13 @@ fn session(address: SocketAddr, token_env: &str) -> io::Result<LineClient> {
 
 fn rss_mb(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
     Some(kb / 1024.0)
 }
 
@@ -75,7 +86,10 @@ fn shown(figure: f64, floor: Option<f64>, unit: &str) -> String {
 
 fn main() -> io::Result<()> {
     let args = Args::parse();
-    let address = (args.host.as_str(), args.port).to_socket_addrs()?.next().ok_or_else(|| io::Error::other("no address for --host"))?;
+    let address = (args.host.as_str(), args.port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::other("no address for --host"))?;
     let call = ToolCall { tool: args.tool.clone() };
     let mut client = session(address, &args.token_env)?;
     round_trips(&mut client, &call, 0, 200)?;
@@ -105,22 +119,49 @@ fn main() -> io::Result<()> {
 
     let run: Latencies = round_trips(&mut client, &call, 1000, args.calls)?;
     let floor_of = |q: f64| floor_one.as_ref().map(|f| f.quantile_us(q));
-    println!("round trip of '{}' on 1 connection, {} calls: p50 {}, p99 {}, max {:.1} us", args.tool, args.calls, shown(run.quantile_us(0.5), floor_of(0.5), "us"), shown(run.quantile_us(0.99), floor_of(0.99), "us"), run.quantile_us(1.0));
-    println!("calls per second on 1 connection: {}", shown(run.calls_per_second(), floor_one.as_ref().map(Latencies::calls_per_second), "/s"));
+    println!(
+        "round trip of '{}' on 1 connection, {} calls: p50 {}, p99 {}, max {:.1} us",
+        args.tool,
+        args.calls,
+        shown(run.quantile_us(0.5), floor_of(0.5), "us"),
+        shown(run.quantile_us(0.99), floor_of(0.99), "us"),
+        run.quantile_us(1.0)
+    );
+    println!(
+        "calls per second on 1 connection: {}",
+        shown(run.calls_per_second(), floor_one.as_ref().map(Latencies::calls_per_second), "/s")
+    );
 
     let floor_rate = match &floor {
-        Some(floor) => Some(calls_per_second(args.connections, args.calls, &|| LineClient::connect(floor.address), &echo)?),
+        Some(floor) => Some(calls_per_second(
+            args.connections,
+            args.calls,
+            &|| LineClient::connect(floor.address),
+            &echo,
+        )?),
         None => None,
     };
-    let rate = calls_per_second(args.connections, args.calls, &|| session(address, &args.token_env), &call)?;
-    println!("calls per second on {} connections ({} calls each): {}", args.connections, args.calls, shown(rate, floor_rate, "/s"));
+    let rate = calls_per_second(
+        args.connections,
+        args.calls,
+        &|| session(address, &args.token_env),
+        &call,
+    )?;
+    println!(
+        "calls per second on {} connections ({} calls each): {}",
+        args.connections,
+        args.calls,
+        shown(rate, floor_rate, "/s")
+    );
     drop(floor);
 
     if let Some(pid) = args.pid {
         drop(client);
         std::thread::sleep(Duration::from_millis(500));
         let before = rss_mb(pid);
-        let idle = (0..args.idle).map(|_| session(address, &args.token_env)).collect::<io::Result<Vec<_>>>()?;
+        let idle = (0..args.idle)
+            .map(|_| session(address, &args.token_env))
+            .collect::<io::Result<Vec<_>>>()?;
         std::thread::sleep(Duration::from_millis(500));
         let after = rss_mb(pid);
         match (before, after) {

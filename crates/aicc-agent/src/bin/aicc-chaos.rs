@@ -10,7 +10,10 @@ use aicc_agent::chaos::{self, ChaosOptions};
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(name = "aicc-chaos", about = "Seeded random sequences of every tool against a bridge, judged on the simulator's ground truth")]
+#[command(
+    name = "aicc-chaos",
+    about = "Seeded random sequences of every tool against a bridge, judged on the simulator's ground truth"
+)]
 struct Args {
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -41,13 +44,18 @@ struct Args {
 
 fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
     if let Some((a, b)) = text.split_once("..") {
-        let (a, b): (u64, u64) = (a.trim().parse().map_err(|e| format!("--seeds {text}: {e}"))?, b.trim().parse().map_err(|e| format!("--seeds {text}: {e}"))?);
+        let (a, b): (u64, u64) = (
+            a.trim().parse().map_err(|e| format!("--seeds {text}: {e}"))?,
+            b.trim().parse().map_err(|e| format!("--seeds {text}: {e}"))?,
+        );
         if a >= b {
             return Err(format!("--seeds {text}: an empty range"));
         }
         return Ok((a..b).collect());
     }
-    text.split(',').map(|s| s.trim().parse::<u64>().map_err(|e| format!("--seeds {text}: {e}"))).collect()
+    text.split(',')
+        .map(|s| s.trim().parse::<u64>().map_err(|e| format!("--seeds {text}: {e}")))
+        .collect()
 }
 
 fn main() -> ExitCode {
@@ -92,7 +100,8 @@ fn main() -> ExitCode {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             let _ = std::fs::create_dir_all(dir);
         }
-        let text = serde_json::to_string_pretty(&chaos::to_json(&reports, &options)).expect("JSON values serialize");
+        let text = serde_json::to_string_pretty(&chaos::to_json(&reports, &options))
+            .expect("JSON values serialize");
         if let Err(e) = std::fs::write(path, text) {
             eprintln!("aicc-chaos: writing {}: {e}", path.display());
             return ExitCode::from(1);

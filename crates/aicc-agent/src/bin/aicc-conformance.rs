@@ -8,11 +8,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use aicc_agent::conformance::connection::{tls_client, Endpoint, SYSTEM_CA_BUNDLE};
-use aicc_agent::conformance::progress::Progress;
 use aicc_agent::conformance::offered::Offered;
+use aicc_agent::conformance::progress::Progress;
 use aicc_agent::conformance::readiness::{survey, wait_until_ready};
 use aicc_agent::conformance::report::{self, Failure, RunReport, ScenarioResult, Status};
-use aicc_agent::conformance::runner::{run_or_skip, RunnerOptions, TokenSource, DEFAULT_CLOSE_WAIT};
+use aicc_agent::conformance::runner::{
+    run_or_skip, RunnerOptions, TokenSource, DEFAULT_CLOSE_WAIT,
+};
 use aicc_agent::conformance::scenario::{load_all, Loaded, RobotNeed, AREAS, MAX_SECONDS};
 use clap::Parser;
 
@@ -20,7 +22,10 @@ use clap::Parser;
 const DEFAULT_MAX_LINE_BYTES: usize = (1 << 20) + 1024;
 
 #[derive(Parser, Debug)]
-#[command(name = "aicc-conformance", about = "Run the AICC conformance scenarios against a bridge and report")]
+#[command(
+    name = "aicc-conformance",
+    about = "Run the AICC conformance scenarios against a bridge and report"
+)]
 struct Args {
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -108,10 +113,19 @@ impl Selection {
         let robots = if args.robot.is_empty() {
             RobotNeed::ALL.to_vec()
         } else {
-            args.robot.iter().map(|r| RobotNeed::parse(r.trim()).ok_or_else(|| format!("--robot {r}: not one of none, moves, needs_wall_ahead"))).collect::<Result<_, _>>()?
+            args.robot
+                .iter()
+                .map(|r| {
+                    RobotNeed::parse(r.trim()).ok_or_else(|| {
+                        format!("--robot {r}: not one of none, moves, needs_wall_ahead")
+                    })
+                })
+                .collect::<Result<_, _>>()?
         };
         for name in &args.only {
-            let known = loaded.iter().any(|l| matches!(l, Loaded::Ok { scenario, .. } if &scenario.name == name));
+            let known = loaded
+                .iter()
+                .any(|l| matches!(l, Loaded::Ok { scenario, .. } if &scenario.name == name));
             if !known {
                 return Err(format!("--only {name}: no scenario has this name (see --list)"));
             }
@@ -120,7 +134,9 @@ impl Selection {
     }
 
     fn selects(&self, scenario: &aicc_agent::conformance::scenario::Scenario) -> bool {
-        (self.areas.is_empty() || self.areas.contains(&scenario.area)) && self.robots.contains(&scenario.robot) && (self.only.is_empty() || self.only.contains(&scenario.name))
+        (self.areas.is_empty() || self.areas.contains(&scenario.area))
+            && self.robots.contains(&scenario.robot)
+            && (self.only.is_empty() || self.only.contains(&scenario.name))
     }
 }
 
@@ -130,7 +146,10 @@ fn endpoint(args: &Args) -> Result<Endpoint, String> {
     }
     let tls = if args.tls {
         let ca_file = args.ca_file.clone().unwrap_or_else(|| PathBuf::from(SYSTEM_CA_BUNDLE));
-        Some(tls_client(&ca_file, args.server_name.as_deref().unwrap_or(&args.host)).map_err(|e| e.to_string())?)
+        Some(
+            tls_client(&ca_file, args.server_name.as_deref().unwrap_or(&args.host))
+                .map_err(|e| e.to_string())?,
+        )
     } else {
         None
     };
@@ -147,14 +166,20 @@ fn wait_ready(seconds: f64) -> Result<Option<Duration>, String> {
 
 fn malformed_result(file: &std::path::Path, area: &str, error: &str) -> ScenarioResult {
     ScenarioResult {
-        name: file.file_stem().map_or_else(|| file.display().to_string(), |s| s.to_string_lossy().to_string()),
+        name: file
+            .file_stem()
+            .map_or_else(|| file.display().to_string(), |s| s.to_string_lossy().to_string()),
         area: area.to_string(),
         file: file.display().to_string(),
         robot: None,
         checks: String::new(),
         status: Status::Failed,
         duration_s: 0.0,
-        failure: Some(Failure { step: None, label: Some("loading the file".into()), reason: error.to_string() }),
+        failure: Some(Failure {
+            step: None,
+            label: Some("loading the file".into()),
+            reason: error.to_string(),
+        }),
         skip_reason: None,
         transcript: Vec::new(),
         truth: None,
@@ -167,7 +192,15 @@ fn list(loaded: &[Loaded]) -> ExitCode {
         match entry {
             Loaded::Ok { file, scenario } => {
                 let needs: Vec<String> = scenario.needed_tools().into_iter().collect();
-                println!("{:<12} {:<60} robot: {:<17} tools: {}  {}  ({})", scenario.area, scenario.name, scenario.robot.as_str(), if needs.is_empty() { "-".to_string() } else { needs.join(",") }, scenario.checks, file.display())
+                println!(
+                    "{:<12} {:<60} robot: {:<17} tools: {}  {}  ({})",
+                    scenario.area,
+                    scenario.name,
+                    scenario.robot.as_str(),
+                    if needs.is_empty() { "-".to_string() } else { needs.join(",") },
+                    scenario.checks,
+                    file.display()
+                )
             }
             Loaded::Malformed { error, .. } => {
                 malformed = true;
@@ -202,11 +235,17 @@ fn run(args: Args) -> Result<ExitCode, String> {
         close_wait: DEFAULT_CLOSE_WAIT,
         truth: args.truth.clone(),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| format!("starting the runtime: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
 
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let to_run = loaded.iter().filter(|l| matches!(l, Loaded::Ok { scenario, .. } if selection.selects(scenario))).count();
+    let to_run = loaded
+        .iter()
+        .filter(|l| matches!(l, Loaded::Ok { scenario, .. } if selection.selects(scenario)))
+        .count();
     // What the profile offers: scenarios needing a tool it lacks are skipped.
     let mut offered = Offered::default();
     if let Some(within) = wait_ready.filter(|_| to_run > 0) {
@@ -218,7 +257,10 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 offered = ready.offered;
             }
             Err(reason) => {
-                eprintln!("aicc-conformance: the bridge is not ready (--wait-ready-s {}): {reason}", args.wait_ready_s);
+                eprintln!(
+                    "aicc-conformance: the bridge is not ready (--wait-ready-s {}): {reason}",
+                    args.wait_ready_s
+                );
                 return Ok(ExitCode::from(1));
             }
         }
@@ -235,12 +277,18 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let mut results = Vec::with_capacity(loaded.len());
     for entry in &loaded {
         match entry {
-            Loaded::Malformed { file, area, error } => results.push(malformed_result(file, area, &error.to_string())),
+            Loaded::Malformed { file, area, error } => {
+                results.push(malformed_result(file, area, &error.to_string()))
+            }
             Loaded::Ok { file, scenario } if selection.selects(scenario) => {
                 let label = format!("{}/{}", scenario.area, scenario.name);
                 progress.start(&label);
                 let result = runtime.block_on(run_or_skip(scenario, file, &options, &offered));
-                let reason = result.failure.as_ref().map(|f| f.describe(&scenario.name)).or_else(|| result.skip_reason.clone());
+                let reason = result
+                    .failure
+                    .as_ref()
+                    .map(|f| f.describe(&scenario.name))
+                    .or_else(|| result.skip_reason.clone());
                 progress.finish(&label, result.status, result.duration_s, reason.as_deref());
                 results.push(result);
             }
@@ -260,7 +308,13 @@ fn run(args: Args) -> Result<ExitCode, String> {
         }
     }
     progress.end();
-    let run_report = RunReport { endpoint: endpoint.describe(), profile: args.profile.clone(), started_at, duration_s: started.elapsed().as_secs_f64(), results };
+    let run_report = RunReport {
+        endpoint: endpoint.describe(),
+        profile: args.profile.clone(),
+        started_at,
+        duration_s: started.elapsed().as_secs_f64(),
+        results,
+    };
     print!("{}", report::summary_table(&run_report));
     if let Some(dir) = &args.report_dir {
         match report::write_reports(&run_report, dir) {
@@ -286,45 +340,83 @@ mod tests {
     }
 
     fn selection(args: &[&str], loaded: &[Loaded]) -> Result<Selection, String> {
-        let args = Args::try_parse_from(std::iter::once("aicc-conformance").chain(args.iter().copied())).unwrap();
+        let args =
+            Args::try_parse_from(std::iter::once("aicc-conformance").chain(args.iter().copied()))
+                .unwrap();
         Selection::from_args(&args, loaded)
     }
 
     fn selected(selection: &Selection, loaded: &[Loaded]) -> Vec<String> {
-        loaded.iter().filter_map(|l| match l {
-            Loaded::Ok { scenario, .. } if selection.selects(scenario) => Some(scenario.name.clone()),
-            _ => None,
-        }).collect()
+        loaded
+            .iter()
+            .filter_map(|l| match l {
+                Loaded::Ok { scenario, .. } if selection.selects(scenario) => {
+                    Some(scenario.name.clone())
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     #[test]
     fn area_robot_and_only_narrow_the_selection() {
-        let all = [loaded("calm", "protocol", "none"), loaded("drive", "actuators", "moves"), loaded("bump", "governor", "needs_wall_ahead")];
+        let all = [
+            loaded("calm", "protocol", "none"),
+            loaded("drive", "actuators", "moves"),
+            loaded("bump", "governor", "needs_wall_ahead"),
+        ];
         assert_eq!(selected(&selection(&[], &all).unwrap(), &all), ["calm", "drive", "bump"]);
-        assert_eq!(selected(&selection(&["--robot", "none,moves"], &all).unwrap(), &all), ["calm", "drive"]);
-        assert_eq!(selected(&selection(&["--area", "governor", "--area", "protocol"], &all).unwrap(), &all), ["calm", "bump"]);
+        assert_eq!(
+            selected(&selection(&["--robot", "none,moves"], &all).unwrap(), &all),
+            ["calm", "drive"]
+        );
+        assert_eq!(
+            selected(
+                &selection(&["--area", "governor", "--area", "protocol"], &all).unwrap(),
+                &all
+            ),
+            ["calm", "bump"]
+        );
         assert_eq!(selected(&selection(&["--only", "drive"], &all).unwrap(), &all), ["drive"]);
-        assert_eq!(selected(&selection(&["--only", "drive", "--robot", "none"], &all).unwrap(), &all), Vec::<String>::new());
+        assert_eq!(
+            selected(&selection(&["--only", "drive", "--robot", "none"], &all).unwrap(), &all),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
     fn unknown_areas_robots_names_and_stray_tls_options_are_usage_errors() {
         let all = [loaded("calm", "protocol", "none")];
-        assert!(selection(&["--area", "sensor"], &all).err().unwrap().contains("--area sensor: not an area"));
+        assert!(selection(&["--area", "sensor"], &all)
+            .err()
+            .unwrap()
+            .contains("--area sensor: not an area"));
         assert!(selection(&["--robot", "flies"], &all).err().unwrap().contains("--robot flies"));
-        assert!(selection(&["--only", "nope"], &all).err().unwrap().contains("--only nope: no scenario"));
+        assert!(selection(&["--only", "nope"], &all)
+            .err()
+            .unwrap()
+            .contains("--only nope: no scenario"));
         let args = Args::try_parse_from(["aicc-conformance", "--ca-file", "x.pem"]).unwrap();
         assert!(endpoint(&args).err().unwrap().contains("go with --tls"));
-        let args = Args::try_parse_from(["aicc-conformance", "--tls", "--ca-file", "/nonexistent/ca.pem"]).unwrap();
+        let args =
+            Args::try_parse_from(["aicc-conformance", "--tls", "--ca-file", "/nonexistent/ca.pem"])
+                .unwrap();
         assert!(endpoint(&args).err().unwrap().contains("/nonexistent/ca.pem"));
     }
 
     #[test]
     fn wait_ready_is_off_by_default_and_the_last_one_given_counts() {
-        let parsed = |args: &[&str]| Args::try_parse_from(std::iter::once("aicc-conformance").chain(args.iter().copied())).unwrap().wait_ready_s;
+        let parsed = |args: &[&str]| {
+            Args::try_parse_from(std::iter::once("aicc-conformance").chain(args.iter().copied()))
+                .unwrap()
+                .wait_ready_s
+        };
         assert_eq!(wait_ready(parsed(&[])).unwrap(), None);
         // conformance.sh passes one; a user's own comes after it and wins.
-        assert_eq!(wait_ready(parsed(&["--wait-ready-s", "60", "--wait-ready-s", "5"])).unwrap(), Some(Duration::from_secs(5)));
+        assert_eq!(
+            wait_ready(parsed(&["--wait-ready-s", "60", "--wait-ready-s", "5"])).unwrap(),
+            Some(Duration::from_secs(5))
+        );
         assert!(wait_ready(-1.0).unwrap_err().contains("--wait-ready-s -1"));
         assert!(wait_ready(f64::NAN).unwrap_err().contains("non-negative"));
         assert!(wait_ready(1e20).unwrap_err().contains("up to 86400"), "would overflow a Duration");

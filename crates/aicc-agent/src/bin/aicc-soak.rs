@@ -46,10 +46,20 @@ struct ProcessSample {
 fn sample_process(pid: u32, started: Instant) -> std::io::Result<ProcessSample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let field = |name: &str| -> u64 {
-        status.lines().find_map(|line| line.strip_prefix(name)).and_then(|rest| rest.split_whitespace().next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
     };
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
-    Ok(ProcessSample { elapsed_s: started.elapsed().as_secs_f64(), rss_mib: field("VmRSS:") as f64 / 1024.0, threads: field("Threads:"), fds })
+    Ok(ProcessSample {
+        elapsed_s: started.elapsed().as_secs_f64(),
+        rss_mib: field("VmRSS:") as f64 / 1024.0,
+        threads: field("Threads:"),
+        fds,
+    })
 }
 
 /// The agent's script, one step per call: it looks around and moves there
@@ -77,7 +87,8 @@ struct Counts {
 }
 
 async fn open(args: &Args) -> Result<Session, ClientError> {
-    let options = SessionOptions { token: std::env::var("AICC_TOKEN").ok(), ..SessionOptions::default() };
+    let options =
+        SessionOptions { token: std::env::var("AICC_TOKEN").ok(), ..SessionOptions::default() };
     let stream = transport::connect(&args.host, args.port, None, options.timeout).await?;
     Session::open(stream, options).await
 }
@@ -88,12 +99,21 @@ async fn main() {
     let started = Instant::now();
     let end = started + Duration::from_secs_f64(args.minutes * 60.0);
     let sample_every = Duration::from_secs_f64(args.sample_s);
-    let mut samples = vec![sample_process(args.pid, started).expect("reading the bridge's /proc entry")];
+    let mut samples =
+        vec![sample_process(args.pid, started).expect("reading the bridge's /proc entry")];
     let mut next_sample = started + sample_every;
     let mut counts = Counts::default();
     let mut failures: Vec<String> = Vec::new();
-    println!("{:>8} {:>9} {:>7} {:>4} {:>7} {:>6} {:>7}", "t_s", "rss_MiB", "threads", "fds", "calls", "failed", "events");
-    let print = |s: &ProcessSample, c: &Counts| println!("{:>8.0} {:>9.1} {:>7} {:>4} {:>7} {:>6} {:>7}", s.elapsed_s, s.rss_mib, s.threads, s.fds, c.calls, c.failed, c.events);
+    println!(
+        "{:>8} {:>9} {:>7} {:>4} {:>7} {:>6} {:>7}",
+        "t_s", "rss_MiB", "threads", "fds", "calls", "failed", "events"
+    );
+    let print = |s: &ProcessSample, c: &Counts| {
+        println!(
+            "{:>8.0} {:>9.1} {:>7} {:>4} {:>7} {:>6} {:>7}",
+            s.elapsed_s, s.rss_mib, s.threads, s.fds, c.calls, c.failed, c.events
+        )
+    };
     print(&samples[0], &counts);
     let mut n = 0u64;
     while Instant::now() < end {
@@ -156,6 +176,7 @@ async fn main() {
         println!("failure: {failure}");
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&summary).unwrap()).expect("writing the summary");
+        std::fs::write(path, serde_json::to_string_pretty(&summary).unwrap())
+            .expect("writing the summary");
     }
 }

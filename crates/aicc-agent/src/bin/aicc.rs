@@ -16,7 +16,10 @@ use aicc_agent::client::{shell, ClientError, Session, SessionOptions};
 use aicc_agent::mcp;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "A command-line AICC agent: manifest, tools, calls, events, vision, and an interactive shell")]
+#[command(
+    version,
+    about = "A command-line AICC agent: manifest, tools, calls, events, vision, and an interactive shell"
+)]
 struct Cli {
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -152,7 +155,10 @@ enum Verb {
         /// For --backend command: the program and its arguments (after --).
         #[arg(last = true)]
         command: Vec<String>,
-        #[arg(long, default_value = "Find the red cube, drive to it and pick it up with the gripper.")]
+        #[arg(
+            long,
+            default_value = "Find the red cube, drive to it and pick it up with the gripper."
+        )]
         goal: String,
         /// Requests the backend may make.
         #[arg(long, default_value_t = 200)]
@@ -209,15 +215,25 @@ fn approvals_command(action: &ApprovalsVerb) -> Result<Command, ClientError> {
         Command::Call { tool: tool.into(), input }
     };
     Ok(match action {
-        ApprovalsVerb::List => Command::Call { tool: "approvals_list".into(), input: serde_json::json!({}) },
+        ApprovalsVerb::List => {
+            Command::Call { tool: "approvals_list".into(), input: serde_json::json!({}) }
+        }
         ApprovalsVerb::Approve { approval_id, reason } => decide("approve", approval_id, reason),
         ApprovalsVerb::Deny { approval_id, reason } => decide("deny", approval_id, reason),
         ApprovalsVerb::Mode { on_off } | ApprovalsVerb::Hold { on_off } => {
-            let (verb, tool) = if matches!(action, ApprovalsVerb::Mode { .. }) { ("mode", "approval_mode") } else { ("hold", "hold") };
+            let (verb, tool) = if matches!(action, ApprovalsVerb::Mode { .. }) {
+                ("mode", "approval_mode")
+            } else {
+                ("hold", "hold")
+            };
             let on = match on_off.as_str() {
                 "on" => true,
                 "off" => false,
-                other => return Err(ClientError::Usage(format!("approvals {verb} takes on or off, got '{other}'"))),
+                other => {
+                    return Err(ClientError::Usage(format!(
+                        "approvals {verb} takes on or off, got '{other}'"
+                    )))
+                }
             };
             Command::Call { tool: tool.into(), input: serde_json::json!({ "on": on }) }
         }
@@ -228,7 +244,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(error) => return fail(&ClientError::Transport(format!("cannot start the runtime: {error}"))),
+        Err(error) => {
+            return fail(&ClientError::Transport(format!("cannot start the runtime: {error}")))
+        }
     };
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -248,24 +266,44 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
     let command = match &cli.command {
         Verb::Manifest => Some(Command::Manifest),
         Verb::Tools => Some(Command::Tools),
-        Verb::Call { tool, json } => Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? }),
-        Verb::Events { count, for_s, topic } => Some(events_command(*count, *for_s, topic.clone())?),
-        Verb::Vision { out, json } => Some(Command::Vision { out: out.clone(), input: parse_input("vision", json.as_deref())? }),
+        Verb::Call { tool, json } => {
+            Some(Command::Call { tool: tool.clone(), input: parse_input(tool, json.as_deref())? })
+        }
+        Verb::Events { count, for_s, topic } => {
+            Some(events_command(*count, *for_s, topic.clone())?)
+        }
+        Verb::Vision { out, json } => Some(Command::Vision {
+            out: out.clone(),
+            input: parse_input("vision", json.as_deref())?,
+        }),
         Verb::Approvals { action, .. } => Some(approvals_command(action)?),
         Verb::Shell | Verb::Mcp { .. } | Verb::Agent { .. } | Verb::Replay { .. } => None,
     };
     let mut options = session_options(&cli)?;
     let tls = tls_options(&cli)?;
     if let Verb::Mcp { http, http_token_env, operator_token_env, offer_generators } = &cli.command {
-        let operator_token = operator_token(operator_token_env.as_deref(), |name| std::env::var(name).ok())?;
+        let operator_token =
+            operator_token(operator_token_env.as_deref(), |name| std::env::var(name).ok())?;
         if operator_token.is_some() && operator_token == options.token {
             return Err(ClientError::Usage(format!("--operator-token-env {}: it holds the same token as the agent's ({}): the agent would be its own operator. Give the operator a token of its own", operator_token_env.as_deref().unwrap_or(""), cli.token_env.as_deref().unwrap_or("AICC_TOKEN"))));
         }
         let offer = LlmOffer { generators: *offer_generators };
         return serve_mcp(&cli, options, tls, *http, http_token_env, operator_token, offer).await;
     }
-    if let Verb::Replay { file, check, against, ignore, tolerance, include_operator_calls } = &cli.command {
-        return replay(file, *check, against.as_deref(), ignore, *tolerance, *include_operator_calls, options, tls.as_ref()).await;
+    if let Verb::Replay { file, check, against, ignore, tolerance, include_operator_calls } =
+        &cli.command
+    {
+        return replay(
+            file,
+            *check,
+            against.as_deref(),
+            ignore,
+            *tolerance,
+            *include_operator_calls,
+            options,
+            tls.as_ref(),
+        )
+        .await;
     }
     if let Verb::Approvals { operator_token_env, .. } = &cli.command {
         // The operator's token, never the agent's.
@@ -273,45 +311,103 @@ async fn run(cli: Cli) -> Result<(), ClientError> {
     }
     let stream = transport::connect(&cli.host, cli.port, tls.as_ref(), options.timeout).await?;
     let mut session = Session::open(stream, options).await?;
-    if let Verb::Agent { backend, command, goal, max_calls, run_timeout_s, think_timeout_s, timer_s, report, offer_generators } = &cli.command {
+    if let Verb::Agent {
+        backend,
+        command,
+        goal,
+        max_calls,
+        run_timeout_s,
+        think_timeout_s,
+        timer_s,
+        report,
+        offer_generators,
+    } = &cli.command
+    {
         let offer = LlmOffer { generators: *offer_generators };
-        return run_agent(session, backend, command, goal, *max_calls, [*run_timeout_s, *think_timeout_s, *timer_s], report.as_deref(), offer).await;
+        return run_agent(
+            session,
+            backend,
+            command,
+            goal,
+            *max_calls,
+            [*run_timeout_s, *think_timeout_s, *timer_s],
+            report.as_deref(),
+            offer,
+        )
+        .await;
     }
     let Some(command) = command else { return shell::run_shell(session).await };
     let mut stdout = std::io::stdout();
-    let outcome = commands::run(&mut session, &command, &mut stdout, &mut |warning| eprintln!("aicc: warning: {warning}")).await;
+    let outcome = commands::run(&mut session, &command, &mut stdout, &mut |warning| {
+        eprintln!("aicc: warning: {warning}")
+    })
+    .await;
     // A session that broke the protocol or the connection is not closed politely.
-    if matches!(outcome, Ok(()) | Err(ClientError::Remote(_) | ClientError::Refused(_) | ClientError::Usage(_))) {
+    if matches!(
+        outcome,
+        Ok(()) | Err(ClientError::Remote(_) | ClientError::Refused(_) | ClientError::Usage(_))
+    ) {
         let _ = session.close().await;
     }
     outcome
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn run_agent(session: Session, backend: &str, command: &[String], goal: &str, max_calls: u32, seconds: [f64; 3], report_file: Option<&std::path::Path>, offer: LlmOffer) -> Result<(), ClientError> {
+async fn run_agent(
+    session: Session,
+    backend: &str,
+    command: &[String],
+    goal: &str,
+    max_calls: u32,
+    seconds: [f64; 3],
+    report_file: Option<&std::path::Path>,
+    offer: LlmOffer,
+) -> Result<(), ClientError> {
     use aicc_agent::agent::{self, Backend};
     for (name, value) in ["--run-timeout-s", "--think-timeout-s", "--timer-s"].iter().zip(seconds) {
         if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
-            return Err(ClientError::Usage(format!("{name} must be a positive number of seconds (at most a day), got {value}")));
+            return Err(ClientError::Usage(format!(
+                "{name} must be a positive number of seconds (at most a day), got {value}"
+            )));
         }
     }
     let [run_timeout_s, think_timeout_s, timer_s] = seconds;
-    let limits = agent::Limits { max_calls, timeout: Duration::from_secs_f64(run_timeout_s), think_timeout: Duration::from_secs_f64(think_timeout_s), timer: Duration::from_secs_f64(timer_s), ..agent::Limits::default() };
+    let limits = agent::Limits {
+        max_calls,
+        timeout: Duration::from_secs_f64(run_timeout_s),
+        think_timeout: Duration::from_secs_f64(think_timeout_s),
+        timer: Duration::from_secs_f64(timer_s),
+        ..agent::Limits::default()
+    };
     let mut backend: Box<dyn Backend> = match backend {
-        "reference" => Box::new(agent::script::ScriptBackend::start("reference pick policy", agent::reference::pick_red_cube)),
+        "reference" => Box::new(agent::script::ScriptBackend::start(
+            "reference pick policy",
+            agent::reference::pick_red_cube,
+        )),
         "openai" => {
             let endpoint = agent::openai::Endpoint::from_env().map_err(ClientError::Usage)?;
-            Box::new(agent::openai::OpenAiBackend::new(endpoint, goal, Duration::from_secs_f64(think_timeout_s)))
+            Box::new(agent::openai::OpenAiBackend::new(
+                endpoint,
+                goal,
+                Duration::from_secs_f64(think_timeout_s),
+            ))
         }
-        "command" => Box::new(agent::command::CommandBackend::spawn(command, goal).map_err(ClientError::Usage)?),
-        other => return Err(ClientError::Usage(format!("--backend must be reference, openai or command, got '{other}'"))),
+        "command" => Box::new(
+            agent::command::CommandBackend::spawn(command, goal).map_err(ClientError::Usage)?,
+        ),
+        other => {
+            return Err(ClientError::Usage(format!(
+                "--backend must be reference, openai or command, got '{other}'"
+            )))
+        }
     };
     let mut link = agent::link::SessionLink::new(session, offer);
     let report = agent::run(&mut link, backend.as_mut(), limits).await;
     let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
     println!("{text}");
     if let Some(path) = report_file {
-        std::fs::write(path, format!("{text}\n")).map_err(|e| ClientError::Usage(format!("--report {}: {e}", path.display())))?;
+        std::fs::write(path, format!("{text}\n"))
+            .map_err(|e| ClientError::Usage(format!("--report {}: {e}", path.display())))?;
     }
     let _ = link.session.close().await;
     if report.ending == agent::Ending::Goal {
@@ -324,32 +420,65 @@ async fn run_agent(session: Session, backend: &str, command: &[String], goal: &s
 /// `aicc replay`: the recorded calls against the recording itself
 /// (`--check`, served in-process on a loopback port) or a live bridge.
 #[allow(clippy::too_many_arguments)]
-async fn replay(file: &std::path::Path, check: bool, against: Option<&str>, ignore: &[String], tolerance: f64, include_operator_calls: bool, options: SessionOptions, tls: Option<&TlsOptions>) -> Result<(), ClientError> {
+async fn replay(
+    file: &std::path::Path,
+    check: bool,
+    against: Option<&str>,
+    ignore: &[String],
+    tolerance: f64,
+    include_operator_calls: bool,
+    options: SessionOptions,
+    tls: Option<&TlsOptions>,
+) -> Result<(), ClientError> {
     use aicc_agent::replay::{self, compare::Rules};
     if !(tolerance.is_finite() && tolerance >= 0.0) {
-        return Err(ClientError::Usage(format!("--tolerance must be a number of at least 0, got {tolerance}")));
+        return Err(ClientError::Usage(format!(
+            "--tolerance must be a number of at least 0, got {tolerance}"
+        )));
     }
     let book = aicc_wire::recording::load(file).map_err(ClientError::Usage)?;
     let calls = book.calls.clone();
     let (stream, rules, token) = match (check, against) {
         (true, _) => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| ClientError::Transport(format!("cannot listen on a loopback port: {e}")))?;
-            let port = listener.local_addr().map_err(|e| ClientError::Transport(e.to_string()))?.port();
-            tokio::spawn(aicc_wire::recording::serve::serve(listener, std::sync::Arc::new(std::sync::Mutex::new(book)), Default::default()));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| {
+                ClientError::Transport(format!("cannot listen on a loopback port: {e}"))
+            })?;
+            let port =
+                listener.local_addr().map_err(|e| ClientError::Transport(e.to_string()))?.port();
+            tokio::spawn(aicc_wire::recording::serve::serve(
+                listener,
+                std::sync::Arc::new(std::sync::Mutex::new(book)),
+                Default::default(),
+            ));
             let mut rules = Rules::exact();
             rules.ignored.extend(ignore.iter().cloned());
             (transport::connect("127.0.0.1", port, None, options.timeout).await?, rules, None)
         }
         (false, Some(address)) => {
-            let (host, port) = address.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?))).ok_or_else(|| ClientError::Usage(format!("--against {address}: expected HOST:PORT")))?;
-            (transport::connect(host, port, tls, options.timeout).await?, Rules::live(ignore, tolerance), options.token.clone())
+            let (host, port) = address
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+                .ok_or_else(|| {
+                    ClientError::Usage(format!("--against {address}: expected HOST:PORT"))
+                })?;
+            (
+                transport::connect(host, port, tls, options.timeout).await?,
+                Rules::live(ignore, tolerance),
+                options.token.clone(),
+            )
         }
-        (false, None) => return Err(ClientError::Usage("aicc replay needs --check or --against HOST:PORT".into())),
+        (false, None) => {
+            return Err(ClientError::Usage(
+                "aicc replay needs --check or --against HOST:PORT".into(),
+            ))
+        }
     };
     // A live bridge is not asked to decide again what an operator decided
     // in the recording (approvals, approval mode, the hold, recording).
     let skip_operator_calls = against.is_some() && !include_operator_calls;
-    let report = replay::run(&calls, stream, token.as_deref(), &rules, options.timeout, skip_operator_calls).await?;
+    let report =
+        replay::run(&calls, stream, token.as_deref(), &rules, options.timeout, skip_operator_calls)
+            .await?;
     print!("{}", report.text());
     if report.is_clean() {
         Ok(())
@@ -378,33 +507,54 @@ async fn serve_mcp(
     operator_token: Option<String>,
     offer: LlmOffer,
 ) -> Result<(), ClientError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
-    let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_env_filter(filter).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AICC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init();
     let operator = operator_token.map(|token| mcp::OperatorTarget {
         host: cli.host.clone(),
         port: cli.port,
         tls: tls.clone(),
-        session: SessionOptions { token: Some(token), subscribe: Some(Vec::new()), ..session.clone() },
+        session: SessionOptions {
+            token: Some(token),
+            subscribe: Some(Vec::new()),
+            ..session.clone()
+        },
     });
-    let bridge = mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session, operator, offer };
+    let bridge =
+        mcp::BridgeTarget { host: cli.host.clone(), port: cli.port, tls, session, operator, offer };
     let Some(address) = http else {
-        return mcp::serve_stdio(bridge).await.map_err(|e| ClientError::Transport(format!("mcp: {e}")));
+        return mcp::serve_stdio(bridge)
+            .await
+            .map_err(|e| ClientError::Transport(format!("mcp: {e}")));
     };
-    let token = mcp::http::required_token(address, http_token_env, std::env::var(http_token_env).ok()).map_err(|refusal| ClientError::Usage(refusal.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| ClientError::Usage(format!("--http {address}: cannot listen: {e}")))?;
+    let token =
+        mcp::http::required_token(address, http_token_env, std::env::var(http_token_env).ok())
+            .map_err(|refusal| ClientError::Usage(refusal.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| ClientError::Usage(format!("--http {address}: cannot listen: {e}")))?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
         on_signal.cancel();
     });
-    mcp::http::serve(listener, bridge, token, shutdown).await.map_err(|e| ClientError::Transport(format!("mcp over HTTP: {e}")))
+    mcp::http::serve(listener, bridge, token, shutdown)
+        .await
+        .map_err(|e| ClientError::Transport(format!("mcp over HTTP: {e}")))
 }
 
 /// The operator's token from its variable: that variable must hold one (a
 /// mistyped name must not silently turn the asking off, nor an operator
 /// command run with the agent's token).
-fn operator_token(token_env: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Result<Option<String>, ClientError> {
+fn operator_token(
+    token_env: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, ClientError> {
     let Some(name) = token_env else { return Ok(None) };
     match env(name) {
         Some(token) if !token.is_empty() => Ok(Some(token)),
@@ -415,10 +565,16 @@ fn operator_token(token_env: Option<&str>, env: impl Fn(&str) -> Option<String>)
 
 fn session_options(cli: &Cli) -> Result<SessionOptions, ClientError> {
     if !(cli.timeout_s.is_finite() && cli.timeout_s > 0.0 && cli.timeout_s <= 86_400.0) {
-        return Err(ClientError::Usage(format!("--timeout-s must be a positive number of seconds (at most a day), got {}", cli.timeout_s)));
+        return Err(ClientError::Usage(format!(
+            "--timeout-s must be a positive number of seconds (at most a day), got {}",
+            cli.timeout_s
+        )));
     }
     if cli.reorder_window_ms > 10_000 {
-        return Err(ClientError::Usage(format!("--reorder-window-ms {} is more than 10000", cli.reorder_window_ms)));
+        return Err(ClientError::Usage(format!(
+            "--reorder-window-ms {} is more than 10000",
+            cli.reorder_window_ms
+        )));
     }
     let token_env = cli.token_env.as_deref().unwrap_or("AICC_TOKEN");
     let token = match std::env::var(token_env) {
@@ -443,7 +599,8 @@ fn session_options(cli: &Cli) -> Result<SessionOptions, ClientError> {
         timeout: Duration::from_secs_f64(cli.timeout_s),
         subscribe,
         reorder_window: Duration::from_millis(cli.reorder_window_ms),
-        retry: RetryPolicy::new(cli.retries).map_err(|too_many| ClientError::Usage(too_many.to_string()))?,
+        retry: RetryPolicy::new(cli.retries)
+            .map_err(|too_many| ClientError::Usage(too_many.to_string()))?,
         ..SessionOptions::default()
     })
 }

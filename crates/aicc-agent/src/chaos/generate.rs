@@ -76,7 +76,16 @@ pub enum Action {
 /// what is under test (place_object would move the obstacles), or they are
 /// the operator's (approval_mode would make every later motion wait for an
 /// operator who never comes; an agent approving itself is another issue's).
-pub const EXCLUDED_TOOLS: &[&str] = &["place_object", "record_start", "record_stop", "approval_mode", "approve", "deny", "approvals_list", "tick_now"];
+pub const EXCLUDED_TOOLS: &[&str] = &[
+    "place_object",
+    "record_start",
+    "record_stop",
+    "approval_mode",
+    "approve",
+    "deny",
+    "approvals_list",
+    "tick_now",
+];
 
 /// How often each tool is called, relative to the others (a tool of the
 /// manifest not listed here gets 1).
@@ -139,16 +148,32 @@ impl Generator {
                 Some((id, weight, tool.get("input_schema").cloned().unwrap_or(Value::Null)))
             })
             .collect();
-        let limit = |path: &str, default: f64| manifest.pointer(path).and_then(Value::as_f64).unwrap_or(default);
+        let limit = |path: &str, default: f64| {
+            manifest.pointer(path).and_then(Value::as_f64).unwrap_or(default)
+        };
         let joints: Vec<JointRange> = manifest
             .pointer("/limits/joints")
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .filter_map(|(name, j)| Some(JointRange { name: name.clone(), lower: j.get("lower")?.as_f64()?, upper: j.get("upper")?.as_f64()? }))
+            .filter_map(|(name, j)| {
+                Some(JointRange {
+                    name: name.clone(),
+                    lower: j.get("lower")?.as_f64()?,
+                    upper: j.get("upper")?.as_f64()?,
+                })
+            })
             .collect();
-        let interact = tools.iter().find(|(id, _, _)| id == "interact").map(|(_, _, schema)| schema.clone()).unwrap_or(Value::Null);
-        let arm_names: Vec<String> = interact.pointer("/properties/joints/properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        let interact = tools
+            .iter()
+            .find(|(id, _, _)| id == "interact")
+            .map(|(_, _, schema)| schema.clone())
+            .unwrap_or(Value::Null);
+        let arm_names: Vec<String> = interact
+            .pointer("/properties/joints/properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
         let arm = joints.iter().filter(|j| arm_names.contains(&j.name)).cloned().collect();
         let head = joints.iter().filter(|j| j.name.starts_with("head_")).cloned().collect();
         Generator {
@@ -168,7 +193,8 @@ impl Generator {
 
     /// The next action; `in_flight` are the call ids a cancel may name.
     pub fn next(&mut self, rng: &mut Rng, in_flight: &[String]) -> Action {
-        let total: u32 = self.tools.iter().map(|(_, w, _)| w).sum::<u32>() + PAUSE_WEIGHT + RECONNECT_WEIGHT;
+        let total: u32 =
+            self.tools.iter().map(|(_, w, _)| w).sum::<u32>() + PAUSE_WEIGHT + RECONNECT_WEIGHT;
         let mut draw = (rng.next_u64() % u64::from(total.max(1))) as u32;
         if draw < PAUSE_WEIGHT {
             return Action::Pause(Duration::from_secs_f64(rng.uniform(0.0, 1.5)));
@@ -187,7 +213,11 @@ impl Generator {
             draw -= weight;
         }
         let Some((tool, schema)) = chosen else { return Action::Pause(Duration::from_millis(100)) };
-        let input = if rng.chance(0.04) { self.wrong(rng, &tool) } else { self.input(rng, &tool, &schema, in_flight) };
+        let input = if rng.chance(0.04) {
+            self.wrong(rng, &tool)
+        } else {
+            self.input(rng, &tool, &schema, in_flight)
+        };
         // Sensors are quick: wait for them; motions half the time.
         let wait = match tool.as_str() {
             "move" | "turn" | "look_at" | "interact" | "wait" => rng.chance(0.5),
@@ -211,19 +241,38 @@ impl Generator {
             "turn" => {
                 let mut input = json!({ "yaw": rng.number(-200.0, 200.0) });
                 if rng.chance(0.3) {
-                    input["speed_dps"] = json!(rng.number(1.0, self.max_angular_radps.to_degrees()));
+                    input["speed_dps"] =
+                        json!(rng.number(1.0, self.max_angular_radps.to_degrees()));
                 }
                 input
             }
             "look_at" => self.look_input(rng),
             "interact" => self.interact_input(rng),
             "cancel" => {
-                let call_id = if !in_flight.is_empty() && rng.chance(0.85) { rng.pick(in_flight).clone() } else { format!("chaos-no-such-{}", rng.below(1000)) };
+                let call_id = if !in_flight.is_empty() && rng.chance(0.85) {
+                    rng.pick(in_flight).clone()
+                } else {
+                    format!("chaos-no-such-{}", rng.below(1000))
+                };
                 json!({ "call_id": call_id })
             }
-            "stop" => if rng.chance(0.5) { json!({}) } else { json!({ "reason": "chaos" }) },
-            "wait" => if rng.chance(0.5) { json!({ "seconds": rng.number(0.05, 2.0) }) } else { json!({ "ticks": rng.below(20) + 1 }) },
-            "vision" => json!({ "format": if rng.chance(0.5) { "jpeg" } else { "png" }, "max_width": rng.below(96) + 8, "max_bytes": 20000 }),
+            "stop" => {
+                if rng.chance(0.5) {
+                    json!({})
+                } else {
+                    json!({ "reason": "chaos" })
+                }
+            }
+            "wait" => {
+                if rng.chance(0.5) {
+                    json!({ "seconds": rng.number(0.05, 2.0) })
+                } else {
+                    json!({ "ticks": rng.below(20) + 1 })
+                }
+            }
+            "vision" => {
+                json!({ "format": if rng.chance(0.5) { "jpeg" } else { "png" }, "max_width": rng.below(96) + 8, "max_bytes": 20000 })
+            }
             "depth" => json!({ "include_image": rng.chance(0.2), "max_width": rng.below(96) + 8 }),
             "inspect" => json!({ "u": rng.below(400), "v": rng.below(300) }),
             "say" => json!({ "text": format!("chaos {}", rng.below(1_000_000)) }),
@@ -239,7 +288,11 @@ impl Generator {
             return json!({ "velocity_mps": rng.number(-v, v), "duration_s": duration });
         }
         let mut input = Map::new();
-        let distance = if rng.chance(0.03) { *rng.pick(&[self.max_move_m, -self.max_move_m, self.max_move_m + 0.01]) } else { rng.number(-1.5, 1.5) };
+        let distance = if rng.chance(0.03) {
+            *rng.pick(&[self.max_move_m, -self.max_move_m, self.max_move_m + 0.01])
+        } else {
+            rng.number(-1.5, 1.5)
+        };
         input.insert("forward".into(), json!(distance));
         if rng.chance(0.15) {
             input.insert("left".into(), json!(rng.number(-1.0, 1.0)));
@@ -252,11 +305,16 @@ impl Generator {
 
     fn look_input(&self, rng: &mut Rng) -> Value {
         let mut input = match rng.below(10) {
-            0 => json!({ "point": { "x": rng.number(-3.0, 3.0), "y": rng.number(-3.0, 3.0), "z": rng.number(-1.0, 2.0), "frame": if rng.chance(0.5) { "base_footprint" } else { "odom" } } }),
+            0 => {
+                json!({ "point": { "x": rng.number(-3.0, 3.0), "y": rng.number(-3.0, 3.0), "z": rng.number(-1.0, 2.0), "frame": if rng.chance(0.5) { "base_footprint" } else { "odom" } } })
+            }
             1 => json!({ "pixel": { "u": rng.number(0.0, 400.0), "v": rng.number(0.0, 300.0) } }),
             _ => {
                 let (pan, tilt) = match self.head.as_slice() {
-                    [pan, tilt, ..] => ((pan.lower.to_degrees(), pan.upper.to_degrees()), (tilt.lower.to_degrees(), tilt.upper.to_degrees())),
+                    [pan, tilt, ..] => (
+                        (pan.lower.to_degrees(), pan.upper.to_degrees()),
+                        (tilt.lower.to_degrees(), tilt.upper.to_degrees()),
+                    ),
                     _ => ((-150.0, 150.0), (-40.0, 70.0)),
                 };
                 json!({ "pan_deg": rng.number(pan.0, pan.1), "tilt_deg": rng.number(tilt.0, tilt.1) })
@@ -276,7 +334,10 @@ impl Generator {
                 let mut joints = Map::new();
                 for joint in &self.arm {
                     if joints.is_empty() || rng.chance(0.7) {
-                        joints.insert(joint.name.clone(), json!(rng.number(joint.lower, joint.upper)));
+                        joints.insert(
+                            joint.name.clone(),
+                            json!(rng.number(joint.lower, joint.upper)),
+                        );
                     }
                 }
                 json!({ "joints": joints })
@@ -297,14 +358,28 @@ fn pose_names(schema: &Value) -> Vec<String> {
         return names.iter().filter_map(Value::as_str).map(str::to_string).collect();
     }
     let description = pose.get("description").and_then(Value::as_str).unwrap_or("");
-    description.split_once("one of:").map(|(_, list)| list.split(',').map(|s| s.trim().trim_end_matches('.').to_string()).filter(|s| !s.is_empty()).collect()).unwrap_or_default()
+    description
+        .split_once("one of:")
+        .map(|(_, list)| {
+            list.split(',')
+                .map(|s| s.trim().trim_end_matches('.').to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A random input for a JSON Schema object: each property half the time
 /// (required ones always), by type, numbers within their bounds (or at them).
 pub fn from_schema(rng: &mut Rng, schema: &Value) -> Value {
     let mut input = Map::new();
-    let required: Vec<&str> = schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
         for (name, property) in properties {
             if required.contains(&name.as_str()) || rng.chance(0.5) {
@@ -323,11 +398,21 @@ fn value_for(rng: &mut Rng, property: &Value) -> Value {
     }
     let kind = match property.get("type") {
         Some(Value::String(kind)) => kind.clone(),
-        Some(Value::Array(kinds)) => kinds.first().and_then(Value::as_str).unwrap_or("string").to_string(),
+        Some(Value::Array(kinds)) => {
+            kinds.first().and_then(Value::as_str).unwrap_or("string").to_string()
+        }
         _ => "string".into(),
     };
-    let low = property.get("minimum").or_else(|| property.get("exclusiveMinimum")).and_then(Value::as_f64).unwrap_or(0.0);
-    let high = property.get("maximum").or_else(|| property.get("exclusiveMaximum")).and_then(Value::as_f64).unwrap_or(low + 100.0);
+    let low = property
+        .get("minimum")
+        .or_else(|| property.get("exclusiveMinimum"))
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    let high = property
+        .get("maximum")
+        .or_else(|| property.get("exclusiveMaximum"))
+        .and_then(Value::as_f64)
+        .unwrap_or(low + 100.0);
     match kind.as_str() {
         "integer" => json!(rng.number(low, high.min(low + 1000.0)).round() as i64),
         "number" => json!(rng.number(low, high)),
@@ -379,17 +464,29 @@ mod tests {
         let mut generator = Generator::new(&manifest());
         assert_eq!(generator.tools(), ["move", "interact", "look_at", "memory_query"]);
         assert_eq!(generator.poses, ["home", "ready", "stow"]);
-        assert_eq!(generator.arm.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(), ["joint1", "joint2"]);
+        assert_eq!(
+            generator.arm.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
+            ["joint1", "joint2"]
+        );
         let mut rng = Rng::new(1);
         let mut seen = std::collections::BTreeSet::new();
         let (mut reconnects, mut pauses, mut boundary_moves) = (0, 0, 0);
         for _ in 0..3000 {
             match generator.next(&mut rng, &[]) {
                 Action::Call { tool, input, .. } => {
-                    if tool == "memory_query" && input.get("unknown_field").is_none() && input.get("forward").is_none() && input.get("speed_mps").is_none() {
+                    if tool == "memory_query"
+                        && input.get("unknown_field").is_none()
+                        && input.get("forward").is_none()
+                        && input.get("speed_mps").is_none()
+                    {
                         assert!(input["text"].is_string(), "required: {input}");
                     }
-                    if tool == "move" && input.get("forward").and_then(Value::as_f64).is_some_and(|f| f.abs() >= 1.5) {
+                    if tool == "move"
+                        && input
+                            .get("forward")
+                            .and_then(Value::as_f64)
+                            .is_some_and(|f| f.abs() >= 1.5)
+                    {
                         boundary_moves += 1;
                     }
                     seen.insert(tool);
@@ -401,8 +498,14 @@ mod tests {
                 }
             }
         }
-        assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["interact", "look_at", "memory_query", "move"]);
-        assert!(reconnects > 10 && pauses > 100 && boundary_moves > 20, "{reconnects} {pauses} {boundary_moves}");
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            ["interact", "look_at", "memory_query", "move"]
+        );
+        assert!(
+            reconnects > 10 && pauses > 100 && boundary_moves > 20,
+            "{reconnects} {pauses} {boundary_moves}"
+        );
     }
 
     #[test]
@@ -410,7 +513,10 @@ mod tests {
         let mut rng = Rng::new(3);
         let values: Vec<f64> = (0..2000).map(|_| rng.number(-1.0, 2.0)).collect();
         assert!(values.contains(&-1.0) && values.contains(&2.0) && values.contains(&0.0));
-        assert!(values.iter().any(|v| *v > 2.0) && values.iter().any(|v| *v < -1.0), "just past the limits too");
+        assert!(
+            values.iter().any(|v| *v > 2.0) && values.iter().any(|v| *v < -1.0),
+            "just past the limits too"
+        );
         assert!(values.iter().all(|v| (-1.04..=2.04).contains(v)));
     }
 }

@@ -66,7 +66,14 @@ impl CallRecord {
             input.truncate(160);
             input.push('…');
         }
-        format!("#{} t={:.2} {} {} -> {}", self.index, self.sim_time, self.tool, input, self.outcome.as_deref().unwrap_or("(in flight)"))
+        format!(
+            "#{} t={:.2} {} {} -> {}",
+            self.index,
+            self.sim_time,
+            self.tool,
+            input,
+            self.outcome.as_deref().unwrap_or("(in flight)")
+        )
     }
 }
 
@@ -175,16 +182,28 @@ pub async fn run(options: &ChaosOptions) -> Result<Vec<SeedReport>, String> {
 
 /// A bridge started a moment ago offers the robot's tools once their data
 /// flows: waits until `move` is available (in `capabilities.actuators`).
-async fn wait_until_moving_is_offered(options: &ChaosOptions, within: Duration) -> Result<(), String> {
+async fn wait_until_moving_is_offered(
+    options: &ChaosOptions,
+    within: Duration,
+) -> Result<(), String> {
     let deadline = Instant::now() + within;
     loop {
-        let session = Session::connect(&options.host, options.port, options.token.as_deref()).await?;
-        let offered = session.manifest.pointer("/capabilities/actuators").and_then(Value::as_array).is_some_and(|a| a.iter().any(|t| t == "move"));
+        let session =
+            Session::connect(&options.host, options.port, options.token.as_deref()).await?;
+        let offered = session
+            .manifest
+            .pointer("/capabilities/actuators")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|t| t == "move"));
         if offered {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(format!("the bridge did not offer move within {:.0} s: {}", within.as_secs_f64(), session.manifest.get("capabilities").cloned().unwrap_or(Value::Null)));
+            return Err(format!(
+                "the bridge did not offer move within {:.0} s: {}",
+                within.as_secs_f64(),
+                session.manifest.get("capabilities").cloned().unwrap_or(Value::Null)
+            ));
         }
         drop(session);
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -195,9 +214,20 @@ async fn wait_until_moving_is_offered(options: &ChaosOptions, within: Duration) 
 /// The robot bodies the arm's joints move, and what hangs from them (the
 /// fingers), from the joints' links in the simulator's hello.
 fn arm_bodies(hello: &crate::conformance::judge::Hello, arm_joints: &[String]) -> Vec<String> {
-    let mut bodies: Vec<String> = hello.joints.iter().filter(|(name, _)| arm_joints.contains(name)).filter_map(|(_, j)| j.child.clone()).collect();
+    let mut bodies: Vec<String> = hello
+        .joints
+        .iter()
+        .filter(|(name, _)| arm_joints.contains(name))
+        .filter_map(|(_, j)| j.child.clone())
+        .collect();
     loop {
-        let more: Vec<String> = hello.joints.values().filter(|j| j.parent.as_ref().is_some_and(|p| bodies.contains(p))).filter_map(|j| j.child.clone()).filter(|c| !bodies.contains(c)).collect();
+        let more: Vec<String> = hello
+            .joints
+            .values()
+            .filter(|j| j.parent.as_ref().is_some_and(|p| bodies.contains(p)))
+            .filter_map(|j| j.child.clone())
+            .filter(|c| !bodies.contains(c))
+            .collect();
         if more.is_empty() {
             return bodies;
         }
@@ -209,13 +239,22 @@ fn spare_obstacles(truth: &TruthClient) -> Vec<String> {
     truth.hello.objects.keys().filter(|name| name.starts_with("low_box_")).cloned().collect()
 }
 
-async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre: (f64, f64)) -> Result<SeedReport, String> {
+async fn run_seed(
+    options: &ChaosOptions,
+    truth: &TruthClient,
+    seed: u64,
+    centre: (f64, f64),
+) -> Result<SeedReport, String> {
     let started = Instant::now();
     let mut rng = Rng::new(seed);
     let mut report = SeedReport { seed, ..SeedReport::default() };
-    let mut session = Session::connect(&options.host, options.port, options.token.as_deref()).await?;
+    let mut session =
+        Session::connect(&options.host, options.port, options.token.as_deref()).await?;
     let manifest = session.manifest.clone();
-    let geofence_m = manifest.pointer("/limits/safety/geofence_radius_m").and_then(Value::as_f64).filter(|r| *r > 0.0);
+    let geofence_m = manifest
+        .pointer("/limits/safety/geofence_radius_m")
+        .and_then(Value::as_f64)
+        .filter(|r| *r > 0.0);
     // The scene: the spare low boxes at seeded spots around the geofence's
     // centre, clear of the robot; the pedestal and its cube parked (an arm
     // in random poses beside them would touch them, which is no governor's
@@ -240,9 +279,12 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
             }
         }
     }
-    let park: Vec<&str> = ["pedestal", "cube"].into_iter().filter(|n| truth.hello.objects.contains_key(*n)).collect();
+    let park: Vec<&str> =
+        ["pedestal", "cube"].into_iter().filter(|n| truth.hello.objects.contains_key(*n)).collect();
     truth.command(&json!({ "reset_world": true }), Duration::from_secs(10)).await?;
-    let seq = truth.command(&json!({ "scene": { "park": park, "objects": objects } }), Duration::from_secs(10)).await?;
+    let seq = truth
+        .command(&json!({ "scene": { "park": park, "objects": objects } }), Duration::from_secs(10))
+        .await?;
     truth.sample_at_least(seq, Duration::from_secs(10)).await?;
     let limit = |path: &str| manifest.pointer(path).and_then(Value::as_f64);
     let mut generator = Generator::new(&manifest);
@@ -273,7 +315,10 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
             Action::Reconnect => {
                 report.reconnects += 1;
                 if options.verbose {
-                    eprintln!("[chaos {seed}] reconnect with {} call(s) in flight", in_flight.len());
+                    eprintln!(
+                        "[chaos {seed}] reconnect with {} call(s) in flight",
+                        in_flight.len()
+                    );
                 }
                 for (_, (i, _)) in std::mem::take(&mut in_flight) {
                     if let Some(record) = history.iter_mut().find(|r| r.index == i) {
@@ -281,7 +326,8 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
                     }
                 }
                 drop(session);
-                session = Session::connect(&options.host, options.port, options.token.as_deref()).await?;
+                session =
+                    Session::connect(&options.host, options.port, options.token.as_deref()).await?;
             }
             Action::Call { tool, input, wait } => {
                 index += 1;
@@ -292,7 +338,13 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
                     "stop" => report.stops += 1,
                     _ => {}
                 }
-                let record = CallRecord { index, sim_time, tool: tool.clone(), input: input.clone(), outcome: None };
+                let record = CallRecord {
+                    index,
+                    sim_time,
+                    tool: tool.clone(),
+                    input: input.clone(),
+                    outcome: None,
+                };
                 if options.verbose {
                     eprintln!("[chaos {seed}] {}", record.describe());
                 }
@@ -305,8 +357,12 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
                 if wait || in_flight.len() >= MAX_IN_FLIGHT {
                     // Wait for this call (or, with too many in flight, any) to end.
                     // At most a little past the seed's end: the stop at the end ends the rest.
-                    let until = (Instant::now() + Duration::from_secs(90)).min(deadline + Duration::from_secs(5));
-                    while in_flight.contains_key(&call_id) && (wait || in_flight.len() >= MAX_IN_FLIGHT) && Instant::now() < until {
+                    let until = (Instant::now() + Duration::from_secs(90))
+                        .min(deadline + Duration::from_secs(5));
+                    while in_flight.contains_key(&call_id)
+                        && (wait || in_flight.len() >= MAX_IN_FLIGHT)
+                        && Instant::now() < until
+                    {
                         let incoming = session.next(Duration::from_millis(200)).await?;
                         absorb(incoming, &mut in_flight, &mut history, &mut report);
                         collect_violations(truth, seed, &history, &mut reported, &mut report);
@@ -316,7 +372,13 @@ async fn run_seed(options: &ChaosOptions, truth: &TruthClient, seed: u64, centre
             Action::Pause(pause) => {
                 let until = Instant::now() + pause;
                 while Instant::now() < until {
-                    let incoming = session.next(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(200))).await?;
+                    let incoming = session
+                        .next(
+                            until
+                                .saturating_duration_since(Instant::now())
+                                .min(Duration::from_millis(200)),
+                        )
+                        .await?;
                     absorb(incoming, &mut in_flight, &mut history, &mut report);
                 }
             }
@@ -360,13 +422,23 @@ fn odometry_drift(truth: &TruthClient) -> Option<f64> {
     Some((truth_moved - odom_moved).abs())
 }
 
-fn absorb(incoming: Vec<Incoming>, in_flight: &mut BTreeMap<String, (u64, String)>, history: &mut VecDeque<CallRecord>, report: &mut SeedReport) {
+fn absorb(
+    incoming: Vec<Incoming>,
+    in_flight: &mut BTreeMap<String, (u64, String)>,
+    history: &mut VecDeque<CallRecord>,
+    report: &mut SeedReport,
+) {
     for message in incoming {
         match message {
             Incoming::Result { call_id, ok, code, message } => {
                 let Some((index, tool)) = in_flight.remove(&call_id) else { continue };
                 let outcome = if ok { "ok".to_string() } else { code.clone() };
-                *report.outcomes.entry(tool.clone()).or_default().entry(outcome.clone()).or_insert(0) += 1;
+                *report
+                    .outcomes
+                    .entry(tool.clone())
+                    .or_default()
+                    .entry(outcome.clone())
+                    .or_insert(0) += 1;
                 if !ok && code == "execution_failed" && is_motion(&tool) {
                     *report.refusals_by_rule.entry(refusal_rule(&message)).or_insert(0) += 1;
                 }
@@ -379,23 +451,52 @@ fn absorb(incoming: Vec<Incoming>, in_flight: &mut BTreeMap<String, (u64, String
                     record.outcome = Some(text);
                 }
             }
-            Incoming::Restriction { rule } => *report.restrictions_by_rule.entry(rule).or_insert(0) += 1,
+            Incoming::Restriction { rule } => {
+                *report.restrictions_by_rule.entry(rule).or_insert(0) += 1
+            }
         }
     }
 }
 
-fn collect_violations(truth: &TruthClient, seed: u64, history: &VecDeque<CallRecord>, reported: &mut usize, report: &mut SeedReport) {
+fn collect_violations(
+    truth: &TruthClient,
+    seed: u64,
+    history: &VecDeque<CallRecord>,
+    reported: &mut usize,
+    report: &mut SeedReport,
+) {
     let violations = truth.violations();
     for violation in violations.iter().skip(*reported) {
-        let before: Vec<String> = history.iter().filter(|r| r.sim_time <= violation.sim_time).rev().take(CONTEXT_CALLS).collect::<Vec<_>>().into_iter().rev().map(CallRecord::describe).collect();
+        let before: Vec<String> = history
+            .iter()
+            .filter(|r| r.sim_time <= violation.sim_time)
+            .rev()
+            .take(CONTEXT_CALLS)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .map(CallRecord::describe)
+            .collect();
         let round = |v: f64| (v * 1e4).round() / 1e4;
         let trace = truth
             .recent()
             .iter()
             .filter(|s| s.sim_time <= violation.sim_time && s.sim_time >= violation.sim_time - 0.5)
             .map(|s| {
-                let (cmd_linear, cmd_angular) = s.cmd_vel.map_or((f64::NAN, f64::NAN), |c| (c.linear, c.angular));
-                [s.sim_time, s.base.linear_mps[0], s.base.angular_radps[2], s.base.x, s.base.y, s.base.yaw, s.base.pitch, cmd_linear, cmd_angular].map(round)
+                let (cmd_linear, cmd_angular) =
+                    s.cmd_vel.map_or((f64::NAN, f64::NAN), |c| (c.linear, c.angular));
+                [
+                    s.sim_time,
+                    s.base.linear_mps[0],
+                    s.base.angular_radps[2],
+                    s.base.x,
+                    s.base.y,
+                    s.base.yaw,
+                    s.base.pitch,
+                    cmd_linear,
+                    cmd_angular,
+                ]
+                .map(round)
             })
             .collect();
         report.found.push(Found { seed, violation: violation.clone(), before, trace });
@@ -440,16 +541,42 @@ pub fn render(reports: &[SeedReport]) -> String {
             r.found.len()
         ));
     }
-    out.push_str(&format!("\n{} seeds, {total_calls} calls, {total_found} violation(s)\n", reports.len()));
-    out.push_str(&format!("calls by tool: {}\n", by_tool.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")));
-    out.push_str(&format!("motion refused or ended early (execution_failed), by the rule named: {}\n", if by_rule.is_empty() { "none".into() } else { by_rule.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ") }));
-    out.push_str(&format!("governor restrictions begun, by rule: {}\n", if restrictions.is_empty() { "none".into() } else { restrictions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ") }));
+    out.push_str(&format!(
+        "\n{} seeds, {total_calls} calls, {total_found} violation(s)\n",
+        reports.len()
+    ));
+    out.push_str(&format!(
+        "calls by tool: {}\n",
+        by_tool.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    ));
+    out.push_str(&format!(
+        "motion refused or ended early (execution_failed), by the rule named: {}\n",
+        if by_rule.is_empty() {
+            "none".into()
+        } else {
+            by_rule.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        }
+    ));
+    out.push_str(&format!(
+        "governor restrictions begun, by rule: {}\n",
+        if restrictions.is_empty() {
+            "none".into()
+        } else {
+            restrictions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        }
+    ));
     if !kinds.is_empty() {
-        out.push_str(&format!("violations by kind: {}\n", kinds.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")));
+        out.push_str(&format!(
+            "violations by kind: {}\n",
+            kinds.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        ));
     }
     for r in reports {
         for f in &r.found {
-            out.push_str(&format!("\nVIOLATION seed {}: {}\n  calls before it (oldest first):\n", f.seed, f.violation));
+            out.push_str(&format!(
+                "\nVIOLATION seed {}: {}\n  calls before it (oldest first):\n",
+                f.seed, f.violation
+            ));
             for line in &f.before {
                 out.push_str(&format!("    {line}\n"));
             }
@@ -500,7 +627,10 @@ mod tests {
 
     #[test]
     fn refusals_are_told_apart_by_the_rule_their_message_names() {
-        assert_eq!(refusal_rule("move stopped by an obstacle 0.19 m ahead after 0.62 m"), "obstacle_ahead");
+        assert_eq!(
+            refusal_rule("move stopped by an obstacle 0.19 m ahead after 0.62 m"),
+            "obstacle_ahead"
+        );
         assert_eq!(refusal_rule("move stopped by a bumper contact"), "contact");
         assert_eq!(refusal_rule("an obstacle behind at 0.2 m"), "obstacle_behind");
         assert_eq!(refusal_rule("the zone behind is not covered by any source"), "obstacle_behind");
@@ -510,7 +640,13 @@ mod tests {
 
     #[test]
     fn a_call_record_is_one_short_line() {
-        let record = CallRecord { index: 3, sim_time: 12.5, tool: "move".into(), input: json!({ "forward": 1.0 }), outcome: Some("ok".into()) };
+        let record = CallRecord {
+            index: 3,
+            sim_time: 12.5,
+            tool: "move".into(),
+            input: json!({ "forward": 1.0 }),
+            outcome: Some("ok".into()),
+        };
         assert_eq!(record.describe(), "#3 t=12.50 move {\"forward\":1.0} -> ok");
     }
 }

@@ -37,7 +37,11 @@ impl Drop for Session {
 
 impl Session {
     pub async fn connect(host: &str, port: u16, token: Option<&str>) -> Result<Self, String> {
-        let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port))).await.map_err(|_| format!("connecting to {host}:{port} timed out"))?.map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
+        let stream =
+            tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
+                .await
+                .map_err(|_| format!("connecting to {host}:{port} timed out"))?
+                .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
         let _ = stream.set_nodelay(true);
         let (read, writer) = stream.into_split();
         let (sender, lines) = mpsc::channel(1024);
@@ -49,7 +53,8 @@ impl Session {
                 let got = (&mut read).take(MAX_LINE_BYTES).read_until(b'\n', &mut buffer).await;
                 let item = match got {
                     Ok(0) => Err("the bridge closed the connection".to_string()),
-                    Ok(_) => serde_json::from_slice::<Value>(&buffer).map_err(|e| format!("a line that is not JSON: {e}")),
+                    Ok(_) => serde_json::from_slice::<Value>(&buffer)
+                        .map_err(|e| format!("a line that is not JSON: {e}")),
                     Err(e) => Err(format!("reading: {e}")),
                 };
                 let end = item.is_err();
@@ -66,7 +71,10 @@ impl Session {
         session.send(&request).await?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let line = tokio::time::timeout_at(deadline, session.lines.recv()).await.map_err(|_| "no session_init within 10 s".to_string())?.ok_or("the reader ended")??;
+            let line = tokio::time::timeout_at(deadline, session.lines.recv())
+                .await
+                .map_err(|_| "no session_init within 10 s".to_string())?
+                .ok_or("the reader ended")??;
             match line.get("type").and_then(Value::as_str) {
                 Some("session_init") => {
                     session.manifest = line;
@@ -81,7 +89,10 @@ impl Session {
     async fn send(&mut self, message: &Value) -> Result<(), String> {
         let mut line = serde_json::to_vec(message).expect("JSON values serialize");
         line.push(b'\n');
-        tokio::time::timeout(Duration::from_secs(10), self.writer.write_all(&line)).await.map_err(|_| "writing to the bridge timed out".to_string())?.map_err(|e| format!("writing to the bridge: {e}"))
+        tokio::time::timeout(Duration::from_secs(10), self.writer.write_all(&line))
+            .await
+            .map_err(|_| "writing to the bridge timed out".to_string())?
+            .map_err(|e| format!("writing to the bridge: {e}"))
     }
 
     /// Sends a tool call; returns its call_id.
@@ -101,7 +112,9 @@ impl Session {
         loop {
             let line = match self.lines.try_recv() {
                 Ok(line) => line,
-                Err(mpsc::error::TryRecvError::Disconnected) => return Err("the bridge connection's reader ended".into()),
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    return Err("the bridge connection's reader ended".into())
+                }
                 Err(mpsc::error::TryRecvError::Empty) => {
                     if !out.is_empty() || tokio::time::Instant::now() >= deadline {
                         return Ok(out);
@@ -116,14 +129,33 @@ impl Session {
             let message = line?;
             match message.get("type").and_then(Value::as_str) {
                 Some("tool_result") => {
-                    let call_id = message.get("call_id").and_then(Value::as_str).unwrap_or_default().to_string();
+                    let call_id = message
+                        .get("call_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
                     let ok = message.get("ok") == Some(&Value::Bool(true));
-                    let code = message.pointer("/error/code").and_then(Value::as_str).unwrap_or_default().to_string();
-                    let text = message.pointer("/error/message").and_then(Value::as_str).unwrap_or_default().to_string();
+                    let code = message
+                        .pointer("/error/code")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    let text = message
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
                     out.push(Incoming::Result { call_id, ok, code, message: text });
                 }
-                Some("event") if message.get("topic").and_then(Value::as_str) == Some("governor") && message.pointer("/payload/kind").and_then(Value::as_str) == Some("restriction_began") => {
-                    let rule = message.pointer("/payload/rule").map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string)).unwrap_or_default();
+                Some("event")
+                    if message.get("topic").and_then(Value::as_str) == Some("governor")
+                        && message.pointer("/payload/kind").and_then(Value::as_str)
+                            == Some("restriction_began") =>
+                {
+                    let rule = message
+                        .pointer("/payload/rule")
+                        .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string))
+                        .unwrap_or_default();
                     out.push(Incoming::Restriction { rule });
                 }
                 Some("heartbeat") if message.get("in_reply_to").is_none_or(Value::is_null) => {

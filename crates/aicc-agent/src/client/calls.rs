@@ -52,14 +52,24 @@ impl Default for CallTracker {
 impl CallTracker {
     pub fn new() -> Self {
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-        Self { prefix, next_number: 1, pending: HashMap::new(), answered: VecDeque::new(), answered_set: HashSet::new(), abandoned: VecDeque::new() }
+        Self {
+            prefix,
+            next_number: 1,
+            pending: HashMap::new(),
+            answered: VecDeque::new(),
+            answered_set: HashSet::new(),
+            abandoned: VecDeque::new(),
+        }
     }
 
     /// Registers a new call and returns its id, never used before here.
     pub fn begin(&mut self, tool: &str, message_id: &str) -> String {
         let call_id = format!("c{}-{}", self.next_number, self.prefix);
         self.next_number += 1;
-        self.pending.insert(call_id.clone(), PendingCall { tool: tool.into(), message_id: message_id.into() });
+        self.pending.insert(
+            call_id.clone(),
+            PendingCall { tool: tool.into(), message_id: message_id.into() },
+        );
         call_id
     }
 
@@ -81,11 +91,20 @@ impl CallTracker {
 
     /// The pending call a top-level `error` is about: named by `call_id`, or
     /// by `in_reply_to` the call's message id.
-    pub fn resolve_error(&mut self, in_reply_to: Option<&str>, call_id: Option<&str>) -> Option<(String, PendingCall)> {
-        let id = call_id.filter(|id| self.pending.contains_key(*id)).map(str::to_owned).or_else(|| {
-            let message_id = in_reply_to?;
-            self.pending.iter().find(|(_, call)| call.message_id == message_id).map(|(id, _)| id.clone())
-        })?;
+    pub fn resolve_error(
+        &mut self,
+        in_reply_to: Option<&str>,
+        call_id: Option<&str>,
+    ) -> Option<(String, PendingCall)> {
+        let id = call_id.filter(|id| self.pending.contains_key(*id)).map(str::to_owned).or_else(
+            || {
+                let message_id = in_reply_to?;
+                self.pending
+                    .iter()
+                    .find(|(_, call)| call.message_id == message_id)
+                    .map(|(id, _)| id.clone())
+            },
+        )?;
         let call = self.pending.remove(&id)?;
         self.remember_answered(&id);
         Some((id, call))
@@ -93,7 +112,11 @@ impl CallTracker {
 
     /// The abandoned call a top-level `error` is about (its late answer),
     /// named as in `resolve_error`.
-    pub fn resolve_abandoned_error(&mut self, in_reply_to: Option<&str>, call_id: Option<&str>) -> Option<(String, PendingCall)> {
+    pub fn resolve_abandoned_error(
+        &mut self,
+        in_reply_to: Option<&str>,
+        call_id: Option<&str>,
+    ) -> Option<(String, PendingCall)> {
         let mut found = None;
         let call = self.take_abandoned(|id, call| {
             let named = call_id == Some(id) || in_reply_to == Some(call.message_id.as_str());
@@ -120,7 +143,10 @@ impl CallTracker {
     }
 
     /// Removes the first abandoned call `matches`, remembering it answered.
-    fn take_abandoned(&mut self, mut matches: impl FnMut(&str, &PendingCall) -> bool) -> Option<PendingCall> {
+    fn take_abandoned(
+        &mut self,
+        mut matches: impl FnMut(&str, &PendingCall) -> bool,
+    ) -> Option<PendingCall> {
         let index = self.abandoned.iter().position(|(id, call)| matches(id, call))?;
         let (id, call) = self.abandoned.remove(index)?;
         self.remember_answered(&id);
@@ -165,7 +191,10 @@ mod tests {
         let id = calls.begin("probe", "m1");
         assert_eq!(calls.resolve("someone-else"), Correlation::Unknown);
         assert_eq!(calls.pending_count(), 1, "a foreign id must not consume the pending call");
-        assert_eq!(calls.resolve(&id), Correlation::Answers(PendingCall { tool: "probe".into(), message_id: "m1".into() }));
+        assert_eq!(
+            calls.resolve(&id),
+            Correlation::Answers(PendingCall { tool: "probe".into(), message_id: "m1".into() })
+        );
         assert_eq!(calls.resolve(&id), Correlation::AlreadyAnswered);
     }
 
@@ -176,7 +205,10 @@ mod tests {
         let second = calls.begin("drive", "m2");
         assert_eq!(calls.resolve_error(Some("m2"), None).map(|(id, _)| id), Some(second));
         assert_eq!(calls.resolve_error(None, Some("nobody")), None);
-        assert_eq!(calls.resolve_error(Some("m-other"), Some(&first)).map(|(id, c)| (id, c.tool)), Some((first.clone(), "probe".to_string())));
+        assert_eq!(
+            calls.resolve_error(Some("m-other"), Some(&first)).map(|(id, c)| (id, c.tool)),
+            Some((first.clone(), "probe".to_string()))
+        );
         assert_eq!(calls.resolve(&first), Correlation::AlreadyAnswered);
     }
 
@@ -186,18 +218,25 @@ mod tests {
         let id = calls.begin("probe", "m1");
         calls.abandon(&id);
         assert_eq!(calls.pending_count(), 0);
-        assert_eq!(calls.resolve(&id), Correlation::Abandoned(PendingCall { tool: "probe".into(), message_id: "m1".into() }));
+        assert_eq!(
+            calls.resolve(&id),
+            Correlation::Abandoned(PendingCall { tool: "probe".into(), message_id: "m1".into() })
+        );
         assert_eq!(calls.resolve(&id), Correlation::AlreadyAnswered);
         let other = calls.begin("probe", "m2");
         calls.abandon(&other);
-        assert_eq!(calls.resolve_abandoned_error(Some("m2"), None).map(|(id, _)| id), Some(other.clone()));
+        assert_eq!(
+            calls.resolve_abandoned_error(Some("m2"), None).map(|(id, _)| id),
+            Some(other.clone())
+        );
         assert_eq!(calls.resolve_abandoned_error(Some("m2"), None), None, "answered once");
     }
 
     #[test]
     fn the_memory_of_abandoned_calls_is_bounded_and_the_oldest_become_repeats() {
         let mut calls = CallTracker::new();
-        let ids: Vec<String> = (0..=ABANDONED_REMEMBERED).map(|i| calls.begin("probe", &format!("m{i}"))).collect();
+        let ids: Vec<String> =
+            (0..=ABANDONED_REMEMBERED).map(|i| calls.begin("probe", &format!("m{i}"))).collect();
         for id in &ids {
             calls.abandon(id);
         }
@@ -216,6 +255,10 @@ mod tests {
             calls.resolve(&id);
         }
         assert_eq!(calls.answered.len(), ANSWERED_REMEMBERED);
-        assert_eq!(calls.resolve(&first), Correlation::Unknown, "the oldest answered id was forgotten");
+        assert_eq!(
+            calls.resolve(&first),
+            Correlation::Unknown,
+            "the oldest answered id was forgotten"
+        );
     }
 }

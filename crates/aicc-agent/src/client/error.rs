@@ -2,8 +2,16 @@
 use std::fmt;
 
 /// The standard error codes of AICC section 10.
-pub const STANDARD_ERROR_CODES: [&str; 8] =
-    ["protocol_mismatch", "session_expired", "tool_unknown", "tool_unavailable", "invalid_input", "execution_failed", "timeout", "internal_error"];
+pub const STANDARD_ERROR_CODES: [&str; 8] = [
+    "protocol_mismatch",
+    "session_expired",
+    "tool_unknown",
+    "tool_unavailable",
+    "invalid_input",
+    "execution_failed",
+    "timeout",
+    "internal_error",
+];
 
 /// An error the bridge answered with (in a `tool_result` or a top-level
 /// `error` message).
@@ -69,7 +77,9 @@ impl fmt::Display for ClientError {
             ClientError::Usage(message) => write!(f, "usage: {message}"),
             ClientError::Refused(message) => write!(f, "refused locally: {message}"),
             ClientError::Transport(message) => write!(f, "transport: {message}"),
-            ClientError::Protocol(message) => write!(f, "protocol violation by the bridge (failing closed): {message}"),
+            ClientError::Protocol(message) => {
+                write!(f, "protocol violation by the bridge (failing closed): {message}")
+            }
             ClientError::Remote(error) => error.fmt(f),
         }
     }
@@ -83,7 +93,8 @@ mod tests {
 
     #[test]
     fn each_kind_of_failure_has_its_exit_code() {
-        let remote = RemoteError { code: "timeout".into(), message: "too slow".into(), retryable: true };
+        let remote =
+            RemoteError { code: "timeout".into(), message: "too slow".into(), retryable: true };
         assert_eq!(ClientError::Transport("x".into()).exit_code(), 1);
         assert_eq!(ClientError::Protocol("x".into()).exit_code(), 1);
         assert_eq!(ClientError::Usage("x".into()).exit_code(), 2);
@@ -94,7 +105,11 @@ mod tests {
 
     #[test]
     fn a_non_retryable_error_says_so_by_omission_and_unknown_codes_are_marked() {
-        let error = RemoteError { code: "invalid_input".into(), message: "input.forward".into(), retryable: false };
+        let error = RemoteError {
+            code: "invalid_input".into(),
+            message: "input.forward".into(),
+            retryable: false,
+        };
         assert_eq!(error.to_string(), "error invalid_input: input.forward");
         let odd = RemoteError { code: "melted".into(), message: "m".into(), retryable: false };
         assert!(!odd.is_standard());

@@ -16,7 +16,8 @@ pub struct ToolInfo {
 
 /// Tools that decide for the operator, by name: never handed to an LLM
 /// even by a bridge that names another capability for them.
-pub const OPERATOR_TOOLS: [&str; 7] = ["approve", "deny", "approval_mode", "approvals_list", "hold", "record_start", "record_stop"];
+pub const OPERATOR_TOOLS: [&str; 7] =
+    ["approve", "deny", "approval_mode", "approvals_list", "hold", "record_start", "record_stop"];
 
 /// What a client that hands tools to an LLM (the MCP adapter, the agent
 /// loop) offers it: never the operator's tools (approvals, approval mode,
@@ -31,8 +32,12 @@ pub struct LlmOffer {
 impl LlmOffer {
     /// Why `tool` is not offered, or None when it is.
     pub fn withheld(&self, tool: &ToolInfo) -> Option<&'static str> {
-        if OPERATOR_TOOLS.contains(&tool.id.as_str()) || tool.capability.as_deref() == Some("can_administer_bridge") {
-            return Some("it is an operator's tool: decisions are the operator's, never an agent's");
+        if OPERATOR_TOOLS.contains(&tool.id.as_str())
+            || tool.capability.as_deref() == Some("can_administer_bridge")
+        {
+            return Some(
+                "it is an operator's tool: decisions are the operator's, never an agent's",
+            );
         }
         if tool.class == "generator" && !self.generators {
             return Some("it edits the world (a generator); offered only with --offer-generators");
@@ -94,7 +99,10 @@ impl Manifest {
     pub fn from_message(message: &Map<String, Value>) -> Result<Self, ManifestError> {
         let tools = message.get("tools").and_then(Value::as_array).ok_or(ManifestError::NoTools)?;
         let tools = tools.iter().map(tool_info).collect::<Result<Vec<_>, _>>()?;
-        let capabilities = message.get("capabilities").and_then(Value::as_object).ok_or(ManifestError::NoCapabilities)?;
+        let capabilities = message
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .ok_or(ManifestError::NoCapabilities)?;
         for class in ["sensors", "actuators", "generators"] {
             if let Some(list) = capabilities.get(class) {
                 string_list(list).ok_or(ManifestError::ClassNotAList { class })?;
@@ -128,7 +136,11 @@ impl Manifest {
             "generator" => "generators",
             _ => return Vec::new(),
         };
-        self.raw.get("capabilities").and_then(|c| c.get(key)).and_then(string_list).unwrap_or_default()
+        self.raw
+            .get("capabilities")
+            .and_then(|c| c.get(key))
+            .and_then(string_list)
+            .unwrap_or_default()
     }
 
     /// Whether this session may call the tool (for the `tools` table).
@@ -141,14 +153,23 @@ impl Manifest {
     /// must be listed under its class in `capabilities`, and its capability,
     /// when it names one and the bridge lists grants, must be granted.
     pub fn permits(&self, id: &str) -> Result<&ToolInfo, NotPermitted> {
-        let tool = self.tool(id).ok_or_else(|| NotPermitted::NotInManifest { tool: id.to_string() })?;
+        let tool =
+            self.tool(id).ok_or_else(|| NotPermitted::NotInManifest { tool: id.to_string() })?;
         if let (Some(capability), Some(granted)) = (&tool.capability, &self.granted) {
             if !granted.contains(capability) {
-                return Err(NotPermitted::NotGranted { tool: id.to_string(), capability: capability.clone(), granted: granted.clone() });
+                return Err(NotPermitted::NotGranted {
+                    tool: id.to_string(),
+                    capability: capability.clone(),
+                    granted: granted.clone(),
+                });
             }
         }
         if !self.usable(&tool.class).contains(&tool.id) {
-            return Err(NotPermitted::NotUsable { tool: id.to_string(), class: tool.class.clone(), capability: tool.capability.clone() });
+            return Err(NotPermitted::NotUsable {
+                tool: id.to_string(),
+                class: tool.class.clone(),
+                capability: tool.capability.clone(),
+            });
         }
         Ok(tool)
     }
@@ -164,8 +185,15 @@ fn string_list(value: &Value) -> Option<Vec<String>> {
 }
 
 fn tool_info(value: &Value) -> Result<ToolInfo, ManifestError> {
-    let id = value.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()).ok_or_else(|| ManifestError::ToolWithoutId { tool: value.clone() })?;
-    let class = value.get("class").and_then(Value::as_str).ok_or_else(|| ManifestError::ToolWithoutClass { id: id.to_string() })?;
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| ManifestError::ToolWithoutId { tool: value.clone() })?;
+    let class = value
+        .get("class")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ManifestError::ToolWithoutClass { id: id.to_string() })?;
     Ok(ToolInfo {
         id: id.into(),
         class: class.into(),
@@ -196,7 +224,10 @@ pub(crate) mod tests {
     #[test]
     fn a_granted_sensor_is_permitted() {
         let manifest = Manifest::from_message(&sensors_only()).unwrap();
-        assert_eq!(manifest.permits("vision").unwrap().limits, Some(json!({ "calls_per_minute": 60 })));
+        assert_eq!(
+            manifest.permits("vision").unwrap().limits,
+            Some(json!({ "calls_per_minute": 60 }))
+        );
         assert!(manifest.is_granted("proprioception"));
     }
 
@@ -213,7 +244,11 @@ pub(crate) mod tests {
         let manifest = Manifest::from_message(&sensors_only()).unwrap();
         assert_eq!(
             manifest.permits("move").unwrap_err(),
-            NotPermitted::NotGranted { tool: "move".into(), capability: "can_move_self".into(), granted: vec!["can_observe_world".into()] }
+            NotPermitted::NotGranted {
+                tool: "move".into(),
+                capability: "can_move_self".into(),
+                granted: vec!["can_observe_world".into()]
+            }
         );
         let mut message = sensors_only();
         message["capabilities"]["granted"] = json!("all");
@@ -223,7 +258,10 @@ pub(crate) mod tests {
     #[test]
     fn a_tool_outside_the_manifest_is_refused_as_such() {
         let manifest = Manifest::from_message(&sensors_only()).unwrap();
-        assert_eq!(manifest.permits("teleport").unwrap_err().to_string(), "tool 'teleport' is not in the manifest");
+        assert_eq!(
+            manifest.permits("teleport").unwrap_err().to_string(),
+            "tool 'teleport' is not in the manifest"
+        );
     }
 
     #[test]
@@ -239,8 +277,13 @@ pub(crate) mod tests {
     fn an_empty_grant_list_grants_nothing_and_a_missing_one_leaves_the_class_lists_to_decide() {
         let mut message = sensors_only();
         message["capabilities"]["granted"] = json!([]);
-        let why = Manifest::from_message(&message).unwrap().permits("vision").unwrap_err().to_string();
-        assert!(why.contains("needs capability 'can_observe_world'") && why.ends_with("(granted: none)"), "{why}");
+        let why =
+            Manifest::from_message(&message).unwrap().permits("vision").unwrap_err().to_string();
+        assert!(
+            why.contains("needs capability 'can_observe_world'")
+                && why.ends_with("(granted: none)"),
+            "{why}"
+        );
         message["capabilities"].as_object_mut().unwrap().remove("granted");
         assert!(Manifest::from_message(&message).unwrap().permits("vision").is_ok());
     }
@@ -252,6 +295,9 @@ pub(crate) mod tests {
         assert!(Manifest::from_message(&message).unwrap_err().to_string().contains("'tools'"));
         let mut message = sensors_only();
         message["capabilities"]["actuators"] = json!("move");
-        assert!(Manifest::from_message(&message).unwrap_err().to_string().contains("capabilities.actuators"));
+        assert!(Manifest::from_message(&message)
+            .unwrap_err()
+            .to_string()
+            .contains("capabilities.actuators"));
     }
 }

@@ -65,7 +65,14 @@ impl EventOrderer {
     /// `capacity` bounds the events held; past it the oldest is released
     /// early rather than dropped.
     pub fn new(window: Duration, capacity: usize) -> Self {
-        Self { window, capacity: capacity.max(1), held: Vec::new(), arrivals: 0, last_released: None, highest_tick: None }
+        Self {
+            window,
+            capacity: capacity.max(1),
+            held: Vec::new(),
+            arrivals: 0,
+            last_released: None,
+            highest_tick: None,
+        }
     }
 
     /// Takes an event in; returns those that may be processed now.
@@ -95,7 +102,13 @@ impl EventOrderer {
 
     /// Releases what has waited its window (and everything sorted before it).
     pub fn release_due(&mut self, now: Instant) -> Vec<OrderedEvent> {
-        match self.held.iter().filter(|h| now.duration_since(h.arrived) >= self.window).map(Held::key).max() {
+        match self
+            .held
+            .iter()
+            .filter(|h| now.duration_since(h.arrived) >= self.window)
+            .map(Held::key)
+            .max()
+        {
             Some(bound) => self.release_up_to(bound),
             None => Vec::new(),
         }
@@ -127,13 +140,18 @@ impl EventOrderer {
     fn is_older_than_released(&self, event: &Event) -> bool {
         match self.last_released {
             None => false,
-            Some((tick, seq)) => event.tick < tick || (event.tick == tick && matches!((event.seq, seq), (Some(a), Some(b)) if a < b)),
+            Some((tick, seq)) => {
+                event.tick < tick
+                    || (event.tick == tick
+                        && matches!((event.seq, seq), (Some(a), Some(b)) if a < b))
+            }
         }
     }
 
     /// Releases every held event whose key is at most `bound`, in order.
     fn release_up_to(&mut self, bound: (u64, u64, u64)) -> Vec<OrderedEvent> {
-        let (mut out, keep): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held).into_iter().partition(|h| h.key() <= bound);
+        let (mut out, keep): (Vec<Held>, Vec<Held>) =
+            std::mem::take(&mut self.held).into_iter().partition(|h| h.key() <= bound);
         self.held = keep;
         out.sort_unstable_by_key(Held::key);
         if let Some(last) = out.last() {
@@ -144,7 +162,13 @@ impl EventOrderer {
 }
 
 fn ordered(event: Event, late: bool) -> OrderedEvent {
-    OrderedEvent { tick: event.tick, seq: event.seq, topic: event.topic, late, message: event.message }
+    OrderedEvent {
+        tick: event.tick,
+        seq: event.seq,
+        topic: event.topic,
+        late,
+        message: event.message,
+    }
 }
 
 #[cfg(test)]
@@ -153,8 +177,14 @@ mod tests {
     use serde_json::json;
 
     fn event(tick: u64, seq: u64) -> Event {
-        let message = json!({ "type": "event", "topic": "collision", "meta": { "tick": tick, "seq": seq } });
-        Event { tick, seq: Some(seq), topic: "collision".into(), message: message.as_object().unwrap().clone() }
+        let message =
+            json!({ "type": "event", "topic": "collision", "meta": { "tick": tick, "seq": seq } });
+        Event {
+            tick,
+            seq: Some(seq),
+            topic: "collision".into(),
+            message: message.as_object().unwrap().clone(),
+        }
     }
 
     fn ticks(events: &[OrderedEvent]) -> Vec<(u64, bool)> {
@@ -169,7 +199,9 @@ mod tests {
         let mut orderer = EventOrderer::new(WINDOW, 64);
         let mut out = Vec::new();
         for (i, (tick, seq)) in [(5, 1), (7, 2), (6, 3), (8, 4)].into_iter().enumerate() {
-            out.extend(orderer.push(event(tick, seq), start + Duration::from_millis(10 * i as u64)));
+            out.extend(
+                orderer.push(event(tick, seq), start + Duration::from_millis(10 * i as u64)),
+            );
         }
         out.extend(orderer.release_due(start + Duration::from_millis(500)));
         assert_eq!(ticks(&out), vec![(5, false), (6, false), (7, false), (8, false)]);
@@ -189,8 +221,15 @@ mod tests {
     fn a_message_with_a_higher_tick_releases_older_events_at_once() {
         let start = Instant::now();
         let mut orderer = EventOrderer::new(WINDOW, 64);
-        assert!(orderer.push(event(4, 1), start).is_empty(), "tick 4 itself may still have company");
-        assert_eq!(ticks(&orderer.push(event(3, 2), start)), vec![(3, false)], "tick 4 was seen: nothing older than 3 can follow");
+        assert!(
+            orderer.push(event(4, 1), start).is_empty(),
+            "tick 4 itself may still have company"
+        );
+        assert_eq!(
+            ticks(&orderer.push(event(3, 2), start)),
+            vec![(3, false)],
+            "tick 4 was seen: nothing older than 3 can follow"
+        );
         assert!(orderer.observe_tick(4).is_empty());
         assert_eq!(ticks(&orderer.observe_tick(5)), vec![(4, false)]);
         assert_eq!(orderer.held_count(), 0);

@@ -48,8 +48,11 @@ pub fn picture_from_output(output: &Value) -> Result<Picture, PictureError> {
         return Err(PictureError::NoPicture);
     };
     let text = output[field].as_str().ok_or(PictureError::NotAString { field })?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(text).map_err(|source| PictureError::NotBase64 { field, source })?;
-    let decoded = image::load_from_memory_with_format(&bytes, format).map_err(|source| PictureError::NotAPicture { field, format: sent_as, source })?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|source| PictureError::NotBase64 { field, source })?;
+    let decoded = image::load_from_memory_with_format(&bytes, format)
+        .map_err(|source| PictureError::NotAPicture { field, format: sent_as, source })?;
     let (width, height) = (decoded.width(), decoded.height());
     for (dimension, actual) in [("width", width), ("height", height)] {
         if let Some(claimed) = output.get(dimension).and_then(Value::as_u64) {
@@ -62,7 +65,9 @@ pub fn picture_from_output(output: &Value) -> Result<Picture, PictureError> {
         bytes
     } else {
         let mut png = Vec::new();
-        decoded.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).map_err(PictureError::Reencoding)?;
+        decoded
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .map_err(PictureError::Reencoding)?;
         png
     };
     Ok(Picture { png, width, height, sent_as })
@@ -85,23 +90,38 @@ mod tests {
     use serde_json::json;
 
     fn encoded(format: image::ImageFormat) -> String {
-        let picture = image::RgbImage::from_fn(8, 6, |x, _| if x < 4 { image::Rgb([255, 0, 0]) } else { image::Rgb([0, 0, 255]) });
+        let picture = image::RgbImage::from_fn(8, 6, |x, _| {
+            if x < 4 {
+                image::Rgb([255, 0, 0])
+            } else {
+                image::Rgb([0, 0, 255])
+            }
+        });
         let mut bytes = Vec::new();
-        image::DynamicImage::ImageRgb8(picture).write_to(&mut std::io::Cursor::new(&mut bytes), format).unwrap();
+        image::DynamicImage::ImageRgb8(picture)
+            .write_to(&mut std::io::Cursor::new(&mut bytes), format)
+            .unwrap();
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
     #[test]
     fn a_png_is_kept_as_sent_and_a_jpeg_becomes_a_png() {
         let png_text = encoded(image::ImageFormat::Png);
-        let picture = picture_from_output(&json!({ "png_b64": png_text, "width": 8, "height": 6 })).unwrap();
+        let picture =
+            picture_from_output(&json!({ "png_b64": png_text, "width": 8, "height": 6 })).unwrap();
         assert_eq!((picture.width, picture.height, picture.sent_as), (8, 6, "png"));
         assert_eq!(base64::engine::general_purpose::STANDARD.encode(&picture.png), png_text);
-        let from_jpeg = picture_from_output(&json!({ "jpeg_b64": encoded(image::ImageFormat::Jpeg) })).unwrap();
+        let from_jpeg =
+            picture_from_output(&json!({ "jpeg_b64": encoded(image::ImageFormat::Jpeg) })).unwrap();
         assert_eq!(from_jpeg.sent_as, "jpeg");
-        let reread = image::load_from_memory_with_format(&from_jpeg.png, image::ImageFormat::Png).unwrap().to_rgb8();
+        let reread = image::load_from_memory_with_format(&from_jpeg.png, image::ImageFormat::Png)
+            .unwrap()
+            .to_rgb8();
         assert_eq!(reread.dimensions(), (8, 6));
-        assert!(reread.get_pixel(0, 0)[0] > 200 && reread.get_pixel(7, 0)[2] > 200, "colours survive the conversion");
+        assert!(
+            reread.get_pixel(0, 0)[0] > 200 && reread.get_pixel(7, 0)[2] > 200,
+            "colours survive the conversion"
+        );
     }
 
     #[test]
@@ -109,8 +129,10 @@ mod tests {
         let why = |output: Value| picture_from_output(&output).unwrap_err().to_string();
         assert!(why(json!({ "width": 8 })).contains("neither"));
         assert!(why(json!({ "png_b64": "@@@" })).contains("not standard base64"));
-        assert!(why(json!({ "png_b64": encoded(image::ImageFormat::Jpeg) })).contains("does not hold a png"));
-        assert!(why(json!({ "png_b64": encoded(image::ImageFormat::Png), "width": 9 })).contains("width 9"));
+        assert!(why(json!({ "png_b64": encoded(image::ImageFormat::Jpeg) }))
+            .contains("does not hold a png"));
+        assert!(why(json!({ "png_b64": encoded(image::ImageFormat::Png), "width": 9 }))
+            .contains("width 9"));
     }
 
     #[test]

@@ -57,14 +57,23 @@ mod tests {
         assert!(policy.may_retry("sensor", &error(true), 1));
         assert!(!policy.may_retry("sensor", &error(true), 2));
         assert!(!policy.may_retry("sensor", &error(false), 0), "not retryable: never again");
-        assert!(!policy.may_retry("actuator", &error(true), 0), "an actuator is never retried automatically");
+        assert!(
+            !policy.may_retry("actuator", &error(true), 0),
+            "an actuator is never retried automatically"
+        );
         assert!(!policy.may_retry("generator", &error(true), 0));
-        assert!(!RetryPolicy::default().may_retry("sensor", &error(true), 0), "no retries unless asked");
+        assert!(
+            !RetryPolicy::default().may_retry("sensor", &error(true), 0),
+            "no retries unless asked"
+        );
     }
 
     #[test]
     fn the_number_of_retries_is_bounded() {
         assert!(RetryPolicy::new(MAX_SENSOR_RETRIES).is_ok());
-        assert!(RetryPolicy::new(MAX_SENSOR_RETRIES + 1).unwrap_err().to_string().contains("--retries"));
+        assert!(RetryPolicy::new(MAX_SENSOR_RETRIES + 1)
+            .unwrap_err()
+            .to_string()
+            .contains("--retries"));
     }
 }

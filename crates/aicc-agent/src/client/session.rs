@@ -75,7 +75,10 @@ pub enum Update {
 
 /// What a message answered, if it answered what the session waits for.
 enum Answer {
-    Call { call_id: String, outcome: Result<CallSuccess, RemoteError> },
+    Call {
+        call_id: String,
+        outcome: Result<CallSuccess, RemoteError>,
+    },
     Manifest,
     /// The bridge refused the manifest_request (the session goes on).
     ManifestRefused(RemoteError),
@@ -114,11 +117,15 @@ impl Session {
     /// Opens a session over a connected stream (see docs/protocol.md): with
     /// a token, `manifest_request` with `auth` first; without, the bridge's
     /// own `session_init`.
-    pub async fn open(stream: Box<dyn Duplex>, options: SessionOptions) -> Result<Self, ClientError> {
+    pub async fn open(
+        stream: Box<dyn Duplex>,
+        options: SessionOptions,
+    ) -> Result<Self, ClientError> {
         let mut link = Link::new(stream, options.max_line_bytes, options.timeout);
         let mut warnings = VecDeque::new();
         let (init, answered_request) = handshake(&mut link, &options, &mut warnings).await?;
-        let manifest = Manifest::from_message(&init).map_err(|violation| ClientError::Protocol(violation.to_string()))?;
+        let manifest = Manifest::from_message(&init)
+            .map_err(|violation| ClientError::Protocol(violation.to_string()))?;
         let mut session = Self {
             link,
             session_id: init.get("session_id").and_then(Value::as_str).map(str::to_owned),
@@ -156,11 +163,15 @@ impl Session {
         self.ensure_alive()?;
         self.manifest.permits(tool).map_err(|why| ClientError::Refused(why.to_string()))?;
         if !input.is_object() {
-            return Err(ClientError::Usage(format!("the input to '{tool}' must be a JSON object, got {input}")));
+            return Err(ClientError::Usage(format!(
+                "the input to '{tool}' must be a JSON object, got {input}"
+            )));
         }
         let message_id = wire::new_message_id();
         let call_id = self.calls.begin(tool, &message_id);
-        if let Err(error) = self.link.send(&wire::tool_call(&message_id, &call_id, tool, input)).await {
+        if let Err(error) =
+            self.link.send(&wire::tool_call(&message_id, &call_id, tool, input)).await
+        {
             self.calls.abandon(&call_id);
             self.end(error.clone());
             return Err(error);
@@ -186,10 +197,15 @@ impl Session {
     /// manifest) and returns the answers and the events now ready, in order.
     /// Events held for reordering are released when due; call it with
     /// `None` when `receive` timed out to release them.
-    pub async fn dispatch(&mut self, message: Option<BridgeMessage>) -> Result<Vec<Update>, ClientError> {
+    pub async fn dispatch(
+        &mut self,
+        message: Option<BridgeMessage>,
+    ) -> Result<Vec<Update>, ClientError> {
         let mut updates = Vec::new();
         if let Some(message) = message {
-            if let Some(Answer::Call { call_id, outcome }) = self.process(message, Awaiting::AnyCall).await? {
+            if let Some(Answer::Call { call_id, outcome }) =
+                self.process(message, Awaiting::AnyCall).await?
+            {
                 updates.push(Update::Answer { call_id, outcome });
             }
         }
@@ -228,20 +244,29 @@ impl Session {
     pub fn take_warnings(&mut self) -> Vec<String> {
         let mut out: Vec<String> = self.warnings.drain(..).collect();
         if self.warnings_dropped > 0 {
-            out.push(format!("{} more warnings were dropped", std::mem::take(&mut self.warnings_dropped)));
+            out.push(format!(
+                "{} more warnings were dropped",
+                std::mem::take(&mut self.warnings_dropped)
+            ));
         }
         out
     }
 
     /// Re-fetches the manifest (and changes the subscribed topics).
-    pub async fn refresh_manifest(&mut self, subscribe: Option<Vec<String>>) -> Result<(), ClientError> {
+    pub async fn refresh_manifest(
+        &mut self,
+        subscribe: Option<Vec<String>>,
+    ) -> Result<(), ClientError> {
         self.ensure_alive()?;
         let message_id = wire::new_message_id();
         self.link.send(&wire::manifest_request(&message_id, None, subscribe.as_deref())).await?;
         let deadline = Instant::now() + self.options.timeout;
         loop {
             let Some(message) = self.next_message(deadline).await? else {
-                return Err(ClientError::Transport(format!("no answer to manifest_request within {} s", self.options.timeout.as_secs_f64())));
+                return Err(ClientError::Transport(format!(
+                    "no answer to manifest_request within {} s",
+                    self.options.timeout.as_secs_f64()
+                )));
             };
             match self.process(message, Awaiting::Manifest(&message_id)).await? {
                 Some(Answer::Manifest) => return Ok(()),
@@ -257,9 +282,16 @@ impl Session {
     /// retry policy allows.
     pub async fn call(&mut self, tool: &str, input: &Value) -> Result<CallSuccess, ClientError> {
         self.ensure_alive()?;
-        let class = self.manifest.permits(tool).map_err(|why| ClientError::Refused(why.to_string()))?.class.clone();
+        let class = self
+            .manifest
+            .permits(tool)
+            .map_err(|why| ClientError::Refused(why.to_string()))?
+            .class
+            .clone();
         if !input.is_object() {
-            return Err(ClientError::Usage(format!("the input to '{tool}' must be a JSON object, got {input}")));
+            return Err(ClientError::Usage(format!(
+                "the input to '{tool}' must be a JSON object, got {input}"
+            )));
         }
         let mut retries_done = 0;
         loop {
@@ -267,17 +299,26 @@ impl Session {
                 Ok(success) => return Ok(success),
                 Err(error) if self.options.retry.may_retry(&class, &error, retries_done) => {
                     retries_done += 1;
-                    self.warn(format!("'{tool}' failed ({error}); retry {retries_done} of {}", self.options.retry.sensor_retries));
+                    self.warn(format!(
+                        "'{tool}' failed ({error}); retry {retries_done} of {}",
+                        self.options.retry.sensor_retries
+                    ));
                     self.idle(self.options.retry.backoff(retries_done)).await?;
                     // The manifest may have changed meanwhile.
-                    self.manifest.permits(tool).map_err(|why| ClientError::Refused(why.to_string()))?;
+                    self.manifest
+                        .permits(tool)
+                        .map_err(|why| ClientError::Refused(why.to_string()))?;
                 }
                 Err(error) => return Err(ClientError::Remote(error)),
             }
         }
     }
 
-    async fn call_once(&mut self, tool: &str, input: &Value) -> Result<Result<CallSuccess, RemoteError>, ClientError> {
+    async fn call_once(
+        &mut self,
+        tool: &str,
+        input: &Value,
+    ) -> Result<Result<CallSuccess, RemoteError>, ClientError> {
         let message_id = wire::new_message_id();
         let call_id = self.calls.begin(tool, &message_id);
         let outcome = self.send_and_await(tool, input, &message_id, &call_id).await;
@@ -289,18 +330,34 @@ impl Session {
         outcome
     }
 
-    async fn send_and_await(&mut self, tool: &str, input: &Value, message_id: &str, call_id: &str) -> Result<Result<CallSuccess, RemoteError>, ClientError> {
-        if let Err(error) = self.link.send(&wire::tool_call(message_id, call_id, tool, input)).await {
+    async fn send_and_await(
+        &mut self,
+        tool: &str,
+        input: &Value,
+        message_id: &str,
+        call_id: &str,
+    ) -> Result<Result<CallSuccess, RemoteError>, ClientError> {
+        if let Err(error) = self.link.send(&wire::tool_call(message_id, call_id, tool, input)).await
+        {
             self.end(error.clone());
             return Err(error);
         }
         let deadline = Instant::now() + self.options.timeout;
         loop {
             let Some(message) = self.next_message(deadline).await? else {
-                let acting = if self.manifest.tool(tool).is_some_and(|t| t.class != "sensor") { "; the robot may still be acting on it" } else { "" };
-                return Err(ClientError::Transport(format!("no answer to call {call_id} ('{tool}') within {} s{acting}", self.options.timeout.as_secs_f64())));
+                let acting = if self.manifest.tool(tool).is_some_and(|t| t.class != "sensor") {
+                    "; the robot may still be acting on it"
+                } else {
+                    ""
+                };
+                return Err(ClientError::Transport(format!(
+                    "no answer to call {call_id} ('{tool}') within {} s{acting}",
+                    self.options.timeout.as_secs_f64()
+                )));
             };
-            if let Some(Answer::Call { outcome, .. }) = self.process(message, Awaiting::Call(call_id)).await? {
+            if let Some(Answer::Call { outcome, .. }) =
+                self.process(message, Awaiting::Call(call_id)).await?
+            {
                 return Ok(outcome);
             }
         }
@@ -308,7 +365,10 @@ impl Session {
 
     /// The next event in tick order; `None` when `until` passes first. A
     /// connection that ended is reported after the events that came before.
-    pub async fn next_event(&mut self, until: Option<Instant>) -> Result<Option<OrderedEvent>, ClientError> {
+    pub async fn next_event(
+        &mut self,
+        until: Option<Instant>,
+    ) -> Result<Option<OrderedEvent>, ClientError> {
         loop {
             if self.ready_dropped > 0 {
                 let dropped = std::mem::take(&mut self.ready_dropped);
@@ -324,7 +384,11 @@ impl Session {
             if until.is_some_and(|until| now >= until) {
                 return Ok(None);
             }
-            let wake = [until, self.orderer.next_deadline()].into_iter().flatten().min().unwrap_or(now + Duration::from_secs(3600));
+            let wake = [until, self.orderer.next_deadline()]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now + Duration::from_secs(3600));
             match self.next_message(wake).await {
                 Ok(Some(message)) => {
                     if let Err(error) = self.process(message, Awaiting::Nothing).await {
@@ -367,7 +431,9 @@ impl Session {
         let until = Instant::now() + self.options.timeout.min(Duration::from_secs(2));
         loop {
             match self.link.read_message(until).await {
-                Ok(Some(BridgeMessage::SessionClose { .. })) | Ok(None) | Err(ClientError::Transport(_)) => return Ok(()),
+                Ok(Some(BridgeMessage::SessionClose { .. }))
+                | Ok(None)
+                | Err(ClientError::Transport(_)) => return Ok(()),
                 Ok(Some(_)) => {}
                 Err(error) => return Err(error),
             }
@@ -386,7 +452,9 @@ impl Session {
         };
         let tick = match &message {
             Some(BridgeMessage::ToolResult(result)) => result.tick(),
-            Some(BridgeMessage::Heartbeat { tick, .. } | BridgeMessage::Error { tick, .. }) => *tick,
+            Some(BridgeMessage::Heartbeat { tick, .. } | BridgeMessage::Error { tick, .. }) => {
+                *tick
+            }
             _ => None,
         };
         if let Some(tick) = tick {
@@ -398,7 +466,11 @@ impl Session {
 
     /// Handles any message from the bridge; returns what it answered when it
     /// answered what is awaited. An error returned ends the session.
-    async fn process(&mut self, message: BridgeMessage, awaiting: Awaiting<'_>) -> Result<Option<Answer>, ClientError> {
+    async fn process(
+        &mut self,
+        message: BridgeMessage,
+        awaiting: Awaiting<'_>,
+    ) -> Result<Option<Answer>, ClientError> {
         let outcome = self.process_message(message, awaiting).await;
         if let Err(error) = &outcome {
             self.end(error.clone());
@@ -406,7 +478,11 @@ impl Session {
         outcome
     }
 
-    async fn process_message(&mut self, message: BridgeMessage, awaiting: Awaiting<'_>) -> Result<Option<Answer>, ClientError> {
+    async fn process_message(
+        &mut self,
+        message: BridgeMessage,
+        awaiting: Awaiting<'_>,
+    ) -> Result<Option<Answer>, ClientError> {
         match message {
             BridgeMessage::ToolResult(result) => match self.calls.resolve(&result.call_id) {
                 Correlation::Answers(_) if matches!(awaiting, Awaiting::AnyCall) || matches!(awaiting, Awaiting::Call(id) if id == result.call_id) => {
@@ -514,12 +590,21 @@ fn push_warning(warnings: &mut VecDeque<String>, dropped: &mut u64, warning: Str
 
 /// Waits for `session_init`; returns it and whether it answered a
 /// `manifest_request` that already carried the wanted subscription.
-async fn handshake(link: &mut Link, options: &SessionOptions, warnings: &mut VecDeque<String>) -> Result<(Map<String, Value>, bool), ClientError> {
+async fn handshake(
+    link: &mut Link,
+    options: &SessionOptions,
+    warnings: &mut VecDeque<String>,
+) -> Result<(Map<String, Value>, bool), ClientError> {
     let started = Instant::now();
     let deadline = started + options.timeout;
     let mut asked = false;
     if let Some(token) = &options.token {
-        link.send(&wire::manifest_request(&wire::new_message_id(), Some(token), options.subscribe.as_deref())).await?;
+        link.send(&wire::manifest_request(
+            &wire::new_message_id(),
+            Some(token),
+            options.subscribe.as_deref(),
+        ))
+        .await?;
         asked = true;
     }
     let mut dropped = 0;
@@ -528,17 +613,34 @@ async fn handshake(link: &mut Link, options: &SessionOptions, warnings: &mut Vec
         match link.read_message(until).await? {
             None if !asked => {
                 // No greeting: the bridge may want a token; asking makes it say so.
-                link.send(&wire::manifest_request(&wire::new_message_id(), None, options.subscribe.as_deref())).await?;
+                link.send(&wire::manifest_request(
+                    &wire::new_message_id(),
+                    None,
+                    options.subscribe.as_deref(),
+                ))
+                .await?;
                 asked = true;
             }
-            None => return Err(ClientError::Transport(format!("no session_init from the bridge within {} s", options.timeout.as_secs_f64()))),
+            None => {
+                return Err(ClientError::Transport(format!(
+                    "no session_init from the bridge within {} s",
+                    options.timeout.as_secs_f64()
+                )))
+            }
             Some(BridgeMessage::SessionInit { message, .. }) => return Ok((message, asked)),
             Some(BridgeMessage::Error { error, .. }) => return Err(ClientError::Remote(error)),
             Some(BridgeMessage::SessionClose { reason }) => {
-                return Err(ClientError::Transport(format!("the bridge closed the session before it began: {}", reason.as_deref().unwrap_or("no reason given"))))
+                return Err(ClientError::Transport(format!(
+                    "the bridge closed the session before it began: {}",
+                    reason.as_deref().unwrap_or("no reason given")
+                )))
             }
             Some(BridgeMessage::Heartbeat { .. }) => {}
-            Some(other) => push_warning(warnings, &mut dropped, format!("ignored a {} before session_init", kind_of(&other))),
+            Some(other) => push_warning(
+                warnings,
+                &mut dropped,
+                format!("ignored a {} before session_init", kind_of(&other)),
+            ),
         }
     }
 }

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf};
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
+};
 
 use super::error::{ClientError, STANDARD_ERROR_CODES};
 use super::retry::RetryPolicy;
@@ -45,7 +47,11 @@ fn pipe() -> (Box<dyn Duplex>, Peer) {
 
 /// A manifest granting sensors, and `move` too when `can_move`.
 fn session_init(can_move: bool, in_reply_to: Option<&str>) -> Value {
-    let (granted, actuators) = if can_move { (json!(["can_observe_world", "can_move_self"]), json!(["move"])) } else { (json!(["can_observe_world"]), json!([])) };
+    let (granted, actuators) = if can_move {
+        (json!(["can_observe_world", "can_move_self"]), json!(["move"]))
+    } else {
+        (json!(["can_observe_world"]), json!([]))
+    };
     json!({
         "protocol": "aicc/0.1", "type": "session_init", "session_id": "S1", "message_id": "i1", "in_reply_to": in_reply_to,
         "capabilities": { "sensors": ["proprioception", "vision"], "actuators": actuators, "generators": [], "granted": granted },
@@ -91,11 +97,17 @@ async fn with_a_token_the_client_asks_first_and_the_token_is_only_in_auth() {
     let (stream, mut peer) = pipe();
     let bridge = tokio::spawn(async move {
         let request = peer.next().await;
-        assert_eq!((request["type"].as_str(), request["auth"]["token"].as_str()), (Some("manifest_request"), Some("s3cret")));
+        assert_eq!(
+            (request["type"].as_str(), request["auth"]["token"].as_str()),
+            (Some("manifest_request"), Some("s3cret"))
+        );
         peer.send(session_init(false, request["message_id"].as_str())).await;
         peer
     });
-    let session = Session::open(stream, SessionOptions { token: Some("s3cret".into()), ..options() }).await.unwrap();
+    let session =
+        Session::open(stream, SessionOptions { token: Some("s3cret".into()), ..options() })
+            .await
+            .unwrap();
     assert_eq!(session.session_id(), Some("S1"));
     bridge.await.unwrap();
 }
@@ -110,8 +122,18 @@ async fn a_bridge_that_does_not_greet_is_asked_and_its_error_is_surfaced() {
         peer.send(json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "message": "authentication required", "retryable": false, "in_reply_to": request["message_id"] })).await;
         peer
     });
-    let Err(error) = Session::open(stream, SessionOptions { greeting_wait: Duration::from_millis(50), ..options() }).await else { panic!("opened without auth") };
-    assert!(matches!(&error, ClientError::Remote(e) if e.code == "invalid_input" && e.message == "authentication required"), "{error}");
+    let Err(error) = Session::open(
+        stream,
+        SessionOptions { greeting_wait: Duration::from_millis(50), ..options() },
+    )
+    .await
+    else {
+        panic!("opened without auth")
+    };
+    assert!(
+        matches!(&error, ClientError::Remote(e) if e.code == "invalid_input" && e.message == "authentication required"),
+        "{error}"
+    );
     assert_eq!(error.exit_code(), 3);
     bridge.await.unwrap();
 }
@@ -120,13 +142,22 @@ async fn a_bridge_that_does_not_greet_is_asked_and_its_error_is_surfaced() {
 async fn tools_outside_the_sessions_capabilities_are_refused_and_never_sent() {
     let (mut session, mut peer) = open(false, options()).await;
     let refused = session.call("move", &json!({ "forward": 0.3 })).await.unwrap_err();
-    assert!(matches!(&refused, ClientError::Refused(m) if m.contains("'move'") && m.contains("can_move_self")), "{refused}");
+    assert!(
+        matches!(&refused, ClientError::Refused(m) if m.contains("'move'") && m.contains("can_move_self")),
+        "{refused}"
+    );
     let unknown = session.call("teleport", &json!({})).await.unwrap_err();
-    assert!(matches!(&unknown, ClientError::Refused(m) if m.contains("not in the manifest")), "{unknown}");
+    assert!(
+        matches!(&unknown, ClientError::Refused(m) if m.contains("not in the manifest")),
+        "{unknown}"
+    );
     assert_eq!(unknown.exit_code(), 2);
     let bridge = tokio::spawn(async move {
         let call = peer.next_call().await;
-        assert_eq!(call["tool"], "proprioception", "the first line the bridge got is the permitted call: nothing was sent before it");
+        assert_eq!(
+            call["tool"], "proprioception",
+            "the first line the bridge got is the permitted call: nothing was sent before it"
+        );
         peer.send(result(&call_id(&call), json!({ "x": 1 }), 3)).await;
     });
     assert_eq!(session.call("proprioception", &json!({})).await.unwrap().output, json!({ "x": 1 }));
@@ -147,7 +178,12 @@ async fn a_result_with_a_foreign_or_repeated_call_id_is_reported_and_not_taken()
     });
     assert_eq!(session.call("proprioception", &json!({})).await.unwrap().output["marker"], "REAL");
     let warnings = session.take_warnings();
-    assert!(warnings.iter().any(|w| w.contains("protocol violation") && w.contains("unknown call_id 'not-yours'")), "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("protocol violation") && w.contains("unknown call_id 'not-yours'")),
+        "{warnings:?}"
+    );
     assert_eq!(session.call("vision", &json!({})).await.unwrap().output["marker"], "SECOND");
     let warnings = session.take_warnings();
     assert!(warnings.iter().any(|w| w.contains("already answered")), "{warnings:?}");
@@ -158,7 +194,8 @@ async fn a_result_with_a_foreign_or_repeated_call_id_is_reported_and_not_taken()
 async fn every_standard_error_code_is_surfaced_and_a_non_retryable_call_is_sent_once() {
     for code in STANDARD_ERROR_CODES {
         // Retries allowed: a non-retryable error must still not be retried.
-        let (mut session, mut peer) = open(false, SessionOptions { retry: RetryPolicy::new(3).unwrap(), ..options() }).await;
+        let (mut session, mut peer) =
+            open(false, SessionOptions { retry: RetryPolicy::new(3).unwrap(), ..options() }).await;
         let bridge = tokio::spawn(async move {
             let call = peer.next_call().await;
             peer.send(failure(&call_id(&call), code, false)).await;
@@ -166,7 +203,10 @@ async fn every_standard_error_code_is_surfaced_and_a_non_retryable_call_is_sent_
             assert_eq!(after["type"], "session_close", "{code}: the call was sent again: {after}");
         });
         let error = session.call("proprioception", &json!({})).await.unwrap_err();
-        assert!(matches!(&error, ClientError::Remote(e) if e.code == code && !e.retryable && e.is_standard()), "{code}: {error}");
+        assert!(
+            matches!(&error, ClientError::Remote(e) if e.code == code && !e.retryable && e.is_standard()),
+            "{code}: {error}"
+        );
         assert_eq!(error.to_string(), format!("error {code}: scripted {code}"));
         session.close().await.unwrap();
         bridge.await.unwrap();
@@ -181,14 +221,21 @@ async fn a_top_level_error_answering_the_call_fails_it_with_its_code() {
         peer.send(json!({ "protocol": "aicc/0.1", "type": "error", "code": "tool_unavailable", "message": "lease held by another session", "retryable": true, "in_reply_to": call["message_id"] })).await;
     });
     let error = session.call("proprioception", &json!({})).await.unwrap_err();
-    assert!(matches!(&error, ClientError::Remote(e) if e.code == "tool_unavailable" && e.retryable), "{error}");
-    assert_eq!(error.to_string(), "error tool_unavailable retryable: lease held by another session");
+    assert!(
+        matches!(&error, ClientError::Remote(e) if e.code == "tool_unavailable" && e.retryable),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "error tool_unavailable retryable: lease held by another session"
+    );
     bridge.await.unwrap();
 }
 
 #[tokio::test]
 async fn a_retryable_sensor_failure_is_retried_as_allowed_but_an_actuator_never() {
-    let (mut session, mut peer) = open(true, SessionOptions { retry: RetryPolicy::new(2).unwrap(), ..options() }).await;
+    let (mut session, mut peer) =
+        open(true, SessionOptions { retry: RetryPolicy::new(2).unwrap(), ..options() }).await;
     let bridge = tokio::spawn(async move {
         for _ in 0..2 {
             let call = peer.next_call().await;
@@ -203,10 +250,16 @@ async fn a_retryable_sensor_failure_is_retried_as_allowed_but_an_actuator_never(
         let after = peer.next().await;
         assert_eq!(after["type"], "session_close", "the motion was repeated: {after}");
     });
-    assert_eq!(session.call("proprioception", &json!({})).await.unwrap().output, json!({ "ok_at_last": true }));
+    assert_eq!(
+        session.call("proprioception", &json!({})).await.unwrap().output,
+        json!({ "ok_at_last": true })
+    );
     assert_eq!(session.take_warnings().iter().filter(|w| w.contains("retry")).count(), 2);
     let error = session.call("move", &json!({ "forward": 0.1 })).await.unwrap_err();
-    assert!(matches!(&error, ClientError::Remote(e) if e.code == "execution_failed" && e.retryable), "{error}");
+    assert!(
+        matches!(&error, ClientError::Remote(e) if e.code == "execution_failed" && e.retryable),
+        "{error}"
+    );
     session.close().await.unwrap();
     bridge.await.unwrap();
 }
@@ -258,14 +311,20 @@ async fn the_bridges_heartbeat_is_answered_and_a_manifest_update_applies() {
     });
     session.idle(Duration::from_millis(200)).await.unwrap();
     let refused = session.call("vision", &json!({})).await.unwrap_err();
-    assert!(matches!(&refused, ClientError::Refused(m) if m.contains("not among this session's sensors")), "{refused}");
+    assert!(
+        matches!(&refused, ClientError::Refused(m) if m.contains("not among this session's sensors")),
+        "{refused}"
+    );
     drop(session); // without an answer the bridge's read now ends, failing the test
     drop(bridge.await.unwrap());
 }
 
 /// Runs a call against a bridge that answers it with `answer(call_id)`
 /// and then closes the connection.
-async fn call_answered_with(answer: impl FnOnce(&str) -> Vec<u8> + Send + 'static, options: SessionOptions) -> ClientError {
+async fn call_answered_with(
+    answer: impl FnOnce(&str) -> Vec<u8> + Send + 'static,
+    options: SessionOptions,
+) -> ClientError {
     let (mut session, mut peer) = open(false, options).await;
     let bridge = tokio::spawn(async move {
         let call = peer.next_call().await;
@@ -282,17 +341,32 @@ async fn a_bridge_that_breaks_the_protocol_is_failed_closed_on() {
     let line = |value: Value| format!("{value}\n").into_bytes();
     type Answer = Box<dyn FnOnce(&str) -> Vec<u8> + Send>;
     let cases: Vec<(&str, Answer)> = vec![
-        ("both 'output' and 'error'", Box::new(move |id: &str| {
-            line(json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": id, "ok": false, "output": { "marker": "X" }, "error": { "code": "timeout", "message": "m", "retryable": false } }))
-        })),
-        ("longer than 1024 bytes", Box::new(move |id: &str| line(result(id, json!({ "pad": "x".repeat(2000) }), 3)))),
-        ("not valid UTF-8", Box::new(|_: &str| b"{\"protocol\":\"aicc/0.1\",\"type\":\"\xff\"}\n".to_vec())),
+        (
+            "both 'output' and 'error'",
+            Box::new(move |id: &str| {
+                line(
+                    json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": id, "ok": false, "output": { "marker": "X" }, "error": { "code": "timeout", "message": "m", "retryable": false } }),
+                )
+            }),
+        ),
+        (
+            "longer than 1024 bytes",
+            Box::new(move |id: &str| line(result(id, json!({ "pad": "x".repeat(2000) }), 3))),
+        ),
+        (
+            "not valid UTF-8",
+            Box::new(|_: &str| b"{\"protocol\":\"aicc/0.1\",\"type\":\"\xff\"}\n".to_vec()),
+        ),
         ("not valid JSON", Box::new(|_: &str| b"this is not json\n".to_vec())),
         ("not an object", Box::new(|_: &str| b"[1,2,3]\n".to_vec())),
     ];
     for (expected, answer) in cases {
-        let error = call_answered_with(answer, SessionOptions { max_line_bytes: 1024, ..options() }).await;
-        assert!(matches!(&error, ClientError::Protocol(m) if m.contains(expected)), "{expected}: {error}");
+        let error =
+            call_answered_with(answer, SessionOptions { max_line_bytes: 1024, ..options() }).await;
+        assert!(
+            matches!(&error, ClientError::Protocol(m) if m.contains(expected)),
+            "{expected}: {error}"
+        );
         assert_eq!(error.exit_code(), 1);
     }
 }
@@ -300,7 +374,10 @@ async fn a_bridge_that_breaks_the_protocol_is_failed_closed_on() {
 #[tokio::test]
 async fn a_connection_closed_mid_call_is_a_transport_failure() {
     let error = call_answered_with(|_| Vec::new(), options()).await;
-    assert!(matches!(&error, ClientError::Transport(m) if m.contains("closed the connection")), "{error}");
+    assert!(
+        matches!(&error, ClientError::Transport(m) if m.contains("closed the connection")),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -317,7 +394,8 @@ async fn events_before_the_connection_ended_are_delivered_then_the_end() {
 
 #[tokio::test]
 async fn a_late_answer_to_an_abandoned_call_is_reported_as_such_not_as_a_violation() {
-    let (mut session, mut peer) = open(false, SessionOptions { timeout: Duration::from_millis(100), ..options() }).await;
+    let (mut session, mut peer) =
+        open(false, SessionOptions { timeout: Duration::from_millis(100), ..options() }).await;
     let error = session.call("proprioception", &json!({})).await.unwrap_err();
     assert!(matches!(&error, ClientError::Transport(m) if m.contains("no answer")), "{error}");
     let given_up = call_id(&peer.next_call().await);
@@ -331,8 +409,14 @@ async fn a_late_answer_to_an_abandoned_call_is_reported_as_such_not_as_a_violati
     let (_peer, given_up) = bridge.await.unwrap();
     assert_eq!(answer.unwrap().output["marker"], "SECOND");
     let warnings = session.take_warnings();
-    assert!(warnings.iter().any(|w| w.contains(&format!("late answer to abandoned call {given_up}"))), "{warnings:?}");
-    assert!(!warnings.iter().any(|w| w.contains("protocol violation")), "a late answer is not a violation: {warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains(&format!("late answer to abandoned call {given_up}"))),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("protocol violation")),
+        "a late answer is not a violation: {warnings:?}"
+    );
 }
 
 #[tokio::test]
@@ -343,7 +427,10 @@ async fn a_call_whose_read_fails_is_not_left_pending() {
         peer.send_raw(b"this is not json\n").await;
         peer
     });
-    assert!(matches!(session.call("proprioception", &json!({})).await, Err(ClientError::Protocol(_))));
+    assert!(matches!(
+        session.call("proprioception", &json!({})).await,
+        Err(ClientError::Protocol(_))
+    ));
     assert_eq!(session.pending_calls(), 0, "the failed call was abandoned");
     drop(bridge.await.unwrap());
 }
@@ -360,12 +447,19 @@ async fn an_error_about_the_whole_session_ends_it_for_every_later_call_and_wait(
     assert!(matches!(&first, ClientError::Remote(e) if e.code == "session_expired"), "{first}");
     let mut peer = bridge.await.unwrap();
     assert_eq!(session.ended(), Some(&first));
-    assert_eq!(session.call("vision", &json!({})).await.unwrap_err(), first, "a later call gets the end");
+    assert_eq!(
+        session.call("vision", &json!({})).await.unwrap_err(),
+        first,
+        "a later call gets the end"
+    );
     assert_eq!(session.idle(Duration::from_millis(10)).await.unwrap_err(), first);
     assert_eq!(session.pending_calls(), 0);
     // Nothing more was sent: the peer sees the end of the stream once the session is gone.
     drop(session);
-    assert!(peer.lines.next_line().await.unwrap().is_none(), "a call was sent on the ended session");
+    assert!(
+        peer.lines.next_line().await.unwrap().is_none(),
+        "a call was sent on the ended session"
+    );
 }
 
 /// Receives and dispatches until `count` updates came.
@@ -374,7 +468,11 @@ async fn updates(session: &mut Session, count: usize) -> Vec<super::session::Upd
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while got.len() < count {
         let message = session.receive(deadline).await.unwrap();
-        assert!(message.is_some() || std::time::Instant::now() < deadline, "only {} of {count} updates came", got.len());
+        assert!(
+            message.is_some() || std::time::Instant::now() < deadline,
+            "only {} of {count} updates came",
+            got.len()
+        );
         got.extend(session.dispatch(message).await.unwrap());
     }
     got
@@ -383,7 +481,8 @@ async fn updates(session: &mut Session, count: usize) -> Vec<super::session::Upd
 #[tokio::test]
 async fn several_calls_in_flight_are_answered_each_by_its_call_id_in_any_order() {
     use super::session::Update;
-    let (mut session, mut peer) = open(true, SessionOptions { reorder_window: Duration::ZERO, ..options() }).await;
+    let (mut session, mut peer) =
+        open(true, SessionOptions { reorder_window: Duration::ZERO, ..options() }).await;
     let moving = session.begin_call("move", &json!({ "forward": 1.0 })).await.unwrap();
     let looking = session.begin_call("proprioception", &json!({})).await.unwrap();
     assert_ne!(moving, looking);
@@ -394,9 +493,15 @@ async fn several_calls_in_flight_are_answered_each_by_its_call_id_in_any_order()
     peer.send(event(3, 1)).await;
     peer.send(failure(&moving, "execution_failed", true)).await;
     let got = updates(&mut session, 3).await;
-    assert!(matches!(&got[0], Update::Answer { call_id, outcome: Ok(success) } if *call_id == looking && success.output["x"] == 1), "{got:?}");
+    assert!(
+        matches!(&got[0], Update::Answer { call_id, outcome: Ok(success) } if *call_id == looking && success.output["x"] == 1),
+        "{got:?}"
+    );
     assert!(matches!(&got[1], Update::Event(event) if event.topic == "collision"), "{got:?}");
-    assert!(matches!(&got[2], Update::Answer { call_id, outcome: Err(error) } if *call_id == moving && error.code == "execution_failed"), "{got:?}");
+    assert!(
+        matches!(&got[2], Update::Answer { call_id, outcome: Err(error) } if *call_id == moving && error.code == "execution_failed"),
+        "{got:?}"
+    );
     let refused = session.begin_call("teleport", &json!({})).await.unwrap_err();
     assert!(matches!(refused, ClientError::Refused(_)), "refused locally, nothing sent: {refused}");
 }
@@ -406,9 +511,13 @@ async fn a_manifest_update_changes_the_generation_and_a_heartbeat_is_answered() 
     let (mut session, mut peer) = open(false, options()).await;
     let generation = session.manifest_generation();
     let mut update = session_init(true, None);
-    update.as_object_mut().unwrap().retain(|key, _| ["tools", "capabilities"].contains(&key.as_str()));
+    update
+        .as_object_mut()
+        .unwrap()
+        .retain(|key, _| ["tools", "capabilities"].contains(&key.as_str()));
     peer.send(json!({ "protocol": "aicc/0.1", "type": "heartbeat", "manifest_update": update, "meta": { "tick": 5 } })).await;
-    let message = session.receive(std::time::Instant::now() + Duration::from_secs(5)).await.unwrap();
+    let message =
+        session.receive(std::time::Instant::now() + Duration::from_secs(5)).await.unwrap();
     assert!(session.dispatch(message).await.unwrap().is_empty());
     assert_ne!(session.manifest_generation(), generation);
     assert!(session.manifest().permits("move").is_ok(), "the update granted move");

@@ -22,7 +22,8 @@ use super::error::ClientError;
 use super::session::Session;
 
 /// The shell's words, for completion and `help`.
-pub const SHELL_COMMANDS: [&str; 8] = ["call", "events", "vision", "manifest", "tools", "help", "quit", "exit"];
+pub const SHELL_COMMANDS: [&str; 8] =
+    ["call", "events", "vision", "manifest", "tools", "help", "quit", "exit"];
 /// An `events` in the shell without a count or duration stops after this.
 pub const SHELL_EVENTS_DEFAULT_S: f64 = 10.0;
 const HISTORY_ENTRIES: usize = 1000;
@@ -50,7 +51,8 @@ pub enum ShellLine {
 /// Parses one shell line; `Err` is a usage error naming what was wrong.
 pub fn parse_shell_line(line: &str) -> Result<ShellLine, ClientError> {
     let line = line.trim();
-    let (word, rest) = line.split_once(char::is_whitespace).map_or((line, ""), |(w, r)| (w, r.trim()));
+    let (word, rest) =
+        line.split_once(char::is_whitespace).map_or((line, ""), |(w, r)| (w, r.trim()));
     let usage = |m: String| ClientError::Usage(m);
     match word {
         "" => Ok(ShellLine::Empty),
@@ -59,17 +61,22 @@ pub fn parse_shell_line(line: &str) -> Result<ShellLine, ClientError> {
         "manifest" => Ok(ShellLine::Run(Command::Manifest)),
         "tools" => Ok(ShellLine::Run(Command::Tools)),
         "call" => {
-            let (tool, input) = rest.split_once(char::is_whitespace).map_or((rest, ""), |(t, i)| (t, i));
+            let (tool, input) =
+                rest.split_once(char::is_whitespace).map_or((rest, ""), |(t, i)| (t, i));
             if tool.is_empty() {
                 return Err(usage("call needs a tool name: call TOOL [JSON]".into()));
             }
-            Ok(ShellLine::Run(Command::Call { tool: tool.into(), input: parse_input(tool, Some(input))? }))
+            Ok(ShellLine::Run(Command::Call {
+                tool: tool.into(),
+                input: parse_input(tool, Some(input))?,
+            }))
         }
         "events" => {
             let (mut count, mut for_s, mut topics) = (None, None, Vec::new());
             let mut words = rest.split_whitespace();
             while let Some(word) = words.next() {
-                let mut value = |flag: &str| words.next().ok_or_else(|| usage(format!("{flag} needs a value")));
+                let mut value =
+                    |flag: &str| words.next().ok_or_else(|| usage(format!("{flag} needs a value")));
                 match word {
                     "--count" if count.is_some() => return Err(usage("events: the count is given twice (events [N] or --count N, once)".into())),
                     "--count" => count = Some(parse_number::<usize>("--count", value("--count")?)?),
@@ -89,11 +96,14 @@ pub fn parse_shell_line(line: &str) -> Result<ShellLine, ClientError> {
         }
         "vision" => {
             // `--out` only as a whole word: `--outX.png` is not `--out X.png`.
-            let out_flag = rest.strip_prefix("--out").filter(|after| after.is_empty() || after.starts_with(char::is_whitespace));
+            let out_flag = rest
+                .strip_prefix("--out")
+                .filter(|after| after.is_empty() || after.starts_with(char::is_whitespace));
             let (out, input) = match out_flag {
                 Some(after) => {
                     let after = after.trim_start();
-                    let (path, input) = after.split_once(char::is_whitespace).map_or((after, ""), |(p, i)| (p, i));
+                    let (path, input) =
+                        after.split_once(char::is_whitespace).map_or((after, ""), |(p, i)| (p, i));
                     if path.is_empty() {
                         return Err(usage("--out needs a file name".into()));
                     }
@@ -123,7 +133,10 @@ impl ShellCompleter {
         let before = &line[..pos];
         // After the last whitespace, which may be several bytes long (a
         // no-break space): a byte past its start would split the character.
-        let start = before.char_indices().rfind(|(_, c)| c.is_whitespace()).map_or(0, |(i, c)| i + c.len_utf8());
+        let start = before
+            .char_indices()
+            .rfind(|(_, c)| c.is_whitespace())
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let partial = &before[start..];
         let earlier: Vec<&str> = before[..start].split_whitespace().collect();
         let pool: Vec<String> = match earlier.as_slice() {
@@ -131,7 +144,8 @@ impl ShellCompleter {
             ["call"] => self.tool_ids.lock().map(|ids| ids.clone()).unwrap_or_default(),
             _ => Vec::new(),
         };
-        let mut matches: Vec<String> = pool.into_iter().filter(|c| c.starts_with(partial)).collect();
+        let mut matches: Vec<String> =
+            pool.into_iter().filter(|c| c.starts_with(partial)).collect();
         matches.sort();
         (start, matches)
     }
@@ -139,9 +153,20 @@ impl ShellCompleter {
 
 impl Completer for ShellCompleter {
     type Candidate = Pair;
-    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let (start, words) = self.candidates(line, pos);
-        Ok((start, words.into_iter().map(|w| Pair { display: w.clone(), replacement: format!("{w} ") }).collect()))
+        Ok((
+            start,
+            words
+                .into_iter()
+                .map(|w| Pair { display: w.clone(), replacement: format!("{w} ") })
+                .collect(),
+        ))
     }
 }
 impl Hinter for ShellCompleter {
@@ -163,13 +188,18 @@ pub enum AfterCommand {
 /// A session that ended (e.g. `session_expired`, the connection closed)
 /// ends the shell with why; so does a broken connection or protocol. A
 /// refusal, a usage error or an AICC error about one call does not.
-pub fn after_command(result: Result<(), ClientError>, session_ended: Option<&ClientError>) -> AfterCommand {
+pub fn after_command(
+    result: Result<(), ClientError>,
+    session_ended: Option<&ClientError>,
+) -> AfterCommand {
     if let Some(ended) = session_ended {
         return AfterCommand::End(ended.clone());
     }
     match result {
         Ok(()) => AfterCommand::GoOn(None),
-        Err(error @ (ClientError::Transport(_) | ClientError::Protocol(_))) => AfterCommand::End(error),
+        Err(error @ (ClientError::Transport(_) | ClientError::Protocol(_))) => {
+            AfterCommand::End(error)
+        }
         Err(error) => AfterCommand::GoOn(Some(error)),
     }
 }
@@ -190,19 +220,27 @@ fn history_path_from(aicc_history: Option<OsString>, home: Option<OsString>) -> 
 /// (returned: the bridge failed or broke the protocol).
 pub async fn run_shell(mut session: Session) -> Result<(), ClientError> {
     let completer = ShellCompleter::default();
-    *completer.tool_ids.lock().map_err(|_| ClientError::Usage("completion state poisoned".into()))? = session.manifest().tool_ids();
+    *completer
+        .tool_ids
+        .lock()
+        .map_err(|_| ClientError::Usage("completion state poisoned".into()))? =
+        session.manifest().tool_ids();
     let config = rustyline::Config::builder()
         .max_history_size(HISTORY_ENTRIES)
         .map_err(|e| ClientError::Usage(format!("history: {e}")))?
         .auto_add_history(false)
         .build();
-    let mut editor: Editor<ShellCompleter, DefaultHistory> = Editor::with_config(config).map_err(|e| ClientError::Usage(format!("the terminal cannot be edited: {e}")))?;
+    let mut editor: Editor<ShellCompleter, DefaultHistory> = Editor::with_config(config)
+        .map_err(|e| ClientError::Usage(format!("the terminal cannot be edited: {e}")))?;
     editor.set_helper(Some(completer.clone()));
     let history = history_path();
     if let Some(path) = &history {
         let _ = editor.load_history(path); // none yet is fine
     }
-    println!("connected, session {}. Type help for commands.", session.session_id().unwrap_or("(unnamed)"));
+    println!(
+        "connected, session {}. Type help for commands.",
+        session.session_id().unwrap_or("(unnamed)")
+    );
 
     // rustyline blocks; it runs on its own thread and hands lines over, one
     // at a time, waiting until each has run before prompting again.
@@ -262,7 +300,8 @@ pub async fn run_shell(mut session: Session) -> Result<(), ClientError> {
         };
         if let Some(command) = command {
             let mut stdout = std::io::stdout();
-            let result = run(&mut session, &command, &mut stdout, &mut |w| eprintln!("warning: {w}")).await;
+            let result =
+                run(&mut session, &command, &mut stdout, &mut |w| eprintln!("warning: {w}")).await;
             let _ = stdout.flush();
             if let Ok(mut ids) = completer.tool_ids.lock() {
                 *ids = session.manifest().tool_ids();
@@ -299,20 +338,46 @@ mod tests {
         assert_eq!(parse_shell_line("manifest").unwrap(), ShellLine::Run(Command::Manifest));
         assert_eq!(
             parse_shell_line(r#"call move {"forward": 0.3, "left": 0}"#).unwrap(),
-            ShellLine::Run(Command::Call { tool: "move".into(), input: json!({ "forward": 0.3, "left": 0 }) })
+            ShellLine::Run(Command::Call {
+                tool: "move".into(),
+                input: json!({ "forward": 0.3, "left": 0 })
+            })
         );
-        assert_eq!(parse_shell_line("call proprioception").unwrap(), ShellLine::Run(Command::Call { tool: "proprioception".into(), input: json!({}) }));
-        assert_eq!(parse_shell_line("events 5").unwrap(), ShellLine::Run(Command::Events { count: Some(5), for_s: None, topics: vec![] }));
+        assert_eq!(
+            parse_shell_line("call proprioception").unwrap(),
+            ShellLine::Run(Command::Call { tool: "proprioception".into(), input: json!({}) })
+        );
+        assert_eq!(
+            parse_shell_line("events 5").unwrap(),
+            ShellLine::Run(Command::Events { count: Some(5), for_s: None, topics: vec![] })
+        );
         assert_eq!(
             parse_shell_line("events --for-s 2.5 --topic collision --topic governor").unwrap(),
-            ShellLine::Run(Command::Events { count: None, for_s: Some(2.5), topics: vec!["collision".into(), "governor".into()] })
+            ShellLine::Run(Command::Events {
+                count: None,
+                for_s: Some(2.5),
+                topics: vec!["collision".into(), "governor".into()]
+            })
         );
-        assert_eq!(parse_shell_line("events").unwrap(), ShellLine::Run(Command::Events { count: None, for_s: Some(SHELL_EVENTS_DEFAULT_S), topics: vec![] }));
+        assert_eq!(
+            parse_shell_line("events").unwrap(),
+            ShellLine::Run(Command::Events {
+                count: None,
+                for_s: Some(SHELL_EVENTS_DEFAULT_S),
+                topics: vec![]
+            })
+        );
         assert_eq!(
             parse_shell_line(r#"vision --out /tmp/a.png {"format":"png"}"#).unwrap(),
-            ShellLine::Run(Command::Vision { out: "/tmp/a.png".into(), input: json!({ "format": "png" }) })
+            ShellLine::Run(Command::Vision {
+                out: "/tmp/a.png".into(),
+                input: json!({ "format": "png" })
+            })
         );
-        assert_eq!(parse_shell_line("vision").unwrap(), ShellLine::Run(Command::Vision { out: "frame.png".into(), input: json!({}) }));
+        assert_eq!(
+            parse_shell_line("vision").unwrap(),
+            ShellLine::Run(Command::Vision { out: "frame.png".into(), input: json!({}) })
+        );
     }
 
     #[test]
@@ -333,19 +398,39 @@ mod tests {
             ("events --count 3 --count 4", "count is given twice"),
         ] {
             let error = parse_shell_line(line).unwrap_err();
-            assert!(matches!(&error, ClientError::Usage(m) if m.contains(expected)), "{line} -> {error}");
+            assert!(
+                matches!(&error, ClientError::Usage(m) if m.contains(expected)),
+                "{line} -> {error}"
+            );
         }
     }
 
     #[test]
     fn a_session_that_ended_ends_the_shell_with_its_exit_code() {
-        let expired = ClientError::Remote(super::super::error::RemoteError { code: "session_expired".into(), message: "lease gone".into(), retryable: false });
-        assert_eq!(after_command(Err(expired.clone()), Some(&expired)), AfterCommand::End(expired.clone()));
+        let expired = ClientError::Remote(super::super::error::RemoteError {
+            code: "session_expired".into(),
+            message: "lease gone".into(),
+            retryable: false,
+        });
+        assert_eq!(
+            after_command(Err(expired.clone()), Some(&expired)),
+            AfterCommand::End(expired.clone())
+        );
         assert_eq!(after_command(Ok(()), Some(&expired)), AfterCommand::End(expired.clone()));
-        assert_eq!(AfterCommand::End(expired.clone()), after_command(Err(ClientError::Refused("x".into())), Some(&expired)));
+        assert_eq!(
+            AfterCommand::End(expired.clone()),
+            after_command(Err(ClientError::Refused("x".into())), Some(&expired))
+        );
         assert_eq!(expired.exit_code(), 3);
-        let call_failed = ClientError::Remote(super::super::error::RemoteError { code: "execution_failed".into(), message: "m".into(), retryable: false });
-        assert_eq!(after_command(Err(call_failed.clone()), None), AfterCommand::GoOn(Some(call_failed)));
+        let call_failed = ClientError::Remote(super::super::error::RemoteError {
+            code: "execution_failed".into(),
+            message: "m".into(),
+            retryable: false,
+        });
+        assert_eq!(
+            after_command(Err(call_failed.clone()), None),
+            AfterCommand::GoOn(Some(call_failed))
+        );
         assert_eq!(after_command(Ok(()), None), AfterCommand::GoOn(None));
         let broken = ClientError::Protocol("bad line".into());
         assert_eq!(after_command(Err(broken.clone()), None), AfterCommand::End(broken));
@@ -354,20 +439,37 @@ mod tests {
     #[test]
     fn completion_offers_commands_then_tool_names() {
         let completer = ShellCompleter::default();
-        *completer.tool_ids.lock().unwrap() = vec!["move".into(), "memory_query".into(), "vision".into()];
+        *completer.tool_ids.lock().unwrap() =
+            vec!["move".into(), "memory_query".into(), "vision".into()];
         assert_eq!(completer.candidates("ev", 2), (0, vec!["events".to_string()]));
-        assert_eq!(completer.candidates("call m", 6), (5, vec!["memory_query".to_string(), "move".to_string()]));
+        assert_eq!(
+            completer.candidates("call m", 6),
+            (5, vec!["memory_query".to_string(), "move".to_string()])
+        );
         assert_eq!(completer.candidates("call ", 5).1.len(), 3);
-        assert!(completer.candidates("call move {", 11).1.is_empty(), "no completion inside the input");
+        assert!(
+            completer.candidates("call move {", 11).1.is_empty(),
+            "no completion inside the input"
+        );
         let no_break = "call\u{a0}m";
-        assert_eq!(completer.candidates(no_break, no_break.len()), (6, vec!["memory_query".to_string(), "move".to_string()]), "a multi-byte space");
+        assert_eq!(
+            completer.candidates(no_break, no_break.len()),
+            (6, vec!["memory_query".to_string(), "move".to_string()]),
+            "a multi-byte space"
+        );
     }
 
     #[test]
     fn the_history_file_is_aicc_history_else_in_home() {
         let some = |s: &str| Some(OsString::from(s));
-        assert_eq!(history_path_from(some("/tmp/h"), some("/home/u")), Some(PathBuf::from("/tmp/h")));
-        assert_eq!(history_path_from(some(""), some("/home/u")), Some(PathBuf::from("/home/u/.aicc_history")));
+        assert_eq!(
+            history_path_from(some("/tmp/h"), some("/home/u")),
+            Some(PathBuf::from("/tmp/h"))
+        );
+        assert_eq!(
+            history_path_from(some(""), some("/home/u")),
+            Some(PathBuf::from("/home/u/.aicc_history"))
+        );
         assert_eq!(history_path_from(None, None), None);
     }
 }

@@ -16,10 +16,13 @@ pub fn tools_table(manifest: &Manifest) -> String {
             tool.limits.as_ref().map_or_else(|| "-".into(), |limits| limits.to_string()),
         ]);
     }
-    let widths: Vec<usize> = (0..HEADER.len()).map(|column| rows.iter().map(|row| row[column].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..HEADER.len())
+        .map(|column| rows.iter().map(|row| row[column].chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for row in rows {
-        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        let cells: Vec<String> =
+            row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
@@ -38,8 +41,14 @@ mod tests {
         assert_eq!(lines.len(), 4, "{table}");
         assert!(lines[0].starts_with("id") && lines[0].ends_with("limits"), "{table}");
         let words = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
-        assert_eq!(words(lines[1]), ["proprioception", "sensor", "can_observe_world", "yes", "false", "-"]);
-        assert_eq!(words(lines[2]), ["vision", "sensor", "can_observe_world", "yes", "true", r#"{"calls_per_minute":60}"#]);
+        assert_eq!(
+            words(lines[1]),
+            ["proprioception", "sensor", "can_observe_world", "yes", "false", "-"]
+        );
+        assert_eq!(
+            words(lines[2]),
+            ["vision", "sensor", "can_observe_world", "yes", "true", r#"{"calls_per_minute":60}"#]
+        );
         assert_eq!(words(lines[3]), ["move", "actuator", "can_move_self", "no", "true", "-"]);
         assert_eq!(lines[1].find("sensor"), lines[3].find("actuator"), "columns are aligned");
     }

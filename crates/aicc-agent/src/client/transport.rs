@@ -24,26 +24,50 @@ pub struct TlsOptions {
 }
 
 /// Connects within `timeout`.
-pub async fn connect(host: &str, port: u16, tls: Option<&TlsOptions>, timeout: Duration) -> Result<Box<dyn Duplex>, ClientError> {
+pub async fn connect(
+    host: &str,
+    port: u16,
+    tls: Option<&TlsOptions>,
+    timeout: Duration,
+) -> Result<Box<dyn Duplex>, ClientError> {
     let tcp = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
         .await
-        .map_err(|_| ClientError::Transport(format!("connecting to {host}:{port} took more than {} s", timeout.as_secs_f64())))?
+        .map_err(|_| {
+            ClientError::Transport(format!(
+                "connecting to {host}:{port} took more than {} s",
+                timeout.as_secs_f64()
+            ))
+        })?
         .map_err(|e| ClientError::Transport(format!("cannot connect to {host}:{port}: {e}")))?;
     let _ = tcp.set_nodelay(true);
     let Some(tls) = tls else { return Ok(Box::new(tcp)) };
     let connector = tokio_rustls::TlsConnector::from(Arc::new(client_config(&tls.ca_file)?));
     let name = tls.server_name.clone().unwrap_or_else(|| host.to_string());
-    let server_name = rustls::pki_types::ServerName::try_from(name.clone()).map_err(|e| ClientError::Usage(format!("--server-name '{name}' is not a valid DNS name or IP address: {e}")))?;
+    let server_name = rustls::pki_types::ServerName::try_from(name.clone()).map_err(|e| {
+        ClientError::Usage(format!(
+            "--server-name '{name}' is not a valid DNS name or IP address: {e}"
+        ))
+    })?;
     let stream = tokio::time::timeout(timeout, connector.connect(server_name, tcp))
         .await
-        .map_err(|_| ClientError::Transport(format!("the TLS handshake with {host}:{port} took more than {} s", timeout.as_secs_f64())))?
-        .map_err(|e| ClientError::Transport(format!("TLS handshake with {host}:{port} (as '{name}') failed: {e}")))?;
+        .map_err(|_| {
+            ClientError::Transport(format!(
+                "the TLS handshake with {host}:{port} took more than {} s",
+                timeout.as_secs_f64()
+            ))
+        })?
+        .map_err(|e| {
+            ClientError::Transport(format!(
+                "TLS handshake with {host}:{port} (as '{name}') failed: {e}"
+            ))
+        })?;
     Ok(Box::new(stream))
 }
 
 fn client_config(ca_file: &std::path::Path) -> Result<rustls::ClientConfig, ClientError> {
     let shown = ca_file.display();
-    let file = std::fs::File::open(ca_file).map_err(|e| ClientError::Usage(format!("--ca-file {shown}: {e}")))?;
+    let file = std::fs::File::open(ca_file)
+        .map_err(|e| ClientError::Usage(format!("--ca-file {shown}: {e}")))?;
     let certs = CertificateDer::pem_reader_iter(file)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ClientError::Usage(format!("--ca-file {shown} is not PEM: {e}")))?;
@@ -52,13 +76,17 @@ fn client_config(ca_file: &std::path::Path) -> Result<rustls::ClientConfig, Clie
     }
     let mut roots = rustls::RootCertStore::empty();
     for cert in certs {
-        roots.add(cert).map_err(|e| ClientError::Usage(format!("--ca-file {shown}: unusable certificate: {e}")))?;
+        roots.add(cert).map_err(|e| {
+            ClientError::Usage(format!("--ca-file {shown}: unusable certificate: {e}"))
+        })?;
     }
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ClientError::Transport(format!("TLS protocol versions: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| ClientError::Transport(format!("TLS protocol versions: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
 }
 
 #[cfg(test)]
@@ -71,8 +99,13 @@ mod tests {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()
         };
-        let Err(error) = connect("127.0.0.1", port, None, Duration::from_secs(5)).await else { panic!("connected to a closed port") };
-        assert!(matches!(&error, ClientError::Transport(m) if m.contains(&format!("127.0.0.1:{port}"))), "{error}");
+        let Err(error) = connect("127.0.0.1", port, None, Duration::from_secs(5)).await else {
+            panic!("connected to a closed port")
+        };
+        assert!(
+            matches!(&error, ClientError::Transport(m) if m.contains(&format!("127.0.0.1:{port}"))),
+            "{error}"
+        );
     }
 
     #[tokio::test]
@@ -80,12 +113,21 @@ mod tests {
         let tls = TlsOptions { ca_file: "/nonexistent/ca.pem".into(), server_name: None };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let Err(error) = connect("127.0.0.1", port, Some(&tls), Duration::from_secs(5)).await else { panic!("TLS without a CA") };
-        assert!(matches!(&error, ClientError::Usage(m) if m.contains("--ca-file /nonexistent/ca.pem")), "{error}");
+        let Err(error) = connect("127.0.0.1", port, Some(&tls), Duration::from_secs(5)).await
+        else {
+            panic!("TLS without a CA")
+        };
+        assert!(
+            matches!(&error, ClientError::Usage(m) if m.contains("--ca-file /nonexistent/ca.pem")),
+            "{error}"
+        );
         let empty = std::env::temp_dir().join(format!("aicc-empty-ca-{}.pem", std::process::id()));
         std::fs::write(&empty, "").unwrap();
         let tls = TlsOptions { ca_file: empty.clone(), server_name: None };
-        let Err(error) = connect("127.0.0.1", port, Some(&tls), Duration::from_secs(5)).await else { panic!("TLS with an empty CA") };
+        let Err(error) = connect("127.0.0.1", port, Some(&tls), Duration::from_secs(5)).await
+        else {
+            panic!("TLS with an empty CA")
+        };
         assert!(error.to_string().contains("holds no certificate"), "{error}");
         let _ = std::fs::remove_file(empty);
     }

@@ -10,15 +10,31 @@ use aicc_wire::{json_type_name, PROTOCOL};
 #[derive(Debug, Clone, PartialEq)]
 pub enum BridgeMessage {
     /// `session_init`: the whole message (it is the manifest).
-    SessionInit { in_reply_to: Option<String>, message: Map<String, Value> },
+    SessionInit {
+        in_reply_to: Option<String>,
+        message: Map<String, Value>,
+    },
     ToolResult(ToolResult),
     Event(Event),
     /// A top-level `error` message.
-    Error { error: RemoteError, in_reply_to: Option<String>, call_id: Option<String>, tick: Option<u64> },
-    Heartbeat { in_reply_to: Option<String>, manifest_update: Option<Value>, tick: Option<u64> },
-    SessionClose { reason: Option<String> },
+    Error {
+        error: RemoteError,
+        in_reply_to: Option<String>,
+        call_id: Option<String>,
+        tick: Option<u64>,
+    },
+    Heartbeat {
+        in_reply_to: Option<String>,
+        manifest_update: Option<Value>,
+        tick: Option<u64>,
+    },
+    SessionClose {
+        reason: Option<String>,
+    },
     /// A type this client does not know (a newer MINOR may add some).
-    Unknown { kind: String },
+    Unknown {
+        kind: String,
+    },
 }
 
 /// A `tool_result`: either the output or the error, never both.
@@ -111,7 +127,8 @@ pub enum Violation {
 
 /// Decodes one line from the bridge; `Err` names the violation.
 pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, Violation> {
-    let text = std::str::from_utf8(line).map_err(|e| Violation::NotUtf8 { valid_up_to: e.valid_up_to() })?;
+    let text = std::str::from_utf8(line)
+        .map_err(|e| Violation::NotUtf8 { valid_up_to: e.valid_up_to() })?;
     let value: Value = serde_json::from_str(text).map_err(Violation::NotJson)?;
     let Value::Object(object) = value else {
         return Err(Violation::NotAnObject { found: json_type_name(&value) });
@@ -119,7 +136,12 @@ pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, Violation> {
     check_protocol(&object)?;
     let kind = match object.get("type") {
         Some(Value::String(kind)) => kind.clone(),
-        Some(other) => return Err(Violation::EnvelopeNotAString { field: "type", found: json_type_name(other) }),
+        Some(other) => {
+            return Err(Violation::EnvelopeNotAString {
+                field: "type",
+                found: json_type_name(other),
+            })
+        }
         None => return Err(Violation::NoType),
     };
     let in_reply_to = optional_string(&object, "in_reply_to", &kind)?;
@@ -134,8 +156,14 @@ pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, Violation> {
             call_id: optional_string(&object, "call_id", &kind)?,
             tick,
         },
-        "heartbeat" => BridgeMessage::Heartbeat { in_reply_to, manifest_update: object.get("manifest_update").cloned(), tick },
-        "session_close" => BridgeMessage::SessionClose { reason: optional_string(&object, "reason", &kind)? },
+        "heartbeat" => BridgeMessage::Heartbeat {
+            in_reply_to,
+            manifest_update: object.get("manifest_update").cloned(),
+            tick,
+        },
+        "session_close" => {
+            BridgeMessage::SessionClose { reason: optional_string(&object, "reason", &kind)? }
+        }
         _ => BridgeMessage::Unknown { kind },
     })
 }
@@ -144,7 +172,12 @@ pub fn decode_line(line: &[u8]) -> Result<BridgeMessage, Violation> {
 fn check_protocol(object: &Map<String, Value>) -> Result<(), Violation> {
     let text = match object.get("protocol") {
         Some(Value::String(text)) => text,
-        Some(other) => return Err(Violation::EnvelopeNotAString { field: "protocol", found: json_type_name(other) }),
+        Some(other) => {
+            return Err(Violation::EnvelopeNotAString {
+                field: "protocol",
+                found: json_type_name(other),
+            })
+        }
         None => return Err(Violation::NoProtocol),
     };
     match text.strip_prefix("aicc/").and_then(|v| v.split_once('.')) {
@@ -156,15 +189,26 @@ fn check_protocol(object: &Map<String, Value>) -> Result<(), Violation> {
 fn meta_tick(object: &Map<String, Value>, kind: &str) -> Result<Option<u64>, Violation> {
     match object.get("meta").and_then(|m| m.get("tick")) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value.as_u64().map(Some).ok_or_else(|| Violation::BadTick { kind: kind.to_string(), value: value.clone() }),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| Violation::BadTick { kind: kind.to_string(), value: value.clone() }),
     }
 }
 
-fn optional_string(object: &Map<String, Value>, field: &str, kind: &str) -> Result<Option<String>, Violation> {
+fn optional_string(
+    object: &Map<String, Value>,
+    field: &str,
+    kind: &str,
+) -> Result<Option<String>, Violation> {
     match object.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(other) => Err(Violation::FieldNotAString { kind: kind.to_string(), field: field.to_string(), found: json_type_name(other) }),
+        Some(other) => Err(Violation::FieldNotAString {
+            kind: kind.to_string(),
+            field: field.to_string(),
+            found: json_type_name(other),
+        }),
     }
 }
 
@@ -181,7 +225,9 @@ fn tool_result(object: &Map<String, Value>) -> Result<ToolResult, Violation> {
     let outcome = match (ok, output, error) {
         (_, Some(_), Some(_)) => return Err(Violation::OutputAndError { call_id }),
         (true, Some(Value::Object(_)), None) => Ok(output.cloned().unwrap_or(Value::Null)),
-        (true, Some(other), None) => return Err(Violation::OutputNotAnObject { call_id, found: json_type_name(other) }),
+        (true, Some(other), None) => {
+            return Err(Violation::OutputNotAnObject { call_id, found: json_type_name(other) })
+        }
         (true, None, _) => return Err(Violation::NoOutput { call_id }),
         (false, None, Some(error)) => Err(remote_error(error, &format!("tool_result {call_id}"))?),
         (false, _, None) => return Err(Violation::NoError { call_id }),
@@ -195,7 +241,9 @@ fn remote_error(value: &Value, context: &str) -> Result<RemoteError, Violation> 
     let message = value.get("message").and_then(Value::as_str);
     let retryable = value.get("retryable").and_then(Value::as_bool);
     match (code, message, retryable) {
-        (Some(code), Some(message), Some(retryable)) => Ok(RemoteError { code: code.into(), message: message.into(), retryable }),
+        (Some(code), Some(message), Some(retryable)) => {
+            Ok(RemoteError { code: code.into(), message: message.into(), retryable })
+        }
         _ => Err(Violation::BadErrorObject { context: context.to_string(), value: value.clone() }),
     }
 }
@@ -204,7 +252,9 @@ fn event(object: Map<String, Value>, tick: Option<u64>) -> Result<Event, Violati
     let tick = tick.ok_or(Violation::EventWithoutTick)?;
     let seq = match object.get("meta").and_then(|m| m.get("seq")) {
         None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64().ok_or_else(|| Violation::BadEventSeq { value: value.clone() })?),
+        Some(value) => {
+            Some(value.as_u64().ok_or_else(|| Violation::BadEventSeq { value: value.clone() })?)
+        }
     };
     let topic = match object.get("topic") {
         Some(Value::String(topic)) => topic.clone(),
@@ -220,8 +270,13 @@ pub fn new_message_id() -> String {
 
 /// `manifest_request`, which also opens a session (with a token) and may
 /// choose the event topics.
-pub fn manifest_request(message_id: &str, token: Option<&str>, subscribe: Option<&[String]>) -> Value {
-    let mut message = json!({ "protocol": PROTOCOL, "type": "manifest_request", "message_id": message_id });
+pub fn manifest_request(
+    message_id: &str,
+    token: Option<&str>,
+    subscribe: Option<&[String]>,
+) -> Value {
+    let mut message =
+        json!({ "protocol": PROTOCOL, "type": "manifest_request", "message_id": message_id });
     if let Some(token) = token {
         message["auth"] = json!({ "token": token });
     }
@@ -255,7 +310,14 @@ mod tests {
     fn decodes_the_documented_result_error_and_event_lines() {
         let ok = decode(r#"{"call_id":"c-1","message_id":"M","meta":{"latency_ms":15.0,"source":"/probe","tick":1},"ok":true,"output":{"reading":42},"protocol":"aicc/0.1","session_id":"S","type":"tool_result"}"#).unwrap();
         let BridgeMessage::ToolResult(result) = ok else { panic!("{ok:?}") };
-        assert_eq!((result.call_id.as_str(), result.outcome.unwrap()["reading"].as_i64(), result.meta["tick"].as_u64()), ("c-1", Some(42), Some(1)));
+        assert_eq!(
+            (
+                result.call_id.as_str(),
+                result.outcome.unwrap()["reading"].as_i64(),
+                result.meta["tick"].as_u64()
+            ),
+            ("c-1", Some(42), Some(1))
+        );
         let failed = decode(r#"{"call_id":"c-2","error":{"code":"invalid_input","message":"input.forward","retryable":false},"ok":false,"protocol":"aicc/0.1","type":"tool_result"}"#).unwrap();
         let BridgeMessage::ToolResult(result) = failed else { panic!() };
         assert_eq!(result.outcome.unwrap_err().code, "invalid_input");
@@ -263,7 +325,10 @@ mod tests {
         let BridgeMessage::Event(event) = event else { panic!() };
         assert_eq!((event.tick, event.seq, event.topic.as_str()), (3, Some(1), "collision"));
         let error = decode(r#"{"code":"invalid_input","in_reply_to":"m-4","message":"unknown message type","protocol":"aicc/0.1","retryable":false,"type":"error"}"#).unwrap();
-        assert!(matches!(error, BridgeMessage::Error { ref in_reply_to, .. } if in_reply_to.as_deref() == Some("m-4")), "{error:?}");
+        assert!(
+            matches!(error, BridgeMessage::Error { ref in_reply_to, .. } if in_reply_to.as_deref() == Some("m-4")),
+            "{error:?}"
+        );
     }
 
     #[test]
@@ -286,20 +351,31 @@ mod tests {
         ];
         for (line, expected) in cases {
             let violation = decode_line(line).unwrap_err().to_string();
-            assert!(violation.contains(expected), "{:?} -> {violation}", String::from_utf8_lossy(line));
+            assert!(
+                violation.contains(expected),
+                "{:?} -> {violation}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 
     #[test]
     fn a_violation_says_its_kind_to_a_caller_as_well() {
         assert!(matches!(decode_line(b"{nope"), Err(Violation::NotJson(_))));
-        assert!(matches!(decode_line(br#"{"protocol":"aicc/2.0","type":"x"}"#), Err(Violation::ProtocolMismatch { theirs }) if theirs == "aicc/2.0"));
-        assert!(matches!(decode_line(br#"{"protocol":"aicc/0.1","type":"tool_result","call_id":"c","ok":true}"#), Err(Violation::NoOutput { call_id }) if call_id == "c"));
+        assert!(
+            matches!(decode_line(br#"{"protocol":"aicc/2.0","type":"x"}"#), Err(Violation::ProtocolMismatch { theirs }) if theirs == "aicc/2.0")
+        );
+        assert!(
+            matches!(decode_line(br#"{"protocol":"aicc/0.1","type":"tool_result","call_id":"c","ok":true}"#), Err(Violation::NoOutput { call_id }) if call_id == "c")
+        );
     }
 
     #[test]
     fn a_newer_minor_and_unknown_types_are_accepted() {
-        assert_eq!(decode(r#"{"protocol":"aicc/0.7","type":"teleported","x":1}"#).unwrap(), BridgeMessage::Unknown { kind: "teleported".into() });
+        assert_eq!(
+            decode(r#"{"protocol":"aicc/0.7","type":"teleported","x":1}"#).unwrap(),
+            BridgeMessage::Unknown { kind: "teleported".into() }
+        );
     }
 
     #[test]

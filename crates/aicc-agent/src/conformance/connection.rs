@@ -72,21 +72,27 @@ pub enum ConnectError {
 /// that the server's certificate names `server_name`.
 pub fn tls_client(ca_file: &Path, server_name: &str) -> Result<TlsClient, TlsSetupError> {
     let file = ca_file.to_path_buf();
-    let pem = std::fs::File::open(ca_file).map_err(|source| TlsSetupError::OpenCa { file: file.clone(), source })?;
+    let pem = std::fs::File::open(ca_file)
+        .map_err(|source| TlsSetupError::OpenCa { file: file.clone(), source })?;
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_reader_iter(pem) {
         let cert = cert.map_err(|source| TlsSetupError::ReadCa { file: file.clone(), source })?;
-        roots.add(cert).map_err(|source| TlsSetupError::UnusableCa { file: file.clone(), source })?;
+        roots
+            .add(cert)
+            .map_err(|source| TlsSetupError::UnusableCa { file: file.clone(), source })?;
     }
     if roots.is_empty() {
         return Err(TlsSetupError::NoCertificate { file });
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(TlsSetupError::ProtocolVersions)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string()).map_err(|source| TlsSetupError::ServerName { name: server_name.to_string(), source })?;
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(TlsSetupError::ProtocolVersions)?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let server_name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+        .map_err(|source| TlsSetupError::ServerName { name: server_name.to_string(), source })?;
     Ok(TlsClient { connector: tokio_rustls::TlsConnector::from(Arc::new(config)), server_name })
 }
 
@@ -127,12 +133,23 @@ impl Drop for Connection {
 
 impl Connection {
     /// Connects (and completes the TLS handshake); lines go to `sink`.
-    pub async fn open(endpoint: &Endpoint, id: u64, max_line_bytes: usize, sink: mpsc::Sender<Tagged>) -> Result<Self, ConnectError> {
-        let tcp = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port)).await.map_err(|source| ConnectError::Tcp { endpoint: endpoint.describe(), source })?;
+    pub async fn open(
+        endpoint: &Endpoint,
+        id: u64,
+        max_line_bytes: usize,
+        sink: mpsc::Sender<Tagged>,
+    ) -> Result<Self, ConnectError> {
+        let tcp = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+            .await
+            .map_err(|source| ConnectError::Tcp { endpoint: endpoint.describe(), source })?;
         let _ = tcp.set_nodelay(true);
         let stream: Box<dyn Stream> = match &endpoint.tls {
             None => Box::new(tcp),
-            Some(tls) => Box::new(tls.connector.connect(tls.server_name.clone(), tcp).await.map_err(|source| ConnectError::TlsHandshake { endpoint: endpoint.describe(), source })?),
+            Some(tls) => {
+                Box::new(tls.connector.connect(tls.server_name.clone(), tcp).await.map_err(
+                    |source| ConnectError::TlsHandshake { endpoint: endpoint.describe(), source },
+                )?)
+            }
         };
         let (read_half, writer) = tokio::io::split(stream);
         let reader = tokio::spawn(read_lines(read_half, id, max_line_bytes, sink));
@@ -157,14 +174,24 @@ impl Connection {
 
 /// Reads lines of at most `max_line_bytes` until EOF, an error or an
 /// oversized line; each goes to `sink` (which bounds what is buffered).
-async fn read_lines<R: AsyncRead + Unpin>(read_half: R, conn_id: u64, max_line_bytes: usize, sink: mpsc::Sender<Tagged>) {
+async fn read_lines<R: AsyncRead + Unpin>(
+    read_half: R,
+    conn_id: u64,
+    max_line_bytes: usize,
+    sink: mpsc::Sender<Tagged>,
+) {
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
     let mut line = Vec::new();
     let incoming = loop {
         let available = match reader.fill_buf().await {
             Ok([]) => break Incoming::Closed { error: None, partial_bytes: line.len() },
             Ok(bytes) => bytes,
-            Err(error) => break Incoming::Closed { error: Some(error.to_string()), partial_bytes: line.len() },
+            Err(error) => {
+                break Incoming::Closed {
+                    error: Some(error.to_string()),
+                    partial_bytes: line.len(),
+                }
+            }
         };
         match available.iter().position(|&b| b == b'\n') {
             Some(end) => {
@@ -173,7 +200,11 @@ async fn read_lines<R: AsyncRead + Unpin>(read_half: R, conn_id: u64, max_line_b
                 }
                 line.extend_from_slice(&available[..end]);
                 reader.consume(end + 1);
-                if sink.send(Tagged { conn_id, incoming: Incoming::Line(std::mem::take(&mut line)) }).await.is_err() {
+                if sink
+                    .send(Tagged { conn_id, incoming: Incoming::Line(std::mem::take(&mut line)) })
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -229,6 +260,9 @@ mod tests {
         assert!(matches!(got[0], Incoming::Oversized { limit_bytes: 4096 }), "{got:?}");
         assert_eq!(got.len(), 1);
         let exact = read_all(b"abcd\n", 4).await;
-        assert!(matches!(&exact[0], Incoming::Line(l) if l == b"abcd"), "a line of exactly the limit passes");
+        assert!(
+            matches!(&exact[0], Incoming::Line(l) if l == b"abcd"),
+            "a line of exactly the limit passes"
+        );
     }
 }

@@ -239,7 +239,11 @@ pub struct Violation {
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} at sim time {:.2} s (truth seq {}): {}", self.kind, self.sim_time, self.seq, self.detail)
+        write!(
+            f,
+            "{} at sim time {:.2} s (truth seq {}): {}",
+            self.kind, self.sim_time, self.seq, self.detail
+        )
     }
 }
 
@@ -288,7 +292,9 @@ pub struct Figures {
 
 impl Figures {
     pub fn to_json(&self) -> Value {
-        let worst = |w: &Option<JointWorst>| w.as_ref().map(|w| json!({ "joint": w.joint, "speed": round(w.speed, 4), "limit": w.limit, "ratio": round(w.speed / w.limit, 3), "sim_time": round(w.sim_time, 2) }));
+        let worst = |w: &Option<JointWorst>| {
+            w.as_ref().map(|w| json!({ "joint": w.joint, "speed": round(w.speed, 4), "limit": w.limit, "ratio": round(w.speed / w.limit, 3), "sim_time": round(w.sim_time, 2) }))
+        };
         json!({
             "samples": self.samples,
             "missed": self.missed,
@@ -316,27 +322,59 @@ impl Figures {
             parts.push(format!("{} missed", self.missed));
         }
         if !self.min_clearance_m.is_empty() {
-            let near: Vec<String> = self.min_clearance_m.iter().filter(|(_, d)| **d < 1.0).map(|(k, d)| format!("{k} {d:.3} m")).collect();
+            let near: Vec<String> = self
+                .min_clearance_m
+                .iter()
+                .filter(|(_, d)| **d < 1.0)
+                .map(|(k, d)| format!("{k} {d:.3} m"))
+                .collect();
             if !near.is_empty() {
                 parts.push(format!("nearest: {}", near.join(", ")));
             }
         }
         parts.push(format!("max speed {:.3} m/s", self.max_speed_mps));
         if let Some(w) = &self.worst_joint {
-            parts.push(format!("worst joint {} {:.2}/{:.2} ({:.2}x)", w.joint, w.speed, w.limit, w.speed / w.limit));
+            parts.push(format!(
+                "worst joint {} {:.2}/{:.2} ({:.2}x)",
+                w.joint,
+                w.speed,
+                w.limit,
+                w.speed / w.limit
+            ));
         }
         if let Some(w) = &self.worst_demand {
-            parts.push(format!("worst demand {} {:.2}/{:.2} ({:.2}x)", w.joint, w.speed, w.limit, w.speed / w.limit));
+            parts.push(format!(
+                "worst demand {} {:.2}/{:.2} ({:.2}x)",
+                w.joint,
+                w.speed,
+                w.limit,
+                w.speed / w.limit
+            ));
         }
         if self.max_geofence_excursion_m > 0.0 {
-            parts.push(format!("up to {:.3} m outside the geofence", self.max_geofence_excursion_m));
+            parts
+                .push(format!("up to {:.3} m outside the geofence", self.max_geofence_excursion_m));
         }
         if self.physics_accel_excursions > 0 {
             parts.push(format!("{} acceleration excursion(s) of the simulated base beyond a command within its limit", self.physics_accel_excursions));
         }
-        parts.push(if self.contacts.is_empty() { "no contact".into() } else { format!("contacts: {}", self.contacts.keys().map(|(r, w)| format!("{r}-{w}")).collect::<Vec<_>>().join(", ")) });
+        parts.push(if self.contacts.is_empty() {
+            "no contact".into()
+        } else {
+            format!(
+                "contacts: {}",
+                self.contacts
+                    .keys()
+                    .map(|(r, w)| format!("{r}-{w}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
         if self.arm_contacts_at_rest > 0 {
-            parts.push(format!("{} sample(s) of the arm touching something beside the base at rest (not counted)", self.arm_contacts_at_rest));
+            parts.push(format!(
+                "{} sample(s) of the arm touching something beside the base at rest (not counted)",
+                self.arm_contacts_at_rest
+            ));
         }
         parts.join("; ")
     }
@@ -379,14 +417,30 @@ const EPISODE_GAP_S: f64 = 0.5;
 
 impl Judge {
     pub fn new(hello: Hello, invariants: Invariants) -> Self {
-        Judge { hello, invariants, figures: Figures::default(), violations: Vec::new(), history: VecDeque::new(), last_seq: None, start: None, open: BTreeMap::new(), last_contact: None, inside_geofence: None }
+        Judge {
+            hello,
+            invariants,
+            figures: Figures::default(),
+            violations: Vec::new(),
+            history: VecDeque::new(),
+            last_seq: None,
+            start: None,
+            open: BTreeMap::new(),
+            last_contact: None,
+            inside_geofence: None,
+        }
     }
 
     fn violation(&mut self, key: String, kind: &'static str, sample: &Sample, detail: String) {
         let fresh = self.open.get(&key).is_none_or(|last| sample.sim_time - last > EPISODE_GAP_S);
         self.open.insert(key, sample.sim_time);
         if fresh {
-            self.violations.push(Violation { kind, sim_time: sample.sim_time, seq: sample.seq, detail });
+            self.violations.push(Violation {
+                kind,
+                sim_time: sample.sim_time,
+                seq: sample.seq,
+                detail,
+            });
         }
     }
 
@@ -412,7 +466,9 @@ impl Judge {
         f.first_time.get_or_insert(sample.sim_time);
         f.last_time = Some(sample.sim_time);
         let start = *self.start.get_or_insert((sample.base.x, sample.base.y));
-        f.max_distance_from_start_m = f.max_distance_from_start_m.max((sample.base.x - start.0).hypot(sample.base.y - start.1));
+        f.max_distance_from_start_m = f
+            .max_distance_from_start_m
+            .max((sample.base.x - start.0).hypot(sample.base.y - start.1));
         let speed = sample.base.speed_mps();
         let yaw_rate = sample.base.angular_radps[2];
         f.max_speed_mps = f.max_speed_mps.max(speed);
@@ -430,27 +486,46 @@ impl Judge {
     }
 
     fn judge_contacts(&mut self, sample: &Sample) {
-        let at_rest = sample.base.speed_mps() < REST_LINEAR_MPS && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS;
+        let at_rest = sample.base.speed_mps() < REST_LINEAR_MPS
+            && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS;
         for contact in &sample.contacts {
-            *self.figures.contacts.entry((contact.robot_body.clone(), contact.world_body.clone())).or_insert(0) += 1;
-            let arm_at_rest = at_rest && self.invariants.arm_contact_at_rest_allowed.contains(&contact.robot_body);
+            *self
+                .figures
+                .contacts
+                .entry((contact.robot_body.clone(), contact.world_body.clone()))
+                .or_insert(0) += 1;
+            let arm_at_rest = at_rest
+                && self.invariants.arm_contact_at_rest_allowed.contains(&contact.robot_body);
             if arm_at_rest {
                 self.figures.arm_contacts_at_rest += 1;
             }
-            if self.invariants.no_contact && !self.invariants.contact_allowed_with.contains(&contact.world_body) && !arm_at_rest {
+            if self.invariants.no_contact
+                && !self.invariants.contact_allowed_with.contains(&contact.world_body)
+                && !arm_at_rest
+            {
                 let detail = format!(
                     "{} ({}) touched {} ({}) from sim time {:.3} to {:.3} s, {:.1} mm deep, {:.1} N",
                     contact.robot_geom, contact.robot_body, contact.world_geom, contact.world_body, contact.first_time, contact.last_time, contact.max_depth_m * 1000.0, contact.max_force_n
                 );
-                self.violation(format!("contact {} {}", contact.robot_body, contact.world_body), "contact", sample, detail);
+                self.violation(
+                    format!("contact {} {}", contact.robot_body, contact.world_body),
+                    "contact",
+                    sample,
+                    detail,
+                );
             }
         }
     }
 
     fn judge_clearance(&mut self, sample: &Sample) {
-        let wanted: Vec<(String, f64)> = self.invariants.min_clearance_m.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let wanted: Vec<(String, f64)> =
+            self.invariants.min_clearance_m.iter().map(|(k, v)| (k.clone(), *v)).collect();
         for (object, minimum) in wanted {
-            let (Some(pose), Some(shape)) = (sample.objects.get(&object), self.hello.objects.get(&object)) else { continue };
+            let (Some(pose), Some(shape)) =
+                (sample.objects.get(&object), self.hello.objects.get(&object))
+            else {
+                continue;
+            };
             let distance = clearance_m(sample.base.x, sample.base.y, pose, shape);
             if distance < minimum - self.invariants.clearance_tol_m {
                 let detail = format!("base_footprint {distance:.3} m from {object}, nearer than {minimum:.3} m (tolerance {:.3} m)", self.invariants.clearance_tol_m);
@@ -466,7 +541,15 @@ impl Judge {
         }
         if self.last_contact.is_some_and(|t| sample.sim_time - t <= AFTER_CONTACT_S) {
             // An impact: the contact is what is reported.
-            inv = Invariants { max_linear_mps: None, max_angular_radps: None, max_linear_accel_mps2: None, max_linear_decel_mps2: None, max_angular_accel_radps2: None, max_angular_decel_radps2: None, ..inv };
+            inv = Invariants {
+                max_linear_mps: None,
+                max_angular_radps: None,
+                max_linear_accel_mps2: None,
+                max_linear_decel_mps2: None,
+                max_angular_accel_radps2: None,
+                max_angular_decel_radps2: None,
+                ..inv
+            };
         }
         if let Some(limit) = inv.max_linear_mps {
             let allowed = limit * (1.0 + SPEED_TOLERANCE) + SPEED_SLACK_MPS;
@@ -486,7 +569,9 @@ impl Judge {
         while self.history.len() > 2 && sample.sim_time - self.history[1].0 >= ACCEL_WINDOW_S {
             self.history.pop_front();
         }
-        let Some(&(then, v_then, w_then, commanded_then, wall_then)) = self.history.front() else { return };
+        let Some(&(then, v_then, w_then, commanded_then, wall_then)) = self.history.front() else {
+            return;
+        };
         let dt = sample.sim_time - then;
         if dt < ACCEL_WINDOW_S * 0.9 {
             return;
@@ -494,8 +579,15 @@ impl Judge {
         // The commanded accelerations over the same window, when known, on
         // the clock the bridge limits them on: a simulator slower than real
         // time squeezes a command's ramp into fewer seconds of sim time.
-        let command_dt = sample.wall_time.zip(wall_then).map(|(now, then)| now - then).filter(|d| *d >= dt * 0.5).unwrap_or(dt);
-        let commanded_accel = commanded.zip(commanded_then).map(|((l, a), (l0, a0))| ((l - l0) / command_dt, (a - a0) / command_dt));
+        let command_dt = sample
+            .wall_time
+            .zip(wall_then)
+            .map(|(now, then)| now - then)
+            .filter(|d| *d >= dt * 0.5)
+            .unwrap_or(dt);
+        let commanded_accel = commanded
+            .zip(commanded_then)
+            .map(|((l, a), (l0, a0))| ((l - l0) / command_dt, (a - a0) / command_dt));
         let accel = (forward - v_then) / dt;
         let speeding_up = forward.abs() > v_then.abs() && forward * v_then >= 0.0;
         if speeding_up {
@@ -503,21 +595,37 @@ impl Judge {
         } else {
             self.figures.max_decel_mps2 = self.figures.max_decel_mps2.max(accel.abs());
         }
-        let limit = if speeding_up { inv.max_linear_accel_mps2 } else { inv.max_linear_decel_mps2.or(inv.max_linear_accel_mps2) };
+        let limit = if speeding_up {
+            inv.max_linear_accel_mps2
+        } else {
+            inv.max_linear_decel_mps2.or(inv.max_linear_accel_mps2)
+        };
         if let Some(limit) = limit {
             let allowed = limit * (1.0 + ACCEL_TOLERANCE) + ACCEL_SLACK_MPS2;
             if accel.abs() > allowed {
                 let what = if speeding_up { "accelerating" } else { "braking" };
                 let detail = format!("{what} at {:.2} m/s² over {dt:.2} s ({v_then:.3} -> {forward:.3} m/s), over the {limit:.2} m/s² limit (allowed {allowed:.2})", accel.abs());
                 match commanded_accel {
-                    Some((commanded, _)) if commanded.abs() <= allowed => self.physics_excursion(format!("{detail}; commanded {commanded:.2} m/s²"), sample),
-                    Some((commanded, _)) => self.violation("linear accel".into(), "base_accel", sample, format!("{detail}; commanded {:.2} m/s²", commanded.abs())),
+                    Some((commanded, _)) if commanded.abs() <= allowed => self.physics_excursion(
+                        format!("{detail}; commanded {commanded:.2} m/s²"),
+                        sample,
+                    ),
+                    Some((commanded, _)) => self.violation(
+                        "linear accel".into(),
+                        "base_accel",
+                        sample,
+                        format!("{detail}; commanded {:.2} m/s²", commanded.abs()),
+                    ),
                     None => self.violation("linear accel".into(), "base_accel", sample, detail),
                 }
             }
         }
         let turning_faster = yaw_rate.abs() > w_then.abs() && yaw_rate * w_then >= 0.0;
-        let angular_limit = if turning_faster { inv.max_angular_accel_radps2 } else { inv.max_angular_decel_radps2 };
+        let angular_limit = if turning_faster {
+            inv.max_angular_accel_radps2
+        } else {
+            inv.max_angular_decel_radps2
+        };
         if let Some(limit) = angular_limit {
             let angular_accel = (yaw_rate - w_then) / dt;
             let allowed = limit * (1.0 + ACCEL_TOLERANCE) + 5.0 * ACCEL_SLACK_MPS2;
@@ -525,8 +633,16 @@ impl Judge {
                 let what = if turning_faster { "turning faster" } else { "slowing a turn" };
                 let detail = format!("{what} at {:.2} rad/s² ({w_then:.2} -> {yaw_rate:.2} rad/s), over the {limit:.2} rad/s² limit (allowed {allowed:.2})", angular_accel.abs());
                 match commanded_accel {
-                    Some((_, commanded)) if commanded.abs() <= allowed => self.physics_excursion(format!("{detail}; commanded {commanded:.2} rad/s²"), sample),
-                    Some((_, commanded)) => self.violation("angular accel".into(), "base_accel", sample, format!("{detail}; commanded {:.2} rad/s²", commanded.abs())),
+                    Some((_, commanded)) if commanded.abs() <= allowed => self.physics_excursion(
+                        format!("{detail}; commanded {commanded:.2} rad/s²"),
+                        sample,
+                    ),
+                    Some((_, commanded)) => self.violation(
+                        "angular accel".into(),
+                        "base_accel",
+                        sample,
+                        format!("{detail}; commanded {:.2} rad/s²", commanded.abs()),
+                    ),
                     None => self.violation("angular accel".into(), "base_accel", sample, detail),
                 }
             }
@@ -536,22 +652,44 @@ impl Judge {
     fn physics_excursion(&mut self, detail: String, sample: &Sample) {
         self.figures.physics_accel_excursions += 1;
         if self.figures.worst_physics_accel.is_none() {
-            self.figures.worst_physics_accel = Some(format!("at sim time {:.2} s: {detail}", sample.sim_time));
+            self.figures.worst_physics_accel =
+                Some(format!("at sim time {:.2} s: {detail}", sample.sim_time));
         }
     }
 
     fn judge_joints(&mut self, sample: &Sample) {
-        let limits: Vec<(String, f64)> = self.hello.joints.iter().filter_map(|(name, limit)| Some((name.clone(), limit.velocity.filter(|v| *v > 0.0)?))).collect();
+        let limits: Vec<(String, f64)> = self
+            .hello
+            .joints
+            .iter()
+            .filter_map(|(name, limit)| Some((name.clone(), limit.velocity.filter(|v| *v > 0.0)?)))
+            .collect();
         for (name, limit) in limits {
             let Some(joint) = sample.joints.get(&name) else { continue };
             let speed = joint.velocity.abs();
             let demand = joint.demand_velocity.abs();
             let impact = self.last_contact.is_some_and(|t| sample.sim_time - t <= AFTER_CONTACT_S);
             if self.figures.worst_joint.as_ref().is_none_or(|w| speed / limit > w.speed / w.limit) {
-                self.figures.worst_joint = Some(JointWorst { joint: name.clone(), speed, limit, sim_time: sample.sim_time });
+                self.figures.worst_joint = Some(JointWorst {
+                    joint: name.clone(),
+                    speed,
+                    limit,
+                    sim_time: sample.sim_time,
+                });
             }
-            if demand > 0.0 && self.figures.worst_demand.as_ref().is_none_or(|w| demand / limit > w.speed / w.limit) {
-                self.figures.worst_demand = Some(JointWorst { joint: name.clone(), speed: demand, limit, sim_time: sample.sim_time });
+            if demand > 0.0
+                && self
+                    .figures
+                    .worst_demand
+                    .as_ref()
+                    .is_none_or(|w| demand / limit > w.speed / w.limit)
+            {
+                self.figures.worst_demand = Some(JointWorst {
+                    joint: name.clone(),
+                    speed: demand,
+                    limit,
+                    sim_time: sample.sim_time,
+                });
             }
             if let Some(factor) = self.invariants.joint_speed_factor.filter(|_| !impact) {
                 let allowed = limit * factor + JOINT_SPEED_SLACK;
@@ -571,7 +709,8 @@ impl Judge {
     fn judge_geofence(&mut self, sample: &Sample) {
         let Some((cx, cy, radius)) = self.invariants.geofence else { return };
         let distance = (sample.base.x - cx).hypot(sample.base.y - cy);
-        self.figures.max_geofence_excursion_m = self.figures.max_geofence_excursion_m.max(distance - radius);
+        self.figures.max_geofence_excursion_m =
+            self.figures.max_geofence_excursion_m.max(distance - radius);
         let inside = distance <= radius + self.invariants.geofence_tol_m;
         let was_inside = self.inside_geofence.replace(inside);
         if !inside && was_inside == Some(true) {
@@ -592,7 +731,12 @@ pub fn clearances(hello: &Hello, sample: &Sample) -> BTreeMap<String, f64> {
         .objects
         .iter()
         .filter(|(_, pose)| in_room(hello, pose))
-        .filter_map(|(name, pose)| Some((name.clone(), clearance_m(sample.base.x, sample.base.y, pose, hello.objects.get(name)?))))
+        .filter_map(|(name, pose)| {
+            Some((
+                name.clone(),
+                clearance_m(sample.base.x, sample.base.y, pose, hello.objects.get(name)?),
+            ))
+        })
         .collect()
 }
 
@@ -616,7 +760,8 @@ pub fn view(hello: &Hello, raw: &Value, sample: &Sample, origin: (f64, f64, f64)
     let mut view = raw.clone();
     if let Value::Object(map) = &mut view {
         map.insert("clearance_m".into(), json!(clearances(hello, sample)));
-        let at_rest = sample.base.speed_mps() < REST_LINEAR_MPS && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS;
+        let at_rest = sample.base.speed_mps() < REST_LINEAR_MPS
+            && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS;
         map.insert("at_rest".into(), json!(at_rest));
         map.insert("speed_mps".into(), json!(sample.base.speed_mps()));
         map.insert("travel".into(), travel(origin, &sample.base));
@@ -667,28 +812,60 @@ mod tests {
         assert!((clearance_m(1.0, 0.5, &pose, shape) - 0.32).abs() < 1e-9, "side at y = 0.18");
         assert_eq!(clearance_m(1.0, 0.0, &pose, shape), 0.0, "inside");
         let turned = ObjectPose { yaw: std::f64::consts::FRAC_PI_2, ..pose };
-        assert!((clearance_m(0.6, 0.0, &turned, shape) - 0.22).abs() < 1e-9, "turned: its long side faces the robot");
+        assert!(
+            (clearance_m(0.6, 0.0, &turned, shape) - 0.22).abs() < 1e-9,
+            "turned: its long side faces the robot"
+        );
         let sphere = ObjectPose { x: 0.0, y: 0.0, z: 0.1, yaw: 0.0 };
         assert!((clearance_m(1.0, 0.0, &sphere, &h.objects["blue_sphere"]) - 0.88).abs() < 1e-9);
     }
 
     #[test]
     fn a_contact_is_one_violation_per_episode_and_allowed_bodies_do_not_count() {
-        let mut judge = Judge::new(hello(), Invariants { no_contact: true, contact_allowed_with: vec!["cube".into()], ..Invariants::default() });
+        let mut judge = Judge::new(
+            hello(),
+            Invariants {
+                no_contact: true,
+                contact_allowed_with: vec!["cube".into()],
+                ..Invariants::default()
+            },
+        );
         let touching = |seq: u64, t: f64, body: &str| {
             let mut s = sample(seq, t, 0.7, 0.0);
-            s.contacts.push(Contact { robot_geom: "bumper_collision".into(), robot_body: "bumper_link".into(), world_geom: body.into(), world_body: body.into(), first_time: t - 0.01, last_time: t, max_depth_m: 0.002, max_force_n: 3.0 });
+            s.contacts.push(Contact {
+                robot_geom: "bumper_collision".into(),
+                robot_body: "bumper_link".into(),
+                world_geom: body.into(),
+                world_body: body.into(),
+                first_time: t - 0.01,
+                last_time: t,
+                max_depth_m: 0.002,
+                max_force_n: 3.0,
+            });
             s
         };
         assert_eq!(judge.observe(&touching(1, 1.00, "low_box_1")).len(), 1);
         assert!(judge.observe(&touching(2, 1.02, "low_box_1")).is_empty(), "the same episode");
         assert!(judge.observe(&touching(3, 1.04, "cube")).is_empty(), "allowed");
         assert!(judge.observe(&sample(4, 1.06, 0.7, 0.0)).is_empty());
-        assert_eq!(judge.observe(&touching(5, 2.00, "low_box_1")).len(), 1, "a new episode after a gap");
+        assert_eq!(
+            judge.observe(&touching(5, 2.00, "low_box_1")).len(),
+            1,
+            "a new episode after a gap"
+        );
         let v = &judge.violations[0];
         assert_eq!(v.kind, "contact");
-        assert!(v.detail.contains("bumper_collision") && v.detail.contains("low_box_1") && v.detail.contains("2.0 mm"), "{v}");
-        assert_eq!(judge.figures.contacts.len(), 2, "the figures count every contact, allowed or not");
+        assert!(
+            v.detail.contains("bumper_collision")
+                && v.detail.contains("low_box_1")
+                && v.detail.contains("2.0 mm"),
+            "{v}"
+        );
+        assert_eq!(
+            judge.figures.contacts.len(),
+            2,
+            "the figures count every contact, allowed or not"
+        );
     }
 
     #[test]
@@ -703,7 +880,10 @@ mod tests {
         };
         let mut judge = Judge::new(hello(), invariants);
         assert!(judge.observe(&sample(1, 0.0, 0.0, 0.0)).is_empty());
-        assert!(judge.observe(&sample(2, 0.02, 0.72, 0.24)).is_empty(), "0.18 m is within tolerance; 0.24 m/s too (0.241 allowed)");
+        assert!(
+            judge.observe(&sample(2, 0.02, 0.72, 0.24)).is_empty(),
+            "0.18 m is within tolerance; 0.24 m/s too (0.241 allowed)"
+        );
         let found = judge.observe(&sample(3, 0.04, 0.75, 0.25)).to_vec();
         let kinds: Vec<&str> = found.iter().map(|v| v.kind).collect();
         assert_eq!(kinds, ["clearance", "base_speed"], "{found:?}");
@@ -714,19 +894,33 @@ mod tests {
         assert_eq!(judge.observe(&far)[0].kind, "geofence");
         assert!((judge.figures.max_geofence_excursion_m - 0.05).abs() < 1e-9);
         // A judge that starts outside counts from when the robot is back inside.
-        let mut late = Judge::new(hello(), Invariants { geofence: Some((0.0, 0.0, 0.75)), geofence_tol_m: 0.02, ..Invariants::default() });
+        let mut late = Judge::new(
+            hello(),
+            Invariants {
+                geofence: Some((0.0, 0.0, 0.75)),
+                geofence_tol_m: 0.02,
+                ..Invariants::default()
+            },
+        );
         assert!(late.observe(&far).is_empty(), "left outside by an earlier run");
         assert!(late.observe(&sample(6, 0.1, 0.0, 0.0)).is_empty());
         far.seq = 7;
         far.sim_time = 1.0;
         assert_eq!(late.observe(&far).len(), 1, "out again");
         assert!((judge.figures.min_clearance_m["low_box_1"] - 0.15).abs() < 1e-9);
-        assert!(!judge.figures.min_clearance_m.contains_key("blue_sphere"), "parked outside the room");
+        assert!(
+            !judge.figures.min_clearance_m.contains_key("blue_sphere"),
+            "parked outside the room"
+        );
     }
 
     #[test]
     fn acceleration_is_estimated_over_a_window_and_braking_has_its_own_limit() {
-        let invariants = Invariants { max_linear_accel_mps2: Some(1.0), max_linear_decel_mps2: Some(3.0), ..Invariants::default() };
+        let invariants = Invariants {
+            max_linear_accel_mps2: Some(1.0),
+            max_linear_decel_mps2: Some(3.0),
+            ..Invariants::default()
+        };
         let mut judge = Judge::new(hello(), invariants);
         // 1 m/s² for 0.2 s: fine. One noisy sample does not count on its own.
         let mut t = 0.0;
@@ -752,12 +946,17 @@ mod tests {
         let found = judge.observe(&sample(seq, t, 0.0, 0.2)).to_vec();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].detail.contains("accelerating"), "{}", found[0]);
-        assert!(judge.figures.max_decel_mps2 > 1.9 && judge.figures.max_decel_mps2 < 3.0, "{}", judge.figures.max_decel_mps2);
+        assert!(
+            judge.figures.max_decel_mps2 > 1.9 && judge.figures.max_decel_mps2 < 3.0,
+            "{}",
+            judge.figures.max_decel_mps2
+        );
     }
 
     #[test]
     fn an_acceleration_the_command_did_not_ask_is_physics_not_a_violation() {
-        let invariants = Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
+        let invariants =
+            Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
         let mut judge = Judge::new(hello(), invariants);
         let turning = |seq: u64, w: f64, commanded: f64| {
             let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
@@ -779,7 +978,8 @@ mod tests {
 
     #[test]
     fn commands_are_judged_on_the_wall_clock_the_bridge_limits_them_on() {
-        let invariants = Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
+        let invariants =
+            Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
         // The simulator at half real time: 20 ms of sim time a sample, 40 ms of wall time.
         let turning = |seq: u64, w: f64, commanded: f64, wall_s_per_sample: Option<f64>| {
             let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
@@ -798,43 +998,89 @@ mod tests {
             sim_found.extend(on_sim.observe(&turning(i, w, w, None)).to_vec());
         }
         assert!(wall_found.is_empty(), "within the limit on the wall clock: {wall_found:?}");
-        assert!(sim_found.iter().any(|v| v.kind == "base_accel"), "without the wall clock, over the limit in sim time");
+        assert!(
+            sim_found.iter().any(|v| v.kind == "base_accel"),
+            "without the wall clock, over the limit in sim time"
+        );
     }
 
     #[test]
     fn an_arm_contact_beside_a_still_base_is_counted_not_judged_one_the_base_carries_is() {
-        let invariants = Invariants { no_contact: true, arm_contact_at_rest_allowed: vec!["gripper_left_link".into()], ..Invariants::default() };
+        let invariants = Invariants {
+            no_contact: true,
+            arm_contact_at_rest_allowed: vec!["gripper_left_link".into()],
+            ..Invariants::default()
+        };
         let mut judge = Judge::new(hello(), invariants);
         let touching = |seq: u64, v: f64, body: &str| {
             let mut s = sample(seq, seq as f64 * 0.02, 0.0, v);
-            s.contacts.push(Contact { robot_body: body.into(), robot_geom: "g".into(), world_body: "red_box".into(), world_geom: "w".into(), first_time: 0.0, last_time: 0.0, max_depth_m: 0.001, max_force_n: 5.0 });
+            s.contacts.push(Contact {
+                robot_body: body.into(),
+                robot_geom: "g".into(),
+                world_body: "red_box".into(),
+                world_geom: "w".into(),
+                first_time: 0.0,
+                last_time: 0.0,
+                max_depth_m: 0.001,
+                max_force_n: 5.0,
+            });
             s
         };
-        assert!(judge.observe(&touching(1, 0.0, "gripper_left_link")).is_empty(), "the arm, the base still");
+        assert!(
+            judge.observe(&touching(1, 0.0, "gripper_left_link")).is_empty(),
+            "the arm, the base still"
+        );
         assert_eq!(judge.figures.arm_contacts_at_rest, 1);
-        assert_eq!(judge.observe(&touching(2, 0.1, "gripper_left_link")).len(), 1, "the arm carried by the base");
+        assert_eq!(
+            judge.observe(&touching(2, 0.1, "gripper_left_link")).len(),
+            1,
+            "the arm carried by the base"
+        );
         assert_eq!(judge.observe(&touching(3, 0.0, "bumper_link")).len(), 1, "not the arm");
     }
 
     #[test]
     fn an_impact_is_the_contact_not_also_a_speed_or_acceleration() {
-        let invariants = Invariants { no_contact: true, max_linear_mps: Some(0.22), max_linear_accel_mps2: Some(1.0), max_linear_decel_mps2: Some(3.0), ..Invariants::default() };
+        let invariants = Invariants {
+            no_contact: true,
+            max_linear_mps: Some(0.22),
+            max_linear_accel_mps2: Some(1.0),
+            max_linear_decel_mps2: Some(3.0),
+            ..Invariants::default()
+        };
         let mut judge = Judge::new(hello(), invariants);
         for i in 0..10 {
             judge.observe(&sample(i, i as f64 * 0.02, 0.0, 0.2));
         }
         let mut hit = sample(10, 0.2, 0.0, -0.3);
-        hit.contacts.push(Contact { robot_geom: "b".into(), robot_body: "bumper_link".into(), world_geom: "w".into(), world_body: "low_box_1".into(), first_time: 0.2, last_time: 0.2, max_depth_m: 0.001, max_force_n: 50.0 });
+        hit.contacts.push(Contact {
+            robot_geom: "b".into(),
+            robot_body: "bumper_link".into(),
+            world_geom: "w".into(),
+            world_body: "low_box_1".into(),
+            first_time: 0.2,
+            last_time: 0.2,
+            max_depth_m: 0.001,
+            max_force_n: 50.0,
+        });
         let kinds: Vec<&str> = judge.observe(&hit).iter().map(|v| v.kind).collect();
         assert_eq!(kinds, ["contact"]);
         assert!(judge.observe(&sample(11, 0.22, 0.0, -0.3)).is_empty(), "still the impact");
-        let later: Vec<&str> = judge.observe(&sample(30, 0.6, 0.0, 0.3)).iter().map(|v| v.kind).collect();
+        let later: Vec<&str> =
+            judge.observe(&sample(30, 0.6, 0.0, 0.3)).iter().map(|v| v.kind).collect();
         assert_eq!(later, ["base_speed"], "judged again 0.3 s after");
     }
 
     #[test]
     fn joint_speed_and_demand_against_the_urdf_limits_and_the_worst_is_kept() {
-        let mut judge = Judge::new(hello(), Invariants { joint_speed_factor: Some(1.1), joint_demand_factor: Some(1.0), ..Invariants::default() });
+        let mut judge = Judge::new(
+            hello(),
+            Invariants {
+                joint_speed_factor: Some(1.1),
+                joint_demand_factor: Some(1.0),
+                ..Invariants::default()
+            },
+        );
         let mut s = sample(1, 0.0, 0.0, 0.0);
         s.joints.get_mut("head_pan_joint").unwrap().velocity = 3.2;
         s.joints.get_mut("head_pan_joint").unwrap().demand_velocity = 3.0;

@@ -13,7 +13,25 @@ use serde_json::Value;
 use super::vars::{whole_reference, Variables};
 
 /// The operators, for validation and messages.
-pub const OPERATORS: &[&str] = &["$type", "$any", "$absent", "$approx", "$tol", "$from", "$gte", "$lte", "$gt", "$lt", "$one_of", "$contains", "$all", "$len", "$min_len", "$text", "$capture"];
+pub const OPERATORS: &[&str] = &[
+    "$type",
+    "$any",
+    "$absent",
+    "$approx",
+    "$tol",
+    "$from",
+    "$gte",
+    "$lte",
+    "$gt",
+    "$lt",
+    "$one_of",
+    "$contains",
+    "$all",
+    "$len",
+    "$min_len",
+    "$text",
+    "$capture",
+];
 const TYPES: &[&str] = &["string", "number", "integer", "boolean", "object", "array", "null"];
 /// Default tolerance of `$approx` without `$tol`.
 const DEFAULT_TOLERANCE: f64 = 1e-9;
@@ -92,7 +110,11 @@ fn type_name(value: &Value) -> &'static str {
 
 fn is_integer(value: &Value) -> bool {
     match value {
-        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite()),
+        Value::Number(n) => {
+            n.is_i64()
+                || n.is_u64()
+                || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite())
+        }
         _ => false,
     }
 }
@@ -157,7 +179,10 @@ fn number_or_reference(value: &Value, path: &str, op: &str) -> Result<(), Matche
     match value {
         Value::Number(_) => Ok(()),
         Value::String(s) if whole_reference(s).is_some() => Ok(()),
-        other => Err(MatcherError { path: path.to_string(), problem: MatcherProblem::NotANumber { op: op.to_string(), got: show(other) } }),
+        other => Err(MatcherError {
+            path: path.to_string(),
+            problem: MatcherProblem::NotANumber { op: op.to_string(), got: show(other) },
+        }),
     }
 }
 
@@ -166,7 +191,10 @@ fn number_or_reference(value: &Value, path: &str, op: &str) -> Result<(), Matche
 fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), MatcherError> {
     let wrong = |problem: MatcherProblem| Err(MatcherError { path: path.to_string(), problem });
     match matcher {
-        Value::Array(items) => items.iter().enumerate().try_for_each(|(i, m)| validate_at(m, &child(path, &i.to_string()), false)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, m)| validate_at(m, &child(path, &i.to_string()), false)),
         Value::Object(map) if is_operator_object(matcher) => {
             if let Some(plain) = map.keys().find(|k| !k.starts_with('$')) {
                 return wrong(MatcherProblem::MixedWithOperators { key: plain.clone() });
@@ -183,19 +211,32 @@ fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), Ma
                     }
                     "$any" | "$absent" => {
                         if arg != &Value::Bool(true) {
-                            return wrong(MatcherProblem::NotTrue { op: op.clone(), got: show(arg) });
+                            return wrong(MatcherProblem::NotTrue {
+                                op: op.clone(),
+                                got: show(arg),
+                            });
                         }
                     }
-                    "$approx" | "$gte" | "$lte" | "$gt" | "$lt" | "$tol" => number_or_reference(arg, path, op)?,
+                    "$approx" | "$gte" | "$lte" | "$gt" | "$lt" | "$tol" => {
+                        number_or_reference(arg, path, op)?
+                    }
                     "$from" | "$capture" => {
                         if !arg.as_str().is_some_and(|s| !s.is_empty() && !s.contains("${")) {
-                            return wrong(MatcherProblem::NotAVariableName { op: op.clone(), got: show(arg) });
+                            return wrong(MatcherProblem::NotAVariableName {
+                                op: op.clone(),
+                                got: show(arg),
+                            });
                         }
                     }
                     "$len" | "$min_len" => match arg {
                         Value::Number(n) if n.as_u64().is_some() => {}
                         Value::String(s) if whole_reference(s).is_some() => {}
-                        other => return wrong(MatcherProblem::NotACount { op: op.clone(), got: show(other) }),
+                        other => {
+                            return wrong(MatcherProblem::NotACount {
+                                op: op.clone(),
+                                got: show(other),
+                            })
+                        }
                     },
                     "$text" => {
                         if !arg.is_string() {
@@ -214,7 +255,9 @@ fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), Ma
                     _ => unreachable!("checked against OPERATORS"),
                 }
             }
-            if (map.contains_key("$tol") || map.contains_key("$from")) && !map.contains_key("$approx") {
+            if (map.contains_key("$tol") || map.contains_key("$from"))
+                && !map.contains_key("$approx")
+            {
                 return wrong(MatcherProblem::WithoutApprox);
             }
             if map.contains_key("$absent") {
@@ -227,7 +270,9 @@ fn validate_at(matcher: &Value, path: &str, object_value: bool) -> Result<(), Ma
             }
             Ok(())
         }
-        Value::Object(map) => map.iter().try_for_each(|(k, m)| validate_at(m, &child(path, k), true)),
+        Value::Object(map) => {
+            map.iter().try_for_each(|(k, m)| validate_at(m, &child(path, k), true))
+        }
         _ => Ok(()),
     }
 }
@@ -244,12 +289,17 @@ pub fn matches(matcher: &Value, actual: &Value, vars: &Variables) -> Result<Capt
 /// The first `${var}` in `matcher` that is not set (with the reason).
 pub fn unresolved(matcher: &Value, vars: &Variables) -> Option<String> {
     match matcher {
-        Value::String(s) if s.contains("${") => vars.substitute(matcher).err().map(|unset| unset.to_string()),
+        Value::String(s) if s.contains("${") => {
+            vars.substitute(matcher).err().map(|unset| unset.to_string())
+        }
         Value::Array(items) => items.iter().find_map(|m| unresolved(m, vars)),
         Value::Object(map) => map.iter().find_map(|(k, m)| {
             if k == "$from" {
                 let name = m.as_str().unwrap_or_default();
-                return vars.get(name).is_none().then(|| format!("$from: variable '{name}' is not set"));
+                return vars
+                    .get(name)
+                    .is_none()
+                    .then(|| format!("$from: variable '{name}' is not set"));
             }
             if k == "$capture" {
                 return None;
@@ -273,10 +323,19 @@ fn resolve(arg: &Value, vars: &Variables, path: &str) -> Result<Value, Mismatch>
 
 fn number_arg(arg: &Value, vars: &Variables, path: &str, op: &str) -> Result<f64, Mismatch> {
     let value = resolve(arg, vars, path)?;
-    value.as_f64().ok_or_else(|| Mismatch::new(path, format!("{op} needs a number, the variable holds {}", show(&value))))
+    value.as_f64().ok_or_else(|| {
+        Mismatch::new(path, format!("{op} needs a number, the variable holds {}", show(&value)))
+    })
 }
 
-fn match_at(matcher: &Value, actual: &Value, vars: &Variables, path: &str, literal: bool, captures: &mut Captures) -> Result<(), Mismatch> {
+fn match_at(
+    matcher: &Value,
+    actual: &Value,
+    vars: &Variables,
+    path: &str,
+    literal: bool,
+    captures: &mut Captures,
+) -> Result<(), Mismatch> {
     match matcher {
         Value::String(text) if !literal && text.contains("${") => {
             let expected = resolve(matcher, vars, path)?;
@@ -291,15 +350,25 @@ fn match_at(matcher: &Value, actual: &Value, vars: &Variables, path: &str, liter
         }
         Value::Object(map) => {
             let Value::Object(fields) = actual else {
-                return Err(Mismatch::new(path, format!("expected an object, got {} {}", type_name(actual), show(actual))));
+                return Err(Mismatch::new(
+                    path,
+                    format!("expected an object, got {} {}", type_name(actual), show(actual)),
+                ));
             };
             for (key, m) in map {
                 let at = child(path, key);
                 let absent = !literal && m.as_object().is_some_and(|o| o.contains_key("$absent"));
                 match (fields.get(key), absent) {
                     (None, true) => {}
-                    (Some(found), true) => return Err(Mismatch::new(&at, format!("expected no '{key}', got {}", show(found)))),
-                    (None, false) => return Err(Mismatch::new(&at, format!("key '{key}' is missing"))),
+                    (Some(found), true) => {
+                        return Err(Mismatch::new(
+                            &at,
+                            format!("expected no '{key}', got {}", show(found)),
+                        ))
+                    }
+                    (None, false) => {
+                        return Err(Mismatch::new(&at, format!("key '{key}' is missing")))
+                    }
                     (Some(found), false) => match_at(m, found, vars, &at, literal, captures)?,
                 }
             }
@@ -307,10 +376,26 @@ fn match_at(matcher: &Value, actual: &Value, vars: &Variables, path: &str, liter
         }
         Value::Array(items) => {
             let Value::Array(elements) = actual else {
-                return Err(Mismatch::new(path, format!("expected an array of {}, got {} {}", items.len(), type_name(actual), show(actual))));
+                return Err(Mismatch::new(
+                    path,
+                    format!(
+                        "expected an array of {}, got {} {}",
+                        items.len(),
+                        type_name(actual),
+                        show(actual)
+                    ),
+                ));
             };
             if items.len() != elements.len() {
-                return Err(Mismatch::new(path, format!("expected {} elements, got {}: {}", items.len(), elements.len(), show(actual))));
+                return Err(Mismatch::new(
+                    path,
+                    format!(
+                        "expected {} elements, got {}: {}",
+                        items.len(),
+                        elements.len(),
+                        show(actual)
+                    ),
+                ));
             }
             for (i, (m, element)) in items.iter().zip(elements).enumerate() {
                 match_at(m, element, vars, &child(path, &i.to_string()), literal, captures)?;
@@ -319,11 +404,21 @@ fn match_at(matcher: &Value, actual: &Value, vars: &Variables, path: &str, liter
         }
         Value::Number(_) if numbers_equal(matcher, actual) => Ok(()),
         scalar if scalar == actual => Ok(()),
-        scalar => Err(Mismatch::new(path, format!("expected {}, got {}", show(scalar), show(actual)))),
+        scalar => {
+            Err(Mismatch::new(path, format!("expected {}, got {}", show(scalar), show(actual))))
+        }
     }
 }
 
-fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, actual: &Value, vars: &Variables, path: &str, captures: &mut Captures) -> Result<(), Mismatch> {
+fn apply_operator(
+    op: &str,
+    arg: &Value,
+    all: &serde_json::Map<String, Value>,
+    actual: &Value,
+    vars: &Variables,
+    path: &str,
+    captures: &mut Captures,
+) -> Result<(), Mismatch> {
     let fail = |reason: String| Err(Mismatch::new(path, reason));
     match op {
         "$any" | "$tol" | "$from" => Ok(()),
@@ -339,7 +434,11 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
             if ok {
                 Ok(())
             } else {
-                fail(format!("expected a value of type {wanted}, got {} {}", type_name(actual), show(actual)))
+                fail(format!(
+                    "expected a value of type {wanted}, got {} {}",
+                    type_name(actual),
+                    show(actual)
+                ))
             }
         }
         "$approx" => {
@@ -348,10 +447,18 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
                 Some(t) => number_arg(t, vars, path, "$tol")?,
                 None => DEFAULT_TOLERANCE,
             };
-            let Some(value) = actual.as_f64() else { return fail(format!("expected a number ≈ {target}, got {} {}", type_name(actual), show(actual))) };
+            let Some(value) = actual.as_f64() else {
+                return fail(format!(
+                    "expected a number ≈ {target}, got {} {}",
+                    type_name(actual),
+                    show(actual)
+                ));
+            };
             let (compared, what) = match all.get("$from").and_then(Value::as_str) {
                 Some(from) => {
-                    let base = vars.get(from).and_then(Value::as_f64).ok_or_else(|| Mismatch::new(path, format!("$from: variable '{from}' is not a number")))?;
+                    let base = vars.get(from).and_then(Value::as_f64).ok_or_else(|| {
+                        Mismatch::new(path, format!("$from: variable '{from}' is not a number"))
+                    })?;
                     (value - base, format!("{value} − {from} ({base}) = {}", value - base))
                 }
                 None => (value, value.to_string()),
@@ -364,7 +471,13 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
         }
         "$gte" | "$lte" | "$gt" | "$lt" => {
             let bound = number_arg(arg, vars, path, op)?;
-            let Some(value) = actual.as_f64() else { return fail(format!("expected a number ({op} {bound}), got {} {}", type_name(actual), show(actual))) };
+            let Some(value) = actual.as_f64() else {
+                return fail(format!(
+                    "expected a number ({op} {bound}), got {} {}",
+                    type_name(actual),
+                    show(actual)
+                ));
+            };
             let (ok, symbol) = match op {
                 "$gte" => (value >= bound, "≥"),
                 "$lte" => (value <= bound, "≤"),
@@ -393,7 +506,13 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
             fail(format!("matched none of {} alternatives ({})", options.len(), reasons.join("; ")))
         }
         "$contains" => {
-            let Value::Array(elements) = actual else { return fail(format!("expected an array ($contains), got {} {}", type_name(actual), show(actual))) };
+            let Value::Array(elements) = actual else {
+                return fail(format!(
+                    "expected an array ($contains), got {} {}",
+                    type_name(actual),
+                    show(actual)
+                ));
+            };
             let mut nearest: Option<Mismatch> = None;
             for element in elements {
                 let mut tentative = Vec::new();
@@ -413,7 +532,13 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
             fail(format!("no element of {} matches {}{nearest}", elements.len(), show(arg)))
         }
         "$all" => {
-            let Value::Array(elements) = actual else { return fail(format!("expected an array ($all), got {} {}", type_name(actual), show(actual))) };
+            let Value::Array(elements) = actual else {
+                return fail(format!(
+                    "expected an array ($all), got {} {}",
+                    type_name(actual),
+                    show(actual)
+                ));
+            };
             for (i, element) in elements.iter().enumerate() {
                 match_at(arg, element, vars, &child(path, &i.to_string()), false, captures)?;
             }
@@ -425,18 +550,36 @@ fn apply_operator(op: &str, arg: &Value, all: &serde_json::Map<String, Value>, a
                 Value::Array(a) => a.len(),
                 Value::String(s) => s.chars().count(),
                 Value::Object(o) => o.len(),
-                other => return fail(format!("{op}: expected an array, string or object, got {} {}", type_name(other), show(other))),
+                other => {
+                    return fail(format!(
+                        "{op}: expected an array, string or object, got {} {}",
+                        type_name(other),
+                        show(other)
+                    ))
+                }
             } as f64;
             let ok = if op == "$len" { length == wanted } else { length >= wanted };
             if ok {
                 Ok(())
             } else {
-                fail(format!("expected length {}{wanted}, got {length}: {}", if op == "$len" { "" } else { "≥ " }, show(actual)))
+                fail(format!(
+                    "expected length {}{wanted}, got {length}: {}",
+                    if op == "$len" { "" } else { "≥ " },
+                    show(actual)
+                ))
             }
         }
         "$text" => {
-            let needle = vars.substitute_text(arg.as_str().unwrap_or_default()).map_err(|e| Mismatch::new(path, e.to_string()))?;
-            let Value::String(text) = actual else { return fail(format!("expected a string containing \"{needle}\", got {} {}", type_name(actual), show(actual))) };
+            let needle = vars
+                .substitute_text(arg.as_str().unwrap_or_default())
+                .map_err(|e| Mismatch::new(path, e.to_string()))?;
+            let Value::String(text) = actual else {
+                return fail(format!(
+                    "expected a string containing \"{needle}\", got {} {}",
+                    type_name(actual),
+                    show(actual)
+                ));
+            };
             if text.to_lowercase().contains(&needle.to_lowercase()) {
                 Ok(())
             } else {
@@ -467,7 +610,8 @@ mod tests {
 
     fn ok(matcher: Value, actual: Value) -> Captures {
         validate(&matcher).unwrap_or_else(|e| panic!("invalid matcher {matcher}: {e}"));
-        matches(&matcher, &actual, &vars()).unwrap_or_else(|m| panic!("{matcher} should match {actual}: {m}"))
+        matches(&matcher, &actual, &vars())
+            .unwrap_or_else(|m| panic!("{matcher} should match {actual}: {m}"))
     }
 
     fn miss(matcher: Value, actual: Value) -> String {
@@ -485,7 +629,13 @@ mod tests {
         ok(json!(null), json!(null));
         ok(json!({ "a": 1 }), json!({ "a": 1, "b": 2 }));
         ok(json!([1, { "x": true }]), json!([1, { "x": true, "y": 0 }]));
-        assert_eq!(miss(json!({ "error": { "code": "tool_unknown" } }), json!({ "error": { "code": "invalid_input" } })), "at error.code: expected \"tool_unknown\", got \"invalid_input\"");
+        assert_eq!(
+            miss(
+                json!({ "error": { "code": "tool_unknown" } }),
+                json!({ "error": { "code": "invalid_input" } })
+            ),
+            "at error.code: expected \"tool_unknown\", got \"invalid_input\""
+        );
         assert_eq!(miss(json!({ "a": 1 }), json!({ "b": 1 })), "at a: key 'a' is missing");
         assert!(miss(json!([1, 2]), json!([1])).contains("expected 2 elements, got 1"));
         assert!(miss(json!({ "a": 1 }), json!([1])).contains("expected an object, got array"));
@@ -498,20 +648,29 @@ mod tests {
         ok(json!({ "$type": "integer" }), json!(3.0));
         ok(json!({ "$type": "number" }), json!(3.5));
         ok(json!({ "$type": "null" }), json!(null));
-        assert!(miss(json!({ "$type": "integer" }), json!(3.5)).contains("type integer, got number 3.5"));
+        assert!(miss(json!({ "$type": "integer" }), json!(3.5))
+            .contains("type integer, got number 3.5"));
         assert!(miss(json!({ "$type": "object" }), json!("x")).contains("got string"));
         ok(json!({ "a": { "$any": true } }), json!({ "a": [1] }));
-        assert!(miss(json!({ "a": { "$any": true } }), json!({})).contains("missing"), "$any still needs the key");
+        assert!(
+            miss(json!({ "a": { "$any": true } }), json!({})).contains("missing"),
+            "$any still needs the key"
+        );
         ok(json!({ "pose": { "$absent": true } }), json!({ "tools": [] }));
-        assert_eq!(miss(json!({ "pose": { "$absent": true } }), json!({ "pose": 1 })), "at pose: expected no 'pose', got 1");
+        assert_eq!(
+            miss(json!({ "pose": { "$absent": true } }), json!({ "pose": 1 })),
+            "at pose: expected no 'pose', got 1"
+        );
     }
 
     #[test]
     fn numeric_comparisons_and_approx() {
         ok(json!({ "$approx": 0.5, "$tol": 0.05 }), json!(0.53));
-        assert!(miss(json!({ "$approx": 0.5, "$tol": 0.05 }), json!(0.6)).contains("expected ≈ 0.5 ± 0.05, got 0.6"));
+        assert!(miss(json!({ "$approx": 0.5, "$tol": 0.05 }), json!(0.6))
+            .contains("expected ≈ 0.5 ± 0.05, got 0.6"));
         ok(json!({ "$approx": 0.5, "$tol": 0.05, "$from": "start" }), json!(1.52));
-        assert!(miss(json!({ "$approx": 0.5, "$tol": 0.05, "$from": "start" }), json!(1.7)).contains("start (1)"));
+        assert!(miss(json!({ "$approx": 0.5, "$tol": 0.05, "$from": "start" }), json!(1.7))
+            .contains("start (1)"));
         ok(json!({ "$approx": "${limit}", "$tol": 0 }), json!(30));
         ok(json!({ "$gte": 1, "$lt": 2 }), json!(1));
         assert!(miss(json!({ "$gte": 1, "$lt": 2 }), json!(2)).contains("< 2, got 2"));
@@ -523,54 +682,107 @@ mod tests {
     #[test]
     fn one_of_contains_all_len_text() {
         ok(json!({ "$one_of": ["fixed", "event", "hybrid"] }), json!("event"));
-        assert!(miss(json!({ "$one_of": ["fixed", "event"] }), json!("weekly")).contains("none of 2 alternatives"));
+        assert!(miss(json!({ "$one_of": ["fixed", "event"] }), json!("weekly"))
+            .contains("none of 2 alternatives"));
         ok(json!({ "$contains": { "id": "say" } }), json!([{ "id": "move" }, { "id": "say" }]));
-        let reason = miss(json!({ "$contains": { "id": "say", "class": "actuator" } }), json!([{ "id": "say", "class": "sensor" }]));
+        let reason = miss(
+            json!({ "$contains": { "id": "say", "class": "actuator" } }),
+            json!([{ "id": "say", "class": "sensor" }]),
+        );
         assert!(reason.contains("no element of 1") && reason.contains("class"), "{reason}");
-        ok(json!({ "$all": { "id": { "$type": "string" } } }), json!([{ "id": "a" }, { "id": "b" }]));
-        assert_eq!(miss(json!({ "tools": { "$all": { "id": { "$type": "string" } } } }), json!({ "tools": [{ "id": "a" }, { "id": 2 }] })), "at tools.1.id: expected a value of type string, got number 2");
+        ok(
+            json!({ "$all": { "id": { "$type": "string" } } }),
+            json!([{ "id": "a" }, { "id": "b" }]),
+        );
+        assert_eq!(
+            miss(
+                json!({ "tools": { "$all": { "id": { "$type": "string" } } } }),
+                json!({ "tools": [{ "id": "a" }, { "id": 2 }] })
+            ),
+            "at tools.1.id: expected a value of type string, got number 2"
+        );
         ok(json!({ "$len": 2 }), json!([1, 2]));
         ok(json!({ "$min_len": 1 }), json!("x"));
         assert!(miss(json!({ "$len": 2 }), json!([1])).contains("expected length 2, got 1"));
         assert!(miss(json!({ "$min_len": 3 }), json!({ "a": 1 })).contains("≥ 3"));
         ok(json!({ "$text": "INPUT.forward" }), json!("input.forward: not a number"));
         ok(json!({ "$text": "session ${sid}" }), json!("no such Session abc here"));
-        assert!(miss(json!({ "$text": "rate limit" }), json!("tool unknown")).contains("containing \"rate limit\""));
+        assert!(miss(json!({ "$text": "rate limit" }), json!("tool unknown"))
+            .contains("containing \"rate limit\""));
     }
 
     #[test]
     fn captures_come_only_from_the_matching_branch() {
-        let captures = ok(json!({ "meta": { "seq": { "$capture": "cursor", "$type": "integer" } } }), json!({ "meta": { "seq": 7 } }));
+        let captures = ok(
+            json!({ "meta": { "seq": { "$capture": "cursor", "$type": "integer" } } }),
+            json!({ "meta": { "seq": 7 } }),
+        );
         assert_eq!(captures, vec![("cursor".to_string(), json!(7))]);
-        let captures = ok(json!({ "$one_of": [{ "a": { "$capture": "x" }, "b": 1 }, { "a": { "$capture": "y" } }] }), json!({ "a": 5, "b": 2 }));
+        let captures = ok(
+            json!({ "$one_of": [{ "a": { "$capture": "x" }, "b": 1 }, { "a": { "$capture": "y" } }] }),
+            json!({ "a": 5, "b": 2 }),
+        );
         assert_eq!(captures, vec![("y".to_string(), json!(5))]);
     }
 
     #[test]
     fn variables_resolve_and_their_values_are_plain_data() {
         ok(json!({ "session_id": "${sid}" }), json!({ "session_id": "abc" }));
-        assert!(miss(json!({ "session_id": "${sid}" }), json!({ "session_id": "abd" })).contains("expected \"abc\""));
-        ok(json!({ "input_schema": "${schema}" }), json!({ "input_schema": { "$schema": "x", "type": "object", "extra": 1 } }));
+        assert!(miss(json!({ "session_id": "${sid}" }), json!({ "session_id": "abd" }))
+            .contains("expected \"abc\""));
+        ok(
+            json!({ "input_schema": "${schema}" }),
+            json!({ "input_schema": { "$schema": "x", "type": "object", "extra": 1 } }),
+        );
         ok(json!("id-${sid}"), json!("id-abc"));
-        assert_eq!(unresolved(&json!({ "a": ["${nope}"] }), &vars()).unwrap(), "variable '${nope}' is not set (set: limit, schema, sid, start)");
-        assert!(unresolved(&json!({ "$approx": 1, "$from": "gone" }), &vars()).unwrap().contains("'gone'"));
+        assert_eq!(
+            unresolved(&json!({ "a": ["${nope}"] }), &vars()).unwrap(),
+            "variable '${nope}' is not set (set: limit, schema, sid, start)"
+        );
+        assert!(unresolved(&json!({ "$approx": 1, "$from": "gone" }), &vars())
+            .unwrap()
+            .contains("'gone'"));
         assert_eq!(unresolved(&json!({ "x": { "$capture": "new" } }), &vars()), None);
     }
 
     #[test]
     fn malformed_matchers_are_refused_by_name() {
-        assert!(validate(&json!({ "$gteq": 1 })).unwrap_err().to_string().contains("unknown operator '$gteq'"));
-        assert!(validate(&json!({ "$gt": 1, "plain": 2 })).unwrap_err().to_string().contains("mixed"));
-        assert!(validate(&json!({ "$absent": true })).unwrap_err().to_string().contains("object's key"));
-        assert!(validate(&json!({ "a": { "$absent": true, "$type": "string" } })).unwrap_err().to_string().contains("stands alone"));
-        assert!(validate(&json!({ "$type": "float" })).unwrap_err().to_string().contains("$type takes"));
-        assert!(validate(&json!({ "$tol": 1 })).unwrap_err().to_string().contains("go with $approx"));
-        assert!(validate(&json!({ "a": { "b": { "$len": -1 } } })).unwrap_err().to_string().starts_with("a.b: "));
+        assert!(validate(&json!({ "$gteq": 1 }))
+            .unwrap_err()
+            .to_string()
+            .contains("unknown operator '$gteq'"));
+        assert!(validate(&json!({ "$gt": 1, "plain": 2 }))
+            .unwrap_err()
+            .to_string()
+            .contains("mixed"));
+        assert!(validate(&json!({ "$absent": true }))
+            .unwrap_err()
+            .to_string()
+            .contains("object's key"));
+        assert!(validate(&json!({ "a": { "$absent": true, "$type": "string" } }))
+            .unwrap_err()
+            .to_string()
+            .contains("stands alone"));
+        assert!(validate(&json!({ "$type": "float" }))
+            .unwrap_err()
+            .to_string()
+            .contains("$type takes"));
+        assert!(validate(&json!({ "$tol": 1 }))
+            .unwrap_err()
+            .to_string()
+            .contains("go with $approx"));
+        assert!(validate(&json!({ "a": { "b": { "$len": -1 } } }))
+            .unwrap_err()
+            .to_string()
+            .starts_with("a.b: "));
         assert!(validate(&json!({ "$one_of": [] })).is_err());
         assert!(validate(&json!({ "$gt": "ten" })).unwrap_err().to_string().contains("number or"));
         assert_eq!(
             validate(&json!({ "a": { "$len": "many" } })),
-            Err(MatcherError { path: "a".into(), problem: MatcherProblem::NotACount { op: "$len".into(), got: "\"many\"".into() } })
+            Err(MatcherError {
+                path: "a".into(),
+                problem: MatcherProblem::NotACount { op: "$len".into(), got: "\"many\"".into() }
+            })
         );
     }
 }

@@ -34,17 +34,29 @@ pub struct Offered {
 /// contacts topic is configured", "... (not configured)".
 pub fn says_not_configured(reason: &str) -> bool {
     let reason = reason.to_lowercase();
-    reason.contains("not configured") || (reason.starts_with("no ") && reason.contains(" is configured"))
+    reason.contains("not configured")
+        || (reason.starts_with("no ") && reason.contains(" is configured"))
 }
 
 impl Offered {
     /// From a session_init and the status tool's reasons per unavailable
     /// tool (empty when it has none).
     pub fn from_manifest(manifest: &Value, reasons: &Map<String, Value>) -> Self {
-        let tools: Option<BTreeSet<String>> = manifest.get("tools").and_then(Value::as_array).map(|tools| tools.iter().filter_map(|t| t.get("id").and_then(Value::as_str).map(str::to_string)).collect());
+        let tools: Option<BTreeSet<String>> =
+            manifest.get("tools").and_then(Value::as_array).map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t.get("id").and_then(Value::as_str).map(str::to_string))
+                    .collect()
+            });
         let not_configured = reasons
             .iter()
-            .filter_map(|(tool, reason)| reason.as_str().filter(|r| says_not_configured(r)).map(|r| (tool.clone(), r.to_string())))
+            .filter_map(|(tool, reason)| {
+                reason
+                    .as_str()
+                    .filter(|r| says_not_configured(r))
+                    .map(|r| (tool.clone(), r.to_string()))
+            })
             .filter(|(tool, _)| tools.as_ref().is_some_and(|t| t.contains(tool)))
             .collect();
         Self { tools, not_configured, manifest: Some(manifest.clone()) }
@@ -55,7 +67,11 @@ impl Offered {
     pub fn manifest_skip_reason(&self, needs: &Value) -> Option<String> {
         let manifest = self.manifest.as_ref()?;
         let differs = matcher::matches(needs, manifest, &Variables::default()).err()?;
-        Some(format!("needs a manifest where {} (needs_manifest); this profile's: {}", matcher::show(needs), differs))
+        Some(format!(
+            "needs a manifest where {} (needs_manifest); this profile's: {}",
+            matcher::show(needs),
+            differs
+        ))
     }
 
     /// Why a scenario needing `needed` cannot run here; None when it can.
@@ -75,7 +91,9 @@ impl Offered {
         match lacking.as_slice() {
             [] => None,
             [one] => Some(format!("needs tool {one}, which this profile does not offer")),
-            many => Some(format!("needs tools {}, which this profile does not offer", many.join(", "))),
+            many => {
+                Some(format!("needs tools {}, which this profile does not offer", many.join(", ")))
+            }
         }
     }
 }
@@ -97,11 +115,20 @@ mod tests {
     fn a_manifest_that_does_not_match_needs_manifest_skips_naming_what_differs() {
         let low = json!({ "limits": { "safety": { "min_obstacle_height_m": 0.05 } }, "tools": [] });
         let high = json!({ "limits": { "safety": { "min_obstacle_height_m": 0.2 } }, "tools": [] });
-        let needs = json!({ "limits": { "safety": { "min_obstacle_height_m": { "$lte": 0.10 } } } });
+        let needs =
+            json!({ "limits": { "safety": { "min_obstacle_height_m": { "$lte": 0.10 } } } });
         assert_eq!(Offered::from_manifest(&low, &Map::new()).manifest_skip_reason(&needs), None);
-        let reason = Offered::from_manifest(&high, &Map::new()).manifest_skip_reason(&needs).unwrap();
-        assert!(reason.contains("limits.safety.min_obstacle_height_m") && reason.contains("0.2"), "{reason}");
-        assert_eq!(Offered::default().manifest_skip_reason(&needs), None, "no survey, nothing skipped");
+        let reason =
+            Offered::from_manifest(&high, &Map::new()).manifest_skip_reason(&needs).unwrap();
+        assert!(
+            reason.contains("limits.safety.min_obstacle_height_m") && reason.contains("0.2"),
+            "{reason}"
+        );
+        assert_eq!(
+            Offered::default().manifest_skip_reason(&needs),
+            None,
+            "no survey, nothing skipped"
+        );
     }
 
     #[test]
@@ -118,9 +145,16 @@ mod tests {
     fn a_scenario_needing_a_tool_the_profile_lacks_is_skipped_naming_it() {
         let reasons = json!({ "look_at": "no controller is configured for it", "vision": "no camera frame received on camera/image_raw" });
         let offered = Offered::from_manifest(&manifest(), reasons.as_object().unwrap());
-        assert_eq!(offered.skip_reason(&needed(&["move", "vision"])), None, "silent is not lacking");
+        assert_eq!(
+            offered.skip_reason(&needed(&["move", "vision"])),
+            None,
+            "silent is not lacking"
+        );
         assert_eq!(offered.skip_reason(&needed(&["look_at", "move"])).unwrap(), "needs tool look_at (no controller is configured for it), which this profile does not offer");
-        assert_eq!(offered.skip_reason(&needed(&["interact"])).unwrap(), "needs tool interact (not in the manifest), which this profile does not offer");
+        assert_eq!(
+            offered.skip_reason(&needed(&["interact"])).unwrap(),
+            "needs tool interact (not in the manifest), which this profile does not offer"
+        );
         assert_eq!(offered.skip_reason(&needed(&["look_at", "interact"])).unwrap(), "needs tools interact (not in the manifest), look_at (no controller is configured for it), which this profile does not offer");
         assert_eq!(offered.skip_reason(&needed(&[])), None);
     }
@@ -131,6 +165,8 @@ mod tests {
         assert_eq!(offered.skip_reason(&needed(&["look_at"])), None);
         // A reason for a tool the manifest does not list is ignored.
         let reasons = json!({ "ghost": "not configured" });
-        assert!(Offered::from_manifest(&manifest(), reasons.as_object().unwrap()).not_configured.is_empty());
+        assert!(Offered::from_manifest(&manifest(), reasons.as_object().unwrap())
+            .not_configured
+            .is_empty());
     }
 }

@@ -19,11 +19,22 @@ pub struct Progress {
 pub fn bar_line(done: usize, total: usize, passed: usize, failed: usize, current: &str) -> String {
     let filled = (done * BAR_WIDTH).checked_div(total).unwrap_or(BAR_WIDTH).min(BAR_WIDTH);
     let width = total.to_string().len();
-    format!("[{done:>width$}/{total}] [{}{}] {passed} passed, {failed} failed  {current}", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled))
+    format!(
+        "[{done:>width$}/{total}] [{}{}] {passed} passed, {failed} failed  {current}",
+        "#".repeat(filled),
+        ".".repeat(BAR_WIDTH - filled)
+    )
 }
 
 /// The line for a finished scenario (not on a terminal, and failures on one).
-pub fn result_line(index: usize, total: usize, scenario: &str, status: Status, duration_s: f64, reason: Option<&str>) -> String {
+pub fn result_line(
+    index: usize,
+    total: usize,
+    scenario: &str,
+    status: Status,
+    duration_s: f64,
+    reason: Option<&str>,
+) -> String {
     let width = total.to_string().len();
     let word = match status {
         Status::Passed => "pass",
@@ -32,7 +43,9 @@ pub fn result_line(index: usize, total: usize, scenario: &str, status: Status, d
         Status::NotSelected => "skip",
     };
     match reason {
-        Some(reason) => format!("[{index:>width$}/{total}] {word} {scenario} ({duration_s:.1} s): {reason}"),
+        Some(reason) => {
+            format!("[{index:>width$}/{total}] {word} {scenario} ({duration_s:.1} s): {reason}")
+        }
         None => format!("[{index:>width$}/{total}] {word} {scenario} ({duration_s:.1} s)"),
     }
 }
@@ -50,13 +63,25 @@ impl Progress {
 
     pub fn start(&mut self, scenario: &str) {
         if self.terminal {
-            let line = bar_line(self.done, self.total, self.passed, self.failed, &format!("running {scenario}"));
+            let line = bar_line(
+                self.done,
+                self.total,
+                self.passed,
+                self.failed,
+                &format!("running {scenario}"),
+            );
             let _ = write!(self.out, "\r\x1b[2K{line}");
             let _ = self.out.flush();
         }
     }
 
-    pub fn finish(&mut self, scenario: &str, status: Status, duration_s: f64, reason: Option<&str>) {
+    pub fn finish(
+        &mut self,
+        scenario: &str,
+        status: Status,
+        duration_s: f64,
+        reason: Option<&str>,
+    ) {
         self.done += 1;
         match status {
             Status::Passed => self.passed += 1,
@@ -105,8 +130,14 @@ mod tests {
 
     #[test]
     fn lines_show_counts_and_outcome() {
-        assert_eq!(bar_line(1, 4, 1, 0, "protocol/x"), "[1/4] [######..................] 1 passed, 0 failed  protocol/x");
-        assert_eq!(result_line(3, 12, "protocol/y", Status::Failed, 1.25, Some("step 2: boom")), "[ 3/12] FAIL protocol/y (1.2 s): step 2: boom");
+        assert_eq!(
+            bar_line(1, 4, 1, 0, "protocol/x"),
+            "[1/4] [######..................] 1 passed, 0 failed  protocol/x"
+        );
+        assert_eq!(
+            result_line(3, 12, "protocol/y", Status::Failed, 1.25, Some("step 2: boom")),
+            "[ 3/12] FAIL protocol/y (1.2 s): step 2: boom"
+        );
     }
 
     #[test]
@@ -125,6 +156,11 @@ mod tests {
         bar.start("protocol/a");
         bar.finish("protocol/a", Status::Failed, 0.1, Some("why"));
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        assert!(text.starts_with("\r\x1b[2K[0/2]") && text.contains("FAIL protocol/a (0.1 s): why\n") && text.ends_with("0 passed, 1 failed  protocol/a"), "{text:?}");
+        assert!(
+            text.starts_with("\r\x1b[2K[0/2]")
+                && text.contains("FAIL protocol/a (0.1 s): why\n")
+                && text.ends_with("0 passed, 1 failed  protocol/a"),
+            "{text:?}"
+        );
     }
 }

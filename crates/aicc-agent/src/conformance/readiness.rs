@@ -88,20 +88,46 @@ pub enum ManifestShapeError {
 /// was not granted (when the manifest says what was granted) is not
 /// counted: it is not this session's to use.
 pub fn unavailable_tools(manifest: &Value) -> Result<Vec<String>, ManifestShapeError> {
-    let tools = manifest.get("tools").and_then(Value::as_array).ok_or_else(|| ManifestShapeError::NoTools { manifest: show(manifest) })?;
-    let capabilities = manifest.get("capabilities").and_then(Value::as_object).ok_or_else(|| ManifestShapeError::NoCapabilities { manifest: show(manifest) })?;
+    let tools = manifest
+        .get("tools")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ManifestShapeError::NoTools { manifest: show(manifest) })?;
+    let capabilities = manifest
+        .get("capabilities")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ManifestShapeError::NoCapabilities { manifest: show(manifest) })?;
     let names = |key: &str| -> Result<Vec<&str>, ManifestShapeError> {
         match capabilities.get(key) {
             None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items.iter().map(|item| item.as_str().ok_or_else(|| ManifestShapeError::NotAString { key: key.to_string(), item: show(item) })).collect(),
-            Some(other) => Err(ManifestShapeError::NotAnArray { key: key.to_string(), got: show(other) }),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str().ok_or_else(|| ManifestShapeError::NotAString {
+                        key: key.to_string(),
+                        item: show(item),
+                    })
+                })
+                .collect(),
+            Some(other) => {
+                Err(ManifestShapeError::NotAnArray { key: key.to_string(), got: show(other) })
+            }
         }
     };
-    let usable: HashSet<&str> = ["sensors", "actuators", "generators"].iter().map(|key| names(key)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
-    let granted: Option<Vec<&str>> = capabilities.contains_key("granted").then(|| names("granted")).transpose()?;
+    let usable: HashSet<&str> = ["sensors", "actuators", "generators"]
+        .iter()
+        .map(|key| names(key))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let granted: Option<Vec<&str>> =
+        capabilities.contains_key("granted").then(|| names("granted")).transpose()?;
     let mut unavailable = Vec::new();
     for (index, tool) in tools.iter().enumerate() {
-        let id = tool.get("id").and_then(Value::as_str).ok_or(ManifestShapeError::ToolWithoutId { index })?;
+        let id = tool
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or(ManifestShapeError::ToolWithoutId { index })?;
         let capability = tool.get("capability").and_then(Value::as_str);
         let ours = match (&granted, capability) {
             (Some(granted), Some(capability)) => granted.contains(&capability),
@@ -118,16 +144,27 @@ pub fn unavailable_tools(manifest: &Value) -> Result<Vec<String>, ManifestShapeE
 /// most `within`, until every tool of the manifest is available. The
 /// error lists the tools still unavailable (with the bridge's reasons when
 /// its status tool gives them).
-pub async fn wait_until_ready(options: &RunnerOptions, within: Duration) -> Result<Ready, NotReady> {
+pub async fn wait_until_ready(
+    options: &RunnerOptions,
+    within: Duration,
+) -> Result<Ready, NotReady> {
     wait_refetching_every(options, within, REFETCH_PERIOD).await
 }
 
-async fn wait_refetching_every(options: &RunnerOptions, within: Duration, refetch_period: Duration) -> Result<Ready, NotReady> {
+async fn wait_refetching_every(
+    options: &RunnerOptions,
+    within: Duration,
+    refetch_period: Duration,
+) -> Result<Ready, NotReady> {
     let started = Instant::now();
     let mut run = Run::new(options);
     let outcome = watch(&mut run, within, refetch_period).await;
     run.close_connections().await;
-    outcome.map(|(tools, offered)| Ready { tools, waited_s: started.elapsed().as_secs_f64(), offered })
+    outcome.map(|(tools, offered)| Ready {
+        tools,
+        waited_s: started.elapsed().as_secs_f64(),
+        offered,
+    })
 }
 
 /// One look, no wait: the manifest and the status tool's reasons, for a
@@ -143,19 +180,31 @@ async fn look(run: &mut Run<'_>) -> Result<Offered, NotReady> {
     let within = Duration::from_secs_f64(DEFAULT_WITHIN_S);
     let token = run.options.admin.value.clone();
     run.open(CONN, token.clone()).await.map_err(NotReady::Run)?;
-    let manifest = run.handshake(CONN, token.as_deref(), None, None, within).await.map_err(NotReady::Run)?;
+    let manifest =
+        run.handshake(CONN, token.as_deref(), None, None, within).await.map_err(NotReady::Run)?;
     let missing = unavailable_tools(&manifest)?;
-    let reasons = if missing.is_empty() { Map::new() } else { unavailable_reasons(run, &manifest, within).await };
+    let reasons = if missing.is_empty() {
+        Map::new()
+    } else {
+        unavailable_reasons(run, &manifest, within).await
+    };
     Ok(Offered::from_manifest(&manifest, &reasons))
 }
 
 /// The wait itself; returns how many tools the manifest has, and the survey.
-async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) -> Result<(usize, Offered), NotReady> {
+async fn watch(
+    run: &mut Run<'_>,
+    within: Duration,
+    refetch_period: Duration,
+) -> Result<(usize, Offered), NotReady> {
     let deadline = Instant::now() + within;
     let answer_within = Duration::from_secs_f64(DEFAULT_WITHIN_S);
     let token = run.options.admin.value.clone();
     run.open(CONN, token.clone()).await.map_err(NotReady::Run)?;
-    let mut manifest = run.handshake(CONN, token.as_deref(), None, None, answer_within).await.map_err(NotReady::Run)?;
+    let mut manifest = run
+        .handshake(CONN, token.as_deref(), None, None, answer_within)
+        .await
+        .map_err(NotReady::Run)?;
     loop {
         let mut missing = unavailable_tools(&manifest)?;
         let mut reasons = Map::new();
@@ -164,25 +213,46 @@ async fn watch(run: &mut Run<'_>, within: Duration, refetch_period: Duration) ->
             // Asked briefly: a bridge that does not answer its status tool
             // must not hold up a pushed update.
             reasons = unavailable_reasons(run, &manifest, refetch_period.min(answer_within)).await;
-            missing.retain(|tool| !reasons.get(tool).and_then(Value::as_str).is_some_and(says_not_configured));
+            missing.retain(|tool| {
+                !reasons.get(tool).and_then(Value::as_str).is_some_and(says_not_configured)
+            });
         }
         if missing.is_empty() {
-            return Ok((manifest["tools"].as_array().map_or(0, Vec::len), Offered::from_manifest(&manifest, &reasons)));
+            return Ok((
+                manifest["tools"].as_array().map_or(0, Vec::len),
+                Offered::from_manifest(&manifest, &reasons),
+            ));
         }
         let now = Instant::now();
         if now >= deadline {
-            let listed: Vec<String> = missing.iter().map(|tool| match reasons.get(tool).and_then(Value::as_str) {
-                Some(reason) => format!("{tool} ({reason})"),
-                None => tool.clone(),
-            }).collect();
-            return Err(NotReady::StillUnavailable { waited_s: within.as_secs_f64(), tools: listed });
+            let listed: Vec<String> = missing
+                .iter()
+                .map(|tool| match reasons.get(tool).and_then(Value::as_str) {
+                    Some(reason) => format!("{tool} ({reason})"),
+                    None => tool.clone(),
+                })
+                .collect();
+            return Err(NotReady::StillUnavailable {
+                waited_s: within.as_secs_f64(),
+                tools: listed,
+            });
         }
         // A change is pushed in a heartbeat when the data starts...
-        let is_update = |message: &Value, _: &_| match (message.get("type").and_then(Value::as_str), message.get("manifest_update")) {
+        let is_update = |message: &Value, _: &_| match (
+            message.get("type").and_then(Value::as_str),
+            message.get("manifest_update"),
+        ) {
             (Some("heartbeat"), Some(update)) if update.is_object() => Ok(Vec::new()),
-            _ => Err(Mismatch { path: "manifest_update".into(), reason: "not a heartbeat with a manifest_update".into() }),
+            _ => Err(Mismatch {
+                path: "manifest_update".into(),
+                reason: "not a heartbeat with a manifest_update".into(),
+            }),
         };
-        match run.find(CONN, refetch_period.min(deadline - now), is_update).await.map_err(NotReady::Run)? {
+        match run
+            .find(CONN, refetch_period.min(deadline - now), is_update)
+            .await
+            .map_err(NotReady::Run)?
+        {
             Found::Match(index, _) => {
                 manifest = run.consume(CONN, index)["manifest_update"].take();
                 continue;
@@ -204,9 +274,15 @@ async fn refetch(run: &mut Run<'_>, within: Duration) -> Result<Value, NotReady>
     request.insert("type".into(), json!("manifest_request"));
     request.insert("message_id".into(), json!(message_id));
     run.send_message(CONN, &Run::envelope(request), within).await.map_err(NotReady::Run)?;
-    let answer = |message: &Value, _: &_| match (message.get("type").and_then(Value::as_str), message.get("in_reply_to").and_then(Value::as_str)) {
+    let answer = |message: &Value, _: &_| match (
+        message.get("type").and_then(Value::as_str),
+        message.get("in_reply_to").and_then(Value::as_str),
+    ) {
         (Some("session_init" | "error"), Some(id)) if id == message_id => Ok(Vec::new()),
-        _ => Err(Mismatch { path: "in_reply_to".into(), reason: "not the answer to the re-fetch".into() }),
+        _ => Err(Mismatch {
+            path: "in_reply_to".into(),
+            reason: "not the answer to the re-fetch".into(),
+        }),
     };
     match run.find(CONN, within, answer).await.map_err(NotReady::Run)? {
         Found::Match(index, _) => {
@@ -217,14 +293,23 @@ async fn refetch(run: &mut Run<'_>, within: Duration) -> Result<Value, NotReady>
             Ok(reply)
         }
         Found::Closed { how, .. } => Err(NotReady::ClosedWhileRefetching { how }),
-        Found::TimedOut { .. } => Err(NotReady::RefetchUnanswered { within_s: within.as_secs_f64() }),
+        Found::TimedOut { .. } => {
+            Err(NotReady::RefetchUnanswered { within_s: within.as_secs_f64() })
+        }
     }
 }
 
 /// The bridge's reasons per unavailable tool, when the manifest offers its
 /// status tool (`bridge_status`, `unavailable_tools`); empty otherwise.
-async fn unavailable_reasons(run: &mut Run<'_>, manifest: &Value, within: Duration) -> Map<String, Value> {
-    let offered = manifest.pointer("/capabilities/sensors").and_then(Value::as_array).is_some_and(|sensors| sensors.iter().any(|s| s == STATUS_TOOL));
+async fn unavailable_reasons(
+    run: &mut Run<'_>,
+    manifest: &Value,
+    within: Duration,
+) -> Map<String, Value> {
+    let offered = manifest
+        .pointer("/capabilities/sensors")
+        .and_then(Value::as_array)
+        .is_some_and(|sensors| sensors.iter().any(|s| s == STATUS_TOOL));
     if !offered {
         return Map::new();
     }
@@ -242,10 +327,13 @@ async fn unavailable_reasons(run: &mut Run<'_>, manifest: &Value, within: Durati
         _ => Err(Mismatch { path: "call_id".into(), reason: "not the status result".into() }),
     };
     match run.find(CONN, within, result).await {
-        Ok(Found::Match(index, _)) => match run.consume(CONN, index).pointer_mut("/output/unavailable_tools").map(Value::take) {
-            Some(Value::Object(reasons)) => reasons,
-            _ => Map::new(),
-        },
+        Ok(Found::Match(index, _)) => {
+            match run.consume(CONN, index).pointer_mut("/output/unavailable_tools").map(Value::take)
+            {
+                Some(Value::Object(reasons)) => reasons,
+                _ => Map::new(),
+            }
+        }
         _ => Map::new(),
     }
 }
@@ -260,7 +348,10 @@ mod tests {
 
     /// A bridge on a free loopback port: greets each connection with
     /// `greeting` lines, then answers each line with what `answer` gives.
-    async fn scripted_bridge(greeting: Vec<Value>, answer: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static) -> RunnerOptions {
+    async fn scripted_bridge(
+        greeting: Vec<Value>,
+        answer: impl Fn(&Value) -> Vec<Value> + Send + Sync + 'static,
+    ) -> RunnerOptions {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let answer = Arc::new(answer);
@@ -309,32 +400,47 @@ mod tests {
 
     #[tokio::test]
     async fn a_bridge_with_every_tool_available_is_ready_at_once() {
-        let options = scripted_bridge(vec![session_init(&["probe", "bridge_status"], None)], |_| Vec::new()).await;
+        let options =
+            scripted_bridge(vec![session_init(&["probe", "bridge_status"], None)], |_| Vec::new())
+                .await;
         let ready = wait_until_ready(&options, Duration::from_secs(5)).await.unwrap();
         assert_eq!(ready.tools, 2);
     }
 
     #[tokio::test]
     async fn a_tool_announced_in_a_manifest_update_makes_the_bridge_ready() {
-        let options = scripted_bridge(vec![session_init(&["bridge_status"], None), manifest_update(&["probe", "bridge_status"])], |_| Vec::new()).await;
+        let options = scripted_bridge(
+            vec![
+                session_init(&["bridge_status"], None),
+                manifest_update(&["probe", "bridge_status"]),
+            ],
+            |_| Vec::new(),
+        )
+        .await;
         assert_eq!(wait_until_ready(&options, Duration::from_secs(5)).await.unwrap().tools, 2);
     }
 
     #[tokio::test]
     async fn a_tool_found_on_re_fetching_the_manifest_makes_the_bridge_ready() {
         let answer = |message: &Value| match message["type"].as_str() {
-            Some("manifest_request") => vec![session_init(&["probe", "bridge_status"], Some(&message["message_id"]))],
+            Some("manifest_request") => {
+                vec![session_init(&["probe", "bridge_status"], Some(&message["message_id"]))]
+            }
             _ => Vec::new(),
         };
         let options = scripted_bridge(vec![session_init(&[], None)], answer).await;
-        let ready = wait_refetching_every(&options, Duration::from_secs(5), Duration::from_millis(20)).await;
+        let ready =
+            wait_refetching_every(&options, Duration::from_secs(5), Duration::from_millis(20))
+                .await;
         assert_eq!(ready.unwrap().tools, 2);
     }
 
     #[tokio::test]
     async fn when_time_runs_out_the_tools_still_unavailable_are_listed_with_the_bridges_reasons() {
         let answer = |message: &Value| match (message["type"].as_str(), message["tool"].as_str()) {
-            (Some("manifest_request"), _) => vec![session_init(&["bridge_status"], Some(&message["message_id"]))],
+            (Some("manifest_request"), _) => {
+                vec![session_init(&["bridge_status"], Some(&message["message_id"]))]
+            }
             (Some("tool_call"), Some("bridge_status")) => vec![json!({
                 "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "meta": { "tick": 3 },
                 "output": { "unavailable_tools": { "probe": "no data on /probe for 3.0 s" } },
@@ -342,24 +448,45 @@ mod tests {
             _ => Vec::new(),
         };
         let options = scripted_bridge(vec![session_init(&["bridge_status"], None)], answer).await;
-        let error = wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20)).await.unwrap_err();
-        assert!(matches!(&error, NotReady::StillUnavailable { tools, .. } if tools.len() == 1), "{error}");
+        let error =
+            wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20))
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(&error, NotReady::StillUnavailable { tools, .. } if tools.len() == 1),
+            "{error}"
+        );
         let error = error.to_string();
         assert!(error.contains("1 tool(s) of the manifest are still unavailable: probe (no data on /probe for 3.0 s)"), "{error}");
         // Without the status tool, the names alone.
-        let options = scripted_bridge(vec![session_init(&[], None)], |message: &Value| match message["type"].as_str() {
-            Some("manifest_request") => vec![session_init(&[], Some(&message["message_id"]))],
-            _ => Vec::new(),
-        }).await;
-        let error = wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20)).await.unwrap_err().to_string();
-        assert!(error.contains("2 tool(s) of the manifest are still unavailable: probe, bridge_status"), "{error}");
+        let options =
+            scripted_bridge(vec![session_init(&[], None)], |message: &Value| {
+                match message["type"].as_str() {
+                    Some("manifest_request") => {
+                        vec![session_init(&[], Some(&message["message_id"]))]
+                    }
+                    _ => Vec::new(),
+                }
+            })
+            .await;
+        let error =
+            wait_refetching_every(&options, Duration::from_millis(200), Duration::from_millis(20))
+                .await
+                .unwrap_err()
+                .to_string();
+        assert!(
+            error.contains("2 tool(s) of the manifest are still unavailable: probe, bridge_status"),
+            "{error}"
+        );
     }
 
     #[tokio::test]
     async fn tools_the_profile_has_not_configured_are_not_waited_for_and_are_surveyed() {
         // probe is never available: no controller is configured for it.
         let answer = |message: &Value| match (message["type"].as_str(), message["tool"].as_str()) {
-            (Some("manifest_request"), _) => vec![session_init(&["bridge_status"], Some(&message["message_id"]))],
+            (Some("manifest_request"), _) => {
+                vec![session_init(&["bridge_status"], Some(&message["message_id"]))]
+            }
             (Some("tool_call"), Some("bridge_status")) => vec![json!({
                 "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "meta": { "tick": 3 },
                 "output": { "unavailable_tools": { "probe": "no controller is configured for it" } },
@@ -367,9 +494,19 @@ mod tests {
             _ => Vec::new(),
         };
         let options = scripted_bridge(vec![session_init(&["bridge_status"], None)], answer).await;
-        let ready = wait_refetching_every(&options, Duration::from_secs(5), Duration::from_millis(20)).await.unwrap();
-        assert_eq!(ready.offered.not_configured.get("probe").map(String::as_str), Some("no controller is configured for it"));
-        assert!(ready.offered.skip_reason(&["probe".to_string()].into()).unwrap().contains("needs tool probe"));
+        let ready =
+            wait_refetching_every(&options, Duration::from_secs(5), Duration::from_millis(20))
+                .await
+                .unwrap();
+        assert_eq!(
+            ready.offered.not_configured.get("probe").map(String::as_str),
+            Some("no controller is configured for it")
+        );
+        assert!(ready
+            .offered
+            .skip_reason(&["probe".to_string()].into())
+            .unwrap()
+            .contains("needs tool probe"));
         // The one-shot survey sees the same.
         let offered = survey(&options).await.unwrap();
         assert_eq!(offered, ready.offered);
@@ -377,7 +514,8 @@ mod tests {
     }
 
     fn manifest(sensors: &[&str], actuators: &[&str], granted: Option<&[&str]>) -> Value {
-        let mut capabilities = json!({ "sensors": sensors, "actuators": actuators, "generators": [] });
+        let mut capabilities =
+            json!({ "sensors": sensors, "actuators": actuators, "generators": [] });
         if let Some(granted) = granted {
             capabilities["granted"] = json!(granted);
         }
@@ -393,16 +531,27 @@ mod tests {
 
     #[test]
     fn a_tool_not_listed_among_the_capabilities_is_unavailable() {
-        assert_eq!(unavailable_tools(&manifest(&["vision", "memory_query"], &["move"], None)).unwrap(), Vec::<String>::new());
-        assert_eq!(unavailable_tools(&manifest(&["memory_query"], &[], None)).unwrap(), ["vision", "move"]);
-        assert_eq!(unavailable_tools(&manifest(&["vision"], &["move"], None)).unwrap(), ["memory_query"], "a tool without a capability counts");
+        assert_eq!(
+            unavailable_tools(&manifest(&["vision", "memory_query"], &["move"], None)).unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            unavailable_tools(&manifest(&["memory_query"], &[], None)).unwrap(),
+            ["vision", "move"]
+        );
+        assert_eq!(
+            unavailable_tools(&manifest(&["vision"], &["move"], None)).unwrap(),
+            ["memory_query"],
+            "a tool without a capability counts"
+        );
     }
 
     #[test]
     fn tools_of_capabilities_not_granted_are_not_waited_for() {
         let observer = manifest(&["vision", "memory_query"], &[], Some(&["can_observe_world"]));
         assert_eq!(unavailable_tools(&observer).unwrap(), Vec::<String>::new());
-        let observer_without_vision = manifest(&["memory_query"], &[], Some(&["can_observe_world"]));
+        let observer_without_vision =
+            manifest(&["memory_query"], &[], Some(&["can_observe_world"]));
         assert_eq!(unavailable_tools(&observer_without_vision).unwrap(), ["vision"]);
     }
 
@@ -411,8 +560,13 @@ mod tests {
         let why = |manifest: Value| unavailable_tools(&manifest).unwrap_err().to_string();
         assert!(why(json!({ "capabilities": {} })).contains("no 'tools' array"));
         assert!(why(json!({ "tools": [] })).contains("no 'capabilities' object"));
-        assert!(why(json!({ "tools": [], "capabilities": { "sensors": "vision" } })).contains("capabilities.sensors must be an array"));
-        assert!(why(json!({ "tools": [{ "class": "sensor" }], "capabilities": {} })).contains("tools.0 has no string 'id'"));
-        assert_eq!(unavailable_tools(&json!({ "tools": [{ "class": "sensor" }], "capabilities": {} })), Err(ManifestShapeError::ToolWithoutId { index: 0 }));
+        assert!(why(json!({ "tools": [], "capabilities": { "sensors": "vision" } }))
+            .contains("capabilities.sensors must be an array"));
+        assert!(why(json!({ "tools": [{ "class": "sensor" }], "capabilities": {} }))
+            .contains("tools.0 has no string 'id'"));
+        assert_eq!(
+            unavailable_tools(&json!({ "tools": [{ "class": "sensor" }], "capabilities": {} })),
+            Err(ManifestShapeError::ToolWithoutId { index: 0 })
+        );
     }
 }

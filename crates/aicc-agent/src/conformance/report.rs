@@ -94,7 +94,12 @@ pub struct RunReport {
 impl RunReport {
     /// (passed, failed, skipped, not selected) in `area` (all areas: None).
     pub fn counts(&self, area: Option<&str>) -> (usize, usize, usize, usize) {
-        let of = |status| self.results.iter().filter(|r| area.is_none_or(|a| r.area == a) && r.status == status).count();
+        let of = |status| {
+            self.results
+                .iter()
+                .filter(|r| area.is_none_or(|a| r.area == a) && r.status == status)
+                .count()
+        };
         (of(Status::Passed), of(Status::Failed), of(Status::Skipped), of(Status::NotSelected))
     }
 
@@ -109,7 +114,10 @@ impl RunReport {
 /// The table printed on stdout.
 pub fn summary_table(report: &RunReport) -> String {
     let mut out = String::new();
-    out.push_str(&format!("{:<12} {:>7} {:>7} {:>8} {:>13}\n", "area", "passed", "failed", "skipped", "not selected"));
+    out.push_str(&format!(
+        "{:<12} {:>7} {:>7} {:>8} {:>13}\n",
+        "area", "passed", "failed", "skipped", "not selected"
+    ));
     let mut areas: Vec<&str> = AREAS.to_vec();
     for result in &report.results {
         if !areas.contains(&result.area.as_str()) {
@@ -118,18 +126,30 @@ pub fn summary_table(report: &RunReport) -> String {
     }
     for area in areas {
         let (passed, failed, skipped, not_selected) = report.counts(Some(area));
-        out.push_str(&format!("{area:<12} {passed:>7} {failed:>7} {skipped:>8} {not_selected:>13}\n"));
+        out.push_str(&format!(
+            "{area:<12} {passed:>7} {failed:>7} {skipped:>8} {not_selected:>13}\n"
+        ));
     }
     let (passed, failed, skipped, not_selected) = report.counts(None);
-    out.push_str(&format!("{:<12} {passed:>7} {failed:>7} {skipped:>8} {not_selected:>13}\n", "total"));
-    let skips: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.status == Status::Skipped).collect();
+    out.push_str(&format!(
+        "{:<12} {passed:>7} {failed:>7} {skipped:>8} {not_selected:>13}\n",
+        "total"
+    ));
+    let skips: Vec<&ScenarioResult> =
+        report.results.iter().filter(|r| r.status == Status::Skipped).collect();
     if !skips.is_empty() {
         out.push_str("\nSkipped (this profile lacks what they need):\n");
         for result in skips {
-            out.push_str(&format!("  {}/{}: {}\n", result.area, result.name, result.skip_reason.as_deref().unwrap_or("")));
+            out.push_str(&format!(
+                "  {}/{}: {}\n",
+                result.area,
+                result.name,
+                result.skip_reason.as_deref().unwrap_or("")
+            ));
         }
     }
-    let failures: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.status == Status::Failed).collect();
+    let failures: Vec<&ScenarioResult> =
+        report.results.iter().filter(|r| r.status == Status::Failed).collect();
     if !failures.is_empty() {
         out.push_str("\nFailures:\n");
         for result in failures {
@@ -138,17 +158,31 @@ pub fn summary_table(report: &RunReport) -> String {
                 Some(step) => format!("step {step}"),
                 None => "-".to_string(),
             };
-            let label = failure.and_then(|f| f.label.as_ref()).map(|l| format!(" \"{l}\"")).unwrap_or_default();
+            let label = failure
+                .and_then(|f| f.label.as_ref())
+                .map(|l| format!(" \"{l}\""))
+                .unwrap_or_default();
             let reason = failure.map_or("", |f| f.reason.as_str());
             out.push_str(&format!("  {}/{}  {step}{label}: {reason}\n", result.area, result.name));
         }
     }
-    let judged: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.truth.is_some()).collect();
+    let judged: Vec<&ScenarioResult> =
+        report.results.iter().filter(|r| r.truth.is_some()).collect();
     if !judged.is_empty() {
         out.push_str("\nOn the simulator's ground truth:\n");
         for result in judged {
-            let summary = result.truth.as_ref().and_then(|t| t.get("summary")).and_then(Value::as_str).unwrap_or("");
-            out.push_str(&format!("  {}/{} ({}): {summary}\n", result.area, result.name, result.status.as_str()));
+            let summary = result
+                .truth
+                .as_ref()
+                .and_then(|t| t.get("summary"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            out.push_str(&format!(
+                "  {}/{} ({}): {summary}\n",
+                result.area,
+                result.name,
+                result.status.as_str()
+            ));
         }
     }
     if passed == 0 && failed == 0 && skipped == 0 {
@@ -156,7 +190,10 @@ pub fn summary_table(report: &RunReport) -> String {
     } else if passed == 0 && failed == 0 {
         out.push_str("\nNo scenario ran: every one selected was skipped.\n");
     }
-    out.push_str(&format!("\nTotal time: {:.1} s against {}\n", report.duration_s, report.endpoint));
+    out.push_str(&format!(
+        "\nTotal time: {:.1} s against {}\n",
+        report.duration_s, report.endpoint
+    ));
     out
 }
 
@@ -206,7 +243,12 @@ pub fn xml_text(text: &str) -> String {
 /// Text escaped for a double- or single-quoted XML attribute; tabs and
 /// line breaks as references so that they survive attribute normalisation.
 pub fn xml_attr(text: &str) -> String {
-    xml_text(text).replace('"', "&quot;").replace('\'', "&apos;").replace('\t', "&#9;").replace('\n', "&#10;").replace('\r', "&#13;")
+    xml_text(text)
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+        .replace('\t', "&#9;")
+        .replace('\n', "&#10;")
+        .replace('\r', "&#13;")
 }
 
 /// `conformance-junit.xml`: a testsuite per area, a testcase per scenario.
@@ -227,17 +269,29 @@ pub fn junit_xml(report: &RunReport) -> String {
         }
     }
     for area in areas {
-        let results: Vec<&ScenarioResult> = report.results.iter().filter(|r| r.area == area).collect();
+        let results: Vec<&ScenarioResult> =
+            report.results.iter().filter(|r| r.area == area).collect();
         let (passed, failed, skipped, not_selected) = report.counts(Some(area));
         let skipped = skipped + not_selected;
         let time: f64 = results.iter().map(|r| r.duration_s).sum();
         out.push_str(&format!("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failed}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time:.3}\">\n", xml_attr(area), passed + failed + skipped));
         for result in results {
-            out.push_str(&format!("    <testcase name=\"{}\" classname=\"conformance.{}\" file=\"{}\" time=\"{:.3}\"", xml_attr(&result.name), xml_attr(area), xml_attr(&result.file), result.duration_s));
+            out.push_str(&format!(
+                "    <testcase name=\"{}\" classname=\"conformance.{}\" file=\"{}\" time=\"{:.3}\"",
+                xml_attr(&result.name),
+                xml_attr(area),
+                xml_attr(&result.file),
+                result.duration_s
+            ));
             match result.status {
                 Status::Passed => out.push_str("/>\n"),
-                Status::NotSelected => out.push_str(">\n      <skipped message=\"not selected\"/>\n    </testcase>\n"),
-                Status::Skipped => out.push_str(&format!(">\n      <skipped message=\"{}\"/>\n    </testcase>\n", xml_attr(result.skip_reason.as_deref().unwrap_or("skipped")))),
+                Status::NotSelected => {
+                    out.push_str(">\n      <skipped message=\"not selected\"/>\n    </testcase>\n")
+                }
+                Status::Skipped => out.push_str(&format!(
+                    ">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    xml_attr(result.skip_reason.as_deref().unwrap_or("skipped"))
+                )),
                 Status::Failed => {
                     let message = result.failure_message().unwrap_or_else(|| "failed".to_string());
                     let mut body = format!("{message}\nchecks: {}\n", result.checks);
@@ -277,13 +331,19 @@ pub fn rfc3339(time: SystemTime) -> String {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let mp = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", of_day / 3600, of_day % 3600 / 60, of_day % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
 }
 
 #[cfg(test)]
@@ -313,14 +373,22 @@ mod tests {
             profile: Some("turtlebot3".into()),
             started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
             duration_s: 3.5,
-            results: vec![result("a_passes", "protocol", Status::Passed), result("b_fails", "protocol", Status::Failed), result("c_skipped", "governor", Status::NotSelected), result("d_no_head", "governor", Status::Skipped)],
+            results: vec![
+                result("a_passes", "protocol", Status::Passed),
+                result("b_fails", "protocol", Status::Failed),
+                result("c_skipped", "governor", Status::NotSelected),
+                result("d_no_head", "governor", Status::Skipped),
+            ],
         }
     }
 
     #[test]
     fn xml_escaping_covers_markup_quotes_and_control_characters() {
         assert_eq!(xml_text("a<b>&c"), "a&lt;b&gt;&amp;c");
-        assert_eq!(xml_attr("say \"hi\" & 'bye'\n"), "say &quot;hi&quot; &amp; &apos;bye&apos;&#10;");
+        assert_eq!(
+            xml_attr("say \"hi\" & 'bye'\n"),
+            "say &quot;hi&quot; &amp; &apos;bye&apos;&#10;"
+        );
         assert_eq!(xml_text("bell\u{7}"), "bell\u{FFFD}");
     }
 
@@ -352,11 +420,25 @@ mod tests {
     fn json_names_status_step_and_transcript() {
         let json = to_json(&report());
         assert_eq!(json["started_at"], "2023-11-14T22:13:20Z");
-        assert_eq!(json["counts"], json!({ "passed": 1, "failed": 1, "skipped": 1, "not_selected": 1 }));
+        assert_eq!(
+            json["counts"],
+            json!({ "passed": 1, "failed": 1, "skipped": 1, "not_selected": 1 })
+        );
         assert_eq!(json["profile"], "turtlebot3");
-        assert_eq!((json["scenarios"][3]["status"].as_str(), json["scenarios"][3]["skip_reason"].as_str().map(|r| r.starts_with("needs tool look_at"))), (Some("skipped"), Some(true)));
+        assert_eq!(
+            (
+                json["scenarios"][3]["status"].as_str(),
+                json["scenarios"][3]["skip_reason"]
+                    .as_str()
+                    .map(|r| r.starts_with("needs tool look_at"))
+            ),
+            (Some("skipped"), Some(true))
+        );
         let failed = &json["scenarios"][1];
-        assert_eq!((failed["status"].as_str(), failed["failing_step"].as_str()), (Some("failed"), Some("2")));
+        assert_eq!(
+            (failed["status"].as_str(), failed["failing_step"].as_str()),
+            (Some("failed"), Some("2"))
+        );
         assert_eq!(failed["transcript_tail"][0], "main> {\"a\":\"<b>\"}");
         assert_eq!(json["scenarios"][2]["status"], "not selected");
     }
@@ -364,6 +446,9 @@ mod tests {
     #[test]
     fn rfc3339_handles_leap_years() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(
+            rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
     }
 }

@@ -14,13 +14,16 @@ use tokio::sync::mpsc;
 
 use super::checks::LineChecker;
 use super::connection::{Connection, Endpoint, Incoming, Tagged};
+use super::judge::{self, Invariants};
 use super::matcher::{self, show, Captures, Mismatch};
 use super::offered::Offered;
 use super::report::{Failure, ScenarioResult, Status};
-use super::judge::{self, Invariants};
-use super::scenario::{Action, CallSpec, ConnectScope, ConnectSpec, Scenario, Step, TruthSpec, DEFAULT_CLEARANCE_TOL_M, DEFAULT_FOR_S, MAX_REPEAT};
-use super::truth::TruthClient;
+use super::scenario::{
+    Action, CallSpec, ConnectScope, ConnectSpec, Scenario, Step, TruthSpec,
+    DEFAULT_CLEARANCE_TOL_M, DEFAULT_FOR_S, MAX_REPEAT,
+};
 use super::transcript::{Direction, Transcript};
+use super::truth::TruthClient;
 use super::vars::{lookup, Variables};
 
 /// Unconsumed messages one connection may hold (a bound, not a goal).
@@ -108,7 +111,15 @@ struct Conn {
 
 impl Conn {
     fn new(connection: Connection) -> Self {
-        Self { connection, checker: LineChecker::default(), pending: VecDeque::new(), pending_bytes: 0, closed: None, owed_heartbeat_answers: VecDeque::new(), awaited_heartbeat_echoes: VecDeque::new() }
+        Self {
+            connection,
+            checker: LineChecker::default(),
+            pending: VecDeque::new(),
+            pending_bytes: 0,
+            closed: None,
+            owed_heartbeat_answers: VecDeque::new(),
+            awaited_heartbeat_echoes: VecDeque::new(),
+        }
     }
 }
 
@@ -125,8 +136,13 @@ struct Position {
 pub(super) enum Found {
     /// The index in `pending` and the captures of the match.
     Match(usize, Captures),
-    TimedOut { nearest: Option<(Mismatch, Value)> },
-    Closed { how: String, nearest: Option<(Mismatch, Value)> },
+    TimedOut {
+        nearest: Option<(Mismatch, Value)>,
+    },
+    Closed {
+        how: String,
+        nearest: Option<(Mismatch, Value)>,
+    },
 }
 
 /// The state of one run against the bridge: a scenario's, or the wait for
@@ -155,11 +171,18 @@ pub(super) struct Run<'a> {
 /// Runs one scenario, or skips it without connecting when the endpoint's
 /// profile lacks a tool it needs ([`Scenario::needed_tools`]) or its
 /// manifest does not match the scenario's `needs_manifest`.
-pub async fn run_or_skip(scenario: &Scenario, file: &Path, options: &RunnerOptions, offered: &Offered) -> ScenarioResult {
+pub async fn run_or_skip(
+    scenario: &Scenario,
+    file: &Path,
+    options: &RunnerOptions,
+    offered: &Offered,
+) -> ScenarioResult {
     if let Some(reason) = offered.skip_reason(&scenario.needed_tools()) {
         return skipped(scenario, file, reason);
     }
-    if let Some(reason) = scenario.needs_manifest.as_ref().and_then(|needs| offered.manifest_skip_reason(needs)) {
+    if let Some(reason) =
+        scenario.needs_manifest.as_ref().and_then(|needs| offered.manifest_skip_reason(needs))
+    {
         return skipped(scenario, file, reason);
     }
     if scenario.needs_truth() && options.truth.is_none() {
@@ -170,11 +193,19 @@ pub async fn run_or_skip(scenario: &Scenario, file: &Path, options: &RunnerOptio
 
 /// The result of a scenario not run because the profile lacks what it needs.
 pub fn skipped(scenario: &Scenario, file: &Path, reason: String) -> ScenarioResult {
-    ScenarioResult { skip_reason: Some(reason), ..base_result(scenario, file, Status::Skipped, 0.0) }
+    ScenarioResult {
+        skip_reason: Some(reason),
+        ..base_result(scenario, file, Status::Skipped, 0.0)
+    }
 }
 
 /// What every result says of its scenario, with no failure, skip or transcript.
-fn base_result(scenario: &Scenario, file: &Path, status: Status, duration_s: f64) -> ScenarioResult {
+fn base_result(
+    scenario: &Scenario,
+    file: &Path,
+    status: Status,
+    duration_s: f64,
+) -> ScenarioResult {
     ScenarioResult {
         name: scenario.name.clone(),
         area: scenario.area.clone(),
@@ -191,22 +222,37 @@ fn base_result(scenario: &Scenario, file: &Path, status: Status, duration_s: f64
 }
 
 /// Runs one scenario; never panics on what the bridge sends.
-pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOptions) -> ScenarioResult {
+pub async fn run_scenario(
+    scenario: &Scenario,
+    file: &Path,
+    options: &RunnerOptions,
+) -> ScenarioResult {
     let started = Instant::now();
     let mut run = Run::new(options);
     if scenario.needs_truth() {
         let address = options.truth.as_deref().unwrap_or_default();
         match TruthClient::connect(address, TRUTH_WAIT).await {
             Ok(client) => {
-                let missing: Vec<String> = scenario.needed_objects().into_iter().filter(|o| !client.hello.objects.contains_key(o)).collect();
+                let missing: Vec<String> = scenario
+                    .needed_objects()
+                    .into_iter()
+                    .filter(|o| !client.hello.objects.contains_key(o))
+                    .collect();
                 if !missing.is_empty() {
                     return skipped(scenario, file, format!("needs object(s) {} in the simulated world (sim/aicc_sim.py --low-obstacles), which it does not have", missing.join(", ")));
                 }
                 run.truth = Some(client);
             }
             Err(reason) => {
-                let failure = Failure { step: None, label: Some("connecting to the ground truth".into()), reason };
-                return ScenarioResult { failure: Some(failure), ..base_result(scenario, file, Status::Failed, started.elapsed().as_secs_f64()) };
+                let failure = Failure {
+                    step: None,
+                    label: Some("connecting to the ground truth".into()),
+                    reason,
+                };
+                return ScenarioResult {
+                    failure: Some(failure),
+                    ..base_result(scenario, file, Status::Failed, started.elapsed().as_secs_f64())
+                };
             }
         }
     }
@@ -215,7 +261,9 @@ pub async fn run_scenario(scenario: &Scenario, file: &Path, options: &RunnerOpti
     let failure = match outcome {
         Ok(Ok(())) => None,
         Ok(Err(reason)) => Some(run.failure(reason)),
-        Err(_) => Some(run.failure(format!("the scenario's timeout_s ({} s) ran out", scenario.timeout_s))),
+        Err(_) => Some(
+            run.failure(format!("the scenario's timeout_s ({} s) ran out", scenario.timeout_s)),
+        ),
     };
     // Deterministic: the next scenario starts once the bridge has let go
     // of this one's connections (and with them its motion lease).
@@ -237,8 +285,15 @@ fn describe_found_failure(what: &str, conn: &str, found: Found, within: Duration
     };
     match found {
         Found::Match(..) => unreachable!("not a failure"),
-        Found::TimedOut { nearest } => format!("no message on '{conn}' matched {what} within {:.1} s{}", within.as_secs_f64(), nearest_text(nearest)),
-        Found::Closed { how, nearest } => format!("connection '{conn}' was closed ({how}) before a message matched {what}{}", nearest_text(nearest)),
+        Found::TimedOut { nearest } => format!(
+            "no message on '{conn}' matched {what} within {:.1} s{}",
+            within.as_secs_f64(),
+            nearest_text(nearest)
+        ),
+        Found::Closed { how, nearest } => format!(
+            "connection '{conn}' was closed ({how}) before a message matched {what}{}",
+            nearest_text(nearest)
+        ),
     }
 }
 
@@ -268,11 +323,20 @@ impl<'a> Run<'a> {
         if self.positions.is_empty() {
             return Failure { step: None, label: Some("opening connection 'main'".into()), reason };
         }
-        let step = self.positions.iter().map(|p| (p.index + 1).to_string()).collect::<Vec<_>>().join(".");
+        let step =
+            self.positions.iter().map(|p| (p.index + 1).to_string()).collect::<Vec<_>>().join(".");
         let labels: Vec<&str> = self.positions.iter().filter_map(|p| p.label.as_deref()).collect();
         let label = (!labels.is_empty()).then(|| labels.join(" › "));
-        let repetitions: Vec<String> = self.positions.iter().filter_map(|p| p.repetition.map(|(i, n)| format!("repetition {i} of {n}"))).collect();
-        let reason = if repetitions.is_empty() { reason } else { format!("({}) {reason}", repetitions.join(", ")) };
+        let repetitions: Vec<String> = self
+            .positions
+            .iter()
+            .filter_map(|p| p.repetition.map(|(i, n)| format!("repetition {i} of {n}")))
+            .collect();
+        let reason = if repetitions.is_empty() {
+            reason
+        } else {
+            format!("({}) {reason}", repetitions.join(", "))
+        };
         Failure { step: Some(step), label, reason }
     }
 
@@ -280,7 +344,15 @@ impl<'a> Run<'a> {
         let token = self.options.admin.value.clone();
         self.open("main", token.clone()).await?;
         if scenario.session {
-            let init = self.handshake("main", token.as_deref(), None, None, Duration::from_secs_f64(super::scenario::DEFAULT_WITHIN_S)).await?;
+            let init = self
+                .handshake(
+                    "main",
+                    token.as_deref(),
+                    None,
+                    None,
+                    Duration::from_secs_f64(super::scenario::DEFAULT_WITHIN_S),
+                )
+                .await?;
             self.set_connection_vars("main", token.as_deref(), Some(&init));
         } else {
             self.set_connection_vars("main", token.as_deref(), None);
@@ -291,13 +363,23 @@ impl<'a> Run<'a> {
         self.steps(&scenario.steps, None).await?;
         if self.truth.is_some() {
             // The invariants keep being judged while the robot settles.
-            let settle = scenario.truth.as_ref().map_or(super::scenario::DEFAULT_SETTLE_S, |t| t.settle_s);
-            self.positions.push(Position { index: scenario.steps.len(), label: Some("after the last step, while the robot settles".into()), repetition: None });
+            let settle =
+                scenario.truth.as_ref().map_or(super::scenario::DEFAULT_SETTLE_S, |t| t.settle_s);
+            self.positions.push(Position {
+                index: scenario.steps.len(),
+                label: Some("after the last step, while the robot settles".into()),
+                repetition: None,
+            });
             let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(settle);
             while self.pump_until(deadline).await? {}
             self.check_truth()?;
             // No sample judged is no verdict: a silent simulator passes nothing.
-            if self.truth.as_ref().and_then(|truth| truth.figures()).is_some_and(|figures| figures.samples == 0) {
+            if self
+                .truth
+                .as_ref()
+                .and_then(|truth| truth.figures())
+                .is_some_and(|figures| figures.samples == 0)
+            {
                 return Err("ground truth: not one sample was judged during the scenario (the simulator sent none after the first step)".into());
             }
             self.positions.pop();
@@ -314,7 +396,12 @@ impl<'a> Run<'a> {
             Some(scene) => {
                 let scene = self.vars.substitute(scene).map_err(|e| format!("truth.scene: {e}"))?;
                 self.truth_scene_set = true;
-                Some(client.command(&json!({ "scene": scene }), TRUTH_WAIT).await.map_err(|e| format!("setting the scene: {e}"))?)
+                Some(
+                    client
+                        .command(&json!({ "scene": scene }), TRUTH_WAIT)
+                        .await
+                        .map_err(|e| format!("setting the scene: {e}"))?,
+                )
             }
             None => None,
         };
@@ -334,7 +421,13 @@ impl<'a> Run<'a> {
             None => Invariants::default(),
         };
         self.truth.as_ref().expect("checked").judge(invariants);
-        self.transcript.note(format!("truth: judging from seq {} (robot at x {:.3}, y {:.3}, yaw {:.1} deg)", sample.seq, sample.base.x, sample.base.y, sample.base.yaw.to_degrees()));
+        self.transcript.note(format!(
+            "truth: judging from seq {} (robot at x {:.3}, y {:.3}, yaw {:.1} deg)",
+            sample.seq,
+            sample.base.x,
+            sample.base.y,
+            sample.base.yaw.to_degrees()
+        ));
         Ok(())
     }
 
@@ -354,11 +447,21 @@ impl<'a> Run<'a> {
             ..Invariants::default()
         };
         for (object, minimum) in &always.min_clearance_m {
-            invariants.min_clearance_m.insert(object.clone(), number(minimum, &format!("truth.always.min_clearance_m.{object}"))?);
+            invariants.min_clearance_m.insert(
+                object.clone(),
+                number(minimum, &format!("truth.always.min_clearance_m.{object}"))?,
+            );
         }
         if always.base_limits {
             let limit = |path: &str| -> Result<f64, String> {
-                self.vars.get(&format!("manifest.limits.{path}")).and_then(Value::as_f64).ok_or_else(|| format!("truth.always.base_limits: the manifest has no number at limits.{path}"))
+                self.vars
+                    .get(&format!("manifest.limits.{path}"))
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| {
+                        format!(
+                            "truth.always.base_limits: the manifest has no number at limits.{path}"
+                        )
+                    })
             };
             invariants.max_linear_mps = Some(limit("base.max_linear_mps")?);
             invariants.max_angular_radps = Some(limit("base.max_angular_radps")?);
@@ -377,7 +480,18 @@ impl<'a> Run<'a> {
             let more = violations.len() - self.truth_reported - 1;
             let first = &violations[self.truth_reported];
             self.truth_reported = violations.len();
-            let others = if more > 0 { format!(" (and {more} more: {})", violations[violations.len() - more..].iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; ")) } else { String::new() };
+            let others = if more > 0 {
+                format!(
+                    " (and {more} more: {})",
+                    violations[violations.len() - more..]
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            } else {
+                String::new()
+            };
             return Err(format!("ground truth: {first}{others}"));
         }
         if let Some(why) = client.closed() {
@@ -397,7 +511,8 @@ impl<'a> Run<'a> {
         }
         let judge = judge?;
         let mut figures = judge.figures.to_json();
-        figures["violations"] = json!(judge.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+        figures["violations"] =
+            json!(judge.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>());
         figures["summary"] = json!(judge.figures.summary());
         Some(figures)
     }
@@ -431,10 +546,15 @@ impl<'a> Run<'a> {
             }
             if tokio::time::Instant::now() >= deadline {
                 let shown = match nearest {
-                    Some((miss, view)) => format!("; nearest: {} — {miss}", show(&brief_view(&view))),
+                    Some((miss, view)) => {
+                        format!("; nearest: {} — {miss}", show(&brief_view(&view)))
+                    }
                     None => "; no sample came".into(),
                 };
-                return Err(format!("no ground-truth sample matched within {:.1} s{shown}", within.as_secs_f64()));
+                return Err(format!(
+                    "no ground-truth sample matched within {:.1} s{shown}",
+                    within.as_secs_f64()
+                ));
             }
             let poll = (tokio::time::Instant::now() + TRUTH_POLL).min(deadline);
             while self.pump_until(poll).await? {}
@@ -452,7 +572,14 @@ impl<'a> Run<'a> {
         }
         let id = self.next_conn_id;
         self.next_conn_id += 1;
-        let connection = Connection::open(&self.options.endpoint, id, self.options.max_line_bytes, self.sender.clone()).await.map_err(|e| e.to_string())?;
+        let connection = Connection::open(
+            &self.options.endpoint,
+            id,
+            self.options.max_line_bytes,
+            self.sender.clone(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         self.transcript.note(format!("{name}: connected to {}", self.options.endpoint.describe()));
         self.names.insert(id, name.to_string());
         self.conns.insert(name.to_string(), Conn::new(connection));
@@ -466,7 +593,12 @@ impl<'a> Run<'a> {
         let tools: Map<String, Value> = init
             .and_then(|i| i.get("tools"))
             .and_then(Value::as_array)
-            .map(|tools| tools.iter().filter_map(|t| Some((t.get("id")?.as_str()?.to_string(), t.clone()))).collect())
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| Some((t.get("id")?.as_str()?.to_string(), t.clone())))
+                    .collect()
+            })
             .unwrap_or_default();
         let manifest = init.cloned().unwrap_or(Value::Null);
         if name == "main" {
@@ -475,11 +607,16 @@ impl<'a> Run<'a> {
             self.vars.set("tools", Value::Object(tools.clone()));
             self.vars.set("auth", auth.clone());
         }
-        self.vars.set(name, json!({ "session_id": session_id, "manifest": manifest, "tools": tools, "auth": auth }));
+        self.vars.set(
+            name,
+            json!({ "session_id": session_id, "manifest": manifest, "tools": tools, "auth": auth }),
+        );
     }
 
     fn conn(&mut self, name: &str) -> Result<&mut Conn, String> {
-        self.conns.get_mut(name).ok_or_else(|| format!("connection '{name}' is not open (open it with connect)"))
+        self.conns
+            .get_mut(name)
+            .ok_or_else(|| format!("connection '{name}' is not open (open it with connect)"))
     }
 
     /// Takes in one report from a reader, checking the line.
@@ -492,8 +629,12 @@ impl<'a> Run<'a> {
         match tagged.incoming {
             Incoming::Line(line) => {
                 self.transcript.record(&name, Direction::Received, &line);
-                let message = conn.checker.check(&line).map_err(|reason| format!("the bridge broke the protocol on '{name}': {reason}"))?;
-                if let Some(position) = echo_of_runner_heartbeat(&message, &conn.awaited_heartbeat_echoes) {
+                let message = conn.checker.check(&line).map_err(|reason| {
+                    format!("the bridge broke the protocol on '{name}': {reason}")
+                })?;
+                if let Some(position) =
+                    echo_of_runner_heartbeat(&message, &conn.awaited_heartbeat_echoes)
+                {
                     conn.awaited_heartbeat_echoes.remove(position);
                     return Ok(());
                 }
@@ -510,7 +651,9 @@ impl<'a> Run<'a> {
                 }
                 conn.pending_bytes += line.len();
                 conn.pending.push_back((message, line.len()));
-                if conn.pending.len() > MAX_PENDING_MESSAGES || conn.pending_bytes > MAX_PENDING_BYTES {
+                if conn.pending.len() > MAX_PENDING_MESSAGES
+                    || conn.pending_bytes > MAX_PENDING_BYTES
+                {
                     return Err(format!("connection '{name}' holds {} unconsumed messages ({} bytes), over the runner's bound: the bridge floods it, or the scenario lacks expects", conn.pending.len(), conn.pending_bytes));
                 }
                 Ok(())
@@ -521,7 +664,8 @@ impl<'a> Run<'a> {
                 Err(format!("the bridge broke the protocol on '{name}': it sent a line longer than {limit_bytes} bytes (--max-line-bytes)"))
             }
             Incoming::Closed { error, partial_bytes } => {
-                let how = error.map_or("by the bridge".to_string(), |e| format!("with an error: {e}"));
+                let how =
+                    error.map_or("by the bridge".to_string(), |e| format!("with an error: {e}"));
                 self.transcript.note(format!("{name}: closed {how}"));
                 conn.closed = Some(how);
                 if partial_bytes > 0 {
@@ -555,14 +699,22 @@ impl<'a> Run<'a> {
 
     /// Searches `conn`'s unconsumed messages, oldest first, then what
     /// arrives until `within` has passed, for one that `accept`s.
-    pub(super) async fn find(&mut self, conn: &str, within: Duration, mut accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>) -> Result<Found, String> {
+    pub(super) async fn find(
+        &mut self,
+        conn: &str,
+        within: Duration,
+        mut accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>,
+    ) -> Result<Found, String> {
         let deadline = tokio::time::Instant::now() + within;
         let mut scanned = 0;
         let mut nearest: Option<(Mismatch, Value)> = None;
         loop {
             self.drain_ready()?;
             let vars = &self.vars;
-            let state = self.conns.get(conn).ok_or_else(|| format!("connection '{conn}' is not open (open it with connect)"))?;
+            let state = self
+                .conns
+                .get(conn)
+                .ok_or_else(|| format!("connection '{conn}' is not open (open it with connect)"))?;
             for (index, (message, _)) in state.pending.iter().enumerate().skip(scanned) {
                 match accept(message, vars) {
                     Ok(captures) => return Ok(Found::Match(index, captures)),
@@ -592,17 +744,31 @@ impl<'a> Run<'a> {
     }
 
     /// Waits for a message matching `matcher` and consumes it.
-    async fn expect(&mut self, conn: &str, matcher: &Value, within: Duration, what: &str) -> Result<(Value, Captures), String> {
+    async fn expect(
+        &mut self,
+        conn: &str,
+        matcher: &Value,
+        within: Duration,
+        what: &str,
+    ) -> Result<(Value, Captures), String> {
         if let Some(problem) = matcher::unresolved(matcher, &self.vars) {
             return Err(problem);
         }
-        match self.find(conn, within, |message, vars| matcher::matches(matcher, message, vars)).await? {
+        match self
+            .find(conn, within, |message, vars| matcher::matches(matcher, message, vars))
+            .await?
+        {
             Found::Match(index, captures) => Ok((self.consume(conn, index), captures)),
             other => Err(describe_found_failure(what, conn, other, within)),
         }
     }
 
-    async fn send_bytes(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<(), String> {
+    async fn send_bytes(
+        &mut self,
+        conn: &str,
+        bytes: &[u8],
+        within: Duration,
+    ) -> Result<(), String> {
         // What the runner owes goes first, in the order it became due.
         self.answer_heartbeats().await?;
         self.transcript.record(conn, Direction::Sent, bytes);
@@ -614,7 +780,12 @@ impl<'a> Run<'a> {
     /// meanwhile: a bridge that stops reading until its replies are read
     /// must not deadlock a long write. The outer error is a protocol
     /// violation in what arrived; the inner one, the write's failure.
-    async fn write_line_reading(&mut self, conn: &str, bytes: &[u8], within: Duration) -> Result<Result<(), String>, String> {
+    async fn write_line_reading(
+        &mut self,
+        conn: &str,
+        bytes: &[u8],
+        within: Duration,
+    ) -> Result<Result<(), String>, String> {
         let mut held = Vec::new();
         // Bounded in bytes too: each held line may be --max-line-bytes long.
         let mut held_bytes = 0usize;
@@ -641,7 +812,10 @@ impl<'a> Run<'a> {
         Ok(match written {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(format!("writing to '{conn}': {error}")),
-            Err(_) => Err(format!("writing to '{conn}' did not finish within {:.1} s (the bridge stopped reading)", within.as_secs_f64())),
+            Err(_) => Err(format!(
+                "writing to '{conn}' did not finish within {:.1} s (the bridge stopped reading)",
+                within.as_secs_f64()
+            )),
         })
     }
 
@@ -649,14 +823,28 @@ impl<'a> Run<'a> {
     /// connection still open. One that cannot be written is noted, not a
     /// failure: the bridge may just have closed that connection.
     async fn answer_heartbeats(&mut self) -> Result<(), String> {
-        let owed: Vec<(String, Vec<u8>)> = self.conns.iter_mut().filter(|(_, c)| c.closed.is_none()).flat_map(|(name, c)| c.owed_heartbeat_answers.drain(..).map(|answer| (name.clone(), answer)).collect::<Vec<_>>()).collect();
+        let owed: Vec<(String, Vec<u8>)> = self
+            .conns
+            .iter_mut()
+            .filter(|(_, c)| c.closed.is_none())
+            .flat_map(|(name, c)| {
+                c.owed_heartbeat_answers
+                    .drain(..)
+                    .map(|answer| (name.clone(), answer))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         for (name, answer) in owed {
             if self.conns.get(&name).is_none_or(|c| c.closed.is_some()) {
                 continue;
             }
             self.transcript.record(&name, Direction::Sent, &answer);
-            if let Err(error) = self.write_line_reading(&name, &answer, HEARTBEAT_ANSWER_WRITE).await? {
-                self.transcript.note(format!("{name}: the answer to the bridge's heartbeat was not written: {error}"));
+            if let Err(error) =
+                self.write_line_reading(&name, &answer, HEARTBEAT_ANSWER_WRITE).await?
+            {
+                self.transcript.note(format!(
+                    "{name}: the answer to the bridge's heartbeat was not written: {error}"
+                ));
             }
         }
         Ok(())
@@ -668,29 +856,50 @@ impl<'a> Run<'a> {
     /// in the transcript, not checked: the scenario is over.
     pub(super) async fn close_connections(&mut self) {
         let deadline = tokio::time::Instant::now() + self.options.close_wait;
-        let mut closing: Vec<String> = self.conns.iter().filter(|(_, c)| c.closed.is_none()).map(|(name, _)| name.clone()).collect();
+        let mut closing: Vec<String> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.closed.is_none())
+            .map(|(name, _)| name.clone())
+            .collect();
         closing.sort();
         for name in &closing {
             let conn = self.conns.get_mut(name).expect("listed");
-            if let Ok(Err(error)) | Err(error) = tokio::time::timeout_at(deadline, conn.connection.shutdown()).await.map_err(|_| std::io::Error::other("timed out")) {
+            if let Ok(Err(error)) | Err(error) =
+                tokio::time::timeout_at(deadline, conn.connection.shutdown())
+                    .await
+                    .map_err(|_| std::io::Error::other("timed out"))
+            {
                 self.transcript.note(format!("{name}: closing: {error}"));
             } else {
                 self.transcript.note(format!("{name}: closed by the runner (end of the scenario)"));
             }
         }
         while closing.iter().any(|name| self.conns[name].closed.is_none()) {
-            let Ok(Some(tagged)) = tokio::time::timeout_at(deadline, self.receiver.recv()).await else { break };
+            let Ok(Some(tagged)) = tokio::time::timeout_at(deadline, self.receiver.recv()).await
+            else {
+                break;
+            };
             let Some(name) = self.names.get(&tagged.conn_id).cloned() else { continue };
-            let Some(conn) = self.conns.get_mut(&name).filter(|c| c.connection.id == tagged.conn_id) else { continue };
+            let Some(conn) =
+                self.conns.get_mut(&name).filter(|c| c.connection.id == tagged.conn_id)
+            else {
+                continue;
+            };
             match tagged.incoming {
                 Incoming::Line(line) => self.transcript.record(&name, Direction::Received, &line),
-                Incoming::Oversized { .. } => conn.closed = Some("the runner stopped reading".into()),
+                Incoming::Oversized { .. } => {
+                    conn.closed = Some("the runner stopped reading".into())
+                }
                 Incoming::Closed { .. } => conn.closed = Some("by the bridge".into()),
             }
         }
         for name in &closing {
             if self.conns[name].closed.is_none() {
-                self.transcript.note(format!("{name}: the bridge had not closed it {:.1} s after the runner did; dropped", self.options.close_wait.as_secs_f64()));
+                self.transcript.note(format!(
+                    "{name}: the bridge had not closed it {:.1} s after the runner did; dropped",
+                    self.options.close_wait.as_secs_f64()
+                ));
             }
         }
         self.conns.clear();
@@ -705,7 +914,12 @@ impl<'a> Run<'a> {
     }
 
     /// Sends a message, noting a tool_call's call_id for the result checks.
-    pub(super) async fn send_message(&mut self, conn: &str, message: &Value, within: Duration) -> Result<(), String> {
+    pub(super) async fn send_message(
+        &mut self,
+        conn: &str,
+        message: &Value,
+        within: Duration,
+    ) -> Result<(), String> {
         if message.get("type").and_then(Value::as_str) == Some("tool_call") {
             if let Some(call_id) = message.get("call_id").and_then(Value::as_str) {
                 self.conn(conn)?.checker.note_call_sent(call_id);
@@ -717,7 +931,10 @@ impl<'a> Run<'a> {
 
     /// `protocol` and a fresh `message_id` unless given (null removes them).
     pub(super) fn envelope(mut message: Map<String, Value>) -> Value {
-        for (key, default) in [("protocol", json!("aicc/0.1")), ("message_id", json!(uuid::Uuid::new_v4().to_string()))] {
+        for (key, default) in [
+            ("protocol", json!("aicc/0.1")),
+            ("message_id", json!(uuid::Uuid::new_v4().to_string())),
+        ] {
             match message.get(key) {
                 None => {
                     message.insert(key.to_string(), default);
@@ -734,15 +951,28 @@ impl<'a> Run<'a> {
     /// Opens a session on `conn`: with a token, a manifest_request carrying
     /// it; without, the bridge's own session_init (or a manifest_request
     /// when none comes within 2 s). Returns the session_init.
-    pub(super) async fn handshake(&mut self, conn: &str, token: Option<&str>, agent_model: Option<&Value>, subscribe: Option<&[String]>, within: Duration) -> Result<Value, String> {
-        let is_init_or_error = |message: &Value, _: &Variables| match message.get("type").and_then(Value::as_str) {
+    pub(super) async fn handshake(
+        &mut self,
+        conn: &str,
+        token: Option<&str>,
+        agent_model: Option<&Value>,
+        subscribe: Option<&[String]>,
+        within: Duration,
+    ) -> Result<Value, String> {
+        let is_init_or_error = |message: &Value, _: &Variables| match message
+            .get("type")
+            .and_then(Value::as_str)
+        {
             Some("session_init") | Some("error") => Ok(Vec::new()),
             _ => Err(Mismatch { path: "type".into(), reason: "not session_init or error".into() }),
         };
         let mut request = Map::new();
         request.insert("type".into(), json!("manifest_request"));
         if let Some(model) = agent_model {
-            request.insert("agent_model".into(), self.vars.substitute(model).map_err(|e| e.to_string())?);
+            request.insert(
+                "agent_model".into(),
+                self.vars.substitute(model).map_err(|e| e.to_string())?,
+            );
         }
         if let Some(topics) = subscribe {
             request.insert("subscribe".into(), json!(topics));
@@ -754,45 +984,65 @@ impl<'a> Run<'a> {
                 self.send_message(conn, &Self::envelope(request), within).await?;
                 self.find_handshake_reply(conn, within, is_init_or_error).await?
             }
-            None => match self.find(conn, UNSOLICITED_INIT_WAIT.min(within), is_init_or_error).await? {
-                Found::Match(index, _) => {
-                    let init = self.consume(conn, index);
-                    check_handshake_reply(&init)?;
-                    if adjust {
-                        // Subscriptions or agent model on top of the bridge's own session.
-                        let message_id = uuid::Uuid::new_v4().to_string();
-                        request.insert("message_id".into(), json!(message_id));
+            None => {
+                match self.find(conn, UNSOLICITED_INIT_WAIT.min(within), is_init_or_error).await? {
+                    Found::Match(index, _) => {
+                        let init = self.consume(conn, index);
+                        check_handshake_reply(&init)?;
+                        if adjust {
+                            // Subscriptions or agent model on top of the bridge's own session.
+                            let message_id = uuid::Uuid::new_v4().to_string();
+                            request.insert("message_id".into(), json!(message_id));
+                            self.send_message(conn, &Self::envelope(request), within).await?;
+                            let reply = json!({ "in_reply_to": message_id });
+                            self.find_handshake_reply(conn, within, move |m, v| {
+                                matcher::matches(&reply, m, v)
+                                    .and_then(|c| is_init_or_error(m, v).map(|_| c))
+                            })
+                            .await?
+                        } else {
+                            init
+                        }
+                    }
+                    Found::Closed { how, .. } => {
+                        return Err(format!("handshake: connection '{conn}' was closed ({how})"))
+                    }
+                    Found::TimedOut { .. } => {
                         self.send_message(conn, &Self::envelope(request), within).await?;
-                        let reply = json!({ "in_reply_to": message_id });
-                        self.find_handshake_reply(conn, within, move |m, v| matcher::matches(&reply, m, v).and_then(|c| is_init_or_error(m, v).map(|_| c))).await?
-                    } else {
-                        init
+                        self.find_handshake_reply(conn, within, is_init_or_error).await?
                     }
                 }
-                Found::Closed { how, .. } => return Err(format!("handshake: connection '{conn}' was closed ({how})")),
-                Found::TimedOut { .. } => {
-                    self.send_message(conn, &Self::envelope(request), within).await?;
-                    self.find_handshake_reply(conn, within, is_init_or_error).await?
-                }
-            },
+            }
         };
         Ok(init)
     }
 
-    async fn find_handshake_reply(&mut self, conn: &str, within: Duration, accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>) -> Result<Value, String> {
+    async fn find_handshake_reply(
+        &mut self,
+        conn: &str,
+        within: Duration,
+        accept: impl FnMut(&Value, &Variables) -> Result<Captures, Mismatch>,
+    ) -> Result<Value, String> {
         match self.find(conn, within, accept).await? {
             Found::Match(index, _) => {
                 let reply = self.consume(conn, index);
                 check_handshake_reply(&reply)?;
                 Ok(reply)
             }
-            other => Err(format!("handshake: {}", describe_found_failure("session_init", conn, other, within))),
+            other => Err(format!(
+                "handshake: {}",
+                describe_found_failure("session_init", conn, other, within)
+            )),
         }
     }
 
     // ----- steps -------------------------------------------------------
 
-    fn steps<'s>(&'s mut self, steps: &'s [Step], repetition: Option<(u64, u64)>) -> BoxFuture<'s, Result<(), String>> {
+    fn steps<'s>(
+        &'s mut self,
+        steps: &'s [Step],
+        repetition: Option<(u64, u64)>,
+    ) -> BoxFuture<'s, Result<(), String>> {
         async move {
             for (index, step) in steps.iter().enumerate() {
                 self.positions.push(Position { index, label: step.name.clone(), repetition });
@@ -813,13 +1063,20 @@ impl<'a> Run<'a> {
             Action::Connect => self.connect(step.connect.as_ref().expect("action"), within).await,
             Action::Disconnect => {
                 let name = step.disconnect.as_deref().expect("action");
-                self.conns.remove(name).ok_or_else(|| format!("disconnect: connection '{name}' is not open"))?;
+                self.conns
+                    .remove(name)
+                    .ok_or_else(|| format!("disconnect: connection '{name}' is not open"))?;
                 self.transcript.note(format!("{name}: closed by the runner"));
                 Ok(())
             }
             Action::Send => {
-                let message = self.vars.substitute(step.send.as_ref().expect("action")).map_err(|e| e.to_string())?;
-                let Value::Object(message) = message else { unreachable!("validated as an object") };
+                let message = self
+                    .vars
+                    .substitute(step.send.as_ref().expect("action"))
+                    .map_err(|e| e.to_string())?;
+                let Value::Object(message) = message else {
+                    unreachable!("validated as an object")
+                };
                 self.send_message(&conn, &Self::envelope(message), within).await
             }
             Action::SendRaw => {
@@ -835,7 +1092,9 @@ impl<'a> Run<'a> {
                 self.send_bytes(&conn, text.as_bytes(), within).await
             }
             Action::SendBytesHex => {
-                let bytes = super::scenario::parse_hex(step.send_bytes_hex.as_deref().expect("action")).map_err(|e| e.to_string())?;
+                let bytes =
+                    super::scenario::parse_hex(step.send_bytes_hex.as_deref().expect("action"))
+                        .map_err(|e| e.to_string())?;
                 self.send_bytes(&conn, &bytes, within).await
             }
             Action::SendOversized => {
@@ -844,7 +1103,9 @@ impl<'a> Run<'a> {
             }
             Action::Call => self.call(&conn, step, within).await,
             Action::Expect => {
-                let (message, captures) = self.expect(&conn, step.expect.as_ref().expect("action"), within, "the expectation").await?;
+                let (message, captures) = self
+                    .expect(&conn, step.expect.as_ref().expect("action"), within, "the expectation")
+                    .await?;
                 self.commit(captures, step, &message)
             }
             Action::ExpectEvent => {
@@ -853,7 +1114,9 @@ impl<'a> Run<'a> {
                 if let Some(payload) = &spec.payload {
                     matcher["payload"] = payload.clone();
                 }
-                let (message, captures) = self.expect(&conn, &matcher, within, &format!("an event '{}'", spec.topic)).await?;
+                let (message, captures) = self
+                    .expect(&conn, &matcher, within, &format!("an event '{}'", spec.topic))
+                    .await?;
                 self.commit(captures, step, &message)
             }
             Action::ExpectNone => {
@@ -862,7 +1125,10 @@ impl<'a> Run<'a> {
                     return Err(problem);
                 }
                 let window = Duration::from_secs_f64(step.for_s.unwrap_or(DEFAULT_FOR_S));
-                match self.find(&conn, window, |message, vars| matcher::matches(matcher, message, vars)).await? {
+                match self
+                    .find(&conn, window, |message, vars| matcher::matches(matcher, message, vars))
+                    .await?
+                {
                     Found::Match(index, _) => {
                         let message = &self.conns[&conn].pending[index].0;
                         Err(format!("a message that must not come did: {}", show(message)))
@@ -880,19 +1146,25 @@ impl<'a> Run<'a> {
                 } else {
                     self.drain_ready()?;
                     match &self.conn(&conn)?.closed {
-                        Some(how) => Err(format!("connection '{conn}' was closed ({how}); expected it open")),
+                        Some(how) => {
+                            Err(format!("connection '{conn}' was closed ({how}); expected it open"))
+                        }
                         None => Ok(()),
                     }
                 }
             }
             Action::Wait => {
-                let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(step.wait_s.expect("action"));
+                let deadline = tokio::time::Instant::now()
+                    + Duration::from_secs_f64(step.wait_s.expect("action"));
                 while self.pump_until(deadline).await? {}
                 Ok(())
             }
             Action::TruthExpect => self.truth_expect(step, within).await,
             Action::TruthCommand => {
-                let command = self.vars.substitute(step.truth_command.as_ref().expect("action")).map_err(|e| e.to_string())?;
+                let command = self
+                    .vars
+                    .substitute(step.truth_command.as_ref().expect("action"))
+                    .map_err(|e| e.to_string())?;
                 let client = self.truth.as_ref().ok_or("truth_command needs the ground truth")?;
                 let seq = client.command(&command, within).await?;
                 self.transcript.note(format!("truth: sent {command}, applied from seq {seq}"));
@@ -904,7 +1176,12 @@ impl<'a> Run<'a> {
                     Value::Number(n) => n.as_u64().filter(|t| *t <= MAX_REPEAT),
                     _ => None,
                 }
-                .ok_or_else(|| format!("repeat.times: {} is not a whole number up to {MAX_REPEAT}", show(&spec.times)))?;
+                .ok_or_else(|| {
+                    format!(
+                        "repeat.times: {} is not a whole number up to {MAX_REPEAT}",
+                        show(&spec.times)
+                    )
+                })?;
                 for repetition in 1..=times {
                     self.steps(&spec.steps, Some((repetition, times))).await?;
                 }
@@ -921,7 +1198,10 @@ impl<'a> Run<'a> {
                 return Ok(());
             }
             if !self.pump_until(deadline).await? {
-                return Err(format!("connection '{conn}' was still open after {:.1} s", within.as_secs_f64()));
+                return Err(format!(
+                    "connection '{conn}' was still open after {:.1} s",
+                    within.as_secs_f64()
+                ));
             }
         }
     }
@@ -932,18 +1212,35 @@ impl<'a> Run<'a> {
             (None, ConnectScope::None) => None,
             (None, ConnectScope::Admin) => self.options.admin.value.clone(),
             (None, ConnectScope::Actuate | ConnectScope::Observe) => {
-                let source = if spec.scope == ConnectScope::Actuate { &self.options.actuate } else { &self.options.observe };
+                let source = if spec.scope == ConnectScope::Actuate {
+                    &self.options.actuate
+                } else {
+                    &self.options.observe
+                };
                 let scope = if spec.scope == ConnectScope::Actuate { "actuate" } else { "observe" };
                 Some(source.value.clone().ok_or_else(|| format!("connect '{}' with scope {scope} needs the environment variable {}, which is not set", spec.name, source.env))?)
             }
         };
         if self.conns.get(&spec.name).is_some_and(|c| c.closed.is_none()) {
-            return Err(format!("connect: connection '{}' is already open (disconnect it first)", spec.name));
+            return Err(format!(
+                "connect: connection '{}' is already open (disconnect it first)",
+                spec.name
+            ));
         }
         self.conns.remove(&spec.name);
-        tokio::time::timeout(within, self.open(&spec.name, token.clone())).await.map_err(|_| format!("connecting '{}' took over {:.1} s", spec.name, within.as_secs_f64()))??;
+        tokio::time::timeout(within, self.open(&spec.name, token.clone())).await.map_err(
+            |_| format!("connecting '{}' took over {:.1} s", spec.name, within.as_secs_f64()),
+        )??;
         if spec.session {
-            let init = self.handshake(&spec.name, token.as_deref(), spec.agent_model.as_ref(), spec.subscribe.as_deref(), within).await?;
+            let init = self
+                .handshake(
+                    &spec.name,
+                    token.as_deref(),
+                    spec.agent_model.as_ref(),
+                    spec.subscribe.as_deref(),
+                    within,
+                )
+                .await?;
             self.set_connection_vars(&spec.name, token.as_deref(), Some(&init));
         } else {
             self.set_connection_vars(&spec.name, token.as_deref(), None);
@@ -956,10 +1253,15 @@ impl<'a> Run<'a> {
         self.calls_made += 1;
         // Unset variables are the scenario's fault, reported as the step's failure.
         let substitute = |value: &Value| self.vars.substitute(value).map_err(|e| e.to_string());
-        let substitute_text = |text: &str| self.vars.substitute_text(text).map_err(|e| e.to_string());
+        let substitute_text =
+            |text: &str| self.vars.substitute_text(text).map_err(|e| e.to_string());
         let call_id = match &spec.call_id {
             Some(id) => substitute_text(id)?,
-            None => format!("conformance-{}-{}", self.calls_made, &uuid::Uuid::new_v4().simple().to_string()[..8]),
+            None => format!(
+                "conformance-{}-{}",
+                self.calls_made,
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
         };
         let mut message = Map::new();
         message.insert("type".into(), json!("tool_call"));
@@ -978,7 +1280,14 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         let wanted = json!({ "type": "tool_result", "call_id": call_id });
-        let (result, _) = self.expect(conn, &wanted, within, &format!("the tool_result of call '{call_id}' ({})", spec.tool)).await?;
+        let (result, _) = self
+            .expect(
+                conn,
+                &wanted,
+                within,
+                &format!("the tool_result of call '{call_id}' ({})", spec.tool),
+            )
+            .await?;
         let ok = result.get("ok") == Some(&Value::Bool(true));
         let outcome = |result: &Value| match result.get("error") {
             Some(error) => format!("it failed: {}", show(error)),
@@ -988,20 +1297,32 @@ impl<'a> Run<'a> {
             (Some(m), _, _) => (Some(m), &result, "tool_result"),
             (_, Some(m), _) => {
                 if !ok {
-                    return Err(format!("call '{call_id}' ({}) was to succeed, but {}", spec.tool, outcome(&result)));
+                    return Err(format!(
+                        "call '{call_id}' ({}) was to succeed, but {}",
+                        spec.tool,
+                        outcome(&result)
+                    ));
                 }
                 (Some(m), &result["output"], "output")
             }
             (_, _, Some(m)) => {
                 if ok {
-                    return Err(format!("call '{call_id}' ({}) was to fail, but {}", spec.tool, outcome(&result)));
+                    return Err(format!(
+                        "call '{call_id}' ({}) was to fail, but {}",
+                        spec.tool,
+                        outcome(&result)
+                    ));
                 }
                 (Some(m), &result["error"], "error")
             }
             // A call with no expectation must succeed.
             (None, None, None) => {
                 if !ok {
-                    return Err(format!("call '{call_id}' ({}) was to succeed, but {}", spec.tool, outcome(&result)));
+                    return Err(format!(
+                        "call '{call_id}' ({}) was to succeed, but {}",
+                        spec.tool,
+                        outcome(&result)
+                    ));
                 }
                 (None, &result, "tool_result")
             }
@@ -1011,7 +1332,13 @@ impl<'a> Run<'a> {
                 if let Some(problem) = matcher::unresolved(m, &self.vars) {
                     return Err(problem);
                 }
-                matcher::matches(m, target, &self.vars).map_err(|miss| format!("the {what} of call '{call_id}' ({}) does not match: {miss}; got {}", spec.tool, show(target)))?
+                matcher::matches(m, target, &self.vars).map_err(|miss| {
+                    format!(
+                        "the {what} of call '{call_id}' ({}) does not match: {miss}; got {}",
+                        spec.tool,
+                        show(target)
+                    )
+                })?
             }
             None => Vec::new(),
         };
@@ -1024,7 +1351,9 @@ impl<'a> Run<'a> {
             self.vars.set(&name, value);
         }
         for (name, path) in step.capture.iter().flatten() {
-            let value = lookup(message, path).ok_or_else(|| format!("capture {name}: the matched message has no '{path}': {}", show(message)))?;
+            let value = lookup(message, path).ok_or_else(|| {
+                format!("capture {name}: the matched message has no '{path}': {}", show(message))
+            })?;
             self.vars.set(name, value.clone());
         }
         Ok(())
@@ -1034,11 +1363,14 @@ impl<'a> Run<'a> {
 /// The answer an agent gives to a heartbeat the bridge sent unasked (one
 /// without `in_reply_to`): its message_id and the line.
 fn heartbeat_answer(message: &Value) -> Option<(String, Vec<u8>)> {
-    if message.get("type").and_then(Value::as_str) != Some("heartbeat") || !message.get("in_reply_to").is_none_or(Value::is_null) {
+    if message.get("type").and_then(Value::as_str) != Some("heartbeat")
+        || !message.get("in_reply_to").is_none_or(Value::is_null)
+    {
         return None;
     }
     let message_id = format!("{HEARTBEAT_ANSWER_PREFIX}{}", uuid::Uuid::new_v4().simple());
-    let mut answer = json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": message_id });
+    let mut answer =
+        json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": message_id });
     if let Some(theirs) = message.get("message_id").filter(|id| id.is_string()) {
         answer["in_reply_to"] = theirs.clone();
     }
@@ -1059,13 +1391,25 @@ fn echo_of_runner_heartbeat(message: &Value, awaited: &VecDeque<String>) -> Opti
 /// lists every joint and object).
 fn brief_view(view: &Value) -> Value {
     let mut brief = serde_json::Map::new();
-    for key in ["seq", "sim_time", "at_rest", "speed_mps", "max_joint_speed", "travel", "clearance_m", "contacts"] {
+    for key in [
+        "seq",
+        "sim_time",
+        "at_rest",
+        "speed_mps",
+        "max_joint_speed",
+        "travel",
+        "clearance_m",
+        "contacts",
+    ] {
         if let Some(value) = view.get(key) {
             brief.insert(key.into(), value.clone());
         }
     }
     if let Some(base) = view.get("base") {
-        brief.insert("base".into(), json!({ "x": base.get("x"), "y": base.get("y"), "yaw": base.get("yaw") }));
+        brief.insert(
+            "base".into(),
+            json!({ "x": base.get("x"), "y": base.get("y"), "yaw": base.get("yaw") }),
+        );
     }
     Value::Object(brief)
 }
@@ -1073,7 +1417,11 @@ fn brief_view(view: &Value) -> Value {
 /// A handshake answered with an error names it.
 fn check_handshake_reply(reply: &Value) -> Result<(), String> {
     if reply.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(format!("handshake refused by the bridge: {} {}", reply.get("code").and_then(Value::as_str).unwrap_or("?"), reply.get("message").and_then(Value::as_str).unwrap_or("")));
+        return Err(format!(
+            "handshake refused by the bridge: {} {}",
+            reply.get("code").and_then(Value::as_str).unwrap_or("?"),
+            reply.get("message").and_then(Value::as_str).unwrap_or("")
+        ));
     }
     Ok(())
 }

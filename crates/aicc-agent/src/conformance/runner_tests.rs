@@ -46,7 +46,11 @@ async fn scripted_peer(greet: bool, script: Script) -> u16 {
 }
 
 /// One connection of a scripted peer.
-async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(stream: S, greet: bool, script: Script) {
+async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: S,
+    greet: bool,
+    script: Script,
+) {
     let (read, mut write) = tokio::io::split(stream);
     if greet && write.write_all(format!("{}\n", session_init(None)).as_bytes()).await.is_err() {
         return;
@@ -85,7 +89,10 @@ fn good_bridge(message: &Value) -> Reply {
 }
 
 fn options(port: u16, token: Option<&str>) -> RunnerOptions {
-    let source = |env: &str, value: Option<&str>| TokenSource { env: env.into(), value: value.map(str::to_string) };
+    let source = |env: &str, value: Option<&str>| TokenSource {
+        env: env.into(),
+        value: value.map(str::to_string),
+    };
     RunnerOptions {
         endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: None },
         max_line_bytes: 4096,
@@ -107,7 +114,8 @@ async fn run(script: Script, steps: &str) -> ScenarioResult {
     run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, None)).await
 }
 
-const CALL_PROBE: &str = "  - name: call the probe\n    call: {tool: probe, input: {}}\n    expect_ok: {reading: 42}\n";
+const CALL_PROBE: &str =
+    "  - name: call the probe\n    call: {tool: probe, input: {}}\n    expect_ok: {reading: 42}\n";
 
 #[tokio::test]
 async fn a_well_behaved_bridge_passes_a_scenario_of_every_step_kind() {
@@ -142,7 +150,13 @@ async fn a_well_behaved_bridge_passes_a_scenario_of_every_step_kind() {
   - disconnect: second
 "#;
     let result = run(Arc::new(good_bridge), steps).await;
-    assert_eq!(result.status, Status::Passed, "{:?}\n{:#?}", result.failure_message(), result.transcript);
+    assert_eq!(
+        result.status,
+        Status::Passed,
+        "{:?}\n{:#?}",
+        result.failure_message(),
+        result.transcript
+    );
 }
 
 async fn failing(script: Script, steps: &str) -> String {
@@ -153,19 +167,30 @@ async fn failing(script: Script, steps: &str) -> String {
 }
 
 fn on_call(answer: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static) -> Script {
-    Arc::new(move |message: &Value| if message["type"] == "tool_call" { Reply { lines: answer(message), close: false } } else { good_bridge(message) })
+    Arc::new(move |message: &Value| {
+        if message["type"] == "tool_call" {
+            Reply { lines: answer(message), close: false }
+        } else {
+            good_bridge(message)
+        }
+    })
 }
 
 #[tokio::test]
 async fn a_malformed_reply_fails_the_step_naming_scenario_and_step() {
-    let reason = failing(on_call(|_| vec!["{\"protocol\":\"aicc/0.1\",\"type\":".into()]), CALL_PROBE).await;
+    let reason =
+        failing(on_call(|_| vec!["{\"protocol\":\"aicc/0.1\",\"type\":".into()]), CALL_PROBE).await;
     assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": the bridge broke the protocol on 'main': line is not valid JSON"), "{reason}");
 }
 
 #[tokio::test]
 async fn a_result_for_a_call_never_made_fails() {
     let reason = failing(on_call(|_| vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": "someone-else", "ok": true, "output": {} }).to_string()]), CALL_PROBE).await;
-    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("call_id 'someone-else', which was never sent on this connection"), "{reason}");
+    assert!(
+        reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ")
+            && reason.contains("call_id 'someone-else', which was never sent on this connection"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -174,20 +199,41 @@ async fn a_repeated_result_fails() {
         let line = json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": { "reading": 42 } }).to_string();
         vec![line.clone(), line]
     };
-    let reason = failing(on_call(answer), &format!("{CALL_PROBE}  - name: linger\n    wait_s: 0.3\n")).await;
-    assert!(reason.contains("step 2 \"linger\"") && reason.contains("already answered"), "{reason}");
+    let reason =
+        failing(on_call(answer), &format!("{CALL_PROBE}  - name: linger\n    wait_s: 0.3\n")).await;
+    assert!(
+        reason.contains("step 2 \"linger\"") && reason.contains("already answered"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
 async fn a_result_with_both_output_and_error_fails() {
     let reason = failing(on_call(|m| vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": m["call_id"], "ok": true, "output": {}, "error": { "code": "timeout", "retryable": true, "message": "x" } }).to_string()]), CALL_PROBE).await;
-    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("has both output and error"), "{reason}");
+    assert!(
+        reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ")
+            && reason.contains("has both output and error"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
 async fn an_oversized_line_fails() {
-    let reason = failing(on_call(|_| vec![format!("{{\"protocol\":\"aicc/0.1\",\"type\":\"heartbeat\",\"pad\":\"{}\"}}", "x".repeat(5000))]), CALL_PROBE).await;
-    assert!(reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ") && reason.contains("longer than 4096 bytes"), "{reason}");
+    let reason = failing(
+        on_call(|_| {
+            vec![format!(
+                "{{\"protocol\":\"aicc/0.1\",\"type\":\"heartbeat\",\"pad\":\"{}\"}}",
+                "x".repeat(5000)
+            )]
+        }),
+        CALL_PROBE,
+    )
+    .await;
+    assert!(
+        reason.starts_with("scenario 'probe_call', step 1 \"call the probe\": ")
+            && reason.contains("longer than 4096 bytes"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -200,36 +246,74 @@ async fn ticks_going_backwards_fail() {
         ]
     };
     let reason = failing(on_call(answer), CALL_PROBE).await;
-    assert!(reason.contains("step 1 \"call the probe\"") && reason.contains("ticks went backwards"), "{reason}");
+    assert!(
+        reason.contains("step 1 \"call the probe\"") && reason.contains("ticks went backwards"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
 async fn a_mismatch_says_where_and_what_came() {
-    let reason = failing(Arc::new(good_bridge), "  - name: call the probe\n    call: {tool: probe}\n    expect_ok: {reading: 41}\n").await;
+    let reason = failing(
+        Arc::new(good_bridge),
+        "  - name: call the probe\n    call: {tool: probe}\n    expect_ok: {reading: 41}\n",
+    )
+    .await;
     assert!(reason.contains("does not match: at reading: expected 41, got 42"), "{reason}");
-    let reason = failing(Arc::new(good_bridge), "  - call: {tool: probe}\n    expect_error: {code: tool_unknown}\n").await;
-    assert!(reason.contains("step 1: call") && reason.contains("was to fail, but it succeeded"), "{reason}");
+    let reason = failing(
+        Arc::new(good_bridge),
+        "  - call: {tool: probe}\n    expect_error: {code: tool_unknown}\n",
+    )
+    .await;
+    assert!(
+        reason.contains("step 1: call") && reason.contains("was to fail, but it succeeded"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
 async fn silence_times_out_with_the_nearest_message() {
-    let silent: Script = Arc::new(|message: &Value| if message["type"] == "tool_call" { reply(vec![]) } else { good_bridge(message) });
+    let silent: Script =
+        Arc::new(
+            |message: &Value| {
+                if message["type"] == "tool_call" {
+                    reply(vec![])
+                } else {
+                    good_bridge(message)
+                }
+            },
+        );
     let steps = "  - send: {type: heartbeat, message_id: hb}\n  - name: wait for nothing\n    call: {tool: probe}\n    within_s: 0.3\n";
     let reason = failing(silent, steps).await;
-    assert!(reason.contains("step 2 \"wait for nothing\"") && reason.contains("within 0.3 s") && reason.contains("nearest: {") && reason.contains("\"in_reply_to\":\"hb\""), "{reason}");
+    assert!(
+        reason.contains("step 2 \"wait for nothing\"")
+            && reason.contains("within 0.3 s")
+            && reason.contains("nearest: {")
+            && reason.contains("\"in_reply_to\":\"hb\""),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
 async fn repeats_name_the_repetition_and_unknown_variables_are_named() {
     let steps = "  - name: loop\n    repeat:\n      times: 2\n      steps:\n        - name: inner\n          expect: {type: tool_result, x: \"${nowhere}\"}\n";
     let reason = failing(Arc::new(good_bridge), steps).await;
-    assert!(reason.contains("step 1.1 \"loop › inner\": (repetition 1 of 2) variable '${nowhere}' is not set"), "{reason}");
+    assert!(
+        reason.contains(
+            "step 1.1 \"loop › inner\": (repetition 1 of 2) variable '${nowhere}' is not set"
+        ),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
 async fn a_needed_token_variable_that_is_unset_fails_naming_it() {
-    let reason = failing(Arc::new(good_bridge), "  - connect: {name: watcher, scope: observe}\n").await;
-    assert!(reason.contains("needs the environment variable AICC_OBSERVE_TOKEN, which is not set"), "{reason}");
+    let reason =
+        failing(Arc::new(good_bridge), "  - connect: {name: watcher, scope: observe}\n").await;
+    assert!(
+        reason.contains("needs the environment variable AICC_OBSERVE_TOKEN, which is not set"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -240,21 +324,33 @@ async fn with_a_token_the_handshake_authenticates_and_the_token_is_never_shown()
             if message["auth"]["token"] == token {
                 return reply(vec![session_init(message["message_id"].as_str())]);
             }
-            return reply(vec![json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "retryable": false, "message": "authentication failed" })]);
+            return reply(vec![
+                json!({ "protocol": "aicc/0.1", "type": "error", "code": "invalid_input", "retryable": false, "message": "authentication failed" }),
+            ]);
         }
         good_bridge(message)
     });
     let port = scripted_peer(false, script).await;
     let steps = "  - expect: {type: nothing_like_this}\n    within_s: 0.2\n";
-    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some(token))).await;
+    let result =
+        run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some(token))).await;
     let reason = result.failure_message().unwrap();
     assert!(reason.contains("step 1:"), "the handshake passed, the step failed: {reason}");
     let transcript = result.transcript.join("\n");
-    assert!(transcript.contains("\"token\":\"<token>\"") && !transcript.contains(token), "{transcript}");
+    assert!(
+        transcript.contains("\"token\":\"<token>\"") && !transcript.contains(token),
+        "{transcript}"
+    );
 
-    let result = run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some("wrong"))).await;
+    let result =
+        run_scenario(&scenario(steps), Path::new("test.yaml"), &options(port, Some("wrong"))).await;
     let reason = result.failure_message().unwrap();
-    assert!(reason.contains("opening connection 'main'") && reason.contains("handshake refused by the bridge: invalid_input authentication failed"), "{reason}");
+    assert!(
+        reason.contains("opening connection 'main'")
+            && reason
+                .contains("handshake refused by the bridge: invalid_input authentication failed"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -264,7 +360,10 @@ async fn the_scenario_timeout_names_the_step_it_cut() {
     let port = scripted_peer(true, Arc::new(good_bridge)).await;
     let result = run_scenario(&quick, Path::new("test.yaml"), &options(port, None)).await;
     let reason = result.failure_message().unwrap();
-    assert!(reason.contains("step 1 \"sit\": the scenario's timeout_s (0.3 s) ran out"), "{reason}");
+    assert!(
+        reason.contains("step 1 \"sit\": the scenario's timeout_s (0.3 s) ran out"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -308,14 +407,20 @@ async fn tls_endpoints_are_spoken_to_through_rustls_and_their_certificate_is_che
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
     // A TLS server of the test's own: the runner imports nothing of the bridge.
     let acceptor = {
-        use tokio_rustls::rustls::{self, pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer}};
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![CertificateDer::from(certified.cert.der().to_vec())], key)
-            .unwrap();
+        use tokio_rustls::rustls::{
+            self,
+            pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer},
+        };
+        let key =
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![CertificateDer::from(certified.cert.der().to_vec())], key)
+        .unwrap();
         tokio_rustls::TlsAcceptor::from(Arc::new(config))
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -327,12 +432,29 @@ async fn tls_endpoints_are_spoken_to_through_rustls_and_their_certificate_is_che
             }
         }
     });
-    let with_name = |name: &str| RunnerOptions { endpoint: Endpoint { host: "127.0.0.1".into(), port, tls: Some(crate::conformance::connection::tls_client(&cert, name).unwrap()) }, ..options(port, None) };
-    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("localhost")).await;
+    let with_name = |name: &str| RunnerOptions {
+        endpoint: Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+            tls: Some(crate::conformance::connection::tls_client(&cert, name).unwrap()),
+        },
+        ..options(port, None)
+    };
+    let result =
+        run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("localhost")).await;
     assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
-    let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &with_name("elsewhere.example")).await;
+    let result = run_scenario(
+        &scenario(CALL_PROBE),
+        Path::new("test.yaml"),
+        &with_name("elsewhere.example"),
+    )
+    .await;
     let reason = result.failure_message().unwrap();
-    assert!(reason.contains("opening connection 'main'") && reason.contains("TLS handshake with tls://127.0.0.1"), "{reason}");
+    assert!(
+        reason.contains("opening connection 'main'")
+            && reason.contains("TLS handshake with tls://127.0.0.1"),
+        "{reason}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -348,7 +470,9 @@ fn heartbeating_bridge() -> Script {
                 json!({ "protocol": "aicc/0.1", "type": "heartbeat", "message_id": "bridge-heartbeat-1", "interval_s": 10.0, "meta": { "tick": 5 } }),
                 json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": {} }),
             ]),
-            (Some("tool_call"), Some("answers")) => reply(vec![json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": { "answers": count() } })]),
+            (Some("tool_call"), Some("answers")) => reply(vec![
+                json!({ "protocol": "aicc/0.1", "type": "tool_result", "call_id": message["call_id"], "ok": true, "output": { "answers": count() } }),
+            ]),
             (Some("heartbeat"), _) if message["in_reply_to"] == "bridge-heartbeat-1" => {
                 answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 good_bridge(message)
@@ -386,7 +510,10 @@ async fn the_bridges_heartbeats_are_answered_on_every_connection_and_stay_expect
     let transcript = result.transcript.join("\n");
     for conn in ["main", "second"] {
         let answer = format!("{conn}> {{\"in_reply_to\":\"bridge-heartbeat-1\",\"message_id\":\"conformance-heartbeat-");
-        assert!(transcript.contains(&answer), "the answer on {conn} is in the transcript:\n{transcript}");
+        assert!(
+            transcript.contains(&answer),
+            "the answer on {conn} is in the transcript:\n{transcript}"
+        );
     }
 }
 
@@ -411,7 +538,13 @@ async fn a_heartbeat_answer_on_a_connection_the_bridge_closed_is_not_a_failure()
     conn: second
 "#;
     let result = run(script, steps).await;
-    assert_eq!(result.status, Status::Passed, "{:?}\n{:#?}", result.failure_message(), result.transcript);
+    assert_eq!(
+        result.status,
+        Status::Passed,
+        "{:?}\n{:#?}",
+        result.failure_message(),
+        result.transcript
+    );
 }
 
 /// A peer that notes when it has seen the runner's end of a connection
@@ -449,9 +582,14 @@ async fn peer_noting_closes(hold: bool) -> (u16, Arc<std::sync::atomic::AtomicU6
 async fn a_scenario_ends_once_the_bridge_has_closed_its_connections() {
     let (port, seen_closed) = peer_noting_closes(false).await;
     let steps = format!("{CALL_PROBE}  - connect: {{name: second}}\n");
-    let result = run_scenario(&scenario(&steps), Path::new("test.yaml"), &options(port, None)).await;
+    let result =
+        run_scenario(&scenario(&steps), Path::new("test.yaml"), &options(port, None)).await;
     assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
-    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 2, "both connections were closed and the peer had seen it when the scenario ended");
+    assert_eq!(
+        seen_closed.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "both connections were closed and the peer had seen it when the scenario ended"
+    );
 }
 
 #[tokio::test]
@@ -460,7 +598,11 @@ async fn a_bridge_that_never_closes_does_not_hold_the_run() {
     let patient = RunnerOptions { close_wait: Duration::from_millis(200), ..options(port, None) };
     let result = run_scenario(&scenario(CALL_PROBE), Path::new("test.yaml"), &patient).await;
     assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
-    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 1, "the runner closed its end");
+    assert_eq!(
+        seen_closed.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the runner closed its end"
+    );
 }
 
 /// A survey of a profile that lists `probe` and `look_at`, without a
@@ -475,28 +617,67 @@ fn offered_without_a_head() -> Offered {
 async fn a_scenario_needing_a_tool_the_profile_lacks_is_skipped_without_connecting() {
     let (port, seen_closed) = peer_noting_closes(false).await;
     let steps = format!("{CALL_PROBE}  - call: {{tool: look_at, input: {{pan_deg: 10}}}}\n");
-    let result = run_or_skip(&scenario(&steps), Path::new("test.yaml"), &options(port, None), &offered_without_a_head()).await;
+    let result = run_or_skip(
+        &scenario(&steps),
+        Path::new("test.yaml"),
+        &options(port, None),
+        &offered_without_a_head(),
+    )
+    .await;
     assert_eq!(result.status, Status::Skipped, "never passed");
     assert_eq!(result.skip_reason.as_deref(), Some("needs tool look_at (no controller is configured for it), which this profile does not offer"));
     assert!(result.failure.is_none());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(seen_closed.load(std::sync::atomic::Ordering::SeqCst), 0, "no connection was opened");
+    assert_eq!(
+        seen_closed.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no connection was opened"
+    );
     // A tool absent from the manifest, named in needs_tools, skips too.
     let listed = scenario(CALL_PROBE);
     let listed = Scenario { needs_tools: vec!["interact".into()], ..listed };
-    let result = run_or_skip(&listed, Path::new("test.yaml"), &options(port, None), &offered_without_a_head()).await;
-    assert_eq!((result.status, result.skip_reason.as_deref()), (Status::Skipped, Some("needs tool interact (not in the manifest), which this profile does not offer")));
+    let result = run_or_skip(
+        &listed,
+        Path::new("test.yaml"),
+        &options(port, None),
+        &offered_without_a_head(),
+    )
+    .await;
+    assert_eq!(
+        (result.status, result.skip_reason.as_deref()),
+        (
+            Status::Skipped,
+            Some("needs tool interact (not in the manifest), which this profile does not offer")
+        )
+    );
 }
 
 #[tokio::test]
 async fn a_scenario_the_profile_can_serve_runs_and_a_call_expecting_tool_unknown_needs_nothing() {
     let port = scripted_peer(true, Arc::new(good_bridge)).await;
-    let result = run_or_skip(&scenario(CALL_PROBE), Path::new("test.yaml"), &options(port, None), &offered_without_a_head()).await;
+    let result = run_or_skip(
+        &scenario(CALL_PROBE),
+        Path::new("test.yaml"),
+        &options(port, None),
+        &offered_without_a_head(),
+    )
+    .await;
     assert_eq!(result.status, Status::Passed, "{:?}", result.failure_message());
     // Without a survey (no manifest read), nothing is skipped: the call runs (and here fails).
-    let steps = "  - call: {tool: look_at, input: {}}\n    expect_error: {code: tool_unavailable}\n";
-    let result = run_or_skip(&scenario(steps), Path::new("test.yaml"), &options(port, None), &Offered::default()).await;
-    assert_eq!(result.status, Status::Failed, "ran, and the good bridge's success is not the error expected");
+    let steps =
+        "  - call: {tool: look_at, input: {}}\n    expect_error: {code: tool_unavailable}\n";
+    let result = run_or_skip(
+        &scenario(steps),
+        Path::new("test.yaml"),
+        &options(port, None),
+        &Offered::default(),
+    )
+    .await;
+    assert_eq!(
+        result.status,
+        Status::Failed,
+        "ran, and the good bridge's success is not the error expected"
+    );
     let unknown = "  - call: {tool: look_at, input: {}}\n    expect_error: {code: tool_unknown}\n";
     assert!(scenario(unknown).needed_tools().is_empty());
 }
@@ -525,20 +706,27 @@ async fn fake_truth(contact_from: Option<u64>) -> (String, Arc<parking_lot::Mute
                     while let Ok(Some(line)) = lines.next_line().await {
                         let command: Value = serde_json::from_str(&line).unwrap();
                         seen.lock().push(command.clone());
-                        let ack = json!({ "type": "ack", "id": command["id"], "ok": true, "seq": 1 });
-                        if acks.lock().await.write_all(format!("{ack}\n").as_bytes()).await.is_err() {
+                        let ack =
+                            json!({ "type": "ack", "id": command["id"], "ok": true, "seq": 1 });
+                        if acks.lock().await.write_all(format!("{ack}\n").as_bytes()).await.is_err()
+                        {
                             return;
                         }
                     }
                 });
                 for seq in 1u64.. {
                     let x = (0.001 * seq as f64).min(0.5);
-                    let contacts = if contact_from.is_some_and(|c| seq >= c) { json!([{ "robot_geom": "bumper_collision", "robot_body": "bumper_link", "world_geom": "low_box_1", "world_body": "low_box_1", "first_time": 0.0, "last_time": 0.0, "max_depth_m": 0.001, "max_force_n": 2.0 }]) } else { json!([]) };
+                    let contacts = if contact_from.is_some_and(|c| seq >= c) {
+                        json!([{ "robot_geom": "bumper_collision", "robot_body": "bumper_link", "world_geom": "low_box_1", "world_body": "low_box_1", "first_time": 0.0, "last_time": 0.0, "max_depth_m": 0.001, "max_force_n": 2.0 }])
+                    } else {
+                        json!([])
+                    };
                     let state = json!({ "type": "state", "seq": seq, "sim_time": seq as f64 * 0.02,
                         "base": { "x": x, "y": 0.0, "z": 0.0, "roll": 0.0, "pitch": 0.0, "yaw": 0.0, "linear_mps": [0.05, 0.0, 0.0], "angular_radps": [0.0, 0.0, 0.0] },
                         "odom": { "x": x, "y": 0.0, "yaw": 0.0 }, "joints": { "joint1": { "position": 0.0, "velocity": 0.1, "effort": 0.0, "demand_velocity": 0.0 } },
                         "objects": { "low_box_1": { "x": 1.0, "y": 0.0, "z": 0.05, "yaw": 0.0 } }, "contacts": contacts });
-                    if write.lock().await.write_all(format!("{state}\n").as_bytes()).await.is_err() {
+                    if write.lock().await.write_all(format!("{state}\n").as_bytes()).await.is_err()
+                    {
                         return;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -562,7 +750,10 @@ const CREEP_STEPS: &str = "  - name: creeping\n    truth_expect: {travel: {ahead
 async fn a_truth_scenario_sets_its_scene_matches_samples_and_resets_the_world() {
     let port = scripted_peer(true, Arc::new(good_bridge)).await;
     let (address, commands) = fake_truth(None).await;
-    let scenario = truth_scenario("{no_contact: true, min_clearance_m: {low_box_1: 0.2}, joint_speed_factor: 1.1}", CREEP_STEPS);
+    let scenario = truth_scenario(
+        "{no_contact: true, min_clearance_m: {low_box_1: 0.2}, joint_speed_factor: 1.1}",
+        CREEP_STEPS,
+    );
     assert!(scenario.needs_truth());
     assert_eq!(scenario.needed_objects().into_iter().collect::<Vec<_>>(), ["low_box_1"]);
     let options = RunnerOptions { truth: Some(address), ..options(port, None) };
@@ -573,21 +764,37 @@ async fn a_truth_scenario_sets_its_scene_matches_samples_and_resets_the_world() 
     assert!(truth["min_clearance_m"]["low_box_1"].as_f64().unwrap() < 0.9, "{truth}");
     assert_eq!(truth["worst_joint_speed"]["joint"], "joint1", "{truth}");
     let commands = commands.lock().clone();
-    assert!(commands[0]["scene"]["objects"][0]["object"] == "low_box_1", "the scene first: {commands:?}");
-    assert_eq!(commands.last().unwrap()["reset_world"], true, "the world reset at the end: {commands:?}");
+    assert!(
+        commands[0]["scene"]["objects"][0]["object"] == "low_box_1",
+        "the scene first: {commands:?}"
+    );
+    assert_eq!(
+        commands.last().unwrap()["reset_world"],
+        true,
+        "the world reset at the end: {commands:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_contact_on_the_ground_truth_fails_the_step_it_happened_in() {
     let port = scripted_peer(true, Arc::new(good_bridge)).await;
     let (address, _) = fake_truth(Some(100)).await;
-    let scenario = truth_scenario("{no_contact: true}", "  - name: a while\n    wait_s: 1.5\n  - call: {tool: probe, input: {}}\n");
+    let scenario = truth_scenario(
+        "{no_contact: true}",
+        "  - name: a while\n    wait_s: 1.5\n  - call: {tool: probe, input: {}}\n",
+    );
     let options = RunnerOptions { truth: Some(address), ..options(port, None) };
     let result = run_scenario(&scenario, Path::new("adversarial/01_low_box.yaml"), &options).await;
     assert_eq!(result.status, Status::Failed);
     let failure = result.failure.unwrap();
     assert_eq!(failure.step.as_deref(), Some("1"), "{failure:?}");
-    assert!(failure.reason.contains("ground truth: contact") && failure.reason.contains("bumper_collision") && failure.reason.contains("low_box_1"), "{}", failure.reason);
+    assert!(
+        failure.reason.contains("ground truth: contact")
+            && failure.reason.contains("bumper_collision")
+            && failure.reason.contains("low_box_1"),
+        "{}",
+        failure.reason
+    );
     assert_eq!(result.truth.unwrap()["violations"].as_array().unwrap().len(), 1);
 }
 
@@ -595,7 +802,9 @@ async fn a_contact_on_the_ground_truth_fails_the_step_it_happened_in() {
 async fn a_truth_scenario_is_skipped_without_the_ground_truth_or_its_objects() {
     let port = scripted_peer(true, Arc::new(good_bridge)).await;
     let scenario = truth_scenario("{no_contact: true}", CREEP_STEPS);
-    let result = run_or_skip(&scenario, Path::new("x.yaml"), &options(port, None), &Offered::default()).await;
+    let result =
+        run_or_skip(&scenario, Path::new("x.yaml"), &options(port, None), &Offered::default())
+            .await;
     assert_eq!(result.status, Status::Skipped);
     assert!(result.skip_reason.unwrap().contains("--truth"));
     let (address, _) = fake_truth(None).await;
@@ -614,5 +823,9 @@ async fn a_truth_expectation_that_never_holds_names_the_nearest_sample() {
     let options = RunnerOptions { truth: Some(address), ..options(port, None) };
     let result = run_scenario(&scenario, Path::new("x.yaml"), &options).await;
     let reason = result.failure.unwrap().reason;
-    assert!(reason.contains("no ground-truth sample matched within 0.3 s") && reason.contains("at_rest"), "{reason}");
+    assert!(
+        reason.contains("no ground-truth sample matched within 0.3 s")
+            && reason.contains("at_rest"),
+        "{reason}"
+    );
 }

@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::matcher;
 
 /// The areas, in the order their scenarios run.
-pub const AREAS: &[&str] = &["protocol", "sensors", "actuators", "governor", "appendix_a", "adversarial"];
+pub const AREAS: &[&str] =
+    &["protocol", "sensors", "actuators", "governor", "appendix_a", "adversarial"];
 
 /// What a scenario needs of the robot and its surroundings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -157,15 +158,26 @@ impl Scenario {
         let mut objects = std::collections::BTreeSet::new();
         if let Some(truth) = &self.truth {
             objects.extend(truth.always.min_clearance_m.keys().cloned());
-            let listed = truth.scene.as_ref().and_then(|s| s.get("objects")).and_then(Value::as_array);
-            objects.extend(listed.into_iter().flatten().filter_map(|o| o.get("object").and_then(Value::as_str)).map(str::to_string));
+            let listed =
+                truth.scene.as_ref().and_then(|s| s.get("objects")).and_then(Value::as_array);
+            objects.extend(
+                listed
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o.get("object").and_then(Value::as_str))
+                    .map(str::to_string),
+            );
         }
         objects
     }
 }
 
 fn uses_truth_steps(steps: &[Step]) -> bool {
-    steps.iter().any(|s| s.truth_expect.is_some() || s.truth_command.is_some() || s.repeat.as_ref().is_some_and(|r| uses_truth_steps(&r.steps)))
+    steps.iter().any(|s| {
+        s.truth_expect.is_some()
+            || s.truth_command.is_some()
+            || s.repeat.as_ref().is_some_and(|r| uses_truth_steps(&r.steps))
+    })
 }
 
 impl Scenario {
@@ -174,7 +186,8 @@ impl Scenario {
     /// order. A call that expects `tool_unknown` tests a tool's absence and
     /// needs nothing; a tool named through a variable is not known here.
     pub fn needed_tools(&self) -> std::collections::BTreeSet<String> {
-        let mut needed: std::collections::BTreeSet<String> = self.needs_tools.iter().cloned().collect();
+        let mut needed: std::collections::BTreeSet<String> =
+            self.needs_tools.iter().cloned().collect();
         collect_called_tools(&self.steps, &mut needed);
         needed
     }
@@ -183,8 +196,11 @@ impl Scenario {
 fn collect_called_tools(steps: &[Step], into: &mut std::collections::BTreeSet<String>) {
     for step in steps {
         if let Some(call) = &step.call {
-            let expects_unknown = |matcher: Option<&Value>| matcher.and_then(|m| m.get("code")).and_then(Value::as_str) == Some("tool_unknown");
-            let absent = expects_unknown(step.expect_error.as_ref()) || expects_unknown(step.expect.as_ref().and_then(|m| m.get("error")));
+            let expects_unknown = |matcher: Option<&Value>| {
+                matcher.and_then(|m| m.get("code")).and_then(Value::as_str) == Some("tool_unknown")
+            };
+            let absent = expects_unknown(step.expect_error.as_ref())
+                || expects_unknown(step.expect.as_ref().and_then(|m| m.get("error")));
             if !absent && !call.tool.contains("${") {
                 into.insert(call.tool.clone());
             }
@@ -428,17 +444,24 @@ fn yaml_options() -> serde_saphyr::Options {
 
 /// Parses and checks one scenario file's text; errors name the file.
 pub fn parse(file: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-    let scenario: Scenario = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|source| ScenarioError::Yaml { file: file.to_path_buf(), source: Box::new(source) })?;
-    check(&scenario).map_err(|problem| ScenarioError::Invalid { file: file.to_path_buf(), problem })?;
+    let scenario: Scenario =
+        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|source| {
+            ScenarioError::Yaml { file: file.to_path_buf(), source: Box::new(source) }
+        })?;
+    check(&scenario)
+        .map_err(|problem| ScenarioError::Invalid { file: file.to_path_buf(), problem })?;
     Ok(scenario)
 }
 
 fn is_snake_case(name: &str) -> bool {
-    !name.is_empty() && name.starts_with(|c: char| c.is_ascii_lowercase()) && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    !name.is_empty()
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// Variable names the runner sets itself; connections may not shadow them.
-pub const RESERVED_NAMES: &[&str] = &["main", "session_id", "manifest", "tools", "auth", "last_call_id"];
+pub const RESERVED_NAMES: &[&str] =
+    &["main", "session_id", "manifest", "tools", "auth", "last_call_id"];
 
 fn check(scenario: &Scenario) -> Result<(), String> {
     if !is_snake_case(&scenario.name) {
@@ -448,7 +471,10 @@ fn check(scenario: &Scenario) -> Result<(), String> {
         return Err(format!("area '{}' is not one of {}", scenario.area, AREAS.join(", ")));
     }
     if !(scenario.timeout_s > 0.0 && scenario.timeout_s <= MAX_SECONDS) {
-        return Err(format!("timeout_s must be a positive number of seconds up to {MAX_SECONDS}, got {}", scenario.timeout_s));
+        return Err(format!(
+            "timeout_s must be a positive number of seconds up to {MAX_SECONDS}, got {}",
+            scenario.timeout_s
+        ));
     }
     if scenario.steps.is_empty() {
         return Err("steps: a scenario needs at least one step".into());
@@ -456,7 +482,9 @@ fn check(scenario: &Scenario) -> Result<(), String> {
     let mut seen = HashSet::new();
     for tool in &scenario.needs_tools {
         if !is_snake_case(tool) {
-            return Err(format!("needs_tools: '{tool}' is not a tool id (snake_case: a-z, 0-9, _)"));
+            return Err(format!(
+                "needs_tools: '{tool}' is not a tool id (snake_case: a-z, 0-9, _)"
+            ));
         }
         if !seen.insert(tool.as_str()) {
             return Err(format!("needs_tools: '{tool}' is listed twice"));
@@ -468,12 +496,17 @@ fn check(scenario: &Scenario) -> Result<(), String> {
         }
         matcher::validate(needs).map_err(|e| format!("needs_manifest: {e}"))?;
         if let Some(reference) = matcher::unresolved(needs, &super::vars::Variables::default()) {
-            return Err(format!("needs_manifest: {reference} (it is matched before any variable is set)"));
+            return Err(format!(
+                "needs_manifest: {reference} (it is matched before any variable is set)"
+            ));
         }
     }
     if let Some(truth) = &scenario.truth {
         if !(0.0..=60.0).contains(&truth.settle_s) {
-            return Err(format!("truth.settle_s must be between 0 and 60 s, got {}", truth.settle_s));
+            return Err(format!(
+                "truth.settle_s must be between 0 and 60 s, got {}",
+                truth.settle_s
+            ));
         }
         if let Some(scene) = &truth.scene {
             if !scene.is_object() {
@@ -481,12 +514,16 @@ fn check(scenario: &Scenario) -> Result<(), String> {
             }
         }
         for (object, minimum) in &truth.always.min_clearance_m {
-            let fine = minimum.as_f64().is_some_and(|m| m >= 0.0) || minimum.as_str().is_some_and(|s| s.starts_with("${") && s.ends_with('}'));
+            let fine = minimum.as_f64().is_some_and(|m| m >= 0.0)
+                || minimum.as_str().is_some_and(|s| s.starts_with("${") && s.ends_with('}'));
             if !fine {
                 return Err(format!("truth.always.min_clearance_m.{object} must be metres or \"${{var}}\", got {minimum}"));
             }
         }
-        for factor in [truth.always.joint_speed_factor, truth.always.joint_demand_factor].into_iter().flatten() {
+        for factor in [truth.always.joint_speed_factor, truth.always.joint_demand_factor]
+            .into_iter()
+            .flatten()
+        {
             if !(factor > 0.0 && factor.is_finite()) {
                 return Err(format!("truth.always joint factors must be positive, got {factor}"));
             }
@@ -497,7 +534,9 @@ fn check(scenario: &Scenario) -> Result<(), String> {
 
 fn positive_seconds(value: Option<f64>, key: &str, at: &str) -> Result<(), String> {
     match value {
-        Some(s) if !(0.0..=MAX_SECONDS).contains(&s) => Err(format!("{at}.{key} must be a non-negative number of seconds up to {MAX_SECONDS}, got {s}")),
+        Some(s) if !(0.0..=MAX_SECONDS).contains(&s) => Err(format!(
+            "{at}.{key} must be a non-negative number of seconds up to {MAX_SECONDS}, got {s}"
+        )),
         _ => Ok(()),
     }
 }
@@ -514,15 +553,24 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
             _ => return Err(format!("{at}: more than one action ({})", actions.iter().map(|(_, k)| *k).collect::<Vec<_>>().join(", "))),
         }
         let action = actions[0].0;
-        let only_with = |present: bool, key: &str, allowed: &[Action], what: &str| -> Result<(), String> {
-            if present && !allowed.contains(&action) {
-                return Err(format!("{at}: '{key}' belongs with {what}, not with '{}'", actions[0].1));
-            }
-            Ok(())
-        };
+        let only_with =
+            |present: bool, key: &str, allowed: &[Action], what: &str| -> Result<(), String> {
+                if present && !allowed.contains(&action) {
+                    return Err(format!(
+                        "{at}: '{key}' belongs with {what}, not with '{}'",
+                        actions[0].1
+                    ));
+                }
+                Ok(())
+            };
         only_with(step.expect_ok.is_some(), "expect_ok", &[Action::Call], "call")?;
         only_with(step.expect_error.is_some(), "expect_error", &[Action::Call], "call")?;
-        only_with(step.capture.is_some(), "capture", &[Action::Call, Action::Expect, Action::ExpectEvent, Action::TruthExpect], "call, expect, expect_event or truth_expect")?;
+        only_with(
+            step.capture.is_some(),
+            "capture",
+            &[Action::Call, Action::Expect, Action::ExpectEvent, Action::TruthExpect],
+            "call, expect, expect_event or truth_expect",
+        )?;
         only_with(step.for_s.is_some(), "for_s", &[Action::ExpectNone], "expect_none")?;
         positive_seconds(step.within_s, "within_s", &at)?;
         positive_seconds(step.for_s, "for_s", &at)?;
@@ -537,7 +585,12 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
                 check_variable_name(var).map_err(|e| format!("{at}.capture: {e}"))?;
             }
         }
-        let matchers = [("expect", &step.expect), ("expect_ok", &step.expect_ok), ("expect_error", &step.expect_error), ("expect_none", &step.expect_none)];
+        let matchers = [
+            ("expect", &step.expect),
+            ("expect_ok", &step.expect_ok),
+            ("expect_error", &step.expect_error),
+            ("expect_none", &step.expect_none),
+        ];
         for (key, value) in matchers {
             if let Some(value) = value {
                 matcher::validate(value).map_err(|e| format!("{at}.{key}: {e}"))?;
@@ -560,7 +613,8 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
                 }
             }
             Action::SendBytesHex => {
-                parse_hex(step.send_bytes_hex.as_deref().expect("action")).map_err(|e| format!("{at}.send_bytes_hex: {e}"))?;
+                parse_hex(step.send_bytes_hex.as_deref().expect("action"))
+                    .map_err(|e| format!("{at}.send_bytes_hex: {e}"))?;
             }
             Action::SendOversized => {
                 let bytes = step.send_oversized.as_ref().expect("action").bytes;
@@ -575,9 +629,15 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
                         return Err(format!("{at}.call.input must be a JSON object"));
                     }
                 }
-                let expectations = [step.expect.is_some(), step.expect_ok.is_some(), step.expect_error.is_some()].iter().filter(|p| **p).count();
+                let expectations =
+                    [step.expect.is_some(), step.expect_ok.is_some(), step.expect_error.is_some()]
+                        .iter()
+                        .filter(|p| **p)
+                        .count();
                 if expectations > 1 {
-                    return Err(format!("{at}: give at most one of expect, expect_ok, expect_error"));
+                    return Err(format!(
+                        "{at}: give at most one of expect, expect_ok, expect_error"
+                    ));
                 }
                 if !call.wait && (expectations > 0 || step.capture.is_some()) {
                     return Err(format!("{at}: call with wait: false takes no expect/expect_ok/expect_error/capture (match its result with a later expect)"));
@@ -585,16 +645,25 @@ pub fn validate_steps(steps: &[Step], at: &str) -> Result<(), String> {
             }
             Action::ExpectEvent => {
                 if let Some(payload) = &step.expect_event.as_ref().expect("action").payload {
-                    matcher::validate(payload).map_err(|e| format!("{at}.expect_event.payload: {e}"))?;
+                    matcher::validate(payload)
+                        .map_err(|e| format!("{at}.expect_event.payload: {e}"))?;
                 }
             }
-            Action::ExpectClosed | Action::Wait | Action::Disconnect | Action::SendRaw | Action::Expect | Action::ExpectNone => {}
+            Action::ExpectClosed
+            | Action::Wait
+            | Action::Disconnect
+            | Action::SendRaw
+            | Action::Expect
+            | Action::ExpectNone => {}
             Action::TruthExpect => {
-                matcher::validate(step.truth_expect.as_ref().expect("action")).map_err(|e| format!("{at}.truth_expect: {e}"))?;
+                matcher::validate(step.truth_expect.as_ref().expect("action"))
+                    .map_err(|e| format!("{at}.truth_expect: {e}"))?;
             }
             Action::TruthCommand => {
                 if !step.truth_command.as_ref().expect("action").is_object() {
-                    return Err(format!("{at}.truth_command must be a map (e.g. {{odom_jump: {{dx_m: 0.5}}}})"));
+                    return Err(format!(
+                        "{at}.truth_command must be a map (e.g. {{odom_jump: {{dx_m: 0.5}}}})"
+                    ));
                 }
             }
             Action::Repeat => {
@@ -619,7 +688,10 @@ fn check_variable_name(name: &str) -> Result<(), String> {
         return Err(format!("'{name}' must be snake_case (a-z, 0-9, _)"));
     }
     if RESERVED_NAMES.contains(&name) {
-        return Err(format!("'{name}' is set by the runner itself ({})", RESERVED_NAMES.join(", ")));
+        return Err(format!(
+            "'{name}' is set by the runner itself ({})",
+            RESERVED_NAMES.join(", ")
+        ));
     }
     Ok(())
 }
@@ -632,7 +704,10 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, HexError> {
     }
     (0..digits.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| HexError::NotAByte { pair: digits[i..i + 2].to_string() }))
+        .map(|i| {
+            u8::from_str_radix(&digits[i..i + 2], 16)
+                .map_err(|_| HexError::NotAByte { pair: digits[i..i + 2].to_string() })
+        })
         .collect()
 }
 
@@ -641,7 +716,8 @@ pub fn parse_hex(text: &str) -> Result<Vec<u8>, HexError> {
 /// returned as such (the caller reports them as failures); duplicate names
 /// make the later file malformed. Errors only when `root` is unreadable.
 pub fn load_all(root: &Path) -> Result<Vec<Loaded>, ScenarioDirError> {
-    let entries = std::fs::read_dir(root).map_err(|source| ScenarioDirError { dir: root.to_path_buf(), source })?;
+    let entries = std::fs::read_dir(root)
+        .map_err(|source| ScenarioDirError { dir: root.to_path_buf(), source })?;
     let mut loaded = Vec::new();
     let mut unknown_dirs = Vec::new();
     for entry in entries.flatten() {
@@ -655,33 +731,52 @@ pub fn load_all(root: &Path) -> Result<Vec<Loaded>, ScenarioDirError> {
     }
     for path in unknown_dirs {
         let area = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        loaded.push(Loaded::Malformed { file: path, area: area.clone(), error: ScenarioError::NotAnArea { area } });
+        loaded.push(Loaded::Malformed {
+            file: path,
+            area: area.clone(),
+            error: ScenarioError::NotAnArea { area },
+        });
     }
     let mut names = HashSet::new();
     for area in AREAS {
         let dir = root.join(area);
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+        let mut files: Vec<PathBuf> =
+            entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
         files.sort();
         for file in files {
             let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
             match extension {
                 "yaml" => {}
                 "yml" => {
-                    loaded.push(Loaded::Malformed { file: file.clone(), area: area.to_string(), error: ScenarioError::WrongExtension { file: file.clone() } });
+                    loaded.push(Loaded::Malformed {
+                        file: file.clone(),
+                        area: area.to_string(),
+                        error: ScenarioError::WrongExtension { file: file.clone() },
+                    });
                     continue;
                 }
                 _ => continue,
             }
-            let outcome = std::fs::read_to_string(&file).map_err(|source| ScenarioError::Read { file: file.clone(), source }).and_then(|text| parse(&file, &text)).and_then(|scenario| {
-                if scenario.area != *area {
-                    return Err(ScenarioError::WrongArea { file: file.clone(), declared: scenario.area, directory: area.to_string() });
-                }
-                if !names.insert(scenario.name.clone()) {
-                    return Err(ScenarioError::DuplicateName { file: file.clone(), name: scenario.name });
-                }
-                Ok(scenario)
-            });
+            let outcome = std::fs::read_to_string(&file)
+                .map_err(|source| ScenarioError::Read { file: file.clone(), source })
+                .and_then(|text| parse(&file, &text))
+                .and_then(|scenario| {
+                    if scenario.area != *area {
+                        return Err(ScenarioError::WrongArea {
+                            file: file.clone(),
+                            declared: scenario.area,
+                            directory: area.to_string(),
+                        });
+                    }
+                    if !names.insert(scenario.name.clone()) {
+                        return Err(ScenarioError::DuplicateName {
+                            file: file.clone(),
+                            name: scenario.name,
+                        });
+                    }
+                    Ok(scenario)
+                });
             loaded.push(match outcome {
                 Ok(scenario) => Loaded::Ok { file, scenario },
                 Err(error) => Loaded::Malformed { file, area: area.to_string(), error },
@@ -714,7 +809,8 @@ steps:
 "#;
 
     fn parse_str(text: &str) -> Result<Scenario, String> {
-        parse(Path::new("conformance/scenarios/protocol/01_x.yaml"), text).map_err(|error| error.to_string())
+        parse(Path::new("conformance/scenarios/protocol/01_x.yaml"), text)
+            .map_err(|error| error.to_string())
     }
 
     #[test]
@@ -730,11 +826,17 @@ steps:
 
     #[test]
     fn unknown_keys_are_errors_naming_file_and_key() {
-        let top = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nretries: 3")).unwrap_err();
+        let top =
+            parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nretries: 3")).unwrap_err();
         assert!(top.contains("01_x.yaml") && top.contains("retries"), "{top}");
-        let in_step = parse_str(&GOOD.replace("call: {tool: teleport, input: {}}", "call: {tool: teleport, inptu: {}}")).unwrap_err();
+        let in_step = parse_str(
+            &GOOD.replace("call: {tool: teleport, input: {}}", "call: {tool: teleport, inptu: {}}"),
+        )
+        .unwrap_err();
         assert!(in_step.contains("01_x.yaml") && in_step.contains("inptu"), "{in_step}");
-        let in_repeat = parse_str(&GOOD.replace("capture: {last: meta.tick}", "captrue: {last: meta.tick}")).unwrap_err();
+        let in_repeat =
+            parse_str(&GOOD.replace("capture: {last: meta.tick}", "captrue: {last: meta.tick}"))
+                .unwrap_err();
         assert!(in_repeat.contains("captrue"), "{in_repeat}");
         let robot = parse_str(&GOOD.replace("robot: none", "robot: flies")).unwrap_err();
         assert!(robot.contains("flies"), "{robot}");
@@ -742,17 +844,24 @@ steps:
 
     #[test]
     fn steps_need_exactly_one_action_and_fitting_modifiers() {
-        let two = parse_str(&GOOD.replace("call: {tool: teleport, input: {}}", "call: {tool: teleport}\n    wait_s: 1")).unwrap_err();
+        let two =
+            parse_str(&GOOD.replace(
+                "call: {tool: teleport, input: {}}",
+                "call: {tool: teleport}\n    wait_s: 1",
+            ))
+            .unwrap_err();
         assert!(two.contains("more than one action") && two.contains("steps[1]"), "{two}");
         let none = parse_str(&GOOD.replace("call: {tool: teleport, input: {}}\n    expect_error: {code: tool_unknown, retryable: false}", "within_s: 3")).unwrap_err();
         assert!(none.contains("no action"), "{none}");
-        let misplaced = parse_str(&GOOD.replace("capture: {last: meta.tick}", "for_s: 2")).unwrap_err();
+        let misplaced =
+            parse_str(&GOOD.replace("capture: {last: meta.tick}", "for_s: 2")).unwrap_err();
         assert!(misplaced.contains("'for_s' belongs with expect_none"), "{misplaced}");
         let bad_matcher = parse_str(&GOOD.replace("{$gt: 0}", "{$greater: 0}")).unwrap_err();
         assert!(bad_matcher.contains("$greater"), "{bad_matcher}");
         let bad_name = parse_str(&GOOD.replace("name: call_with", "name: Call-with")).unwrap_err();
         assert!(bad_name.contains("snake_case"), "{bad_name}");
-        let reserved = parse_str(&GOOD.replace("{last: meta.tick}", "{session_id: meta.tick}")).unwrap_err();
+        let reserved =
+            parse_str(&GOOD.replace("{last: meta.tick}", "{session_id: meta.tick}")).unwrap_err();
         assert!(reserved.contains("set by the runner"), "{reserved}");
     }
 
@@ -783,26 +892,45 @@ steps:
         ).replace("        - expect_event: {topic: tick, payload: {tick: {$gt: 0}}}\n          capture: {last: meta.tick}", "        - call: {tool: touch}");
         let scenario = parse_str(&text).unwrap();
         // teleport and gone expect tool_unknown; the variable's tool is unknown here.
-        assert_eq!(scenario.needed_tools().into_iter().collect::<Vec<_>>(), ["look_at", "move", "touch"]);
+        assert_eq!(
+            scenario.needed_tools().into_iter().collect::<Vec<_>>(),
+            ["look_at", "move", "touch"]
+        );
         assert!(parse_str(GOOD).unwrap().needed_tools().is_empty());
     }
 
     #[test]
     fn needs_manifest_is_a_matcher_without_variables() {
-        let with = |needs: &str| parse_str(&GOOD.replace("timeout_s: 20", &format!("timeout_s: 20\nneeds_manifest: {needs}")));
-        assert!(with("{limits: {safety: {min_obstacle_height_m: {$lte: 0.1}}}}").unwrap().needs_manifest.is_some());
+        let with = |needs: &str| {
+            parse_str(
+                &GOOD.replace("timeout_s: 20", &format!("timeout_s: 20\nneeds_manifest: {needs}")),
+            )
+        };
+        assert!(with("{limits: {safety: {min_obstacle_height_m: {$lte: 0.1}}}}")
+            .unwrap()
+            .needs_manifest
+            .is_some());
         assert!(with("[1]").unwrap_err().contains("needs_manifest must be a map"));
         assert!(with("{limits: {$lesser: 1}}").unwrap_err().contains("$lesser"));
-        assert!(with("{limits: {safety: {stop_distance_m: \"${manifest.x}\"}}}").unwrap_err().contains("needs_manifest"));
+        assert!(with("{limits: {safety: {stop_distance_m: \"${manifest.x}\"}}}")
+            .unwrap_err()
+            .contains("needs_manifest"));
     }
 
     #[test]
     fn needs_tools_are_tool_ids_listed_once() {
-        let bad = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [Look-At]")).unwrap_err();
+        let bad =
+            parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [Look-At]"))
+                .unwrap_err();
         assert!(bad.contains("needs_tools") && bad.contains("Look-At"), "{bad}");
-        let twice = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [look_at, look_at]")).unwrap_err();
+        let twice = parse_str(
+            &GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tools: [look_at, look_at]"),
+        )
+        .unwrap_err();
         assert!(twice.contains("listed twice"), "{twice}");
-        let wrong_key = parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tool: [look_at]")).unwrap_err();
+        let wrong_key =
+            parse_str(&GOOD.replace("timeout_s: 20", "timeout_s: 20\nneeds_tool: [look_at]"))
+                .unwrap_err();
         assert!(wrong_key.contains("needs_tool"), "{wrong_key}");
     }
 
@@ -817,12 +945,20 @@ steps:
 
     #[test]
     fn load_all_orders_by_area_then_file_and_reports_malformed_files() {
-        let root = std::env::temp_dir().join(format!("aicc-conformance-load-{}", std::process::id()));
+        let root =
+            std::env::temp_dir().join(format!("aicc-conformance-load-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         for area in ["protocol", "governor", "sensors"] {
             std::fs::create_dir_all(root.join(area)).unwrap();
         }
-        let write = |path: &str, name: &str, area: &str| std::fs::write(root.join(path), GOOD.replace("call_with_unknown_tool_is_tool_unknown", name).replace("area: protocol", &format!("area: {area}"))).unwrap();
+        let write = |path: &str, name: &str, area: &str| {
+            std::fs::write(
+                root.join(path),
+                GOOD.replace("call_with_unknown_tool_is_tool_unknown", name)
+                    .replace("area: protocol", &format!("area: {area}")),
+            )
+            .unwrap()
+        };
         write("governor/01_g.yaml", "g_one", "governor");
         write("protocol/02_b.yaml", "p_two", "protocol");
         write("protocol/01_a.yaml", "p_one", "protocol");
@@ -832,7 +968,15 @@ steps:
         std::fs::write(root.join("protocol/notes.md"), "ignored").unwrap();
         std::fs::write(root.join("protocol/03_broken.yaml"), "name: [unclosed").unwrap();
         let loaded = load_all(&root).unwrap();
-        let summary: Vec<(String, bool)> = loaded.iter().map(|l| (l.file().file_name().unwrap().to_string_lossy().to_string(), matches!(l, Loaded::Ok { .. }))).collect();
+        let summary: Vec<(String, bool)> = loaded
+            .iter()
+            .map(|l| {
+                (
+                    l.file().file_name().unwrap().to_string_lossy().to_string(),
+                    matches!(l, Loaded::Ok { .. }),
+                )
+            })
+            .collect();
         assert_eq!(
             summary,
             vec![

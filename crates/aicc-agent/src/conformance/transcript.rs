@@ -23,7 +23,10 @@ pub enum Direction {
 
 impl Transcript {
     pub fn new(secrets: Vec<String>) -> Self {
-        Self { lines: VecDeque::new(), secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect() }
+        Self {
+            lines: VecDeque::new(),
+            secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
+        }
     }
 
     /// Adds a secret (e.g. a literal token of a scenario) to redact.
@@ -46,7 +49,11 @@ impl Transcript {
             text = text.replace(secret.as_str(), "<token>");
         }
         let shown: String = text.chars().take(TRANSCRIPT_LINE_CHARS).collect();
-        let line = if shown.len() < text.len() || head.len() < bytes.len() { format!("{conn}{arrow} {shown}… ({} bytes)", bytes.len()) } else { format!("{conn}{arrow} {shown}") };
+        let line = if shown.len() < text.len() || head.len() < bytes.len() {
+            format!("{conn}{arrow} {shown}… ({} bytes)", bytes.len())
+        } else {
+            format!("{conn}{arrow} {shown}")
+        };
         self.note(line);
     }
 
@@ -75,11 +82,19 @@ mod tests {
         let long = vec![b'x'; 5000];
         transcript.record("main", Direction::Received, &long);
         let last = transcript.lines().pop().unwrap();
-        assert!(last.starts_with("main< xxx") && last.ends_with("… (5000 bytes)") && last.chars().count() < TRANSCRIPT_LINE_CHARS + 40, "{last}");
+        assert!(
+            last.starts_with("main< xxx")
+                && last.ends_with("… (5000 bytes)")
+                && last.chars().count() < TRANSCRIPT_LINE_CHARS + 40,
+            "{last}"
+        );
         for i in 0..30 {
             transcript.note(format!("n{i}"));
         }
         let lines = transcript.lines();
-        assert_eq!((lines.len(), lines[0].as_str(), lines[19].as_str()), (TRANSCRIPT_LINES, "n10", "n29"));
+        assert_eq!(
+            (lines.len(), lines[0].as_str(), lines[19].as_str()),
+            (TRANSCRIPT_LINES, "n10", "n29")
+        );
     }
 }

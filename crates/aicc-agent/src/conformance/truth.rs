@@ -59,7 +59,15 @@ impl Drop for TruthClient {
 impl TruthClient {
     /// Connects and reads the `hello` (within `within`).
     pub async fn connect(address: &str, within: Duration) -> Result<Self, String> {
-        let stream = tokio::time::timeout(within, TcpStream::connect(address)).await.map_err(|_| format!("connecting to the ground truth at {address} took over {:.0} s", within.as_secs_f64()))?.map_err(|e| format!("connecting to the ground truth at {address}: {e}"))?;
+        let stream = tokio::time::timeout(within, TcpStream::connect(address))
+            .await
+            .map_err(|_| {
+                format!(
+                    "connecting to the ground truth at {address} took over {:.0} s",
+                    within.as_secs_f64()
+                )
+            })?
+            .map_err(|e| format!("connecting to the ground truth at {address}: {e}"))?;
         let _ = stream.set_nodelay(true);
         let (read, write) = stream.into_split();
         let mut lines = BufReader::new(read);
@@ -68,15 +76,38 @@ impl TruthClient {
             let mut limited = (&mut lines).take(MAX_LINE_BYTES as u64);
             limited.read_until(b'\n', &mut first).await
         };
-        tokio::time::timeout(within, read_hello).await.map_err(|_| format!("no hello from the ground truth at {address} within {:.0} s", within.as_secs_f64()))?.map_err(|e| format!("reading the ground truth's hello: {e}"))?;
-        let hello_raw: Value = serde_json::from_slice(&first).map_err(|e| format!("the ground truth's first line is not JSON ({e}): {}", String::from_utf8_lossy(&first)))?;
+        tokio::time::timeout(within, read_hello)
+            .await
+            .map_err(|_| {
+                format!(
+                    "no hello from the ground truth at {address} within {:.0} s",
+                    within.as_secs_f64()
+                )
+            })?
+            .map_err(|e| format!("reading the ground truth's hello: {e}"))?;
+        let hello_raw: Value = serde_json::from_slice(&first).map_err(|e| {
+            format!(
+                "the ground truth's first line is not JSON ({e}): {}",
+                String::from_utf8_lossy(&first)
+            )
+        })?;
         if hello_raw.get("type").and_then(Value::as_str) != Some("hello") {
             return Err(format!("the ground truth's first line is not a hello: {hello_raw}"));
         }
-        let hello: Hello = serde_json::from_value(hello_raw.clone()).map_err(|e| format!("the ground truth's hello: {e}"))?;
-        let shared = Arc::new(Shared { state: Mutex::new(State::default()), changed: Notify::new() });
+        let hello: Hello = serde_json::from_value(hello_raw.clone())
+            .map_err(|e| format!("the ground truth's hello: {e}"))?;
+        let shared =
+            Arc::new(Shared { state: Mutex::new(State::default()), changed: Notify::new() });
         let reader = tokio::spawn(read_lines(lines, shared.clone()));
-        Ok(TruthClient { address: address.to_string(), hello, hello_raw, writer: tokio::sync::Mutex::new(write), shared, next_id: 1.into(), reader })
+        Ok(TruthClient {
+            address: address.to_string(),
+            hello,
+            hello_raw,
+            writer: tokio::sync::Mutex::new(write),
+            shared,
+            next_id: 1.into(),
+            reader,
+        })
     }
 
     /// Starts judging every sample from now on against `invariants`, with
@@ -125,7 +156,11 @@ impl TruthClient {
     }
 
     /// Waits for a sample with `seq >= at_least` (within `within`).
-    pub async fn sample_at_least(&self, at_least: u64, within: Duration) -> Result<(Value, Sample), String> {
+    pub async fn sample_at_least(
+        &self,
+        at_least: u64,
+        within: Duration,
+    ) -> Result<(Value, Sample), String> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let notified = self.shared.changed.notified();
@@ -141,7 +176,10 @@ impl TruthClient {
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(format!("no ground-truth sample with seq >= {at_least} within {:.1} s", within.as_secs_f64()));
+                return Err(format!(
+                    "no ground-truth sample with seq >= {at_least} within {:.1} s",
+                    within.as_secs_f64()
+                ));
             }
         }
     }
@@ -155,9 +193,12 @@ impl TruthClient {
     /// Sends a command (`{"scene": ...}`, `{"odom_jump": ...}`, ...) and
     /// waits for its ack; returns the seq of the first sample that shows it.
     pub async fn command(&self, command: &Value, within: Duration) -> Result<u64, String> {
-        let id = format!("aicc-{}", self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let id =
+            format!("aicc-{}", self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let mut message = command.clone();
-        let Value::Object(map) = &mut message else { return Err(format!("a ground-truth command is a JSON object, not {command}")) };
+        let Value::Object(map) = &mut message else {
+            return Err(format!("a ground-truth command is a JSON object, not {command}"));
+        };
         map.insert("id".into(), json!(id));
         let mut line = serde_json::to_vec(&message).expect("JSON values serialize");
         line.push(b'\n');
@@ -166,7 +207,10 @@ impl TruthClient {
         notified.as_mut().enable();
         {
             let mut writer = self.writer.lock().await;
-            tokio::time::timeout(within, writer.write_all(&line)).await.map_err(|_| "writing a ground-truth command timed out".to_string())?.map_err(|e| format!("writing a ground-truth command: {e}"))?;
+            tokio::time::timeout(within, writer.write_all(&line))
+                .await
+                .map_err(|_| "writing a ground-truth command timed out".to_string())?
+                .map_err(|e| format!("writing a ground-truth command: {e}"))?;
         }
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -176,14 +220,22 @@ impl TruthClient {
                     if ack.get("ok") == Some(&Value::Bool(true)) {
                         return Ok(ack.get("seq").and_then(Value::as_u64).unwrap_or(0));
                     }
-                    return Err(format!("the simulator refused {command}: {}", ack.get("error").and_then(Value::as_str).unwrap_or("no reason given")));
+                    return Err(format!(
+                        "the simulator refused {command}: {}",
+                        ack.get("error").and_then(Value::as_str).unwrap_or("no reason given")
+                    ));
                 }
                 if let Some(why) = &state.closed {
-                    return Err(format!("the ground truth closed ({why}) before answering {command}"));
+                    return Err(format!(
+                        "the ground truth closed ({why}) before answering {command}"
+                    ));
                 }
             }
             if tokio::time::timeout_at(deadline, notified.as_mut()).await.is_err() {
-                return Err(format!("no answer from the simulator to {command} within {:.1} s", within.as_secs_f64()));
+                return Err(format!(
+                    "no answer from the simulator to {command} within {:.1} s",
+                    within.as_secs_f64()
+                ));
             }
             notified.set(self.shared.changed.notified());
             notified.as_mut().enable();
@@ -202,11 +254,16 @@ async fn read_lines(mut lines: BufReader<tokio::net::tcp::OwnedReadHalf>, shared
         match read {
             Ok(0) => break "the simulator closed the connection".to_string(),
             Err(e) => break format!("reading: {e}"),
-            Ok(_) if buffer.last() != Some(&b'\n') => break format!("a line longer than {MAX_LINE_BYTES} bytes, or cut off"),
+            Ok(_) if buffer.last() != Some(&b'\n') => {
+                break format!("a line longer than {MAX_LINE_BYTES} bytes, or cut off")
+            }
             Ok(_) => {}
         }
         let Ok(message) = serde_json::from_slice::<Value>(&buffer) else {
-            break format!("a line that is not JSON: {}", String::from_utf8_lossy(&buffer[..buffer.len().min(200)]));
+            break format!(
+                "a line that is not JSON: {}",
+                String::from_utf8_lossy(&buffer[..buffer.len().min(200)])
+            );
         };
         match message.get("type").and_then(Value::as_str) {
             Some("state") => match serde_json::from_value::<Sample>(message.clone()) {
@@ -224,7 +281,10 @@ async fn read_lines(mut lines: BufReader<tokio::net::tcp::OwnedReadHalf>, shared
                 Err(e) => break format!("a state line that does not parse ({e})"),
             },
             Some("ack") => {
-                let id = message.get("id").map(|id| id.as_str().map_or_else(|| id.to_string(), str::to_string)).unwrap_or_default();
+                let id = message
+                    .get("id")
+                    .map(|id| id.as_str().map_or_else(|| id.to_string(), str::to_string))
+                    .unwrap_or_default();
                 shared.state.lock().acks.insert(id, message);
             }
             _ => {}
@@ -268,7 +328,11 @@ mod tests {
     }
 
     fn state(seq: u64, contact: bool) -> Value {
-        let contacts = if contact { json!([{ "robot_geom": "bumper_collision", "robot_body": "bumper_link", "world_geom": "wall_north", "world_body": "world", "first_time": 0.1, "last_time": 0.1 }]) } else { json!([]) };
+        let contacts = if contact {
+            json!([{ "robot_geom": "bumper_collision", "robot_body": "bumper_link", "world_geom": "wall_north", "world_body": "world", "first_time": 0.1, "last_time": 0.1 }])
+        } else {
+            json!([])
+        };
         json!({ "type": "state", "seq": seq, "sim_time": seq as f64 * 0.02,
             "base": { "x": 0.0, "y": 0.0, "z": 0.0, "roll": 0.0, "pitch": 0.0, "yaw": 0.0, "linear_mps": [0.0, 0.0, 0.0], "angular_radps": [0.0, 0.0, 0.0] },
             "odom": { "x": 0.0, "y": 0.0, "yaw": 0.0 }, "joints": {}, "objects": {}, "contacts": contacts })
@@ -279,9 +343,13 @@ mod tests {
         let address = fake(vec![state(1, false), state(2, true), state(3, false)]).await;
         let client = TruthClient::connect(&address, Duration::from_secs(5)).await.unwrap();
         client.judge(Invariants { no_contact: true, ..Invariants::default() });
-        let seq = client.command(&json!({ "odom_jump": { "dx_m": 0.5 } }), Duration::from_secs(5)).await.unwrap();
+        let seq = client
+            .command(&json!({ "odom_jump": { "dx_m": 0.5 } }), Duration::from_secs(5))
+            .await
+            .unwrap();
         assert_eq!(seq, 7);
-        let refused = client.command(&json!({ "teleport": {} }), Duration::from_secs(5)).await.unwrap_err();
+        let refused =
+            client.command(&json!({ "teleport": {} }), Duration::from_secs(5)).await.unwrap_err();
         assert!(refused.contains("no such command"), "{refused}");
         let (_, sample) = client.sample_at_least(3, Duration::from_secs(5)).await.unwrap();
         assert_eq!(sample.seq, 3);
@@ -290,7 +358,11 @@ mod tests {
         assert_eq!(judge.violations.len(), 1, "the contact of seq 2: {:?}", judge.violations);
         assert_eq!(judge.violations[0].seq, 2);
         assert_eq!(client.recent().len(), 3);
-        assert!(client.sample_at_least(9, Duration::from_millis(200)).await.unwrap_err().contains("seq >= 9"));
+        assert!(client
+            .sample_at_least(9, Duration::from_millis(200))
+            .await
+            .unwrap_err()
+            .contains("seq >= 9"));
     }
 
     #[tokio::test]

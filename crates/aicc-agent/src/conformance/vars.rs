@@ -72,8 +72,14 @@ impl Variables {
     pub fn substitute(&self, value: &Value) -> Result<Value, VarError> {
         Ok(match value {
             Value::String(text) => self.substitute_str(text)?,
-            Value::Array(items) => Value::Array(items.iter().map(|v| self.substitute(v)).collect::<Result<_, _>>()?),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), self.substitute(v)?))).collect::<Result<_, VarError>>()?),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|v| self.substitute(v)).collect::<Result<_, _>>()?)
+            }
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| Ok((k.clone(), self.substitute(v)?)))
+                    .collect::<Result<_, VarError>>()?,
+            ),
             other => other.clone(),
         })
     }
@@ -90,14 +96,18 @@ impl Variables {
         while let Some(start) = rest.find("${") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
-            let end = after.find('}').ok_or_else(|| VarError::Unclosed { text: text.to_string() })?;
+            let end =
+                after.find('}').ok_or_else(|| VarError::Unclosed { text: text.to_string() })?;
             let value = self.require(&after[..end])?;
             let spliced = match value {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
             if spliced.len() > MAX_SPLICE_BYTES {
-                return Err(VarError::TooLong { path: after[..end].to_string(), bytes: spliced.len() });
+                return Err(VarError::TooLong {
+                    path: after[..end].to_string(),
+                    bytes: spliced.len(),
+                });
             }
             out.push_str(&spliced);
             rest = &after[end + 1..];
@@ -139,15 +149,25 @@ mod tests {
     fn a_whole_reference_keeps_the_json_type() {
         let v = vars();
         assert_eq!(v.substitute(&json!("${cursor}")).unwrap(), json!(7));
-        assert_eq!(v.substitute(&json!("${tools.say.limits}")).unwrap(), json!({ "calls_per_minute": 30 }));
+        assert_eq!(
+            v.substitute(&json!("${tools.say.limits}")).unwrap(),
+            json!({ "calls_per_minute": 30 })
+        );
         assert_eq!(v.substitute(&json!("${manifest.tools.1.id}")).unwrap(), json!("move"));
-        assert_eq!(v.substitute(&json!({ "a": ["${cursor}", 1], "${cursor}": true })).unwrap(), json!({ "a": [7, 1], "${cursor}": true }), "keys are not substituted");
+        assert_eq!(
+            v.substitute(&json!({ "a": ["${cursor}", 1], "${cursor}": true })).unwrap(),
+            json!({ "a": [7, 1], "${cursor}": true }),
+            "keys are not substituted"
+        );
     }
 
     #[test]
     fn references_inside_strings_splice_text() {
         let v = vars();
-        assert_eq!(v.substitute(&json!("session ${session_id} at ${cursor}")).unwrap(), json!("session abc-123 at 7"));
+        assert_eq!(
+            v.substitute(&json!("session ${session_id} at ${cursor}")).unwrap(),
+            json!("session abc-123 at 7")
+        );
         assert_eq!(v.substitute_text("c-${cursor}").unwrap(), "c-7");
         assert_eq!(v.substitute(&json!("no references")).unwrap(), json!("no references"));
     }
@@ -159,7 +179,14 @@ mod tests {
         assert!(unset.contains("'${nope}' is not set") && unset.contains("session_id"), "{unset}");
         let no_path = v.substitute(&json!("x ${tools.move.limits}")).unwrap_err().to_string();
         assert!(no_path.contains("'tools' has no such path"), "{no_path}");
-        assert!(v.substitute(&json!("a ${unclosed")).unwrap_err().to_string().contains("without a closing"));
-        assert_eq!(v.substitute(&json!("${tools.move}")), Err(VarError::NoSuchPath { path: "tools.move".into(), name: "tools".into() }));
+        assert!(v
+            .substitute(&json!("a ${unclosed"))
+            .unwrap_err()
+            .to_string()
+            .contains("without a closing"));
+        assert_eq!(
+            v.substitute(&json!("${tools.move}")),
+            Err(VarError::NoSuchPath { path: "tools.move".into(), name: "tools".into() })
+        );
     }
 }

@@ -45,7 +45,11 @@ impl Default for EventLog {
 
 impl EventLog {
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { kept: VecDeque::with_capacity(capacity.min(1024)), capacity: capacity.max(1), pushed: 0 }
+        Self {
+            kept: VecDeque::with_capacity(capacity.min(1024)),
+            capacity: capacity.max(1),
+            pushed: 0,
+        }
     }
 
     pub fn push(&mut self, event: Value) {
@@ -105,7 +109,11 @@ mod tests {
         assert_eq!(log.after(Some(page.next), &[], DEFAULT_PAGE).events, Vec::<Value>::new());
         log.push(event("lease", 3));
         assert_eq!(log.after(Some(page.next), &[], DEFAULT_PAGE).events, vec![event("lease", 3)]);
-        assert_eq!(log.after(Some(99), &[], DEFAULT_PAGE).next, 4, "a cursor from the future is taken as the head");
+        assert_eq!(
+            log.after(Some(99), &[], DEFAULT_PAGE).next,
+            4,
+            "a cursor from the future is taken as the head"
+        );
     }
 
     #[test]
@@ -115,8 +123,15 @@ mod tests {
             log.push(event("command", n));
         }
         let page = log.after(Some(2), &[], DEFAULT_PAGE);
-        assert_eq!((page.dropped, page.events.first().cloned(), page.next), (4, Some(event("command", 6)), 10));
-        assert_eq!(log.after(None, &[], DEFAULT_PAGE).dropped, 0, "without a cursor nothing was missed");
+        assert_eq!(
+            (page.dropped, page.events.first().cloned(), page.next),
+            (4, Some(event("command", 6)), 10)
+        );
+        assert_eq!(
+            log.after(None, &[], DEFAULT_PAGE).dropped,
+            0,
+            "without a cursor nothing was missed"
+        );
     }
 
     #[test]

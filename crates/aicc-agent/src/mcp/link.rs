@@ -81,21 +81,34 @@ impl LinkHandle {
 
     /// Why the session is over, or a transport error saying it is.
     pub fn ended_error(&self) -> ClientError {
-        self.shared.ended.lock().clone().unwrap_or_else(|| ClientError::Transport("the bridge session has ended".into()))
+        self.shared
+            .ended
+            .lock()
+            .clone()
+            .unwrap_or_else(|| ClientError::Transport("the bridge session has ended".into()))
     }
 }
 
 /// Subscribes to every event topic the bridge offers (but `tick`), then
 /// runs the session on its own task. The returned token is cancelled when
 /// the session ends, whatever the reason.
-pub async fn start(mut session: Session) -> Result<(LinkHandle, tokio_util::sync::CancellationToken), ClientError> {
+pub async fn start(
+    mut session: Session,
+) -> Result<(LinkHandle, tokio_util::sync::CancellationToken), ClientError> {
     let available: Vec<String> = session
         .manifest()
         .raw()
         .get("events")
         .and_then(|e| e.get("available"))
         .and_then(Value::as_array)
-        .map(|topics| topics.iter().filter_map(Value::as_str).filter(|t| !UNWANTED_TOPICS.contains(t)).map(str::to_owned).collect())
+        .map(|topics| {
+            topics
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|t| !UNWANTED_TOPICS.contains(t))
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     if !available.is_empty() {
         session.refresh_manifest(Some(available)).await?;
@@ -103,9 +116,18 @@ pub async fn start(mut session: Session) -> Result<(LinkHandle, tokio_util::sync
     let (requests, receiver) = mpsc::channel(REQUEST_QUEUE);
     let (manifest_tx, manifest) = watch::channel(Arc::new(session.manifest().clone()));
     let (pulse_tx, event_pulse) = watch::channel(0);
-    let shared = Arc::new(Shared { events: Mutex::new(EventLog::default()), ended: Mutex::new(None) });
+    let shared =
+        Arc::new(Shared { events: Mutex::new(EventLog::default()), ended: Mutex::new(None) });
     let ended = tokio_util::sync::CancellationToken::new();
-    let task = SessionTask { session, requests: receiver, calls: HashMap::new(), internal: Vec::new(), manifest: manifest_tx, pulse: pulse_tx, shared: shared.clone() };
+    let task = SessionTask {
+        session,
+        requests: receiver,
+        calls: HashMap::new(),
+        internal: Vec::new(),
+        manifest: manifest_tx,
+        pulse: pulse_tx,
+        shared: shared.clone(),
+    };
     let done = ended.clone();
     tokio::spawn(async move {
         task.run().await;
@@ -129,7 +151,10 @@ struct SessionTask {
 impl SessionTask {
     async fn run(mut self) {
         let error = loop {
-            let wake = self.session.next_release().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let wake = self
+                .session
+                .next_release()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             let generation = self.session.manifest_generation();
             // `receive` only reads, so losing the race to a request loses nothing.
             let step = tokio::select! {
@@ -153,7 +178,9 @@ impl SessionTask {
             None => {
                 // Every handle dropped: the host is gone. Closing releases the lease.
                 let _ = self.session.close().await;
-                ClientError::Transport("the MCP host went away; the bridge session was closed".into())
+                ClientError::Transport(
+                    "the MCP host went away; the bridge session was closed".into(),
+                )
             }
             Some(error) => error,
         };
@@ -166,19 +193,21 @@ impl SessionTask {
 
     async fn serve(&mut self, request: Request) -> Result<(), ClientError> {
         match request {
-            Request::Call { tool, input, updates } => match self.session.begin_call(&tool, &input).await {
-                Ok(call_id) => {
-                    let _ = updates.try_send(CallUpdate::Started { call_id: call_id.clone() });
-                    self.calls.insert(call_id, updates);
-                }
-                Err(error) => {
-                    let _ = updates.try_send(CallUpdate::Failed(error.clone()));
-                    // A refusal or a bad input ends nothing; a dead link does.
-                    if self.session.ended().is_some() {
-                        return Err(error);
+            Request::Call { tool, input, updates } => {
+                match self.session.begin_call(&tool, &input).await {
+                    Ok(call_id) => {
+                        let _ = updates.try_send(CallUpdate::Started { call_id: call_id.clone() });
+                        self.calls.insert(call_id, updates);
+                    }
+                    Err(error) => {
+                        let _ = updates.try_send(CallUpdate::Failed(error.clone()));
+                        // A refusal or a bad input ends nothing; a dead link does.
+                        if self.session.ended().is_some() {
+                            return Err(error);
+                        }
                     }
                 }
-            },
+            }
             Request::Cancel { call_id } => {
                 if self.calls.contains_key(&call_id) {
                     match self.session.begin_call("cancel", &json!({ "call_id": call_id })).await {
@@ -192,7 +221,10 @@ impl SessionTask {
         Ok(())
     }
 
-    async fn dispatch(&mut self, message: Option<crate::client::wire::BridgeMessage>) -> Result<(), ClientError> {
+    async fn dispatch(
+        &mut self,
+        message: Option<crate::client::wire::BridgeMessage>,
+    ) -> Result<(), ClientError> {
         for update in self.session.dispatch(message).await? {
             match update {
                 Update::Answer { call_id, outcome } => {
@@ -207,8 +239,13 @@ impl SessionTask {
                 }
                 Update::Event(event) => {
                     if event.topic == "command" {
-                        if let Some(payload) = event.message.get("payload").and_then(Value::as_object) {
-                            let call = payload.get("call_id").and_then(Value::as_str).and_then(|id| self.calls.get(id));
+                        if let Some(payload) =
+                            event.message.get("payload").and_then(Value::as_object)
+                        {
+                            let call = payload
+                                .get("call_id")
+                                .and_then(Value::as_str)
+                                .and_then(|id| self.calls.get(id));
                             if let Some(updates) = call {
                                 // A slow handler loses progress, never its answer.
                                 let _ = updates.try_send(CallUpdate::Command(payload.clone()));

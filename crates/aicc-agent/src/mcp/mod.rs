@@ -36,7 +36,10 @@ const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 pub async fn serve_stdio(bridge: BridgeTarget) -> Result<(), std::io::Error> {
     let bridge_lost = CancellationToken::new();
     let server = RobotServer::new(bridge, bridge_lost.clone());
-    let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| std::io::Error::other(format!("MCP initialization failed: {e}")))?;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| std::io::Error::other(format!("MCP initialization failed: {e}")))?;
     let cancel = running.cancellation_token();
     let outcome = tokio::select! {
         ended = running.waiting() => ended.map(|_| ()).map_err(|e| std::io::Error::other(format!("the MCP service failed: {e}"))),

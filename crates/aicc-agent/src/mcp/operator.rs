@@ -26,7 +26,11 @@ pub struct OperatorTarget {
 impl std::fmt::Debug for OperatorTarget {
     // The token is never printed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OperatorTarget").field("host", &self.host).field("port", &self.port).field("tls", &self.tls.is_some()).finish_non_exhaustive()
+        f.debug_struct("OperatorTarget")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -38,11 +42,22 @@ pub fn host_elicits_forms(peer: &Peer<RoleServer>) -> bool {
 /// Asks the host's user about `tool`'s waiting call and approves or denies
 /// it as they answer. Runs beside the call; aborted when the call ends
 /// before the user answered.
-pub async fn ask_and_decide(peer: Peer<RoleServer>, operator: OperatorTarget, tool: String, input: Value, waiting: Waiting, call_done: tokio_util::sync::CancellationToken) {
+pub async fn ask_and_decide(
+    peer: Peer<RoleServer>,
+    operator: OperatorTarget,
+    tool: String,
+    input: Value,
+    waiting: Waiting,
+    call_done: tokio_util::sync::CancellationToken,
+) {
     let id = waiting.approval_id.as_str();
     let request = approval::elicitation(&tool, &input, &waiting);
     let timeout = waiting.expires_in_s.map(Duration::from_secs_f64);
-    tracing::info!(approval_id = id, tool = tool.as_str(), "asking the MCP host's user to approve the call");
+    tracing::info!(
+        approval_id = id,
+        tool = tool.as_str(),
+        "asking the MCP host's user to approve the call"
+    );
     let answer = match peer.create_elicitation_with_timeout(request, timeout).await {
         Ok(answer) => answer,
         Err(error) => {
@@ -72,8 +87,19 @@ pub async fn ask_and_decide(peer: Peer<RoleServer>, operator: OperatorTarget, to
 /// `approve` or `deny` on a session of its own, closed once the call has
 /// ended: the bridge runs an approved call on the approving connection's
 /// behalf, and closing it first would leave the call unanswered.
-async fn carry_out(operator: &OperatorTarget, approval_id: &str, decision: &approval::Decision, call_done: tokio_util::sync::CancellationToken) -> Result<Value, ClientError> {
-    let stream = transport::connect(&operator.host, operator.port, operator.tls.as_ref(), operator.session.timeout).await?;
+async fn carry_out(
+    operator: &OperatorTarget,
+    approval_id: &str,
+    decision: &approval::Decision,
+    call_done: tokio_util::sync::CancellationToken,
+) -> Result<Value, ClientError> {
+    let stream = transport::connect(
+        &operator.host,
+        operator.port,
+        operator.tls.as_ref(),
+        operator.session.timeout,
+    )
+    .await?;
     let mut session = Session::open(stream, operator.session.clone()).await?;
     let outcome = session.call(decision.tool(), &decision.input(approval_id)).await;
     if outcome.is_ok() {

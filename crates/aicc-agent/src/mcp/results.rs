@@ -22,7 +22,10 @@ pub fn success(tool: &str, success: &CallSuccess) -> CallToolResult {
     let mut described = Vec::new();
     for (field, mime_type) in IMAGE_FIELDS {
         if let Some(Value::String(data)) = structured.remove(field) {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(&data).map(|b| b.len()).unwrap_or(0);
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(&data)
+                .map(|b| b.len())
+                .unwrap_or(0);
             described.push(json!({ "field": field, "mime_type": mime_type, "bytes": bytes }));
             images.push(ContentBlock::image(data, mime_type));
         }
@@ -30,7 +33,11 @@ pub fn success(tool: &str, success: &CallSuccess) -> CallToolResult {
     if !described.is_empty() {
         structured.insert("images".into(), Value::Array(described));
     }
-    let text = if images.is_empty() { format!("{tool}: {}", shortened(&Value::Object(structured.clone()))) } else { picture_summary(tool, &structured) };
+    let text = if images.is_empty() {
+        format!("{tool}: {}", shortened(&Value::Object(structured.clone())))
+    } else {
+        picture_summary(tool, &structured)
+    };
     let mut content = vec![ContentBlock::text(text)];
     content.extend(images);
     let mut result = CallToolResult::success(content);
@@ -43,8 +50,16 @@ pub fn success(tool: &str, success: &CallSuccess) -> CallToolResult {
 /// what to do. The code, message and retryable flag are also structured.
 pub fn remote_error(tool: &str, error: &RemoteError) -> CallToolResult {
     let retry = if error.retryable { "retryable" } else { "not retryable" };
-    let text = format!("{tool} failed ({}, {retry}): {} {}", error.code, error.message, advice(&error.code, error.retryable));
-    failure(text, json!({ "error": { "code": error.code, "message": error.message, "retryable": error.retryable } }))
+    let text = format!(
+        "{tool} failed ({}, {retry}): {} {}",
+        error.code,
+        error.message,
+        advice(&error.code, error.retryable)
+    );
+    failure(
+        text,
+        json!({ "error": { "code": error.code, "message": error.message, "retryable": error.retryable } }),
+    )
 }
 
 /// A failure on this side of the bridge (refused locally, the connection
@@ -76,7 +91,12 @@ pub fn advice(code: &str, retryable: bool) -> &'static str {
 
 /// One line about the pictures and their metadata (size, frame, age).
 fn picture_summary(tool: &str, output: &Map<String, Value>) -> String {
-    let get = |key: &str| output.get(key).filter(|v| !v.is_null()).map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()));
+    let get = |key: &str| {
+        output
+            .get(key)
+            .filter(|v| !v.is_null())
+            .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+    };
     let mut parts = Vec::new();
     if let (Some(width), Some(height)) = (get("width"), get("height")) {
         parts.push(format!("{width}x{height}"));
@@ -90,21 +110,32 @@ fn picture_summary(tool: &str, output: &Map<String, Value>) -> String {
     if let Some(age) = get("age_ms") {
         parts.push(format!("{age} ms old"));
     }
-    if let Some(reduced) = output.get("reduced").and_then(Value::as_array).filter(|r| !r.is_empty()) {
-        parts.push(format!("reduced: {}", reduced.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")));
+    if let Some(reduced) = output.get("reduced").and_then(Value::as_array).filter(|r| !r.is_empty())
+    {
+        parts.push(format!(
+            "reduced: {}",
+            reduced.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
+        ));
     }
     let mut rest = output.clone();
-    for key in ["width", "height", "format", "frame_id", "age_ms", "reduced", "images", "mime_type"] {
+    for key in ["width", "height", "format", "frame_id", "age_ms", "reduced", "images", "mime_type"]
+    {
         rest.remove(key);
     }
-    format!("{tool}: picture attached ({}); other fields: {}", parts.join(", "), shortened(&Value::Object(rest)))
+    format!(
+        "{tool}: picture attached ({}); other fields: {}",
+        parts.join(", "),
+        shortened(&Value::Object(rest))
+    )
 }
 
 /// The JSON text, cut at a character boundary past the limit.
 fn shortened(value: &Value) -> String {
     let text = value.to_string();
     match text.char_indices().nth(TEXT_LIMIT_CHARS) {
-        Some((cut, _)) => format!("{}... (cut; the whole result is in structuredContent)", &text[..cut]),
+        Some((cut, _)) => {
+            format!("{}... (cut; the whole result is in structuredContent)", &text[..cut])
+        }
         None => text,
     }
 }
@@ -130,7 +161,10 @@ mod tests {
         assert_eq!(result.structured_content, Some(json!({ "pose": { "x": 1.0 } })));
         let text = result.content[0].as_text().expect("text first");
         assert_eq!(text.text, r#"proprioception: {"pose":{"x":1.0}}"#);
-        assert_eq!(result.meta.unwrap().0.get("aicc"), Some(&json!({ "tick": 7, "latency_ms": 2.5 })));
+        assert_eq!(
+            result.meta.unwrap().0.get("aicc"),
+            Some(&json!({ "tick": 7, "latency_ms": 2.5 }))
+        );
     }
 
     #[test]
@@ -140,25 +174,48 @@ mod tests {
         let result = success("vision", &call(output));
         let structured = result.structured_content.clone().unwrap();
         assert!(structured.get("jpeg_b64").is_none());
-        assert_eq!(structured["images"], json!([{ "field": "jpeg_b64", "mime_type": "image/jpeg", "bytes": 4 }]));
+        assert_eq!(
+            structured["images"],
+            json!([{ "field": "jpeg_b64", "mime_type": "image/jpeg", "bytes": 4 }])
+        );
         assert_eq!(structured["width"], 320);
         let image = result.content[1].as_image().expect("the picture second");
         assert_eq!((image.data.as_str(), image.mime_type.as_str()), (data.as_str(), "image/jpeg"));
         let text = result.content[0].as_text().expect("text first");
-        assert!(text.text.contains("320x240") && text.text.contains("frame camera_optical_frame") && text.text.contains("12.5 ms old"), "{}", text.text);
+        assert!(
+            text.text.contains("320x240")
+                && text.text.contains("frame camera_optical_frame")
+                && text.text.contains("12.5 ms old"),
+            "{}",
+            text.text
+        );
         assert!(!text.text.contains(&data), "the text does not repeat the picture");
     }
 
     #[test]
     fn an_error_is_an_is_error_result_with_code_message_retryable_and_advice() {
-        let error = RemoteError { code: "invalid_input".into(), message: "input.forward: 9 is greater than the maximum of 5".into(), retryable: false };
+        let error = RemoteError {
+            code: "invalid_input".into(),
+            message: "input.forward: 9 is greater than the maximum of 5".into(),
+            retryable: false,
+        };
         let result = remote_error("move", &error);
         assert_eq!(result.is_error, Some(true));
-        assert_eq!(result.structured_content.clone().unwrap()["error"], json!({ "code": "invalid_input", "message": error.message, "retryable": false }));
+        assert_eq!(
+            result.structured_content.clone().unwrap()["error"],
+            json!({ "code": "invalid_input", "message": error.message, "retryable": false })
+        );
         let text = result.content[0].as_text().expect("text first");
-        assert!(text.text.starts_with("move failed (invalid_input, not retryable): input.forward"), "{}", text.text);
+        assert!(
+            text.text.starts_with("move failed (invalid_input, not retryable): input.forward"),
+            "{}",
+            text.text
+        );
         assert!(text.text.contains("Fix the argument"), "{}", text.text);
-        assert!(advice("execution_failed", true).contains("retry") && advice("tool_unavailable", false).contains("do not retry"));
+        assert!(
+            advice("execution_failed", true).contains("retry")
+                && advice("tool_unavailable", false).contains("do not retry")
+        );
     }
 
     #[test]

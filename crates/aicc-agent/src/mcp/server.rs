@@ -8,9 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeRequestParams, InitializeResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -74,11 +77,21 @@ struct Inner {
 
 impl RobotServer {
     pub fn new(bridge: BridgeTarget, bridge_lost: CancellationToken) -> Self {
-        Self { inner: Arc::new(Inner { bridge, link: tokio::sync::OnceCell::new(), events_subscribed: Arc::new(AtomicBool::new(false)), bridge_lost }) }
+        Self {
+            inner: Arc::new(Inner {
+                bridge,
+                link: tokio::sync::OnceCell::new(),
+                events_subscribed: Arc::new(AtomicBool::new(false)),
+                bridge_lost,
+            }),
+        }
     }
 
     fn link(&self) -> Result<&LinkHandle, McpError> {
-        self.inner.link.get().ok_or_else(|| McpError::invalid_request("the MCP session is not initialized", None))
+        self.inner
+            .link
+            .get()
+            .ok_or_else(|| McpError::invalid_request("the MCP session is not initialized", None))
     }
 
     async fn open_link(&self, peer: &Peer<RoleServer>) -> Result<&LinkHandle, ClientError> {
@@ -86,23 +99,58 @@ impl RobotServer {
             .link
             .get_or_try_init(|| async {
                 let bridge = &self.inner.bridge;
-                let stream = transport::connect(&bridge.host, bridge.port, bridge.tls.as_ref(), bridge.session.timeout).await?;
+                let stream = transport::connect(
+                    &bridge.host,
+                    bridge.port,
+                    bridge.tls.as_ref(),
+                    bridge.session.timeout,
+                )
+                .await?;
                 let session = Session::open(stream, bridge.session.clone()).await?;
                 let (handle, ended) = link::start(session).await?;
-                watch_the_session(&handle, self.inner.bridge.offer, peer.clone(), self.inner.events_subscribed.clone(), ended, self.inner.bridge_lost.clone());
-                let session_id = handle.manifest.borrow().raw().get("session_id").and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
+                watch_the_session(
+                    &handle,
+                    self.inner.bridge.offer,
+                    peer.clone(),
+                    self.inner.events_subscribed.clone(),
+                    ended,
+                    self.inner.bridge_lost.clone(),
+                );
+                let session_id = handle
+                    .manifest
+                    .borrow()
+                    .raw()
+                    .get("session_id")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
                 tracing::info!("AICC session {session_id} open on {}", bridge.address());
                 Ok(handle)
             })
             .await
     }
 
-    async fn call_robot_tool(&self, link: &LinkHandle, name: &str, input: Value, context: RequestContext<RoleServer>) -> CallToolResult {
+    async fn call_robot_tool(
+        &self,
+        link: &LinkHandle,
+        name: &str,
+        input: Value,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let manifest = link.manifest.borrow().clone();
         match manifest.permits(name) {
             Ok(_) => {}
-            Err(NotPermitted::NotGranted { .. }) => return results::local_error(name, "tool_unavailable", &manifest.permits(name).unwrap_err().to_string(), false),
-            Err(why) => return results::local_error(name, "tool_unavailable", &why.to_string(), true),
+            Err(NotPermitted::NotGranted { .. }) => {
+                return results::local_error(
+                    name,
+                    "tool_unavailable",
+                    &manifest.permits(name).unwrap_err().to_string(),
+                    false,
+                )
+            }
+            Err(why) => {
+                return results::local_error(name, "tool_unavailable", &why.to_string(), true)
+            }
         }
         let progress_token = context.meta.get_progress_token();
         let mut updates = link.call(name, input.clone()).await;
@@ -168,9 +216,18 @@ impl RobotServer {
     fn events_call(&self, link: &LinkHandle, input: &Map<String, Value>) -> CallToolResult {
         let page = match events_input(input) {
             Ok((since, topics, limit)) => link.shared.events.lock().after(since, &topics, limit),
-            Err(message) => return results::local_error(EVENTS_TOOL, "invalid_input", &message, false),
+            Err(message) => {
+                return results::local_error(EVENTS_TOOL, "invalid_input", &message, false)
+            }
         };
-        let mut result = results::success(EVENTS_TOOL, &crate::client::CallSuccess { call_id: String::new(), output: page.to_json(), meta: Value::Null });
+        let mut result = results::success(
+            EVENTS_TOOL,
+            &crate::client::CallSuccess {
+                call_id: String::new(),
+                output: page.to_json(),
+                meta: Value::Null,
+            },
+        );
         result.meta = None;
         result
     }
@@ -194,18 +251,35 @@ fn events_input(input: &Map<String, Value>) -> Result<(Option<u64>, Vec<String>,
     }
     let since = match input.get("since") {
         None | Some(Value::Null) => None,
-        Some(value) => Some(value.as_u64().ok_or_else(|| format!("input.since must be a non-negative integer (a `next` from before), got {value}"))?),
+        Some(value) => Some(value.as_u64().ok_or_else(|| {
+            format!(
+                "input.since must be a non-negative integer (a `next` from before), got {value}"
+            )
+        })?),
     };
     let topics = match input.get("topics") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items.iter().map(|t| t.as_str().map(str::to_owned).ok_or_else(|| format!("input.topics must hold strings, got {t}"))).collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!("input.topics must be an array of topic names, got {other}")),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|t| {
+                t.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("input.topics must hold strings, got {t}"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(format!("input.topics must be an array of topic names, got {other}"))
+        }
     };
     let limit = match input.get("limit") {
         None | Some(Value::Null) => DEFAULT_PAGE,
         Some(value) => match value.as_u64() {
             Some(limit) if (1..=MAX_PAGE as u64).contains(&limit) => limit as usize,
-            _ => return Err(format!("input.limit must be an integer from 1 to {MAX_PAGE}, got {value}")),
+            _ => {
+                return Err(format!(
+                    "input.limit must be an integer from 1 to {MAX_PAGE}, got {value}"
+                ))
+            }
         },
     };
     Ok((since, topics, limit))
@@ -216,15 +290,25 @@ fn client_error(tool: &str, error: &ClientError) -> CallToolResult {
     match error {
         ClientError::Remote(remote) => results::remote_error(tool, remote),
         ClientError::Usage(message) => results::local_error(tool, "invalid_input", message, false),
-        ClientError::Refused(message) => results::local_error(tool, "tool_unavailable", message, true),
-        ClientError::Transport(message) | ClientError::Protocol(message) => {
-            results::local_error(tool, "session_expired", &format!("the connection to the robot's bridge is gone ({message})"), false)
+        ClientError::Refused(message) => {
+            results::local_error(tool, "tool_unavailable", message, true)
         }
+        ClientError::Transport(message) | ClientError::Protocol(message) => results::local_error(
+            tool,
+            "session_expired",
+            &format!("the connection to the robot's bridge is gone ({message})"),
+            false,
+        ),
     }
 }
 
-async fn notify_progress(peer: &Peer<RoleServer>, token: &ProgressToken, progress: super::progress::Progress) {
-    let mut param = ProgressNotificationParam::new(token.clone(), progress.progress).with_message(progress.message);
+async fn notify_progress(
+    peer: &Peer<RoleServer>,
+    token: &ProgressToken,
+    progress: super::progress::Progress,
+) {
+    let mut param = ProgressNotificationParam::new(token.clone(), progress.progress)
+        .with_message(progress.message);
     if let Some(total) = progress.total {
         param = param.with_total(total);
     }
@@ -235,7 +319,14 @@ async fn notify_progress(peer: &Peer<RoleServer>, token: &ProgressToken, progres
 
 /// Tells the host of manifest changes and new events, and the server of
 /// the session's end; the tasks end with the session.
-fn watch_the_session(handle: &LinkHandle, offer: LlmOffer, peer: Peer<RoleServer>, subscribed: Arc<AtomicBool>, ended: CancellationToken, bridge_lost: CancellationToken) {
+fn watch_the_session(
+    handle: &LinkHandle,
+    offer: LlmOffer,
+    peer: Peer<RoleServer>,
+    subscribed: Arc<AtomicBool>,
+    ended: CancellationToken,
+    bridge_lost: CancellationToken,
+) {
     let mut manifest = handle.manifest.clone();
     let tools_peer = peer.clone();
     tokio::spawn(async move {
@@ -253,7 +344,12 @@ fn watch_the_session(handle: &LinkHandle, offer: LlmOffer, peer: Peer<RoleServer
     let mut pulse = handle.event_pulse.clone();
     tokio::spawn(async move {
         while pulse.changed().await.is_ok() {
-            if subscribed.load(Ordering::Relaxed) && peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(EVENTS_URI)).await.is_err() {
+            if subscribed.load(Ordering::Relaxed)
+                && peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(EVENTS_URI))
+                    .await
+                    .is_err()
+            {
                 break;
             }
             tokio::time::sleep(UPDATE_INTERVAL).await;
@@ -273,7 +369,12 @@ const INSTRUCTIONS: &str = "These tools act on a robot through its AICC bridge, 
 
 impl ServerHandler for RobotServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_resources().enable_resources_subscribe().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("aicc-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -285,23 +386,38 @@ impl ServerHandler for RobotServer {
         Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
     }
 
-    async fn initialize(&self, request: InitializeRequestParams, context: RequestContext<RoleServer>) -> Result<InitializeResult, McpError> {
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
         if let Err(error) = self.open_link(&context.peer).await {
-            let message = format!("cannot open an AICC session on the bridge at {}: {error}", self.inner.bridge.address());
+            let message = format!(
+                "cannot open an AICC session on the bridge at {}: {error}",
+                self.inner.bridge.address()
+            );
             tracing::error!("{message}");
             return Err(McpError::internal_error(message, None));
         }
         self.negotiate_initialize(&request)
     }
 
-    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, McpError> {
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
         let link = self.link()?;
         let manifest = link.manifest.borrow().clone();
         Ok(ListToolsResult::with_all_items(tools::mcp_tools(&manifest, self.inner.bridge.offer)))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let link = self.link()?.clone();
         let name = request.name.to_string();
         let input = request.arguments.unwrap_or_default();
@@ -309,19 +425,30 @@ impl ServerHandler for RobotServer {
             return Ok(self.events_call(&link, &input).into());
         }
         if !tools::is_listed(&link.manifest.borrow(), self.inner.bridge.offer, &name) {
-            return Err(McpError::invalid_params(format!("unknown tool '{name}': tools/list names the tools of this robot"), Some(json!({ "tool": name }))));
+            return Err(McpError::invalid_params(
+                format!("unknown tool '{name}': tools/list names the tools of this robot"),
+                Some(json!({ "tool": name })),
+            ));
         }
         Ok(self.call_robot_tool(&link, &name, Value::Object(input), context).await.into())
     }
 
-    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, McpError> {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
         let events = Resource::new(EVENTS_URI, "events")
             .with_description("The robot's latest events (collisions, command progress, governor stops, lease changes) as JSON {events, next, dropped}; subscribe to be told when new ones come.")
             .with_mime_type("application/json");
         Ok(ListResourcesResult::with_all_items(vec![events]))
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, McpError> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
         check_uri(&request.uri)?;
         let link = self.link()?;
         let page = {
@@ -329,16 +456,27 @@ impl ServerHandler for RobotServer {
             log.after(Some(log.head().saturating_sub(DEFAULT_PAGE as u64)), &[], DEFAULT_PAGE)
         };
         let text = page.to_json().to_string();
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, EVENTS_URI).with_mime_type("application/json")]).into())
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, EVENTS_URI).with_mime_type("application/json")
+        ])
+        .into())
     }
 
-    async fn subscribe(&self, request: SubscribeRequestParams, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         check_uri(&request.uri)?;
         self.inner.events_subscribed.store(true, Ordering::Relaxed);
         Ok(())
     }
 
-    async fn unsubscribe(&self, request: UnsubscribeRequestParams, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         check_uri(&request.uri)?;
         self.inner.events_subscribed.store(false, Ordering::Relaxed);
         Ok(())
@@ -349,7 +487,10 @@ fn check_uri(uri: &str) -> Result<(), McpError> {
     if uri == EVENTS_URI {
         Ok(())
     } else {
-        Err(McpError::resource_not_found(format!("no resource '{uri}': the one resource is {EVENTS_URI}"), None))
+        Err(McpError::resource_not_found(
+            format!("no resource '{uri}': the one resource is {EVENTS_URI}"),
+            None,
+        ))
     }
 }
 
@@ -364,7 +505,10 @@ mod tests {
     #[test]
     fn the_events_input_is_checked_naming_the_field() {
         assert_eq!(events_input(&input(json!({}))).unwrap(), (None, vec![], DEFAULT_PAGE));
-        assert_eq!(events_input(&input(json!({ "since": 4, "topics": ["lease"], "limit": 3 }))).unwrap(), (Some(4), vec!["lease".to_string()], 3));
+        assert_eq!(
+            events_input(&input(json!({ "since": 4, "topics": ["lease"], "limit": 3 }))).unwrap(),
+            (Some(4), vec!["lease".to_string()], 3)
+        );
         let why = |value| events_input(&input(value)).unwrap_err();
         assert!(why(json!({ "since": -1 })).starts_with("input.since"));
         assert!(why(json!({ "limit": 0 })).starts_with("input.limit"));
@@ -374,7 +518,10 @@ mod tests {
 
     #[test]
     fn a_lost_connection_is_a_session_expired_result_and_usage_an_invalid_input() {
-        let lost = client_error("move", &ClientError::Transport("the bridge closed the connection".into()));
+        let lost = client_error(
+            "move",
+            &ClientError::Transport("the bridge closed the connection".into()),
+        );
         assert_eq!(lost.is_error, Some(true));
         assert_eq!(lost.structured_content.unwrap()["error"]["code"], "session_expired");
         let usage = client_error("move", &ClientError::Usage("the input must be an object".into()));

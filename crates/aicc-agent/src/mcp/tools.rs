@@ -17,7 +17,8 @@ const HIDDEN_TOOLS: [&str; 1] = ["cancel"];
 
 /// Output fields holding a picture as base64, and the MIME type of each:
 /// they go out as MCP image content, not inside the structured result.
-pub const IMAGE_FIELDS: [(&str, &str); 3] = [("png_b64", "image/png"), ("jpeg_b64", "image/jpeg"), ("png16_mm_b64", "image/png")];
+pub const IMAGE_FIELDS: [(&str, &str); 3] =
+    [("png_b64", "image/png"), ("jpeg_b64", "image/jpeg"), ("png16_mm_b64", "image/png")];
 
 /// Tools that move the robot (or a part of it): their effect on the world
 /// cannot simply be undone, so hosts should ask before calling them.
@@ -32,7 +33,11 @@ pub fn mcp_tools(manifest: &Manifest, offer: LlmOffer) -> Vec<Tool> {
     let mut tools: Vec<Tool> = manifest
         .tools()
         .iter()
-        .filter(|info| !HIDDEN_TOOLS.contains(&info.id.as_str()) && offer.withheld(info).is_none() && manifest.permits(&info.id).is_ok())
+        .filter(|info| {
+            !HIDDEN_TOOLS.contains(&info.id.as_str())
+                && offer.withheld(info).is_none()
+                && manifest.permits(&info.id).is_ok()
+        })
         .filter_map(|info| manifest_tool(manifest, &info.id))
         .collect();
     tools.push(events_tool());
@@ -42,7 +47,9 @@ pub fn mcp_tools(manifest: &Manifest, offer: LlmOffer) -> Vec<Tool> {
 /// Whether `name` is a tool the host may see (the manifest's, not hidden,
 /// offered).
 pub fn is_listed(manifest: &Manifest, offer: LlmOffer, name: &str) -> bool {
-    name == EVENTS_TOOL || (!HIDDEN_TOOLS.contains(&name) && manifest.tool(name).is_some_and(|info| offer.withheld(info).is_none()))
+    name == EVENTS_TOOL
+        || (!HIDDEN_TOOLS.contains(&name)
+            && manifest.tool(name).is_some_and(|info| offer.withheld(info).is_none()))
 }
 
 /// One manifest tool as an MCP tool; `None` when its entry is not usable
@@ -51,14 +58,21 @@ fn manifest_tool(manifest: &Manifest, id: &str) -> Option<Tool> {
     if !valid_tool_name(id) {
         return None;
     }
-    let raw = manifest.raw().get("tools")?.as_array()?.iter().find(|t| t.get("id").and_then(Value::as_str) == Some(id))?;
+    let raw = manifest
+        .raw()
+        .get("tools")?
+        .as_array()?
+        .iter()
+        .find(|t| t.get("id").and_then(Value::as_str) == Some(id))?;
     let class = raw.get("class").and_then(Value::as_str).unwrap_or("sensor");
     let mut description = raw.get("description").and_then(Value::as_str).unwrap_or("").to_string();
-    if let Some(limits) = raw.get("limits").filter(|l| l.as_object().is_some_and(|o| !o.is_empty())) {
+    if let Some(limits) = raw.get("limits").filter(|l| l.as_object().is_some_and(|o| !o.is_empty()))
+    {
         description.push_str(&format!(" Limits: {limits}."));
     }
     let input_schema = object_schema(raw.get("input_schema"));
-    let mut tool = Tool::new(id.to_string(), description, Arc::new(input_schema)).with_annotations(annotations(id, class));
+    let mut tool = Tool::new(id.to_string(), description, Arc::new(input_schema))
+        .with_annotations(annotations(id, class));
     if let Some(output) = raw.get("output_schema").filter(|s| s.is_object()) {
         let schema = without_image_fields(output);
         if schema.get("properties").is_some_and(|p| p.get("images").is_some()) {
@@ -72,7 +86,8 @@ fn manifest_tool(manifest: &Manifest, id: &str) -> Option<Tool> {
 
 /// MCP tool names: 1-128 of `A-Z a-z 0-9 _ - .`.
 fn valid_tool_name(name: &str) -> bool {
-    (1..=128).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// The hints of a tool of `class`: sensors and generators read only;
@@ -81,7 +96,9 @@ fn valid_tool_name(name: &str) -> bool {
 pub fn annotations(id: &str, class: &str) -> ToolAnnotations {
     let hints = ToolAnnotations::new().open_world(true);
     match class {
-        "actuator" => hints.read_only(false).destructive(MOVING_TOOLS.contains(&id)).idempotent(id == "stop"),
+        "actuator" => {
+            hints.read_only(false).destructive(MOVING_TOOLS.contains(&id)).idempotent(id == "stop")
+        }
         _ => hints.read_only(true),
     }
 }
@@ -183,12 +200,27 @@ mod tests {
     fn the_usable_tools_are_listed_with_events_and_without_cancel_or_unavailable_ones() {
         let tools = mcp_tools(&manifest(), LlmOffer::default());
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, ["proprioception", "vision", "move", "say", "events"], "depth is not among the session's sensors; cancel is MCP's own");
+        assert_eq!(
+            names,
+            ["proprioception", "vision", "move", "say", "events"],
+            "depth is not among the session's sensors; cancel is MCP's own"
+        );
     }
 
     #[test]
     fn an_admin_session_is_offered_no_operator_tool_and_no_generator_unless_asked() {
-        let ids = ["proprioception", "approvals_list", "move", "approve", "deny", "approval_mode", "hold", "record_start", "record_stop", "place_object"];
+        let ids = [
+            "proprioception",
+            "approvals_list",
+            "move",
+            "approve",
+            "deny",
+            "approval_mode",
+            "hold",
+            "record_start",
+            "record_stop",
+            "place_object",
+        ];
         let tools: Vec<Value> = ids
             .iter()
             .map(|id| {
@@ -207,10 +239,22 @@ mod tests {
             "tools": tools,
         });
         let manifest = Manifest::from_message(message.as_object().unwrap()).unwrap();
-        let names = |offer| mcp_tools(&manifest, offer).into_iter().map(|t| t.name.into_owned()).collect::<Vec<_>>();
-        assert_eq!(names(LlmOffer::default()), ["proprioception", "move", "events"], "an admin token gives the LLM no operator tool");
-        assert_eq!(names(LlmOffer { generators: true }), ["proprioception", "move", "place_object", "events"]);
-        assert!(!is_listed(&manifest, LlmOffer { generators: true }, "approve"), "and calling one by name is refused");
+        let names = |offer| {
+            mcp_tools(&manifest, offer).into_iter().map(|t| t.name.into_owned()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(LlmOffer::default()),
+            ["proprioception", "move", "events"],
+            "an admin token gives the LLM no operator tool"
+        );
+        assert_eq!(
+            names(LlmOffer { generators: true }),
+            ["proprioception", "move", "place_object", "events"]
+        );
+        assert!(
+            !is_listed(&manifest, LlmOffer { generators: true }, "approve"),
+            "and calling one by name is refused"
+        );
     }
 
     #[test]
@@ -219,7 +263,10 @@ mod tests {
         let hints = |name| named(&tools, name).annotations.clone().unwrap();
         assert_eq!(hints("proprioception").read_only_hint, Some(true));
         let drive = hints("move");
-        assert_eq!((drive.read_only_hint, drive.destructive_hint, drive.idempotent_hint), (Some(false), Some(true), Some(false)));
+        assert_eq!(
+            (drive.read_only_hint, drive.destructive_hint, drive.idempotent_hint),
+            (Some(false), Some(true), Some(false))
+        );
         let speak = hints("say");
         assert_eq!((speak.read_only_hint, speak.destructive_hint), (Some(false), Some(false)));
         assert_eq!(annotations("stop", "actuator").idempotent_hint, Some(true));
@@ -229,24 +276,51 @@ mod tests {
     fn schemas_are_objects_and_the_picture_fields_leave_the_output_schema() {
         let tools = mcp_tools(&manifest(), LlmOffer::default());
         let drive = named(&tools, "move");
-        assert_eq!(drive.input_schema.get("type"), Some(&json!("object")), "a schema without a type is given one");
-        assert!(drive.description.as_deref().unwrap().contains("calls_per_minute"), "limits are told in the description");
+        assert_eq!(
+            drive.input_schema.get("type"),
+            Some(&json!("object")),
+            "a schema without a type is given one"
+        );
+        assert!(
+            drive.description.as_deref().unwrap().contains("calls_per_minute"),
+            "limits are told in the description"
+        );
         let vision = named(&tools, "vision").output_schema.clone().unwrap();
         let properties = vision["properties"].as_object().unwrap();
-        assert!(!properties.contains_key("jpeg_b64") && !properties.contains_key("png_b64") && properties.contains_key("images"), "{vision:?}");
+        assert!(
+            !properties.contains_key("jpeg_b64")
+                && !properties.contains_key("png_b64")
+                && properties.contains_key("images"),
+            "{vision:?}"
+        );
         assert_eq!(vision["required"], json!(["width"]));
-        assert!(named(&tools, "vision").description.as_deref().unwrap().ends_with("the other fields are in structuredContent."));
-        assert!(!named(&tools, "proprioception").description.as_deref().unwrap().contains("image content"));
+        assert!(named(&tools, "vision")
+            .description
+            .as_deref()
+            .unwrap()
+            .ends_with("the other fields are in structuredContent."));
+        assert!(!named(&tools, "proprioception")
+            .description
+            .as_deref()
+            .unwrap()
+            .contains("image content"));
         assert!(named(&tools, "say").output_schema.is_none(), "no output schema is invented");
     }
 
     #[test]
     fn names_mcp_does_not_allow_are_left_out_and_listed_names_are_known() {
         assert!(valid_tool_name("look_at") && valid_tool_name("a.b-c"));
-        assert!(!valid_tool_name("") && !valid_tool_name("two words") && !valid_tool_name(&"x".repeat(129)));
+        assert!(
+            !valid_tool_name("")
+                && !valid_tool_name("two words")
+                && !valid_tool_name(&"x".repeat(129))
+        );
         let manifest = manifest();
         let offer = LlmOffer::default();
-        assert!(is_listed(&manifest, offer, "depth") && is_listed(&manifest, offer, "events"), "depth exists, though unavailable now");
+        assert!(
+            is_listed(&manifest, offer, "depth") && is_listed(&manifest, offer, "events"),
+            "depth exists, though unavailable now"
+        );
         assert!(!is_listed(&manifest, offer, "cancel") && !is_listed(&manifest, offer, "teleport"));
     }
 }

@@ -9,7 +9,8 @@ use serde_json::Value;
 pub const ALWAYS_IGNORED: &[&str] = &["message_id", "session_id", "in_reply_to"];
 /// Keys also ignored against a live bridge (`--against`): the time, the
 /// bridge's tick and its timing, which no two runs share.
-pub const LIVE_IGNORED: &[&str] = &["meta", "tick", "latency_ms", "stamp", "stamp_s", "timestamp", "age_s", "time_s", "uptime_s"];
+pub const LIVE_IGNORED: &[&str] =
+    &["meta", "tick", "latency_ms", "stamp", "stamp_s", "timestamp", "age_s", "time_s", "uptime_s"];
 
 /// What is compared.
 #[derive(Debug, Clone, Default)]
@@ -51,7 +52,13 @@ pub fn compare(recorded: &Value, replayed: &Value, rules: &Rules) -> Vec<Differe
     out
 }
 
-fn walk(path: &str, recorded: Option<&Value>, replayed: Option<&Value>, rules: &Rules, out: &mut Vec<Difference>) {
+fn walk(
+    path: &str,
+    recorded: Option<&Value>,
+    replayed: Option<&Value>,
+    rules: &Rules,
+    out: &mut Vec<Difference>,
+) {
     let child = |key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
     match (recorded, replayed) {
         (Some(Value::Object(a)), Some(Value::Object(b))) => {
@@ -68,10 +75,16 @@ fn walk(path: &str, recorded: Option<&Value>, replayed: Option<&Value>, rules: &
         (Some(Value::Number(a)), Some(Value::Number(b))) if a != b => {
             let close = matches!((a.as_f64(), b.as_f64()), (Some(x), Some(y)) if (x - y).abs() <= rules.tolerance);
             if !close {
-                out.push(Difference { path: path.into(), recorded: recorded.cloned(), replayed: replayed.cloned() });
+                out.push(Difference {
+                    path: path.into(),
+                    recorded: recorded.cloned(),
+                    replayed: replayed.cloned(),
+                });
             }
         }
-        (a, b) if a != b => out.push(Difference { path: path.into(), recorded: a.cloned(), replayed: b.cloned() }),
+        (a, b) if a != b => {
+            out.push(Difference { path: path.into(), recorded: a.cloned(), replayed: b.cloned() })
+        }
         _ => {}
     }
 }
@@ -102,15 +115,24 @@ mod tests {
     fn a_changed_field_is_named_by_its_path() {
         let a = json!({ "ok": true, "output": { "pose": { "x": 1.0 }, "joints": [0.1, 0.2] } });
         let b = json!({ "ok": true, "output": { "pose": { "x": 2.0 }, "joints": [0.1, 0.3], "extra": true } });
-        let paths: Vec<String> = compare(&a, &b, &Rules::exact()).into_iter().map(|d| d.path).collect();
+        let paths: Vec<String> =
+            compare(&a, &b, &Rules::exact()).into_iter().map(|d| d.path).collect();
         assert_eq!(paths, ["output.extra", "output.joints[1]", "output.pose.x"]);
         let missing = compare(&json!({ "a": [1] }), &json!({ "a": [1, 2] }), &Rules::exact());
-        assert_eq!(missing, vec![Difference { path: "a".into(), recorded: Some(json!([1])), replayed: Some(json!([1, 2])) }]);
+        assert_eq!(
+            missing,
+            vec![Difference {
+                path: "a".into(),
+                recorded: Some(json!([1])),
+                replayed: Some(json!([1, 2]))
+            }]
+        );
     }
 
     #[test]
     fn live_rules_ignore_time_and_tolerate_small_numbers() {
-        let a = json!({ "meta": { "tick": 3 }, "output": { "stamp_s": 10.0, "x": 1.0, "name": "a" } });
+        let a =
+            json!({ "meta": { "tick": 3 }, "output": { "stamp_s": 10.0, "x": 1.0, "name": "a" } });
         let b = json!({ "meta": { "tick": 9 }, "output": { "stamp_s": 11.0, "x": 1.004, "name": "a" } });
         assert_eq!(compare(&a, &b, &Rules::exact()).len(), 3);
         assert!(compare(&a, &b, &Rules::live(&[], 0.01)).is_empty());

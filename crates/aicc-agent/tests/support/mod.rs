@@ -13,8 +13,10 @@ use std::time::{Duration, Instant, SystemTime};
 use aicc_bridge::config::Config;
 use aicc_bridge::governor::safety::UnobservedPolicy;
 use aicc_bridge::perception::RawImage;
+use aicc_bridge::robot::{
+    CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped,
+};
 use aicc_bridge::test_bridge::{loopback_config, TestBridge};
-use aicc_bridge::robot::{CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped};
 use nalgebra::{UnitQuaternion, Vector3};
 
 /// The camera's native size; the left half is red, the right half blue.
@@ -101,15 +103,25 @@ pub fn start(config: Config) -> MovingBridge {
 /// AICC_OPERATOR_TOKEN admin, AICC_TOKEN actuate, ...) from `tokens` as if
 /// from the environment.
 pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridge {
-    let tokens: Vec<(String, String)> = tokens.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let admin_token = tokens.iter().find(|(k, _)| k == "AICC_OPERATOR_TOKEN").map(|(_, v)| v.clone());
-    let bridge = TestBridge::start(config, move |name| tokens.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()));
+    let tokens: Vec<(String, String)> =
+        tokens.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let admin_token =
+        tokens.iter().find(|(k, _)| k == "AICC_OPERATOR_TOKEN").map(|(_, v)| v.clone());
+    let bridge = TestBridge::start(config, move |name| {
+        tokens.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    });
     let port = bridge.port;
     let pose = Arc::new(Mutex::new(Pose::default()));
     let camera_on = Arc::new(AtomicBool::new(true));
     let stop = Arc::new(AtomicBool::new(false));
     let feeder = {
-        let (samples, actuators, pose, camera_on, stop) = (bridge.robot.samples.clone(), bridge.robot.actuators.clone(), pose.clone(), camera_on.clone(), stop.clone());
+        let (samples, actuators, pose, camera_on, stop) = (
+            bridge.robot.samples.clone(),
+            bridge.robot.actuators.clone(),
+            pose.clone(),
+            camera_on.clone(),
+            stop.clone(),
+        );
         std::thread::spawn(move || {
             let period = Duration::from_secs_f64(1.0 / FEED_HZ);
             let mut last = Instant::now();
@@ -118,7 +130,11 @@ pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridg
                 let now = Instant::now();
                 let dt = now.duration_since(last).as_secs_f64();
                 last = now;
-                let (linear, angular) = actuators.velocities().last().map(|v| (v.linear_mps, v.angular_radps)).unwrap_or((0.0, 0.0));
+                let (linear, angular) = actuators
+                    .velocities()
+                    .last()
+                    .map(|v| (v.linear_mps, v.angular_radps))
+                    .unwrap_or((0.0, 0.0));
                 let current = {
                     let mut pose = pose.lock().unwrap();
                     pose.x += linear * pose.yaw.cos() * dt;
@@ -126,7 +142,8 @@ pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridg
                     pose.yaw += angular * dt;
                     *pose
                 };
-                let stamp_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs_f64();
+                let stamp_s =
+                    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs_f64();
                 let orientation = UnitQuaternion::from_euler_angles(0.0, 0.0, current.yaw);
                 {
                     let mut latest = samples.lock();
@@ -150,14 +167,33 @@ pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridg
                     });
                     latest.joint_states = Some(stamped(joints_at_rest(), "", stamp_s, now));
                     latest.contacts = Some(stamped(Contacts::default(), "bumper", stamp_s, now));
-                    latest.depth = Some(stamped(depth_image(), "camera_optical_frame", stamp_s, now));
-                    latest.depth_info = Some(stamped(camera_info(16, 12), "camera_optical_frame", stamp_s, now));
+                    latest.depth =
+                        Some(stamped(depth_image(), "camera_optical_frame", stamp_s, now));
+                    latest.depth_info =
+                        Some(stamped(camera_info(16, 12), "camera_optical_frame", stamp_s, now));
                     if camera_on.load(Ordering::Relaxed) {
-                        latest.camera = Some(stamped(CameraFrame::Raw(red_blue_frame()), "camera_optical_frame", stamp_s, now));
-                        latest.camera_info = Some(stamped(camera_info(CAMERA_WIDTH, CAMERA_HEIGHT), "camera_optical_frame", stamp_s, now));
+                        latest.camera = Some(stamped(
+                            CameraFrame::Raw(red_blue_frame()),
+                            "camera_optical_frame",
+                            stamp_s,
+                            now,
+                        ));
+                        latest.camera_info = Some(stamped(
+                            camera_info(CAMERA_WIDTH, CAMERA_HEIGHT),
+                            "camera_optical_frame",
+                            stamp_s,
+                            now,
+                        ));
                     }
                 }
-                for sensor in [Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper, Sensor::Depth, Sensor::DepthInfo] {
+                for sensor in [
+                    Sensor::Odometry,
+                    Sensor::Imu,
+                    Sensor::JointStates,
+                    Sensor::Bumper,
+                    Sensor::Depth,
+                    Sensor::DepthInfo,
+                ] {
                     samples.delivered(sensor, stamp_s);
                 }
                 if camera_on.load(Ordering::Relaxed) {
@@ -167,7 +203,14 @@ pub fn start_with_tokens(config: Config, tokens: &[(&str, &str)]) -> MovingBridg
             }
         })
     };
-    let bridge = MovingBridge { bridge, pose, camera_on, admin_token: admin_token.clone(), stop, feeder: Some(feeder) };
+    let bridge = MovingBridge {
+        bridge,
+        pose,
+        camera_on,
+        admin_token: admin_token.clone(),
+        stop,
+        feeder: Some(feeder),
+    };
     wait_until_usable(port, &["proprioception", "vision", "depth", "move"], admin_token);
     bridge
 }
@@ -182,14 +225,29 @@ fn wait_until_usable(port: u16, tools: &[&str], token: Option<String>) {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut usable_since: Option<Instant> = None;
         loop {
-            let stream = aicc_agent::client::transport::connect("127.0.0.1", port, None, Duration::from_secs(5)).await.expect("connecting to the bridge");
-            let options = aicc_agent::client::SessionOptions { token: token.clone(), ..Default::default() };
-            let session = aicc_agent::client::Session::open(stream, options).await.expect("an AICC session");
-            let missing: Vec<&str> = tools.iter().copied().filter(|tool| session.manifest().permits(tool).is_err()).collect();
+            let stream = aicc_agent::client::transport::connect(
+                "127.0.0.1",
+                port,
+                None,
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("connecting to the bridge");
+            let options =
+                aicc_agent::client::SessionOptions { token: token.clone(), ..Default::default() };
+            let session =
+                aicc_agent::client::Session::open(stream, options).await.expect("an AICC session");
+            let missing: Vec<&str> = tools
+                .iter()
+                .copied()
+                .filter(|tool| session.manifest().permits(tool).is_err())
+                .collect();
             let _ = session.close().await;
             if !missing.is_empty() {
                 usable_since = None;
-            } else if usable_since.get_or_insert_with(Instant::now).elapsed() > Duration::from_millis(600) {
+            } else if usable_since.get_or_insert_with(Instant::now).elapsed()
+                > Duration::from_millis(600)
+            {
                 return;
             }
             assert!(Instant::now() < deadline, "{missing:?} not usable within 15 s");
@@ -203,16 +261,48 @@ fn stamped<T>(value: T, frame_id: &str, stamp_s: f64, received: Instant) -> Stam
 }
 
 fn red_blue_frame() -> RawImage {
-    let data = (0..CAMERA_HEIGHT).flat_map(|_| (0..CAMERA_WIDTH).flat_map(|x| if x < CAMERA_WIDTH / 2 { [200u8, 20, 20] } else { [20, 20, 200] })).collect();
-    RawImage { width: CAMERA_WIDTH, height: CAMERA_HEIGHT, encoding: "rgb8".into(), is_bigendian: false, step: CAMERA_WIDTH * 3, data }
+    let data = (0..CAMERA_HEIGHT)
+        .flat_map(|_| {
+            (0..CAMERA_WIDTH).flat_map(|x| {
+                if x < CAMERA_WIDTH / 2 {
+                    [200u8, 20, 20]
+                } else {
+                    [20, 20, 200]
+                }
+            })
+        })
+        .collect();
+    RawImage {
+        width: CAMERA_WIDTH,
+        height: CAMERA_HEIGHT,
+        encoding: "rgb8".into(),
+        is_bigendian: false,
+        step: CAMERA_WIDTH * 3,
+        data,
+    }
 }
 
 /// The head looking ahead, the arm stowed (the pose the base drives in),
 /// the gripper closed.
 fn joints_at_rest() -> JointStates {
-    let names: Vec<String> = ["head_pan_joint", "head_tilt_joint", "joint1", "joint2", "joint3", "joint4", "gripper_left_joint", "gripper_right_joint"].map(String::from).to_vec();
+    let names: Vec<String> = [
+        "head_pan_joint",
+        "head_tilt_joint",
+        "joint1",
+        "joint2",
+        "joint3",
+        "joint4",
+        "gripper_left_joint",
+        "gripper_right_joint",
+    ]
+    .map(String::from)
+    .to_vec();
     let zeros = vec![0.0; names.len()];
-    let stow = aicc_bridge::tools::interact::NAMED_POSES.iter().find(|(name, _, _)| *name == "stow").map(|(_, joints, _)| *joints).expect("a stow pose");
+    let stow = aicc_bridge::tools::interact::NAMED_POSES
+        .iter()
+        .find(|(name, _, _)| *name == "stow")
+        .map(|(_, joints, _)| *joints)
+        .expect("a stow pose");
     let positions = [&[0.0, 0.0][..], &stow[..], &[0.0, 0.0][..]].concat();
     JointStates { names, positions, velocities: zeros.clone(), efforts: zeros }
 }
@@ -226,7 +316,11 @@ fn depth_image() -> RawImage {
 
 fn camera_info(width: u32, height: u32) -> CameraInfo {
     let focal = f64::from(width);
-    CameraInfo { width, height, k: [focal, 0.0, f64::from(width) / 2.0, 0.0, focal, f64::from(height) / 2.0, 0.0, 0.0, 1.0] }
+    CameraInfo {
+        width,
+        height,
+        k: [focal, 0.0, f64::from(width) / 2.0, 0.0, focal, f64::from(height) / 2.0, 0.0, 0.0, 1.0],
+    }
 }
 
 /// The Python of the venv with the MCP SDK (scripts/setup-mcp.sh makes it).
@@ -234,7 +328,8 @@ pub fn mcp_python() -> std::path::PathBuf {
     if let Some(python) = std::env::var_os("AICC_MCP_PYTHON") {
         return python.into();
     }
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/mcp-venv/bin/python");
+    let python =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/mcp-venv/bin/python");
     assert!(python.exists(), "the MCP Python SDK is not installed at {}: run `bash scripts/setup-mcp.sh` (or set AICC_MCP_PYTHON)", python.display());
     python
 }

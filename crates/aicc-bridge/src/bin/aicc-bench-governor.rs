@@ -8,10 +8,19 @@ use nalgebra::Isometry3;
 
 use aicc_bridge::governor::obstacles::optical_pose_from_body;
 use aicc_bridge::governor::safety::Pose2D;
-use aicc_bridge::governor::{govern_base_with_envelope, nearest_obstacle_ahead, safety_envelope, BaseLimits, BaseVelocity, CameraIntrinsics, Corridor, DepthImage, EmergencyLimits, SafetyConfig, SafetyInputs, SafetyState};
+use aicc_bridge::governor::{
+    govern_base_with_envelope, nearest_obstacle_ahead, safety_envelope, BaseLimits, BaseVelocity,
+    CameraIntrinsics, Corridor, DepthImage, EmergencyLimits, SafetyConfig, SafetyInputs,
+    SafetyState,
+};
 
 fn main() {
-    let limits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+    let limits = BaseLimits {
+        max_linear_mps: 0.22,
+        max_angular_radps: 1.5,
+        max_linear_accel_mps2: 1.0,
+        max_angular_accel_radps2: 3.0,
+    };
     let emergency = EmergencyLimits::DEFAULT;
     let config = SafetyConfig::DEFAULT;
     let mut state = SafetyState::new();
@@ -37,7 +46,15 @@ fn main() {
         state.update(&config, &inputs, f64::from(i) * 0.02);
         let envelope = safety_envelope(&limits, &config, &state, &inputs);
         let requested = BaseVelocity { linear_mps: 0.3 * (phase - 0.3), angular_radps: phase };
-        previous = govern_base_with_envelope(&limits, &emergency, previous, black_box(requested), &envelope, 0.02).command;
+        previous = govern_base_with_envelope(
+            &limits,
+            &emergency,
+            previous,
+            black_box(requested),
+            &envelope,
+            0.02,
+        )
+        .command;
     }
     let per_step = started.elapsed().as_secs_f64() / f64::from(steps);
     println!("governor step (latch update + envelope + limits): {:.0} ns per step over {steps} steps (last command {:?})", per_step * 1e9, previous);
@@ -56,7 +73,10 @@ fn obstacle_scan() {
         let mut times: Vec<f64> = (0..200)
             .map(|_| {
                 let started = Instant::now();
-                black_box(nearest_obstacle_ahead(&image, &intrinsics, &camera, &corridor).expect("a valid scan"));
+                black_box(
+                    nearest_obstacle_ahead(&image, &intrinsics, &camera, &corridor)
+                        .expect("a valid scan"),
+                );
                 started.elapsed().as_secs_f64()
             })
             .collect();

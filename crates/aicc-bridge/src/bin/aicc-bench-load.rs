@@ -31,11 +31,22 @@ struct Args {
 }
 
 fn parse_args() -> (bool, Args) {
-    let mut args = Args { flood_connections: 10, flood_requests: 130, burst: 500, max_connections: 256, churn: 500 };
+    let mut args = Args {
+        flood_connections: 10,
+        flood_requests: 130,
+        burst: 500,
+        max_connections: 256,
+        churn: 500,
+    };
     let mut serve = false;
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
-        let mut number = |name: &str| words.next().and_then(|v| v.parse::<usize>().ok()).unwrap_or_else(|| panic!("{name} takes a number"));
+        let mut number = |name: &str| {
+            words
+                .next()
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or_else(|| panic!("{name} takes a number"))
+        };
         match word.as_str() {
             "--serve" => serve = true,
             "--flood-connections" => args.flood_connections = number(&word),
@@ -55,7 +66,11 @@ fn main() {
         serve_bridge(&args);
         return;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
     runtime.block_on(load(args));
 }
 
@@ -93,13 +108,23 @@ impl Bridge {
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
         let mut line = String::new();
         std::io::BufRead::read_line(&mut stdout, &mut line).expect("the bridge's port");
-        let port = line.trim().strip_prefix("PORT ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("the bridge said {line:?}"));
+        let port = line
+            .trim()
+            .strip_prefix("PORT ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the bridge said {line:?}"));
         Self { child, port }
     }
 
     fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        let kib: f64 = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        let kib: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN);
         kib / 1024.0
     }
 
@@ -171,7 +196,11 @@ impl Agent {
 async fn load(args: Args) {
     let bridge = Bridge::start(&args);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    println!("bridge on the test robot (child pid {}), max_connections {}", bridge.child.id(), args.max_connections);
+    println!(
+        "bridge on the test robot (child pid {}), max_connections {}",
+        bridge.child.id(),
+        args.max_connections
+    );
     // Churn first: its figures are memory kept from a baseline.
     churn(&bridge, &args).await;
     burst(&bridge, &args).await;
@@ -194,7 +223,8 @@ async fn flood(bridge: &Bridge, args: &Args) {
     }
     let mut flooders = Vec::new();
     for _ in 0..args.flood_connections {
-        let mut stream = TcpStream::connect(("127.0.0.1", bridge.port)).await.expect("a flooding connection");
+        let mut stream =
+            TcpStream::connect(("127.0.0.1", bridge.port)).await.expect("a flooding connection");
         stream.write_all(request.as_bytes()).await.expect("sending the flood");
         flooders.push(stream);
     }
@@ -203,7 +233,8 @@ async fn flood(bridge: &Bridge, args: &Args) {
     let mut samples = Vec::new();
     let mut i = 0;
     while flood_started.elapsed() < Duration::from_secs(3) {
-        samples.push(healthy.call(&format!("h{i}")).await.expect("a healthy call during the flood"));
+        samples
+            .push(healthy.call(&format!("h{i}")).await.expect("a healthy call during the flood"));
         i += 1;
         peak = peak.max(bridge.rss_mib());
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -228,7 +259,10 @@ async fn flood(bridge: &Bridge, args: &Args) {
     drop(flooders);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (threads, fds) = bridge.threads_and_fds();
-    println!("  after the flooders closed (2 s): {:.1} MiB, {threads} threads, {fds} open fds", bridge.rss_mib());
+    println!(
+        "  after the flooders closed (2 s): {:.1} MiB, {threads} threads, {fds} open fds",
+        bridge.rss_mib()
+    );
 }
 
 enum FirstLine {
@@ -288,9 +322,24 @@ async fn burst(bridge: &Bridge, args: &Args) {
     greetings.sort();
     refusals.sort();
     println!("burst: {} connections at once (cap {})", args.burst, args.max_connections);
-    println!("  greeting: {} (p50 {:.1} ms, max {:.1} ms)", greetings.len(), ms(percentile(&greetings, 0.5)), ms(greetings.last().copied().unwrap_or_default()));
-    println!("  cap error: {} (p50 {:.1} ms, max {:.1} ms)", refusals.len(), ms(percentile(&refusals, 0.5)), ms(refusals.last().copied().unwrap_or_default()));
-    println!("  nothing within {:.0} s: {nothing}; other: {} {:?}", FIRST_LINE_WAIT.as_secs_f64(), other.len(), other.iter().take(3).collect::<Vec<_>>());
+    println!(
+        "  greeting: {} (p50 {:.1} ms, max {:.1} ms)",
+        greetings.len(),
+        ms(percentile(&greetings, 0.5)),
+        ms(greetings.last().copied().unwrap_or_default())
+    );
+    println!(
+        "  cap error: {} (p50 {:.1} ms, max {:.1} ms)",
+        refusals.len(),
+        ms(percentile(&refusals, 0.5)),
+        ms(refusals.last().copied().unwrap_or_default())
+    );
+    println!(
+        "  nothing within {:.0} s: {nothing}; other: {} {:?}",
+        FIRST_LINE_WAIT.as_secs_f64(),
+        other.len(),
+        other.iter().take(3).collect::<Vec<_>>()
+    );
     let peak = bridge.rss_mib();
     drop(held);
     tokio::time::sleep(Duration::from_secs(2)).await;

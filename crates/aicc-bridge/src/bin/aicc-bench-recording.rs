@@ -48,7 +48,8 @@ impl Client {
     fn connect(port: u16) -> Self {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
         stream.set_nodelay(true).unwrap();
-        let mut client = Self { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, next: 0 };
+        let mut client =
+            Self { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, next: 0 };
         assert_eq!(client.read()["type"], "session_init");
         client
     }
@@ -104,7 +105,8 @@ fn main() {
             other => panic!("unknown argument {other}"),
         }
     }
-    let dir: PathBuf = std::env::temp_dir().join(format!("aicc-bench-recording-{}", std::process::id()));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("aicc-bench-recording-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let plain = start(None, vision > 0);
     let recording = start(Some(&dir), vision > 0);
@@ -139,10 +141,16 @@ fn main() {
     drop(recording); // the file finished
     drop(plain);
     println!("recording overhead ({rounds} alternating rounds of {proprioception} proprioception + {vision} vision calls per bridge, 640x480 camera):");
-    let measured: Vec<(usize, &str)> = ["proprioception", "vision"].into_iter().enumerate().filter(|(index, _)| !times[0][*index].is_empty()).collect();
+    let measured: Vec<(usize, &str)> = ["proprioception", "vision"]
+        .into_iter()
+        .enumerate()
+        .filter(|(index, _)| !times[0][*index].is_empty())
+        .collect();
     for (index, tool) in measured {
-        let (off_median, off_p90) = (quantile(&mut times[0][index], 0.5), quantile(&mut times[0][index], 0.9));
-        let (on_median, on_p90) = (quantile(&mut times[1][index], 0.5), quantile(&mut times[1][index], 0.9));
+        let (off_median, off_p90) =
+            (quantile(&mut times[0][index], 0.5), quantile(&mut times[0][index], 0.9));
+        let (on_median, on_p90) =
+            (quantile(&mut times[1][index], 0.5), quantile(&mut times[1][index], 0.9));
         println!(
             "  {tool:<15} median {off_median:.3} ms off, {on_median:.3} ms recording ({:+.1} %); p90 {off_p90:.3} / {on_p90:.3} ms ({:+.1} %)",
             (on_median / off_median - 1.0) * 100.0,
@@ -150,7 +158,10 @@ fn main() {
         );
     }
     // What the file holds per call of each tool: the call's line and its result.
-    let files: Vec<PathBuf> = std::fs::read_dir(&dir).expect("the recording directory").map(|e| e.unwrap().path()).collect();
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the recording directory")
+        .map(|e| e.unwrap().path())
+        .collect();
     let mut file_bytes = 0;
     let mut per_tool: std::collections::HashMap<String, (u64, u64)> = Default::default();
     for file in &files {
@@ -163,10 +174,16 @@ fn main() {
             let tool = match (message.topic.as_str(), body["type"].as_str()) {
                 ("/aicc/in", Some("tool_call")) => {
                     let tool = body["tool"].as_str().unwrap_or_default().to_string();
-                    tools.insert(body["call_id"].as_str().unwrap_or_default().to_string(), tool.clone());
+                    tools.insert(
+                        body["call_id"].as_str().unwrap_or_default().to_string(),
+                        tool.clone(),
+                    );
                     tool
                 }
-                ("/aicc/out", Some("tool_result")) => tools.get(body["call_id"].as_str().unwrap_or_default()).cloned().unwrap_or_default(),
+                ("/aicc/out", Some("tool_result")) => tools
+                    .get(body["call_id"].as_str().unwrap_or_default())
+                    .cloned()
+                    .unwrap_or_default(),
                 _ => continue,
             };
             let entry = per_tool.entry(tool).or_default();
@@ -176,10 +193,15 @@ fn main() {
             }
         }
     }
-    let per_call = |tool: &str| per_tool.get(tool).map_or(0.0, |(calls, bytes)| *bytes as f64 / (*calls).max(1) as f64);
+    let per_call = |tool: &str| {
+        per_tool.get(tool).map_or(0.0, |(calls, bytes)| *bytes as f64 / (*calls).max(1) as f64)
+    };
     let (p, v) = (per_call("proprioception"), per_call("vision"));
     println!("recording size: {file_bytes} bytes in {} file(s) for {:.1} s of calls ({:.1} MB/min at this bench's rate)", files.len(), elapsed.as_secs_f64(), file_bytes as f64 / elapsed.as_secs_f64() * 60.0 / 1e6);
     println!("  per call: proprioception {p:.0} bytes, vision {v:.0} bytes (call line + result)");
-    println!("  a typical session (1 proprioception/s, 1 vision/5 s): {:.2} MB/min", (60.0 * p + 12.0 * v) / 1e6);
+    println!(
+        "  a typical session (1 proprioception/s, 1 vision/5 s): {:.2} MB/min",
+        (60.0 * p + 12.0 * v) / 1e6
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

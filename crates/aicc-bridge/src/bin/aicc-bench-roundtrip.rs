@@ -26,7 +26,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use aicc_bridge::test_bridge::{loopback_config, TestBridge};
-use aicc_wire::bench::{beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient, ToolCall};
+use aicc_wire::bench::{
+    beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient,
+    ToolCall,
+};
 use serde_json::Value;
 
 struct Args {
@@ -41,11 +44,22 @@ struct Args {
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { tool: "proprioception".into(), calls: 5000, rounds: 3, connections: 16, parallel_calls: 1000, idle: 256, bridge_only: false, serve: false };
+    let mut args = Args {
+        tool: "proprioception".into(),
+        calls: 5000,
+        rounds: 3,
+        connections: 16,
+        parallel_calls: 1000,
+        idle: 256,
+        bridge_only: false,
+        serve: false,
+    };
     let mut words = std::env::args().skip(1);
     while let Some(word) = words.next() {
         let mut value = |name: &str| words.next().unwrap_or_else(|| panic!("{name} takes a value"));
-        let mut number = |name: &str| value(name).parse::<usize>().unwrap_or_else(|_| panic!("{name} takes a number"));
+        let mut number = |name: &str| {
+            value(name).parse::<usize>().unwrap_or_else(|_| panic!("{name} takes a number"))
+        };
         match word.as_str() {
             "--calls" => args.calls = number(&word),
             "--rounds" => args.rounds = number(&word).max(1),
@@ -70,7 +84,12 @@ fn session(address: SocketAddr) -> io::Result<LineClient> {
 
 fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN);
     kib / 1024.0
 }
 
@@ -109,9 +128,22 @@ fn main() -> io::Result<()> {
     if args.bridge_only {
         let started = Instant::now();
         let run = round_trips(&mut client, &call, 1000, args.calls * args.rounds)?;
-        println!("{} on 1 connection, {} calls in {:.2} s: p50 {:.1} us, p99 {:.1} us, {:.0} calls/s", args.tool, args.calls * args.rounds, started.elapsed().as_secs_f64(), run.quantile_us(0.5), run.quantile_us(0.99), run.calls_per_second());
+        println!(
+            "{} on 1 connection, {} calls in {:.2} s: p50 {:.1} us, p99 {:.1} us, {:.0} calls/s",
+            args.tool,
+            args.calls * args.rounds,
+            started.elapsed().as_secs_f64(),
+            run.quantile_us(0.5),
+            run.quantile_us(0.99),
+            run.calls_per_second()
+        );
         if args.connections > 0 {
-            let rate = calls_per_second(args.connections, args.parallel_calls, &|| session(bridge_address), &call)?;
+            let rate = calls_per_second(
+                args.connections,
+                args.parallel_calls,
+                &|| session(bridge_address),
+                &call,
+            )?;
             println!("{} connections: {rate:.0} calls/s", args.connections);
         }
         return Ok(());
@@ -145,23 +177,48 @@ fn main() -> io::Result<()> {
     for round in (0..args.rounds).filter(|_| args.connections > 0) {
         for which in [round % 2, 1 - round % 2] {
             match which {
-                0 => bridge_rates.push(calls_per_second(args.connections, args.parallel_calls, &|| session(bridge_address), &call)?),
-                _ => floor_rates.push(calls_per_second(args.connections, args.parallel_calls, &|| LineClient::connect(floor.address), &echo)?),
+                0 => bridge_rates.push(calls_per_second(
+                    args.connections,
+                    args.parallel_calls,
+                    &|| session(bridge_address),
+                    &call,
+                )?),
+                _ => floor_rates.push(calls_per_second(
+                    args.connections,
+                    args.parallel_calls,
+                    &|| LineClient::connect(floor.address),
+                    &echo,
+                )?),
             }
         }
     }
     let (bridge_all, floor_all) = (Latencies::merged(&bridge_runs), Latencies::merged(&floor_runs));
     println!("  1 connection, {} calls:", args.calls * args.rounds);
-    println!("    p50      {}", beside_floor(bridge_all.quantile_us(0.5), floor_all.quantile_us(0.5), "us"));
-    println!("    p99      {}", beside_floor(bridge_all.quantile_us(0.99), floor_all.quantile_us(0.99), "us"));
-    println!("    calls/s  {}", beside_floor(bridge_all.calls_per_second(), floor_all.calls_per_second(), "/s"));
+    println!(
+        "    p50      {}",
+        beside_floor(bridge_all.quantile_us(0.5), floor_all.quantile_us(0.5), "us")
+    );
+    println!(
+        "    p99      {}",
+        beside_floor(bridge_all.quantile_us(0.99), floor_all.quantile_us(0.99), "us")
+    );
+    println!(
+        "    calls/s  {}",
+        beside_floor(bridge_all.calls_per_second(), floor_all.calls_per_second(), "/s")
+    );
     if args.connections > 0 {
         let median = |rates: &mut Vec<f64>| {
             rates.sort_by(f64::total_cmp);
             rates[rates.len() / 2]
         };
-        println!("  {} connections x {} calls, median of {} rounds:", args.connections, args.parallel_calls, args.rounds);
-        println!("    calls/s  {}", beside_floor(median(&mut bridge_rates), median(&mut floor_rates), "/s"));
+        println!(
+            "  {} connections x {} calls, median of {} rounds:",
+            args.connections, args.parallel_calls, args.rounds
+        );
+        println!(
+            "    calls/s  {}",
+            beside_floor(median(&mut bridge_rates), median(&mut floor_rates), "/s")
+        );
     }
     drop(floor_client);
     drop(floor);
@@ -170,7 +227,8 @@ fn main() -> io::Result<()> {
         drop(client);
         std::thread::sleep(Duration::from_millis(500));
         let before = rss_mib();
-        let idle = (0..args.idle).map(|_| session(bridge_address)).collect::<io::Result<Vec<_>>>()?;
+        let idle =
+            (0..args.idle).map(|_| session(bridge_address)).collect::<io::Result<Vec<_>>>()?;
         std::thread::sleep(Duration::from_millis(500));
         println!("resident memory (bridge and client): {before:.1} MiB, with {} idle sessions {:.1} MiB (+{:.1} MiB)", idle.len(), rss_mib(), rss_mib() - before);
     }

@@ -15,10 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use aicc_bridge::test_bridge::{loopback_config, TestBridge};
-use aicc_bridge::perception::{decode_depth, decode_rgb, encode, synthetic, to_base64, to_png_mm, EncodeOptions, OutputFormat, RawImage};
+use aicc_bridge::perception::{
+    decode_depth, decode_rgb, encode, synthetic, to_base64, to_png_mm, EncodeOptions, OutputFormat,
+    RawImage,
+};
 use aicc_bridge::robot::samples::SampleStore;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Sensor, Stamped};
+use aicc_bridge::test_bridge::{loopback_config, TestBridge};
 use aicc_bridge::tools::vision::MAX_MAX_BYTES;
 use aicc_testkit::AiccClient;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
@@ -53,7 +56,12 @@ impl Series {
     }
 
     fn line(&mut self, label: &str) -> String {
-        format!("{label:<36} p50 {:>6.2} ms  p99 {:>6.2} ms  {:>7} bytes", self.percentile(0.5), self.percentile(0.99), self.bytes)
+        format!(
+            "{label:<36} p50 {:>6.2} ms  p99 {:>6.2} ms  {:>7} bytes",
+            self.percentile(0.5),
+            self.percentile(0.99),
+            self.bytes
+        )
     }
 }
 
@@ -71,7 +79,12 @@ fn measure_quietly(runs: usize, mut work: impl FnMut() -> usize) -> Series {
 
 /// Runs `floor` and `pipeline` alternately and prints both and the ratio
 /// of their medians.
-fn against_floor(label: &str, runs: usize, mut floor: impl FnMut() -> usize, mut pipeline: impl FnMut() -> usize) {
+fn against_floor(
+    label: &str,
+    runs: usize,
+    mut floor: impl FnMut() -> usize,
+    mut pipeline: impl FnMut() -> usize,
+) {
     let (mut floors, mut pipelines) = (Series::new(runs), Series::new(runs));
     for _ in 0..runs {
         floors.time(&mut floor);
@@ -83,12 +96,19 @@ fn against_floor(label: &str, runs: usize, mut floor: impl FnMut() -> usize, mut
 }
 
 /// A JPEG of `rgb` by `jpeg-encoder` with the given chroma handling.
-fn jpeg_encoder_with(rgb: &RgbImage, quality: u8, sampling: SamplingFactor, method: ChromaSubsamplingMethod) -> Vec<u8> {
+fn jpeg_encoder_with(
+    rgb: &RgbImage,
+    quality: u8,
+    sampling: SamplingFactor,
+    method: ChromaSubsamplingMethod,
+) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut encoder = jpeg_encoder::Encoder::new(&mut bytes, quality);
     encoder.set_sampling_factor(sampling);
     encoder.set_chroma_subsampling_method(method);
-    encoder.encode(rgb.as_raw(), rgb.width() as u16, rgb.height() as u16, jpeg_encoder::ColorType::Rgb).expect("the bare JPEG encoder");
+    encoder
+        .encode(rgb.as_raw(), rgb.width() as u16, rgb.height() as u16, jpeg_encoder::ColorType::Rgb)
+        .expect("the bare JPEG encoder");
     bytes
 }
 
@@ -101,14 +121,23 @@ fn bare_jpeg(rgb: &RgbImage, quality: u8) -> usize {
 /// `image`'s own JPEG encoder (4:4:4), which the pipeline used before.
 fn image_crate_jpeg(rgb: &RgbImage, quality: u8) -> Vec<u8> {
     let mut bytes = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality).encode_image(rgb).expect("image's JPEG encoder");
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality)
+        .encode_image(rgb)
+        .expect("image's JPEG encoder");
     bytes
 }
 
 /// Peak signal-to-noise ratio of a JPEG against the frame it encodes, in dB.
 fn psnr(jpeg: &[u8], original: &RgbImage) -> f64 {
-    let decoded = image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg).expect("a readable JPEG").into_rgb8();
-    let squared: f64 = decoded.as_raw().iter().zip(original.as_raw()).map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2)).sum();
+    let decoded = image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg)
+        .expect("a readable JPEG")
+        .into_rgb8();
+    let squared: f64 = decoded
+        .as_raw()
+        .iter()
+        .zip(original.as_raw())
+        .map(|(&a, &b)| (f64::from(a) - f64::from(b)).powi(2))
+        .sum();
     let mse = squared / original.as_raw().len() as f64;
     10.0 * (255.0f64 * 255.0 / mse).log10()
 }
@@ -119,9 +148,39 @@ fn jpeg_choices(rgb: &RgbImage, runs: usize) {
     type Choice = Box<dyn Fn(&RgbImage) -> Vec<u8>>;
     let choices: [(&str, Choice); 4] = [
         ("  image crate, 4:4:4 (before)", Box::new(|rgb| image_crate_jpeg(rgb, 80))),
-        ("  jpeg-encoder 4:4:4", Box::new(|rgb| jpeg_encoder_with(rgb, 80, SamplingFactor::R_4_4_4, ChromaSubsamplingMethod::Average))),
-        ("  jpeg-encoder 4:2:0 top-left", Box::new(|rgb| jpeg_encoder_with(rgb, 80, SamplingFactor::R_4_2_0, ChromaSubsamplingMethod::Nearest))),
-        ("  jpeg-encoder 4:2:0 averaged (used)", Box::new(|rgb| jpeg_encoder_with(rgb, 80, SamplingFactor::R_4_2_0, ChromaSubsamplingMethod::Average))),
+        (
+            "  jpeg-encoder 4:4:4",
+            Box::new(|rgb| {
+                jpeg_encoder_with(
+                    rgb,
+                    80,
+                    SamplingFactor::R_4_4_4,
+                    ChromaSubsamplingMethod::Average,
+                )
+            }),
+        ),
+        (
+            "  jpeg-encoder 4:2:0 top-left",
+            Box::new(|rgb| {
+                jpeg_encoder_with(
+                    rgb,
+                    80,
+                    SamplingFactor::R_4_2_0,
+                    ChromaSubsamplingMethod::Nearest,
+                )
+            }),
+        ),
+        (
+            "  jpeg-encoder 4:2:0 averaged (used)",
+            Box::new(|rgb| {
+                jpeg_encoder_with(
+                    rgb,
+                    80,
+                    SamplingFactor::R_4_2_0,
+                    ChromaSubsamplingMethod::Average,
+                )
+            }),
+        ),
     ];
     for (label, choice) in choices {
         let mut series = measure_quietly(runs, || choice(rgb).len());
@@ -138,12 +197,17 @@ where
 }
 
 /// A PNG by the image crate with fast deflate and the given row filter.
-fn png_with<P: image::PixelWithColorType>(image: &ImageBuffer<P, Vec<P::Subpixel>>, filter: FilterType) -> Vec<u8>
+fn png_with<P: image::PixelWithColorType>(
+    image: &ImageBuffer<P, Vec<P::Subpixel>>,
+    filter: FilterType,
+) -> Vec<u8>
 where
     [P::Subpixel]: image::EncodableLayout,
 {
     let mut bytes = Vec::new();
-    image.write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, filter)).expect("the bare PNG encoder");
+    image
+        .write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, filter))
+        .expect("the bare PNG encoder");
     bytes
 }
 
@@ -151,7 +215,13 @@ where
 /// adaptive filter (used) tries every filter on every row.
 fn png_choices(rgb: &RgbImage, depth_mm: &ImageBuffer<Luma<u16>, Vec<u16>>, runs: usize) {
     println!("PNG row filters on these frames (fast deflate; bytes):");
-    let filters = [("none", FilterType::NoFilter), ("sub", FilterType::Sub), ("up", FilterType::Up), ("paeth", FilterType::Paeth), ("adaptive (used)", FilterType::Adaptive)];
+    let filters = [
+        ("none", FilterType::NoFilter),
+        ("sub", FilterType::Sub),
+        ("up", FilterType::Up),
+        ("paeth", FilterType::Paeth),
+        ("adaptive (used)", FilterType::Adaptive),
+    ];
     for (name, filter) in filters {
         measure(&format!("  colour, {name}"), runs, || png_with(rgb, filter).len());
         measure(&format!("  depth mm, {name}"), runs, || png_with(depth_mm, filter).len());
@@ -189,7 +259,10 @@ fn refresh<T>(sample: &mut Option<Stamped<T>>, stamp_s: f64, now: Instant) {
 /// stamps move, so feeding costs the bridge nothing to copy.
 fn keep_fresh(samples: &SampleStore, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        let stamp_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_secs_f64();
+        let stamp_s = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
         let now = Instant::now();
         {
             let mut latest = samples.lock();
@@ -217,7 +290,21 @@ fn end_to_end(runs: usize, colour: RawImage, depth: RawImage) {
     {
         let now = Instant::now();
         let focal = f64::from(WIDTH);
-        let info = CameraInfo { width: WIDTH, height: HEIGHT, k: [focal, 0.0, f64::from(WIDTH) / 2.0, 0.0, focal, f64::from(HEIGHT) / 2.0, 0.0, 0.0, 1.0] };
+        let info = CameraInfo {
+            width: WIDTH,
+            height: HEIGHT,
+            k: [
+                focal,
+                0.0,
+                f64::from(WIDTH) / 2.0,
+                0.0,
+                focal,
+                f64::from(HEIGHT) / 2.0,
+                0.0,
+                0.0,
+                1.0,
+            ],
+        };
         let mut latest = bridge.robot.samples.lock();
         latest.camera = Some(stamped(CameraFrame::Raw(colour), 0.0, now));
         latest.depth = Some(stamped(depth, 0.0, now));
@@ -235,15 +322,22 @@ fn end_to_end(runs: usize, colour: RawImage, depth: RawImage) {
     let calls: [(&str, &str, Value); 5] = [
         ("vision jpeg q80", "vision", json!({})),
         ("vision jpeg, 20 kB budget", "vision", json!({ "max_bytes": BUDGET_BYTES })),
-        ("vision png, whole frame", "vision", json!({ "format": "png", "max_bytes": MAX_MAX_BYTES })),
+        (
+            "vision png, whole frame",
+            "vision",
+            json!({ "format": "png", "max_bytes": MAX_MAX_BYTES }),
+        ),
         ("vision png, 200 kB default budget", "vision", json!({ "format": "png" })),
         ("depth (16-bit PNG)", "depth", json!({})),
     ];
     for (_, tool, input) in &calls {
-        let result = client.call_when_ready("warm-up", tool, input.clone(), Duration::from_secs(20));
+        let result =
+            client.call_when_ready("warm-up", tool, input.clone(), Duration::from_secs(20));
         assert_eq!(result["ok"], true, "{result}");
     }
-    println!("end to end, call to result in hand (in-process bridge, loopback TCP, {runs} calls each):");
+    println!(
+        "end to end, call to result in hand (in-process bridge, loopback TCP, {runs} calls each):"
+    );
     let mut next = 0u64;
     for (label, tool, input) in calls {
         measure(&format!("  {label}"), runs, || {
@@ -260,7 +354,9 @@ fn end_to_end(runs: usize, colour: RawImage, depth: RawImage) {
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "unknown".into())
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn main() {
@@ -273,9 +369,13 @@ fn main() {
     measure("  decode rgb8", runs, || decode_rgb(&colour).expect("a valid frame").len());
     let q80 = encode(&rgb, &EncodeOptions::default()).expect("encodable");
     measure("  base64 of the q80 JPEG", runs, || to_base64(&q80.bytes).len());
-    measure("  decode 16UC1", runs, || decode_depth(&depth).expect("a valid depth frame").metres.len());
+    measure("  decode 16UC1", runs, || {
+        decode_depth(&depth).expect("a valid depth frame").metres.len()
+    });
     let depth_image = decode_depth(&depth).expect("a valid depth frame");
-    measure("  depth stats", runs, || std::hint::black_box(depth_image.stats()).valid_fraction as usize);
+    measure("  depth stats", runs, || {
+        std::hint::black_box(depth_image.stats()).valid_fraction as usize
+    });
     measure("  depth to_png_mm", runs, || to_png_mm(&depth_image).expect("encodable").len());
 
     jpeg_choices(&rgb, runs.min(50));
@@ -284,15 +384,34 @@ fn main() {
     let jpeg = EncodeOptions::default();
     against_floor("jpeg q80", runs, || bare_jpeg(&rgb, 80), || vision_pipeline(&colour, &jpeg));
     let budget = EncodeOptions { max_bytes: Some(BUDGET_BYTES), ..EncodeOptions::default() };
-    against_floor("jpeg, 20 kB budget", runs, || bare_jpeg(&rgb, 80), || vision_pipeline(&colour, &budget));
+    against_floor(
+        "jpeg, 20 kB budget",
+        runs,
+        || bare_jpeg(&rgb, 80),
+        || vision_pipeline(&colour, &budget),
+    );
     let fitted = encode(&rgb, &budget).expect("encodable");
-    println!("  budget result: {}x{} at quality {:?}, reduced: {:?}, {} encodes", fitted.width, fitted.height, fitted.jpeg_quality, fitted.reductions.reasons(), fitted.encodes);
+    println!(
+        "  budget result: {}x{} at quality {:?}, reduced: {:?}, {} encodes",
+        fitted.width,
+        fitted.height,
+        fitted.jpeg_quality,
+        fitted.reductions.reasons(),
+        fitted.encodes
+    );
     let png = EncodeOptions { format: OutputFormat::Png, ..EncodeOptions::default() };
     against_floor("png", runs, || bare_png(&rgb), || vision_pipeline(&colour, &png));
-    let millimetres: Vec<u16> = depth.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
-    let depth_u16: ImageBuffer<Luma<u16>, Vec<u16>> = ImageBuffer::from_raw(WIDTH, HEIGHT, millimetres).expect("sized");
+    let millimetres: Vec<u16> =
+        depth.data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    let depth_u16: ImageBuffer<Luma<u16>, Vec<u16>> =
+        ImageBuffer::from_raw(WIDTH, HEIGHT, millimetres).expect("sized");
     png_choices(&rgb, &depth_u16, runs.min(50));
-    against_floor("depth: decode, stats, png mm", runs, || bare_png(&depth_u16), || depth_pipeline(&depth));
+    against_floor(
+        "depth: decode, stats, png mm",
+        runs,
+        || bare_png(&depth_u16),
+        || depth_pipeline(&depth),
+    );
     println!("depth stats: {:?}", depth_image.stats());
 
     end_to_end(runs.min(100), colour, depth);

@@ -55,7 +55,10 @@ impl Feed {
                 ("disconnected", json!({}))
             }
             TapBody::LeaseReleased => ("lease_released", json!({})),
-            TapBody::Event { topic, payload, audience } => ("event", json!({ "topic": topic, "payload": summarize(payload, 0), "to": audience })),
+            TapBody::Event { topic, payload, audience } => (
+                "event",
+                json!({ "topic": topic, "payload": summarize(payload, 0), "to": audience }),
+            ),
             TapBody::Inbound { line } => self.inbound(conn, line)?,
             TapBody::Outbound { message, .. } => self.outbound(conn, record.seq, message)?,
         };
@@ -88,10 +91,18 @@ impl Feed {
         let tool = message["tool"].as_str().unwrap_or_default().to_string();
         let call_id = message["call_id"].as_str().unwrap_or_default().to_string();
         self.remember(conn, call_id.clone(), tool.clone());
-        Some(("call", json!({ "tool": tool, "call_id": call_id, "input": summarize(&message["input"], 0) })))
+        Some((
+            "call",
+            json!({ "tool": tool, "call_id": call_id, "input": summarize(&message["input"], 0) }),
+        ))
     }
 
-    fn outbound(&mut self, conn: ConnId, seq: u64, message: &Value) -> Option<(&'static str, Value)> {
+    fn outbound(
+        &mut self,
+        conn: ConnId,
+        seq: u64,
+        message: &Value,
+    ) -> Option<(&'static str, Value)> {
         match message["type"].as_str()? {
             "session_init" => {
                 let id: String = message["session_id"].as_str()?.chars().take(8).collect();
@@ -103,15 +114,25 @@ impl Feed {
                 let tool = self.calls.remove(&(conn, call_id.clone())).unwrap_or_default();
                 if message["ok"] == true {
                     self.keep_picture(&tool, &call_id, seq, &message["output"]);
-                    Some(("result", json!({ "tool": tool, "call_id": call_id, "ok": true, "output": summarize(&message["output"], 0) })))
+                    Some((
+                        "result",
+                        json!({ "tool": tool, "call_id": call_id, "ok": true, "output": summarize(&message["output"], 0) }),
+                    ))
                 } else {
-                    Some(("result", json!({ "tool": tool, "call_id": call_id, "ok": false, "error": summarize(&message["error"], 0) })))
+                    Some((
+                        "result",
+                        json!({ "tool": tool, "call_id": call_id, "ok": false, "error": summarize(&message["error"], 0) }),
+                    ))
                 }
             }
             // Robot events reach every subscribed session: the page shows
             // them once, from the robot side. A command event is one call's.
-            "event" if message["topic"] == "command" => Some(("command", json!({ "payload": summarize(&message["payload"], 0) }))),
-            "error" => Some(("error", json!({ "code": message["code"], "message": message["message"] }))),
+            "event" if message["topic"] == "command" => {
+                Some(("command", json!({ "payload": summarize(&message["payload"], 0) })))
+            }
+            "error" => {
+                Some(("error", json!({ "code": message["code"], "message": message["message"] })))
+            }
             _ => None,
         }
     }
@@ -120,7 +141,13 @@ impl Feed {
         for (field, mime_type) in [("jpeg_b64", "image/jpeg"), ("png_b64", "image/png")] {
             let Some(encoded) = output[field].as_str() else { continue };
             if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded) {
-                self.agent_frame = Some(AgentFrame { mime_type: mime_type.into(), bytes: Arc::new(bytes), tool: tool.into(), call_id: call_id.into(), seq });
+                self.agent_frame = Some(AgentFrame {
+                    mime_type: mime_type.into(),
+                    bytes: Arc::new(bytes),
+                    tool: tool.into(),
+                    call_id: call_id.into(),
+                    seq,
+                });
             }
             return;
         }
@@ -149,9 +176,12 @@ pub fn summarize(value: &Value, depth: usize) -> Value {
     match value {
         Value::String(text) => json!(cut(text)),
         Value::Array(items) if depth >= MAX_DEPTH => json!(format!("[{} items]", items.len())),
-        Value::Object(fields) if depth >= MAX_DEPTH => json!(format!("{{{} fields}}", fields.len())),
+        Value::Object(fields) if depth >= MAX_DEPTH => {
+            json!(format!("{{{} fields}}", fields.len()))
+        }
         Value::Array(items) => {
-            let mut kept: Vec<Value> = items.iter().take(MAX_ARRAY_ITEMS).map(|v| summarize(v, depth + 1)).collect();
+            let mut kept: Vec<Value> =
+                items.iter().take(MAX_ARRAY_ITEMS).map(|v| summarize(v, depth + 1)).collect();
             if items.len() > MAX_ARRAY_ITEMS {
                 kept.push(json!(format!("... {} more", items.len() - MAX_ARRAY_ITEMS)));
             }
@@ -161,7 +191,9 @@ pub fn summarize(value: &Value, depth: usize) -> Value {
             let mut kept = Map::new();
             for (key, field) in fields {
                 let summary = match (key.ends_with("_b64"), field.as_str()) {
-                    (true, Some(encoded)) => json!(format!("<picture, {} bytes>", encoded.len() / 4 * 3)),
+                    (true, Some(encoded)) => {
+                        json!(format!("<picture, {} bytes>", encoded.len() / 4 * 3))
+                    }
                     _ => summarize(field, depth + 1),
                 };
                 kept.insert(key.clone(), summary);
@@ -200,30 +232,55 @@ mod tests {
     #[test]
     fn a_call_and_its_result_are_entries_naming_the_tool_and_session() {
         let mut feed = Feed::default();
-        let init = feed.apply(&record(1, Some(3), out(json!({ "type": "session_init", "session_id": "5b0c1234-aaaa-bbbb" })))).unwrap();
-        assert_eq!((init["kind"].as_str(), init["session_id"].as_str()), (Some("session"), Some("5b0c1234")));
+        let init = feed
+            .apply(&record(
+                1,
+                Some(3),
+                out(json!({ "type": "session_init", "session_id": "5b0c1234-aaaa-bbbb" })),
+            ))
+            .unwrap();
+        assert_eq!(
+            (init["kind"].as_str(), init["session_id"].as_str()),
+            (Some("session"), Some("5b0c1234"))
+        );
         let call = feed.apply(&record(2, Some(3), line(json!({ "type": "tool_call", "call_id": "c1", "tool": "move", "input": { "forward": 0.6 } })))).unwrap();
-        assert_eq!((call["kind"].as_str(), call["tool"].as_str(), call["session"].as_str()), (Some("call"), Some("move"), Some("5b0c1234")));
+        assert_eq!(
+            (call["kind"].as_str(), call["tool"].as_str(), call["session"].as_str()),
+            (Some("call"), Some("move"), Some("5b0c1234"))
+        );
         assert_eq!(call["input"]["forward"], 0.6);
         let failed = feed.apply(&record(3, Some(3), out(json!({ "type": "tool_result", "call_id": "c1", "ok": false, "error": { "code": "execution_failed", "message": "denied by the operator" } })))).unwrap();
         assert_eq!((failed["tool"].as_str(), failed["ok"].as_bool()), (Some("move"), Some(false)));
         assert_eq!(failed["error"]["message"], "denied by the operator");
         // The same call id on another connection is another call.
-        let other = feed.apply(&record(4, Some(4), out(json!({ "type": "tool_result", "call_id": "c1", "ok": true, "output": {} })))).unwrap();
+        let other = feed
+            .apply(&record(
+                4,
+                Some(4),
+                out(json!({ "type": "tool_result", "call_id": "c1", "ok": true, "output": {} })),
+            ))
+            .unwrap();
         assert_eq!(other["tool"], "");
     }
 
     #[test]
     fn pictures_are_kept_aside_and_not_put_in_entries() {
         let mut feed = Feed::default();
-        feed.apply(&record(1, Some(1), line(json!({ "type": "tool_call", "call_id": "v", "tool": "vision", "input": {} }))));
+        feed.apply(&record(
+            1,
+            Some(1),
+            line(json!({ "type": "tool_call", "call_id": "v", "tool": "vision", "input": {} })),
+        ));
         let bytes = vec![0xFFu8, 0xD8, 0xFF, 0xE0, 1, 2, 3, 4, 5];
         let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
         let entry = feed.apply(&record(2, Some(1), out(json!({ "type": "tool_result", "call_id": "v", "ok": true, "output": { "width": 4, "jpeg_b64": encoded } })))).unwrap();
         assert_eq!(entry["output"]["jpeg_b64"], "<picture, 9 bytes>");
         assert!(!entry.to_string().contains(&encoded));
         let frame = feed.agent_frame().unwrap();
-        assert_eq!((frame.mime_type.as_str(), frame.tool.as_str(), frame.seq), ("image/jpeg", "vision", 2));
+        assert_eq!(
+            (frame.mime_type.as_str(), frame.tool.as_str(), frame.seq),
+            ("image/jpeg", "vision", 2)
+        );
         assert_eq!(*frame.bytes, bytes);
     }
 
@@ -231,13 +288,37 @@ mod tests {
     fn heartbeats_and_per_session_event_copies_are_not_shown_but_commands_and_robot_events_are() {
         let mut feed = Feed::default();
         assert!(feed.apply(&record(1, Some(1), line(json!({ "type": "heartbeat" })))).is_none());
-        assert!(feed.apply(&record(2, Some(1), out(json!({ "type": "event", "topic": "governor", "payload": {} })))).is_none());
+        assert!(feed
+            .apply(&record(
+                2,
+                Some(1),
+                out(json!({ "type": "event", "topic": "governor", "payload": {} }))
+            ))
+            .is_none());
         let command = feed.apply(&record(3, Some(1), out(json!({ "type": "event", "topic": "command", "payload": { "state": "awaiting_approval" } })))).unwrap();
         assert_eq!(command["payload"]["state"], "awaiting_approval");
-        let event = feed.apply(&record(4, None, TapBody::Event { topic: "governor".into(), payload: Arc::new(json!({ "kind": "stop" })), audience: None })).unwrap();
-        assert_eq!((event["kind"].as_str(), event["topic"].as_str(), event["conn"].is_null()), (Some("event"), Some("governor"), true));
-        let bad = feed.apply(&record(5, Some(1), TapBody::Inbound { line: b"not json".to_vec().into() })).unwrap();
-        assert_eq!((bad["kind"].as_str(), bad["text"].as_str()), (Some("bad_line"), Some("not json")));
+        let event = feed
+            .apply(&record(
+                4,
+                None,
+                TapBody::Event {
+                    topic: "governor".into(),
+                    payload: Arc::new(json!({ "kind": "stop" })),
+                    audience: None,
+                },
+            ))
+            .unwrap();
+        assert_eq!(
+            (event["kind"].as_str(), event["topic"].as_str(), event["conn"].is_null()),
+            (Some("event"), Some("governor"), true)
+        );
+        let bad = feed
+            .apply(&record(5, Some(1), TapBody::Inbound { line: b"not json".to_vec().into() }))
+            .unwrap();
+        assert_eq!(
+            (bad["kind"].as_str(), bad["text"].as_str()),
+            (Some("bad_line"), Some("not json"))
+        );
     }
 
     #[test]

@@ -50,11 +50,19 @@ impl Logins {
     /// Decides an attempt from `source`. `is_admin` says whether the
     /// presented token is an admin token (checked by the caller, in
     /// constant time); `new_session_id` is the random id to hand out if granted.
-    pub fn attempt(&mut self, is_admin: bool, new_session_id: String, source: IpAddr, now: Instant) -> Login {
+    pub fn attempt(
+        &mut self,
+        is_admin: bool,
+        new_session_id: String,
+        source: IpAddr,
+        now: Instant,
+    ) -> Login {
         if is_admin {
             self.sessions.retain(|_, ends| *ends > now);
             if self.sessions.len() >= MAX_SESSIONS {
-                if let Some(oldest) = self.sessions.iter().min_by_key(|(_, ends)| **ends).map(|(id, _)| id.clone()) {
+                if let Some(oldest) =
+                    self.sessions.iter().min_by_key(|(_, ends)| **ends).map(|(id, _)| id.clone())
+                {
                     self.sessions.remove(&oldest);
                 }
             }
@@ -67,7 +75,9 @@ impl Logins {
         if refusals.len() > MAX_FAILURES {
             refusals.pop_front();
             let oldest = refusals.front().copied().unwrap_or(now);
-            return Login::Throttled { retry_after: FAILURE_WINDOW.saturating_sub(now.saturating_duration_since(oldest)) };
+            return Login::Throttled {
+                retry_after: FAILURE_WINDOW.saturating_sub(now.saturating_duration_since(oldest)),
+            };
         }
         Login::Refused
     }
@@ -79,7 +89,11 @@ impl Logins {
             !refusals.is_empty()
         });
         while self.failures.len() >= MAX_TRACKED_ADDRESSES {
-            let Some(stalest) = self.failures.iter().min_by_key(|(_, r)| r.back().copied()).map(|(a, _)| *a) else { break };
+            let Some(stalest) =
+                self.failures.iter().min_by_key(|(_, r)| r.back().copied()).map(|(a, _)| *a)
+            else {
+                break;
+            };
             self.failures.remove(&stalest);
         }
     }
@@ -87,7 +101,10 @@ impl Logins {
     /// Whether a request's `Cookie` header carries a live console session.
     pub fn admits(&self, cookie_header: Option<&str>, now: Instant) -> bool {
         let Some(id) = cookie_header.and_then(session_cookie) else { return false };
-        self.sessions.iter().any(|(known, ends)| *ends > now && bool::from(subtle::ConstantTimeEq::ct_eq(known.as_bytes(), id.as_bytes())))
+        self.sessions.iter().any(|(known, ends)| {
+            *ends > now
+                && bool::from(subtle::ConstantTimeEq::ct_eq(known.as_bytes(), id.as_bytes()))
+        })
     }
 
     /// Ends the session of a `Cookie` header (logging out).
@@ -100,13 +117,21 @@ impl Logins {
 
 /// The console session id in a `Cookie` header's `name=value; ...` pairs.
 pub fn session_cookie(header: &str) -> Option<&str> {
-    header.split(';').filter_map(|pair| pair.trim().split_once('=')).find(|(name, _)| *name == COOKIE).map(|(_, value)| value).filter(|v| !v.is_empty())
+    header
+        .split(';')
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)
+        .filter(|v| !v.is_empty())
 }
 
 /// The `token` field of an `application/x-www-form-urlencoded` body.
 pub fn form_token(body: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(body).ok()?;
-    text.split('&').filter_map(|pair| pair.split_once('=')).find(|(name, _)| *name == "token").and_then(|(_, value)| percent_decode(value))
+    text.split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(name, _)| *name == "token")
+        .and_then(|(_, value)| percent_decode(value))
 }
 
 fn percent_decode(text: &str) -> Option<String> {
@@ -158,10 +183,29 @@ mod tests {
         for n in 0..MAX_FAILURES {
             assert_eq!(logins.attempt(false, format!("s{n}"), guesser, t0), Login::Refused);
         }
-        assert!(matches!(logins.attempt(false, "s".into(), guesser, t0 + Duration::from_secs(10)), Login::Throttled { retry_after } if retry_after == Duration::from_secs(50)));
-        assert_eq!(logins.attempt(true, "op".into(), guesser, t0 + Duration::from_secs(10)), Login::Granted("op".into()), "the right token, even from the guessing address");
-        assert_eq!(logins.attempt(false, "x".into(), here(), t0 + Duration::from_secs(10)), Login::Refused, "another address is not throttled");
-        assert_eq!(logins.attempt(false, "y".into(), guesser, t0 + FAILURE_WINDOW + Duration::from_secs(11)), Login::Refused, "the window passed");
+        assert!(
+            matches!(logins.attempt(false, "s".into(), guesser, t0 + Duration::from_secs(10)), Login::Throttled { retry_after } if retry_after == Duration::from_secs(50))
+        );
+        assert_eq!(
+            logins.attempt(true, "op".into(), guesser, t0 + Duration::from_secs(10)),
+            Login::Granted("op".into()),
+            "the right token, even from the guessing address"
+        );
+        assert_eq!(
+            logins.attempt(false, "x".into(), here(), t0 + Duration::from_secs(10)),
+            Login::Refused,
+            "another address is not throttled"
+        );
+        assert_eq!(
+            logins.attempt(
+                false,
+                "y".into(),
+                guesser,
+                t0 + FAILURE_WINDOW + Duration::from_secs(11)
+            ),
+            Login::Refused,
+            "the window passed"
+        );
     }
 
     #[test]

@@ -73,7 +73,12 @@ pub enum ConsoleRefused {
 
 /// Refuses a console without an admin token, or remote without TLS (`tls`:
 /// TLS is configured, or plain text explicitly allowed).
-pub fn check(address: SocketAddr, allow_remote: bool, tls: bool, tokens: &Tokens) -> Result<(), ConsoleRefused> {
+pub fn check(
+    address: SocketAddr,
+    allow_remote: bool,
+    tls: bool,
+    tokens: &Tokens,
+) -> Result<(), ConsoleRefused> {
     if !tokens.grants(Scope::Admin) {
         return Err(ConsoleRefused::NoAdminToken);
     }
@@ -128,7 +133,10 @@ struct Console {
 }
 
 /// Serves the console on `listener` until the tasks are aborted.
-pub fn start(parts: Parts, listener: TcpListener) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
+pub fn start(
+    parts: Parts,
+    listener: TcpListener,
+) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
     let bound = listener.local_addr()?;
     let (updates, _) = broadcast::channel(parts.settings.page_queue.max(1));
     let console = Arc::new(Console {
@@ -148,14 +156,26 @@ pub fn start(parts: Parts, listener: TcpListener) -> std::io::Result<(SocketAddr
         tokio::spawn(async move {
             let bridge = console.parts.bridge.clone();
             let events = console.clone();
-            console.session.run(move || bridge.connect_in_process(Scope::Admin, "console"), move |event| events.session_event(event)).await;
+            console
+                .session
+                .run(
+                    move || bridge.connect_in_process(Scope::Admin, "console"),
+                    move |event| events.session_event(event),
+                )
+                .await;
         })
     };
     let observer_task = tokio::spawn(console.clone().observe());
     let router = Router::new()
         .route("/", get(index))
-        .route("/console.js", get(|| async { static_file("text/javascript; charset=utf-8", page::SCRIPT) }))
-        .route("/console.css", get(|| async { static_file("text/css; charset=utf-8", page::STYLE) }))
+        .route(
+            "/console.js",
+            get(|| async { static_file("text/javascript; charset=utf-8", page::SCRIPT) }),
+        )
+        .route(
+            "/console.css",
+            get(|| async { static_file("text/css; charset=utf-8", page::STYLE) }),
+        )
         .route("/login", post(login))
         .route("/logout", post(logout))
         .route("/events", get(events))
@@ -202,11 +222,17 @@ async fn serve_connections(console: Arc<Console>, listener: TcpListener, router:
         tokio::spawn(async move {
             let _slot = slot;
             match tls {
-                Some(acceptor) => match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
-                    Ok(Ok(stream)) => serve_http(stream, router, header_timeout).await,
-                    Ok(Err(error)) => tracing::info!(%peer, %error, "console: TLS handshake failed"),
-                    Err(_) => tracing::info!(%peer, "console: TLS handshake not done within console.header_timeout_s"),
-                },
+                Some(acceptor) => {
+                    match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_http(stream, router, header_timeout).await,
+                        Ok(Err(error)) => {
+                            tracing::info!(%peer, %error, "console: TLS handshake failed")
+                        }
+                        Err(_) => {
+                            tracing::info!(%peer, "console: TLS handshake not done within console.header_timeout_s")
+                        }
+                    }
+                }
                 None => serve_http(stream, router, header_timeout).await,
             }
         });
@@ -216,7 +242,11 @@ async fn serve_connections(console: Arc<Console>, listener: TcpListener, router:
 /// HTTP/1.1 on one connection; a request header not in within
 /// `header_timeout` (after the connection opened or the previous response)
 /// closes it.
-async fn serve_http<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static>(io: IO, router: Router, header_timeout: Duration) {
+async fn serve_http<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    io: IO,
+    router: Router,
+    header_timeout: Duration,
+) {
     let service = hyper_util::service::TowerToHyperService::new(router);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
@@ -320,8 +350,15 @@ impl Console {
                 "age_s": now.saturating_duration_since(odom.received).as_secs_f64(),
             })
         });
-        let restrictions: Vec<Value> = self.parts.base.restrictions().iter().map(|r| json!({ "rule": r.rule, "reason": r.reason })).collect();
-        let camera = self.camera.lock().as_ref().map(|p| json!({ "seq": p.seq, "stamp_s": p.stamp_s }));
+        let restrictions: Vec<Value> = self
+            .parts
+            .base
+            .restrictions()
+            .iter()
+            .map(|r| json!({ "rule": r.rule, "reason": r.reason }))
+            .collect();
+        let camera =
+            self.camera.lock().as_ref().map(|p| json!({ "seq": p.seq, "stamp_s": p.stamp_s }));
         let agent_frame = self.agent_frame.lock().as_ref().map(|f| json!({ "seq": f.seq, "tool": f.tool, "call_id": f.call_id, "mime_type": f.mime_type }));
         let view = self.session.view();
         json!({
@@ -352,29 +389,49 @@ impl Console {
         let topic = self.parts.sensors.topic(Sensor::Camera);
         let stamp_s = frame.stamp_s;
         let encoded = tokio::task::spawn_blocking(move || {
-            let rgb = crate::tools::shared::images::decode_frame(&frame.value, &topic).map_err(|e| e.message)?;
-            let options = EncodeOptions { format: OutputFormat::Jpeg, jpeg_quality: CAMERA_JPEG_QUALITY, max_width: Some(640), max_height: Some(480), max_bytes: None };
+            let rgb = crate::tools::shared::images::decode_frame(&frame.value, &topic)
+                .map_err(|e| e.message)?;
+            let options = EncodeOptions {
+                format: OutputFormat::Jpeg,
+                jpeg_quality: CAMERA_JPEG_QUALITY,
+                max_width: Some(640),
+                max_height: Some(480),
+                max_bytes: None,
+            };
             encode(&rgb, &options).map(|e| e.bytes).map_err(|e| e.to_string())
         })
         .await;
         match encoded {
-            Ok(Ok(jpeg)) => *self.camera.lock() = Some(Picture { jpeg: Arc::new(jpeg), seq, stamp_s, received }),
-            Ok(Err(error)) => tracing::debug!(%error, "console: the camera frame could not be shown"),
+            Ok(Ok(jpeg)) => {
+                *self.camera.lock() = Some(Picture { jpeg: Arc::new(jpeg), seq, stamp_s, received })
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "console: the camera frame could not be shown")
+            }
             Err(error) => tracing::warn!(%error, "console: encoding the camera frame failed"),
         }
     }
 
     /// Whether a request fits in the rate limit.
     fn within_rate(&self) -> bool {
-        self.requests.lock().try_call("console", self.parts.settings.max_requests_per_minute, Instant::now()).is_ok()
+        self.requests
+            .lock()
+            .try_call("console", self.parts.settings.max_requests_per_minute, Instant::now())
+            .is_ok()
     }
 
     async fn call(&self, tool: &str, input: Map<String, Value>) -> Response {
         match self.session.call(tool, input, CALL_TIMEOUT).await {
-            CallOutcome::Ok { output, .. } => json_response(StatusCode::OK, &json!({ "ok": true, "output": output })),
+            CallOutcome::Ok { output, .. } => {
+                json_response(StatusCode::OK, &json!({ "ok": true, "output": output }))
+            }
             CallOutcome::Failed { error, .. } => {
                 tracing::warn!(tool, error = %error, "console: the core refused the operator's request");
-                let status = if error["code"] == "invalid_input" { StatusCode::CONFLICT } else { StatusCode::BAD_GATEWAY };
+                let status = if error["code"] == "invalid_input" {
+                    StatusCode::CONFLICT
+                } else {
+                    StatusCode::BAD_GATEWAY
+                };
                 json_response(status, &json!({ "ok": false, "error": error }))
             }
         }
@@ -382,7 +439,10 @@ impl Console {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn with_common_headers(mut response: Response) -> Response {
@@ -390,7 +450,12 @@ fn with_common_headers(mut response: Response) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'; form-action 'self'"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'; form-action 'self'",
+        ),
+    );
     response
 }
 
@@ -399,11 +464,15 @@ fn static_file(content_type: &'static str, body: &'static str) -> Response {
 }
 
 fn html(status: StatusCode, body: String) -> Response {
-    with_common_headers((status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response())
+    with_common_headers(
+        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response(),
+    )
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
-    with_common_headers((status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response())
+    with_common_headers(
+        (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response(),
+    )
 }
 
 fn refused(status: StatusCode, message: &str) -> Response {
@@ -422,10 +491,18 @@ async fn index(State(console): State<Arc<Console>>, headers: HeaderMap) -> Respo
 /// guesser's connections are each slowed, within the connection caps.
 const THROTTLED_DELAY: Duration = Duration::from_secs(1);
 
-async fn login(State(console): State<Arc<Console>>, Extension(Peer(peer)): Extension<Peer>, headers: HeaderMap, body: Bytes) -> Response {
+async fn login(
+    State(console): State<Arc<Console>>,
+    Extension(Peer(peer)): Extension<Peer>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(why) = foreign_origin(&headers, console.parts.tls.is_some()) {
         tracing::warn!(%peer, why, "console: a login from another origin was refused");
-        return html(StatusCode::FORBIDDEN, page::login(Some(&format!("Refused: {why}. Log in from the console's own page."))));
+        return html(
+            StatusCode::FORBIDDEN,
+            page::login(Some(&format!("Refused: {why}. Log in from the console's own page."))),
+        );
     }
     let token = login::form_token(&body).unwrap_or_default();
     let is_admin = console.parts.tokens.check(&token) == Some(Scope::Admin);
@@ -436,7 +513,9 @@ async fn login(State(console): State<Arc<Console>>, Extension(Peer(peer)): Exten
             tracing::info!(%peer, "console: an operator logged in");
             let secure = if console.parts.tls.is_some() { "; Secure" } else { "" };
             let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/{secure}");
-            let mut response = with_common_headers((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response());
+            let mut response = with_common_headers(
+                (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response(),
+            );
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, value);
             }
@@ -444,7 +523,10 @@ async fn login(State(console): State<Arc<Console>>, Extension(Peer(peer)): Exten
         }
         Login::Refused => {
             tracing::warn!(%peer, "console: a login with a token that is not an admin token was refused");
-            html(StatusCode::UNAUTHORIZED, page::login(Some("That token is not an admin token of this bridge.")))
+            html(
+                StatusCode::UNAUTHORIZED,
+                page::login(Some("That token is not an admin token of this bridge.")),
+            )
         }
         Login::Throttled { retry_after } => {
             tracing::debug!(%peer, retry_after_s = retry_after.as_secs(), "console: a wrong login from a throttled address");
@@ -469,13 +551,21 @@ fn foreign_origin(headers: &HeaderMap, tls: bool) -> Option<String> {
     let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or("");
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     let own = format!("{}://{host}", if tls { "https" } else { "http" });
-    (host.is_empty() || !origin.eq_ignore_ascii_case(&own)).then(|| format!("the request's Origin '{}' is not the console's own ({own})", origin.chars().take(100).collect::<String>()))
+    (host.is_empty() || !origin.eq_ignore_ascii_case(&own)).then(|| {
+        format!(
+            "the request's Origin '{}' is not the console's own ({own})",
+            origin.chars().take(100).collect::<String>()
+        )
+    })
 }
 
 async fn logout(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     console.logins.lock().end(headers.get(header::COOKIE).and_then(|v| v.to_str().ok()));
-    let mut response = with_common_headers((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response());
-    response.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_static("aicc_console=; Max-Age=0; Path=/"));
+    let mut response =
+        with_common_headers((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response());
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, HeaderValue::from_static("aicc_console=; Max-Age=0; Path=/"));
     response
 }
 
@@ -493,24 +583,42 @@ async fn events(State(console): State<Arc<Console>>, headers: HeaderMap) -> Resp
         return refused(StatusCode::UNAUTHORIZED, "log in with an admin token first");
     }
     let max = console.parts.settings.max_pages;
-    if console.pages.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1)).is_err() {
+    if console
+        .pages
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
+        .is_err()
+    {
         tracing::warn!(max, "console: a page was refused, console.max_pages are open");
-        return refused(StatusCode::TOO_MANY_REQUESTS, &format!("{max} console pages are open already (console.max_pages)"));
+        return refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("{max} console pages are open already (console.max_pages)"),
+        );
     }
     let guard = PageGuard(console.clone());
     let receiver = console.updates.subscribe();
     // A permit, kept if the observer is not waiting yet: it cannot miss it.
     console.page_opened.notify_one();
     let first = console.state().to_string();
-    with_common_headers(Sse::new(page_stream(guard, receiver, first)).keep_alive(KeepAlive::default()).into_response())
+    with_common_headers(
+        Sse::new(page_stream(guard, receiver, first))
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+    )
 }
 
-fn page_stream(guard: PageGuard, receiver: broadcast::Receiver<Arc<(&'static str, String)>>, first: String) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let initial = futures::stream::once(async move { Ok(SseEvent::default().event("state").data(first)) });
+fn page_stream(
+    guard: PageGuard,
+    receiver: broadcast::Receiver<Arc<(&'static str, String)>>,
+    first: String,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let initial =
+        futures::stream::once(async move { Ok(SseEvent::default().event("state").data(first)) });
     let rest = futures::stream::unfold((guard, receiver), |(guard, mut receiver)| async move {
         let event = match receiver.recv().await {
             Ok(update) => SseEvent::default().event(update.0).data(update.1.clone()),
-            Err(broadcast::error::RecvError::Lagged(lost)) => SseEvent::default().event("entry").data(json!({ "kind": "lost", "at_ms": now_ms(), "updates": lost }).to_string()),
+            Err(broadcast::error::RecvError::Lagged(lost)) => SseEvent::default()
+                .event("entry")
+                .data(json!({ "kind": "lost", "at_ms": now_ms(), "updates": lost }).to_string()),
             Err(broadcast::error::RecvError::Closed) => return None,
         };
         Some((Ok(event), (guard, receiver)))
@@ -519,8 +627,11 @@ fn page_stream(guard: PageGuard, receiver: broadcast::Receiver<Arc<(&'static str
 }
 
 fn picture(bytes: Arc<Vec<u8>>, mime_type: &str) -> Response {
-    let mime = HeaderValue::from_str(mime_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
-    with_common_headers(([(header::CONTENT_TYPE, mime)], Body::from(bytes.as_ref().clone())).into_response())
+    let mime = HeaderValue::from_str(mime_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    with_common_headers(
+        ([(header::CONTENT_TYPE, mime)], Body::from(bytes.as_ref().clone())).into_response(),
+    )
 }
 
 /// Checks a picture request: the session cookie and the rate limit.
@@ -529,7 +640,10 @@ fn picture_refused(console: &Console, headers: &HeaderMap) -> Option<Response> {
         return Some(refused(StatusCode::UNAUTHORIZED, "log in with an admin token first"));
     }
     if !console.within_rate() {
-        return Some(refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)"));
+        return Some(refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests (console.max_requests_per_minute)",
+        ));
     }
     None
 }
@@ -563,7 +677,9 @@ fn action_refused(console: &Console, headers: &HeaderMap) -> Option<Response> {
         return Some(refused(StatusCode::UNAUTHORIZED, "log in with an admin token first"));
     }
     if headers.get(ACTION_HEADER).is_none() {
-        tracing::warn!("console: an action without the console's header was refused (a form of another site?)");
+        tracing::warn!(
+            "console: an action without the console's header was refused (a form of another site?)"
+        );
         return Some(refused(StatusCode::FORBIDDEN, "actions need the X-AICC-Console header"));
     }
     None
@@ -590,7 +706,9 @@ async fn stop(State(console): State<Arc<Console>>, headers: HeaderMap) -> Respon
     let held = match hold {
         Ok((call_id, outcome)) => match tokio::time::timeout(CALL_TIMEOUT, outcome).await {
             Ok(Ok(CallOutcome::Ok { .. })) => Ok(()),
-            Ok(Ok(CallOutcome::Failed { error, .. })) => Err(error["message"].as_str().unwrap_or("refused").to_string()),
+            Ok(Ok(CallOutcome::Failed { error, .. })) => {
+                Err(error["message"].as_str().unwrap_or("refused").to_string())
+            }
             Ok(Err(_)) => Err("the console's session closed".to_string()),
             Err(_) => {
                 console.session.forget(&call_id);
@@ -601,10 +719,16 @@ async fn stop(State(console): State<Arc<Console>>, headers: HeaderMap) -> Respon
     };
     console.push("state", &console.state());
     match held {
-        Ok(()) => json_response(StatusCode::OK, &json!({ "ok": true, "output": { "stopped": true, "held": true } })),
+        Ok(()) => json_response(
+            StatusCode::OK,
+            &json!({ "ok": true, "output": { "stopped": true, "held": true } }),
+        ),
         Err(why) => {
             tracing::error!(%why, "console: the robot was stopped but could not be held");
-            json_response(StatusCode::BAD_GATEWAY, &json!({ "ok": false, "output": { "stopped": true, "held": false }, "error": { "message": format!("stopped, but not held: {why}") } }))
+            json_response(
+                StatusCode::BAD_GATEWAY,
+                &json!({ "ok": false, "output": { "stopped": true, "held": false }, "error": { "message": format!("stopped, but not held: {why}") } }),
+            )
         }
     }
 }
@@ -614,11 +738,16 @@ async fn release(State(console): State<Arc<Console>>, headers: HeaderMap) -> Res
         return refusal;
     }
     if !console.within_rate() {
-        return refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)");
+        return refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests (console.max_requests_per_minute)",
+        );
     }
     let mut input = Map::new();
     input.insert("on".into(), json!(false));
-    if let CallOutcome::Failed { error, .. } = console.session.call("hold", input, CALL_TIMEOUT).await {
+    if let CallOutcome::Failed { error, .. } =
+        console.session.call("hold", input, CALL_TIMEOUT).await
+    {
         return json_response(StatusCode::BAD_GATEWAY, &json!({ "ok": false, "error": error }));
     }
     tracing::info!("console: STOP released");
@@ -627,7 +756,10 @@ async fn release(State(console): State<Arc<Console>>, headers: HeaderMap) -> Res
         let core = console.parts.bridge.core.lock();
         (core.held(), core.approval_mode())
     };
-    json_response(StatusCode::OK, &json!({ "ok": true, "output": { "held": held, "approval_mode": approval_mode } }))
+    json_response(
+        StatusCode::OK,
+        &json!({ "ok": true, "output": { "held": held, "approval_mode": approval_mode } }),
+    )
 }
 
 async fn approve(state: State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -640,17 +772,32 @@ async fn deny(state: State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Re
 
 /// `approve` or `deny` through the core, which refuses an approval for a
 /// call that is not waiting.
-async fn decide(tool: &str, State(console): State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn decide(
+    tool: &str,
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Some(refusal) = action_refused(&console, &headers) {
         return refusal;
     }
     if !console.within_rate() {
-        return refused(StatusCode::TOO_MANY_REQUESTS, "too many requests (console.max_requests_per_minute)");
+        return refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests (console.max_requests_per_minute)",
+        );
     }
     let input = match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Object(input)) => input,
-        Ok(_) => return refused(StatusCode::BAD_REQUEST, "the body must be a JSON object: {\"approval_id\": ...}"),
-        Err(error) => return refused(StatusCode::BAD_REQUEST, &format!("the body is not JSON: {error}")),
+        Ok(_) => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "the body must be a JSON object: {\"approval_id\": ...}",
+            )
+        }
+        Err(error) => {
+            return refused(StatusCode::BAD_REQUEST, &format!("the body is not JSON: {error}"))
+        }
     };
     console.call(tool, input).await
 }
@@ -665,13 +812,25 @@ mod tests {
         let remote: SocketAddr = "0.0.0.0:8765".parse().unwrap();
         let mut actuate_only = Tokens::default();
         actuate_only.add("drive", Scope::Actuate).unwrap();
-        assert!(matches!(check(loopback, false, false, &Tokens::default()), Err(ConsoleRefused::NoAdminToken)));
-        assert!(matches!(check(loopback, false, false, &actuate_only), Err(ConsoleRefused::NoAdminToken)));
+        assert!(matches!(
+            check(loopback, false, false, &Tokens::default()),
+            Err(ConsoleRefused::NoAdminToken)
+        ));
+        assert!(matches!(
+            check(loopback, false, false, &actuate_only),
+            Err(ConsoleRefused::NoAdminToken)
+        ));
         let mut admin = actuate_only.clone();
         admin.add("boss", Scope::Admin).unwrap();
         assert!(check(loopback, false, false, &admin).is_ok());
-        assert!(matches!(check(remote, false, true, &admin), Err(ConsoleRefused::RemoteNotAllowed(_))));
-        assert!(matches!(check(remote, true, false, &admin), Err(ConsoleRefused::RemoteWithoutTls(_))));
+        assert!(matches!(
+            check(remote, false, true, &admin),
+            Err(ConsoleRefused::RemoteNotAllowed(_))
+        ));
+        assert!(matches!(
+            check(remote, true, false, &admin),
+            Err(ConsoleRefused::RemoteWithoutTls(_))
+        ));
         assert!(check(remote, true, true, &admin).is_ok());
     }
 }

@@ -7,7 +7,9 @@ pub const STYLE: &str = include_str!("page/console.css");
 
 /// The login form, with a message when a login was refused.
 pub fn login(message: Option<&str>) -> String {
-    let notice = message.map(|m| format!("<p class=\"refused\" id=\"refused\">{}</p>", escape(m))).unwrap_or_default();
+    let notice = message
+        .map(|m| format!("<p class=\"refused\" id=\"refused\">{}</p>", escape(m)))
+        .unwrap_or_default();
     include_str!("page/login.html").replace("<!--notice-->", &notice)
 }
 

@@ -33,7 +33,15 @@ const STOP_GRACE: Duration = Duration::from_millis(300);
 /// A command taken from the queue.
 enum Started {
     /// Its call is on its way to the core.
-    Call { seq: u64, command_type: String, tool: String, call_id: String, result: oneshot::Receiver<CallOutcome>, generation: u64, is_stop: bool },
+    Call {
+        seq: u64,
+        command_type: String,
+        tool: String,
+        call_id: String,
+        result: oneshot::Receiver<CallOutcome>,
+        generation: u64,
+        is_stop: bool,
+    },
     /// Done already (unknown action, or the call could not be sent).
     Done,
 }
@@ -51,7 +59,15 @@ pub(super) async fn run(dialect: Arc<Dialect>) {
                 wake.await;
             }
             Some(Started::Done) => {}
-            Some(Started::Call { seq, command_type, tool, call_id, result, generation, is_stop }) => {
+            Some(Started::Call {
+                seq,
+                command_type,
+                tool,
+                call_id,
+                result,
+                generation,
+                is_stop,
+            }) => {
                 let outcome = await_result(&dialect, seq, &call_id, result, generation).await;
                 // What was accepted after this stop came after it: it runs
                 // (when this stop's own halt is the only one since).
@@ -67,7 +83,8 @@ pub(super) async fn run(dialect: Arc<Dialect>) {
 /// Drops the waiting commands a stop came after, and a silent owner's.
 fn sweep(dialect: &Dialect) {
     let generation = (dialect.stop_generation)();
-    let dropped = dialect.state.lock().sweep(generation, Instant::now(), dialect.settings.lease_timeout);
+    let dropped =
+        dialect.state.lock().sweep(generation, Instant::now(), dialect.settings.lease_timeout);
     if dropped > 0 {
         tracing::info!(dropped, "AI-control: commands dropped (a stop came after them, or their client's lease expired)");
     }
@@ -76,7 +93,13 @@ fn sweep(dialect: &Dialect) {
 /// Waits for the running command's outcome, ending it early when a stop
 /// comes or its owner's lease expires, and giving it up when no result
 /// comes in time.
-async fn await_result(dialect: &Dialect, seq: u64, call_id: &str, mut result: oneshot::Receiver<CallOutcome>, generation: u64) -> CallOutcome {
+async fn await_result(
+    dialect: &Dialect,
+    seq: u64,
+    call_id: &str,
+    mut result: oneshot::Receiver<CallOutcome>,
+    generation: u64,
+) -> CallOutcome {
     let patience = dialect.settings.tool_timeout + RESULT_GRACE;
     let give_up = tokio::time::Instant::now() + patience;
     let mut check = tokio::time::interval(CHECK_PERIOD);
@@ -145,10 +168,21 @@ fn start_next(dialect: &Dialect) -> Option<Started> {
         Action::Unknown => {
             state.queue.finish(seq);
             let view = dialect.session.view();
-            let available: Vec<&String> = dialect.actuators.iter().filter(|a| view.usable_actuators.contains(a)).collect();
-            let available = if available.is_empty() { "none now".to_string() } else { available.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ") };
-            let message = format!("unknown action '{command_type}'; available actions: {available}");
-            state.complete(seq, &command_type, None, Completion::failed(message, "unknown_action", false));
+            let available: Vec<&String> =
+                dialect.actuators.iter().filter(|a| view.usable_actuators.contains(a)).collect();
+            let available = if available.is_empty() {
+                "none now".to_string()
+            } else {
+                available.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")
+            };
+            let message =
+                format!("unknown action '{command_type}'; available actions: {available}");
+            state.complete(
+                seq,
+                &command_type,
+                None,
+                Completion::failed(message, "unknown_action", false),
+            );
             return Some(Started::Done);
         }
     };
@@ -161,7 +195,12 @@ fn start_next(dialect: &Dialect) -> Option<Started> {
             state.queue.finish(seq);
             // Not sent (the session is closed or reopening, or busy): the
             // same command may well succeed later.
-            state.complete(seq, &command_type, Some(&tool), Completion::failed(reason.to_string(), "tool_unavailable", true));
+            state.complete(
+                seq,
+                &command_type,
+                Some(&tool),
+                Completion::failed(reason.to_string(), "tool_unavailable", true),
+            );
             Some(Started::Done)
         }
     }
@@ -172,7 +211,13 @@ fn finish(dialect: &Dialect, seq: u64, command_type: &str, tool: &str, outcome: 
     let ended = state.queue.finish(seq);
     let (replaced_by, ended_by) = ended.map_or((None, None), |r| (r.replaced_by, r.ended_by));
     let completion = match outcome {
-        CallOutcome::Ok { output, tick } => Completion { success: true, message: "completed".into(), output: Some(output), error: None, tick },
+        CallOutcome::Ok { output, tick } => Completion {
+            success: true,
+            message: "completed".into(),
+            output: Some(output),
+            error: None,
+            tick,
+        },
         CallOutcome::Failed { error, tick } => {
             let message = match (replaced_by, ended_by) {
                 (Some(by), _) => format!("replaced by command {by}"),
@@ -200,11 +245,27 @@ mod tests {
         let catalog = Arc::new(Registry::new(&Config::default()).catalog().unwrap());
         let settings = Settings::for_test(2, Tokens::default());
         let dialect = Dialect::new(catalog, settings);
-        let command = Command { command_type: "move".into(), append: false, action: Action::Tool { tool: "move".into(), input: Map::new() } };
-        dialect.state.lock().queue.enqueue(command, crate::protocol::auth::Credential::Unauthenticated, 0).unwrap();
-        assert!(matches!(start_next(&dialect), Some(Started::Done)), "the session was never opened");
+        let command = Command {
+            command_type: "move".into(),
+            append: false,
+            action: Action::Tool { tool: "move".into(), input: Map::new() },
+        };
+        dialect
+            .state
+            .lock()
+            .queue
+            .enqueue(command, crate::protocol::auth::Credential::Unauthenticated, 0)
+            .unwrap();
+        assert!(
+            matches!(start_next(&dialect), Some(Started::Done)),
+            "the session was never opened"
+        );
         let page = dialect.state.lock().history.after(0, 10, usize::MAX);
         let error = &page["events"][0]["event"]["error"];
-        assert_eq!((error["code"].clone(), error["retryable"].clone()), (json!("tool_unavailable"), json!(true)), "{page}");
+        assert_eq!(
+            (error["code"].clone(), error["retryable"].clone()),
+            (json!("tool_unavailable"), json!(true)),
+            "{page}"
+        );
     }
 }

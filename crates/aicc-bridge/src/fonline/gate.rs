@@ -27,12 +27,22 @@ impl Gate {
     /// `unauthenticated_scope` (the listener is then loopback only).
     pub fn new(tokens: &Tokens, unauthenticated_scope: Scope, max_failures: u32) -> Self {
         let open = tokens.is_empty();
-        Self { scope: open.then_some(unauthenticated_scope), credential: open.then_some(Credential::Unauthenticated), failures: 0, max_failures: max_failures.max(1) }
+        Self {
+            scope: open.then_some(unauthenticated_scope),
+            credential: open.then_some(Credential::Unauthenticated),
+            failures: 0,
+            max_failures: max_failures.max(1),
+        }
     }
 
     /// Checks a token. A wrong one leaves the connection unauthorized (a
     /// later attempt may succeed) until `max_failures` attempts have failed.
-    pub fn authenticate(&mut self, tokens: &Tokens, unauthenticated_scope: Scope, token: &str) -> AuthOutcome {
+    pub fn authenticate(
+        &mut self,
+        tokens: &Tokens,
+        unauthenticated_scope: Scope,
+        token: &str,
+    ) -> AuthOutcome {
         if tokens.is_empty() {
             self.scope = Some(unauthenticated_scope);
             self.credential = Some(Credential::Unauthenticated);
@@ -83,7 +93,10 @@ mod tests {
     #[test]
     fn without_tokens_connections_start_authorized() {
         let gate = Gate::new(&Tokens::default(), Scope::Actuate, 5);
-        assert_eq!((gate.scope(), gate.credential()), (Some(Scope::Actuate), Some(Credential::Unauthenticated)));
+        assert_eq!(
+            (gate.scope(), gate.credential()),
+            (Some(Scope::Actuate), Some(Credential::Unauthenticated))
+        );
         assert!(gate.may_act());
     }
 
@@ -92,9 +105,15 @@ mod tests {
         let tokens = tokens();
         let mut gate = Gate::new(&tokens, Scope::Admin, 5);
         assert_eq!(gate.scope(), None);
-        assert_eq!(gate.authenticate(&tokens, Scope::Admin, "guess"), AuthOutcome { authorized: false, close: false });
+        assert_eq!(
+            gate.authenticate(&tokens, Scope::Admin, "guess"),
+            AuthOutcome { authorized: false, close: false }
+        );
         assert_eq!(gate.scope(), None);
-        assert_eq!(gate.authenticate(&tokens, Scope::Admin, "drive-token"), AuthOutcome { authorized: true, close: false });
+        assert_eq!(
+            gate.authenticate(&tokens, Scope::Admin, "drive-token"),
+            AuthOutcome { authorized: true, close: false }
+        );
         assert!(gate.may_act());
         assert_eq!(gate.credential(), Some(Credential::Token(0)));
         assert!(!gate.authenticate(&tokens, Scope::Admin, "drive-tokenX").authorized);
@@ -117,6 +136,9 @@ mod tests {
         let mut gate = Gate::new(&tokens, Scope::Admin, 3);
         assert!(!gate.authenticate(&tokens, Scope::Admin, "a").close);
         assert!(!gate.authenticate(&tokens, Scope::Admin, "b").close);
-        assert_eq!(gate.authenticate(&tokens, Scope::Admin, "c"), AuthOutcome { authorized: false, close: true });
+        assert_eq!(
+            gate.authenticate(&tokens, Scope::Admin, "c"),
+            AuthOutcome { authorized: false, close: true }
+        );
     }
 }

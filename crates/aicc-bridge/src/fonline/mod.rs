@@ -127,8 +127,16 @@ impl Dialect {
         Self::with_stop_generation(catalog, settings, Arc::new(|| 0))
     }
 
-    pub fn with_stop_generation(catalog: Arc<Catalog>, settings: Settings, stop_generation: StopGeneration) -> Arc<Self> {
-        let actuators = catalog.descriptors().filter(|d| d.class == ToolClass::Actuator && d.capability != "can_administer_bridge").map(|d| d.id.to_string()).collect();
+    pub fn with_stop_generation(
+        catalog: Arc<Catalog>,
+        settings: Settings,
+        stop_generation: StopGeneration,
+    ) -> Arc<Self> {
+        let actuators = catalog
+            .descriptors()
+            .filter(|d| d.class == ToolClass::Actuator && d.capability != "can_administer_bridge")
+            .map(|d| d.id.to_string())
+            .collect();
         Arc::new(Self {
             state: Mutex::new(DialectState::new(settings.max_queued_commands, settings.max_events)),
             session: Session::default(),
@@ -159,7 +167,11 @@ pub enum ListenRefused {
 /// Loopback first: another address needs the operator's explicit
 /// `security.allow_remote` and a token (and, the transport having no TLS,
 /// `security.allow_plaintext_remote`: see bridge::check_remote).
-pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens: bool) -> Result<(), ListenRefused> {
+pub fn check_listen_address(
+    address: SocketAddr,
+    allow_remote: bool,
+    has_tokens: bool,
+) -> Result<(), ListenRefused> {
     if address.ip().is_loopback() {
         return Ok(());
     }
@@ -174,18 +186,33 @@ pub fn check_listen_address(address: SocketAddr, allow_remote: bool, has_tokens:
 
 /// Starts the dialect on a bound listener: its session on `bridge`'s
 /// core, its drain task and its listener. Abort the tasks to stop it.
-pub fn start(bridge: Arc<Bridge>, catalog: Arc<Catalog>, listener: TcpListener, settings: Settings) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
+pub fn start(
+    bridge: Arc<Bridge>,
+    catalog: Arc<Catalog>,
+    listener: TcpListener,
+    settings: Settings,
+) -> std::io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
     let bound = listener.local_addr()?;
     let generation_of = bridge.clone();
-    let dialect = Dialect::with_stop_generation(catalog, settings, Arc::new(move || generation_of.stop_generation()));
+    let dialect = Dialect::with_stop_generation(
+        catalog,
+        settings,
+        Arc::new(move || generation_of.stop_generation()),
+    );
     *dialect.listening.lock() = Some(bound);
     let session_task = {
         let dialect = dialect.clone();
         tokio::spawn(async move {
             let events = dialect.clone();
-            dialect.session.run(move || bridge.connect_in_process(SESSION_SCOPE, "AI-control dialect"), move |event| {
-                events.state.lock().history.push(event);
-            }).await;
+            dialect
+                .session
+                .run(
+                    move || bridge.connect_in_process(SESSION_SCOPE, "AI-control dialect"),
+                    move |event| {
+                        events.state.lock().history.push(event);
+                    },
+                )
+                .await;
         })
     };
     let drain_task = tokio::spawn(drain::run(dialect.clone()));
@@ -203,8 +230,14 @@ mod tests {
         let loopback: SocketAddr = "127.0.0.1:43011".parse().unwrap();
         assert!(check_listen_address(loopback, false, false).is_ok());
         assert!(check_listen_address("[::1]:0".parse().unwrap(), false, false).is_ok());
-        assert!(check_listen_address(remote, false, true).unwrap_err().to_string().contains("security.allow_remote"));
-        assert!(check_listen_address(remote, true, false).unwrap_err().to_string().contains("without a token"));
+        assert!(check_listen_address(remote, false, true)
+            .unwrap_err()
+            .to_string()
+            .contains("security.allow_remote"));
+        assert!(check_listen_address(remote, true, false)
+            .unwrap_err()
+            .to_string()
+            .contains("without a token"));
         assert!(check_listen_address(remote, true, true).is_ok());
     }
 }

@@ -26,7 +26,10 @@ pub fn snapshot(inputs: Inputs<'_>) -> Value {
     let session = inputs.session;
     let mut reasons: Vec<String> = Vec::new();
     if !session.open {
-        reasons.push(format!("the bridge session is not open{}", session.last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()));
+        reasons.push(format!(
+            "the bridge session is not open{}",
+            session.last_error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+        ));
     }
     let (robot, tick) = match inputs.robot {
         Ok((robot, tick)) => (robot, tick),
@@ -35,15 +38,25 @@ pub fn snapshot(inputs: Inputs<'_>) -> Value {
             (Value::Null, None)
         }
     };
-    let available: Vec<&String> = inputs.actuators.iter().filter(|a| session.open && session.usable_actuators.contains(a)).collect();
+    let available: Vec<&String> = inputs
+        .actuators
+        .iter()
+        .filter(|a| session.open && session.usable_actuators.contains(a))
+        .collect();
     if session.open {
         for actuator in inputs.actuators.iter().filter(|a| !session.usable_actuators.contains(a)) {
-            let why = session.unavailable.get(actuator).map_or("its data source is missing", String::as_str);
+            let why = session
+                .unavailable
+                .get(actuator)
+                .map_or("its data source is missing", String::as_str);
             reasons.push(format!("'{actuator}' is unavailable now: {why}"));
         }
     }
     if let Some(holder) = &session.lease_elsewhere {
-        reasons.push(format!("the motion lease is held by another session ({holder}): {} fail until it is released", LEASED_ACTIONS.join(", ")));
+        reasons.push(format!(
+            "the motion lease is held by another session ({holder}): {} fail until it is released",
+            LEASED_ACTIONS.join(", ")
+        ));
     }
     let ready = reasons.is_empty();
     json!({
@@ -62,7 +75,12 @@ mod tests {
     use super::*;
 
     fn open_session() -> SessionView {
-        SessionView { open: true, session: Some("ab12cd34".into()), usable_actuators: vec!["move".into(), "stop".into()], ..SessionView::default() }
+        SessionView {
+            open: true,
+            session: Some("ab12cd34".into()),
+            usable_actuators: vec!["move".into(), "stop".into()],
+            ..SessionView::default()
+        }
     }
 
     fn actuators() -> Vec<String> {
@@ -73,9 +91,17 @@ mod tests {
     fn ready_with_the_robot_state_and_every_action_usable() {
         let session = open_session();
         let actuators = actuators();
-        let observation = snapshot(Inputs { session: &session, actuators: &actuators, actions: &json!({"move": {}}), robot: Ok((json!({"position_m": {"x": 1.0}}), Some(42))) });
+        let observation = snapshot(Inputs {
+            session: &session,
+            actuators: &actuators,
+            actions: &json!({"move": {}}),
+            robot: Ok((json!({"position_m": {"x": 1.0}}), Some(42))),
+        });
         assert_eq!(observation["schemaVersion"], 1);
-        assert_eq!((observation["ready"].clone(), observation["readiness"]["ready"].clone()), (json!(true), json!(true)));
+        assert_eq!(
+            (observation["ready"].clone(), observation["readiness"]["ready"].clone()),
+            (json!(true), json!(true))
+        );
         assert_eq!(observation["readiness"]["reasons"], json!([]));
         assert_eq!(observation["availableActions"], json!(["move", "stop"]));
         assert_eq!(observation["tick"], 42);
@@ -89,10 +115,19 @@ mod tests {
         session.unavailable.insert("move".into(), "no odometry for 2.0 s".into());
         session.lease_elsewhere = Some("99ff00aa".into());
         let actuators = actuators();
-        let observation = snapshot(Inputs { session: &session, actuators: &actuators, actions: &json!({}), robot: Err("no odometry received yet on /odom".into()) });
+        let observation = snapshot(Inputs {
+            session: &session,
+            actuators: &actuators,
+            actions: &json!({}),
+            robot: Err("no odometry received yet on /odom".into()),
+        });
         assert_eq!(observation["ready"], false);
         let reasons = observation["readiness"]["reasons"].to_string();
-        for needle in ["robot's state is unavailable: no odometry", "'move' is unavailable now: no odometry for 2.0 s", "lease is held by another session (99ff00aa)"] {
+        for needle in [
+            "robot's state is unavailable: no odometry",
+            "'move' is unavailable now: no odometry for 2.0 s",
+            "lease is held by another session (99ff00aa)",
+        ] {
             assert!(reasons.contains(needle), "{needle}: {reasons}");
         }
         assert_eq!(observation["availableActions"], json!(["stop"]));
@@ -101,10 +136,21 @@ mod tests {
 
     #[test]
     fn a_closed_session_offers_no_action() {
-        let session = SessionView { last_error: Some("the bridge closed the session's connection".into()), ..SessionView::default() };
+        let session = SessionView {
+            last_error: Some("the bridge closed the session's connection".into()),
+            ..SessionView::default()
+        };
         let actuators = actuators();
-        let observation = snapshot(Inputs { session: &session, actuators: &actuators, actions: &json!({}), robot: Err("not asked".into()) });
+        let observation = snapshot(Inputs {
+            session: &session,
+            actuators: &actuators,
+            actions: &json!({}),
+            robot: Err("not asked".into()),
+        });
         assert_eq!(observation["availableActions"], json!([]));
-        assert!(observation["readiness"]["reasons"][0].as_str().unwrap().contains("not open (the bridge closed"));
+        assert!(observation["readiness"]["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("not open (the bridge closed"));
     }
 }

@@ -101,32 +101,96 @@ pub struct Rejected {
 
 /// Decodes one line (without its LF). Never panics.
 pub fn decode_request(line: &[u8]) -> Result<Request, Rejected> {
-    let reject = |id: Value, code: ErrorCode, message: String| Rejected { id, error: RpcError::new(code, message) };
-    let text = std::str::from_utf8(line).map_err(|e| reject(Value::Null, ErrorCode::Parse, format!("Parse error: the line is not valid UTF-8 (at byte {})", e.valid_up_to())))?;
-    let value: Value = serde_json::from_str(text).map_err(|e| reject(Value::Null, ErrorCode::Parse, format!("Parse error: the line is not valid JSON: {e}")))?;
+    let reject = |id: Value, code: ErrorCode, message: String| Rejected {
+        id,
+        error: RpcError::new(code, message),
+    };
+    let text = std::str::from_utf8(line).map_err(|e| {
+        reject(
+            Value::Null,
+            ErrorCode::Parse,
+            format!("Parse error: the line is not valid UTF-8 (at byte {})", e.valid_up_to()),
+        )
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        reject(
+            Value::Null,
+            ErrorCode::Parse,
+            format!("Parse error: the line is not valid JSON: {e}"),
+        )
+    })?;
     let Value::Object(mut object) = value else {
-        return Err(reject(Value::Null, ErrorCode::InvalidRequest, format!("Invalid request: expected a JSON object, got {}", kind_of(&value))));
+        return Err(reject(
+            Value::Null,
+            ErrorCode::InvalidRequest,
+            format!("Invalid request: expected a JSON object, got {}", kind_of(&value)),
+        ));
     };
     let id = match object.remove("id") {
         None => Value::Null,
         Some(id @ (Value::Null | Value::String(_) | Value::Number(_))) => id,
-        Some(other) => return Err(reject(Value::Null, ErrorCode::InvalidRequest, format!("Invalid request: id must be a string, a number or null, got {}", kind_of(&other)))),
+        Some(other) => {
+            return Err(reject(
+                Value::Null,
+                ErrorCode::InvalidRequest,
+                format!(
+                    "Invalid request: id must be a string, a number or null, got {}",
+                    kind_of(&other)
+                ),
+            ))
+        }
     };
     match object.get("jsonrpc") {
         Some(Value::String(version)) if version == JSONRPC_VERSION => {}
-        Some(other) => return Err(reject(id, ErrorCode::InvalidRequest, format!("Invalid request: jsonrpc must be \"{JSONRPC_VERSION}\", got {other}"))),
-        None => return Err(reject(id, ErrorCode::InvalidRequest, format!("Invalid request: jsonrpc is missing (must be \"{JSONRPC_VERSION}\")"))),
+        Some(other) => {
+            return Err(reject(
+                id,
+                ErrorCode::InvalidRequest,
+                format!("Invalid request: jsonrpc must be \"{JSONRPC_VERSION}\", got {other}"),
+            ))
+        }
+        None => {
+            return Err(reject(
+                id,
+                ErrorCode::InvalidRequest,
+                format!("Invalid request: jsonrpc is missing (must be \"{JSONRPC_VERSION}\")"),
+            ))
+        }
     }
     let method = match object.remove("method") {
         Some(Value::String(method)) if !method.is_empty() => method,
-        Some(Value::String(_)) => return Err(reject(id, ErrorCode::InvalidRequest, "Invalid request: method is an empty string".into())),
-        Some(other) => return Err(reject(id, ErrorCode::InvalidRequest, format!("Invalid request: method must be a string, got {}", kind_of(&other)))),
-        None => return Err(reject(id, ErrorCode::InvalidRequest, "Invalid request: method is missing".into())),
+        Some(Value::String(_)) => {
+            return Err(reject(
+                id,
+                ErrorCode::InvalidRequest,
+                "Invalid request: method is an empty string".into(),
+            ))
+        }
+        Some(other) => {
+            return Err(reject(
+                id,
+                ErrorCode::InvalidRequest,
+                format!("Invalid request: method must be a string, got {}", kind_of(&other)),
+            ))
+        }
+        None => {
+            return Err(reject(
+                id,
+                ErrorCode::InvalidRequest,
+                "Invalid request: method is missing".into(),
+            ))
+        }
     };
     let params = match object.remove("params") {
         None => Map::new(),
         Some(Value::Object(params)) => params,
-        Some(other) => return Err(reject(id, ErrorCode::InvalidRequest, format!("Invalid request: params must be an object, got {}", kind_of(&other)))),
+        Some(other) => {
+            return Err(reject(
+                id,
+                ErrorCode::InvalidRequest,
+                format!("Invalid request: params must be an object, got {}", kind_of(&other)),
+            ))
+        }
     };
     Ok(Request { id, method, params })
 }
@@ -147,7 +211,9 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
 
 /// An error response line, LF-terminated.
 pub fn error_line(id: &Value, error: &RpcError) -> Vec<u8> {
-    line(json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "error": { "code": error.code.code(), "message": bounded_message(&error.message) } }))
+    line(
+        json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "error": { "code": error.code.code(), "message": bounded_message(&error.message) } }),
+    )
 }
 
 /// The message cut at a character boundary within [`MAX_ERROR_MESSAGE_BYTES`].
@@ -193,7 +259,10 @@ mod tests {
 
     #[test]
     fn a_well_formed_request_decodes_with_its_id_and_params() {
-        let request = decode_request(br#"{"jsonrpc":"2.0","id":7,"method":"act","params":{"type":"move","x":500}}"#).unwrap();
+        let request = decode_request(
+            br#"{"jsonrpc":"2.0","id":7,"method":"act","params":{"type":"move","x":500}}"#,
+        )
+        .unwrap();
         assert_eq!(request.id, json!(7));
         assert_eq!(request.method, "act");
         assert_eq!(request.params["x"], 500);
@@ -214,8 +283,18 @@ mod tests {
             (r#"{"jsonrpc":"2.0","id":3}"#, -32600, "method is missing", json!(3)),
             (r#"{"jsonrpc":"2.0","id":4,"method":""}"#, -32600, "empty", json!(4)),
             (r#"{"jsonrpc":"2.0","id":5,"method":9}"#, -32600, "method must be a string", json!(5)),
-            (r#"{"jsonrpc":"2.0","id":6,"method":"act","params":[1]}"#, -32600, "params must be an object", json!(6)),
-            (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, -32600, "id must be", Value::Null),
+            (
+                r#"{"jsonrpc":"2.0","id":6,"method":"act","params":[1]}"#,
+                -32600,
+                "params must be an object",
+                json!(6),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                -32600,
+                "id must be",
+                Value::Null,
+            ),
         ];
         for (line, code, needle, id) in cases {
             let rejected = rejected(line);
@@ -227,29 +306,51 @@ mod tests {
 
     #[test]
     fn malformed_utf8_is_a_parse_error_naming_the_byte() {
-        let rejected = decode_request(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffng\"}").unwrap_err();
+        let rejected =
+            decode_request(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\xffng\"}").unwrap_err();
         assert_eq!(rejected.error.code, ErrorCode::Parse);
-        assert!(rejected.error.message.contains("UTF-8") && rejected.error.message.contains("byte 35"), "{}", rejected.error.message);
+        assert!(
+            rejected.error.message.contains("UTF-8") && rejected.error.message.contains("byte 35"),
+            "{}",
+            rejected.error.message
+        );
     }
 
     #[test]
     fn responses_echo_the_id_and_hold_exactly_one_of_result_or_error() {
-        let ok: Value = serde_json::from_slice(&result_line(&json!(3), json!({"ok": true}))).unwrap();
+        let ok: Value =
+            serde_json::from_slice(&result_line(&json!(3), json!({"ok": true}))).unwrap();
         assert_eq!(ok, json!({"jsonrpc": "2.0", "id": 3, "result": {"ok": true}}));
-        let bytes = error_line(&Value::Null, &RpcError::new(ErrorCode::QueueFull, "Command queue full"));
+        let bytes =
+            error_line(&Value::Null, &RpcError::new(ErrorCode::QueueFull, "Command queue full"));
         assert_eq!(bytes.last(), Some(&b'\n'));
         let error: Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(error, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32002, "message": "Command queue full"}}));
+        assert_eq!(
+            error,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32002, "message": "Command queue full"}})
+        );
         assert_eq!(oversized(MAX_LINE_BYTES).error.code.code(), -32600);
     }
 
     #[test]
     fn an_error_echoing_a_huge_value_stays_within_the_line_limit() {
-        let echoed = format!("x must be an integer, got a string ({})", json!("\"é".repeat(MAX_LINE_BYTES / 2)));
+        let echoed = format!(
+            "x must be an integer, got a string ({})",
+            json!("\"é".repeat(MAX_LINE_BYTES / 2))
+        );
         let bytes = error_line(&json!(1), &RpcError::invalid_params(echoed));
         assert!(bytes.len() <= MAX_ERROR_MESSAGE_BYTES * 2 + 100, "{} bytes", bytes.len());
-        let message = serde_json::from_slice::<Value>(&bytes).unwrap()["error"]["message"].as_str().unwrap().to_string();
-        assert!(message.starts_with("x must be an integer") && message.ends_with("(cut)") && message.len() <= MAX_ERROR_MESSAGE_BYTES, "{}", message.len());
+        let message = serde_json::from_slice::<Value>(&bytes).unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.starts_with("x must be an integer")
+                && message.ends_with("(cut)")
+                && message.len() <= MAX_ERROR_MESSAGE_BYTES,
+            "{}",
+            message.len()
+        );
         let short = error_line(&json!(1), &RpcError::invalid_params("short"));
         assert_eq!(serde_json::from_slice::<Value>(&short).unwrap()["error"]["message"], "short");
     }
@@ -284,10 +385,28 @@ mod tests {
     }
 
     fn envelope_like() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![Just(Value::Null), any::<bool>().prop_map(Value::from), any::<i64>().prop_map(Value::from), "[a-z2.]{0,6}".prop_map(Value::from)];
-        let value = leaf.prop_recursive(2, 8, 3, |inner| prop_oneof![proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from), proptest::collection::btree_map("[a-z]{1,3}", inner, 0..3).prop_map(|m| Value::Object(m.into_iter().collect()))]);
-        let key = prop_oneof![Just("jsonrpc".to_string()), Just("id".to_string()), Just("method".to_string()), Just("params".to_string()), "[a-z]{1,4}"];
-        proptest::collection::btree_map(key, value, 0..5).prop_map(|m| Value::Object(m.into_iter().collect()))
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[a-z2.]{0,6}".prop_map(Value::from)
+        ];
+        let value = leaf.prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z]{1,3}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect()))
+            ]
+        });
+        let key = prop_oneof![
+            Just("jsonrpc".to_string()),
+            Just("id".to_string()),
+            Just("method".to_string()),
+            Just("params".to_string()),
+            "[a-z]{1,4}"
+        ];
+        proptest::collection::btree_map(key, value, 0..5)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
     }
 
     proptest! {

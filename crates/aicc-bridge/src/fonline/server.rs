@@ -11,11 +11,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 use super::gate::Gate;
-use crate::protocol::core::looks_like_http;
-use crate::server::slots::{CapReached, ConnectionCaps};
 use super::rpc::{error_line, oversized, ErrorCode, RpcError, MAX_LINE_BYTES};
 use super::Dialect;
 use crate::protocol::codec::{Frame, LineFramer};
+use crate::protocol::core::looks_like_http;
+use crate::server::slots::{CapReached, ConnectionCaps};
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -47,7 +47,8 @@ pub async fn serve(dialect: Arc<Dialect>, listener: TcpListener) {
 }
 
 async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: ConnectionLimits) {
-    let (max, per_address) = (dialect.settings.max_connections, dialect.settings.max_connections_per_address);
+    let (max, per_address) =
+        (dialect.settings.max_connections, dialect.settings.max_connections_per_address);
     let caps = ConnectionCaps::new(max, per_address);
     loop {
         let (mut stream, peer) = match listener.accept().await {
@@ -70,7 +71,8 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
                 // Bounded: a refused peer that never reads cannot keep its socket.
                 tokio::spawn(async move {
                     let _ = tokio::time::timeout(Duration::from_secs(5), async {
-                        let _ = stream.write_all(&error_line(&serde_json::Value::Null, &error)).await;
+                        let _ =
+                            stream.write_all(&error_line(&serde_json::Value::Null, &error)).await;
                         let _ = stream.shutdown().await;
                     })
                     .await;
@@ -91,9 +93,15 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
     }
 }
 
-async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: ConnectionLimits, peer: SocketAddr) -> std::io::Result<()> {
+async fn handle_connection(
+    dialect: &Dialect,
+    stream: TcpStream,
+    limits: ConnectionLimits,
+    peer: SocketAddr,
+) -> std::io::Result<()> {
     let settings = &dialect.settings;
-    let mut gate = Gate::new(&settings.tokens, settings.unauthenticated_scope, settings.max_auth_failures);
+    let mut gate =
+        Gate::new(&settings.tokens, settings.unauthenticated_scope, settings.max_auth_failures);
     let (mut reader, mut writer) = stream.into_split();
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let mut buffer = vec![0u8; READ_CHUNK_BYTES];
@@ -103,12 +111,28 @@ async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: Connect
         let idle_deadline = Instant::now() + limits.idle;
         let deadline = match gate.scope() {
             Some(_) => idle_deadline,
-            None if Instant::now() >= auth_deadline => return close_silent(writer, peer, "it stayed unauthenticated", limits.unauthenticated).await,
+            None if Instant::now() >= auth_deadline => {
+                return close_silent(
+                    writer,
+                    peer,
+                    "it stayed unauthenticated",
+                    limits.unauthenticated,
+                )
+                .await
+            }
             None => idle_deadline.min(auth_deadline),
         };
         let n = match tokio::time::timeout_at(deadline, reader.read(&mut buffer)).await {
             Ok(read) => read?,
-            Err(_) if gate.scope().is_none() && deadline == auth_deadline => return close_silent(writer, peer, "it stayed unauthenticated", limits.unauthenticated).await,
+            Err(_) if gate.scope().is_none() && deadline == auth_deadline => {
+                return close_silent(
+                    writer,
+                    peer,
+                    "it stayed unauthenticated",
+                    limits.unauthenticated,
+                )
+                .await
+            }
             Err(_) => return close_silent(writer, peer, "it sent nothing", limits.idle).await,
         };
         if n == 0 {
@@ -149,7 +173,10 @@ async fn handle_connection(dialect: &Dialect, stream: TcpStream, limits: Connect
 fn junk(dialect: &Dialect, line: &[u8], undecodable: &mut u32) -> Option<RpcError> {
     if looks_like_http(line) {
         dialect.state.lock().closed_for_http += 1;
-        let shown: String = String::from_utf8_lossy(&line[..line.len().min(40)]).chars().filter(|c| !c.is_control()).collect();
+        let shown: String = String::from_utf8_lossy(&line[..line.len().min(40)])
+            .chars()
+            .filter(|c| !c.is_control())
+            .collect();
         return Some(RpcError::new(ErrorCode::InvalidRequest, format!("Invalid request: this is an AI-control endpoint (JSON-RPC over NDJSON), not HTTP: the line '{shown}' looks like an HTTP request; closing the connection")));
     }
     if serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line).is_ok() {
@@ -166,7 +193,12 @@ fn junk(dialect: &Dialect, line: &[u8], undecodable: &mut u32) -> Option<RpcErro
 
 /// Closes a connection held open without use; nothing is answered (there
 /// is no request to answer).
-async fn close_silent(mut writer: tokio::net::tcp::OwnedWriteHalf, peer: SocketAddr, why: &str, limit: Duration) -> std::io::Result<()> {
+async fn close_silent(
+    mut writer: tokio::net::tcp::OwnedWriteHalf,
+    peer: SocketAddr,
+    why: &str,
+    limit: Duration,
+) -> std::io::Result<()> {
     tracing::info!(%peer, "AI-control: closing a connection: {why} for {:.0} s", limit.as_secs_f64());
     writer.shutdown().await
 }
@@ -199,7 +231,10 @@ mod tests {
     use crate::tools::Registry;
 
     /// A served dialect (with a token when `with_token`) under `limits`.
-    async fn served(with_token: bool, limits: ConnectionLimits) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    async fn served(
+        with_token: bool,
+        limits: ConnectionLimits,
+    ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
         let catalog = Arc::new(Registry::new(&Config::default()).catalog().unwrap());
         let mut tokens = Tokens::default();
         if with_token {
@@ -215,13 +250,19 @@ mod tests {
     /// not a measure of speed).
     async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
         let mut received = Vec::new();
-        tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut received)).await.expect("the bridge closed the connection").unwrap();
+        tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut received))
+            .await
+            .expect("the bridge closed the connection")
+            .unwrap();
         received
     }
 
     #[tokio::test]
     async fn a_connection_that_never_authenticates_is_closed_without_an_answer() {
-        let limits = ConnectionLimits { unauthenticated: Duration::from_millis(50), idle: Duration::from_secs(3600) };
+        let limits = ConnectionLimits {
+            unauthenticated: Duration::from_millis(50),
+            idle: Duration::from_secs(3600),
+        };
         let (address, server) = served(true, limits).await;
         let mut silent = TcpStream::connect(address).await.unwrap();
         assert_eq!(read_until_closed(&mut silent).await, b"");
@@ -230,7 +271,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_idle_connection_is_closed_after_its_answers() {
-        let limits = ConnectionLimits { unauthenticated: Duration::from_secs(3600), idle: Duration::from_millis(50) };
+        let limits = ConnectionLimits {
+            unauthenticated: Duration::from_secs(3600),
+            idle: Duration::from_millis(50),
+        };
         let (address, server) = served(false, limits).await;
         let mut client = TcpStream::connect(address).await.unwrap();
         client.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").await.unwrap();

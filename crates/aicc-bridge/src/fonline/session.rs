@@ -52,20 +52,31 @@ pub enum SendError {
 /// A tool call's outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallOutcome {
-    Ok { output: Value, tick: Option<u64> },
+    Ok {
+        output: Value,
+        tick: Option<u64>,
+    },
     /// `error` is the AICC error object (code, message, retryable).
-    Failed { error: Value, tick: Option<u64> },
+    Failed {
+        error: Value,
+        tick: Option<u64>,
+    },
 }
 
 impl CallOutcome {
     fn failed(code: &str, message: impl Into<String>, retryable: bool) -> Self {
-        CallOutcome::Failed { error: json!({ "code": code, "message": message.into(), "retryable": retryable }), tick: None }
+        CallOutcome::Failed {
+            error: json!({ "code": code, "message": message.into(), "retryable": retryable }),
+            tick: None,
+        }
     }
 
     pub fn error_message(&self) -> Option<&str> {
         match self {
             CallOutcome::Ok { .. } => None,
-            CallOutcome::Failed { error, .. } => Some(error["message"].as_str().unwrap_or("the call failed")),
+            CallOutcome::Failed { error, .. } => {
+                Some(error["message"].as_str().unwrap_or("the call failed"))
+            }
         }
     }
 }
@@ -111,12 +122,27 @@ impl Default for Session {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
     /// session_init: the session is open.
-    Opened { session_id: String, usable_actuators: Vec<String>, heartbeat_interval: Option<Duration> },
+    Opened {
+        session_id: String,
+        usable_actuators: Vec<String>,
+        heartbeat_interval: Option<Duration>,
+    },
     /// A manifest pushed in a heartbeat.
-    Manifest { usable_actuators: Vec<String> },
-    Result { call_id: String, outcome: CallOutcome },
-    Event { topic: String, tick: Option<u64>, payload: Value },
-    Error { message: String },
+    Manifest {
+        usable_actuators: Vec<String>,
+    },
+    Result {
+        call_id: String,
+        outcome: CallOutcome,
+    },
+    Event {
+        topic: String,
+        tick: Option<u64>,
+        payload: Value,
+    },
+    Error {
+        message: String,
+    },
     /// Heartbeats and anything else: nothing to do.
     Ignored,
 }
@@ -124,14 +150,24 @@ pub enum Incoming {
 /// Classifies one message from the core.
 pub fn classify(message: &Value) -> Incoming {
     let tick = message["meta"]["tick"].as_u64();
-    let actuators = |manifest: &Value| -> Vec<String> { manifest["capabilities"]["actuators"].as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect()).unwrap_or_default() };
+    let actuators = |manifest: &Value| -> Vec<String> {
+        manifest["capabilities"]["actuators"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
     match message["type"].as_str() {
         Some("session_init") => Incoming::Opened {
             session_id: message["session_id"].as_str().unwrap_or_default().to_string(),
             usable_actuators: actuators(message),
-            heartbeat_interval: message["heartbeat_interval_s"].as_f64().filter(|s| s.is_finite() && *s > 0.0).map(Duration::from_secs_f64),
+            heartbeat_interval: message["heartbeat_interval_s"]
+                .as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64),
         },
-        Some("heartbeat") if message.get("manifest_update").is_some() => Incoming::Manifest { usable_actuators: actuators(&message["manifest_update"]) },
+        Some("heartbeat") if message.get("manifest_update").is_some() => {
+            Incoming::Manifest { usable_actuators: actuators(&message["manifest_update"]) }
+        }
         Some("tool_result") => {
             let call_id = message["call_id"].as_str().unwrap_or_default().to_string();
             let outcome = if message["ok"] == true {
@@ -141,8 +177,18 @@ pub fn classify(message: &Value) -> Incoming {
             };
             Incoming::Result { call_id, outcome }
         }
-        Some("event") => Incoming::Event { topic: message["topic"].as_str().unwrap_or_default().to_string(), tick, payload: message["payload"].clone() },
-        Some("error") => Incoming::Error { message: format!("{}: {}", message["code"].as_str().unwrap_or("error"), message["message"].as_str().unwrap_or_default()) },
+        Some("event") => Incoming::Event {
+            topic: message["topic"].as_str().unwrap_or_default().to_string(),
+            tick,
+            payload: message["payload"].clone(),
+        },
+        Some("error") => Incoming::Error {
+            message: format!(
+                "{}: {}",
+                message["code"].as_str().unwrap_or("error"),
+                message["message"].as_str().unwrap_or_default()
+            ),
+        },
         _ => Incoming::Ignored,
     }
 }
@@ -150,7 +196,8 @@ pub fn classify(message: &Value) -> Incoming {
 /// The mirrored form of a session event, or None for topics the dialect
 /// reports itself.
 pub fn mirrored_event(topic: &str, tick: Option<u64>, payload: &Value) -> Option<Value> {
-    (!NOT_MIRRORED.contains(&topic)).then(|| json!({ "type": topic, "tick": tick, "payload": payload }))
+    (!NOT_MIRRORED.contains(&topic))
+        .then(|| json!({ "type": topic, "tick": tick, "payload": payload }))
 }
 
 impl Session {
@@ -166,7 +213,11 @@ impl Session {
     /// Sends a tool call at once (no waiting: callable under other locks,
     /// which keeps the order of calls and cancels); the receiver gets its
     /// outcome. An error says why it could not be sent.
-    pub fn start_call(&self, tool: &str, input: Map<String, Value>) -> Result<(String, oneshot::Receiver<CallOutcome>), SendError> {
+    pub fn start_call(
+        &self,
+        tool: &str,
+        input: Map<String, Value>,
+    ) -> Result<(String, oneshot::Receiver<CallOutcome>), SendError> {
         let mut link = self.link.lock();
         if link.pending.len() >= MAX_PENDING_CALLS {
             return Err(SendError::TooManyPending);
@@ -183,7 +234,12 @@ impl Session {
         Self::send_call(&mut self.link.lock(), self.name, tool, input)
     }
 
-    fn send_call(link: &mut Link, name: &str, tool: &str, input: Map<String, Value>) -> Result<String, SendError> {
+    fn send_call(
+        link: &mut Link,
+        name: &str,
+        tool: &str,
+        input: Map<String, Value>,
+    ) -> Result<String, SendError> {
         let Some(outgoing) = link.outgoing.clone().filter(|_| link.view.open) else {
             return Err(SendError::NotOpen { last_error: link.view.last_error.clone() });
         };
@@ -209,22 +265,40 @@ impl Session {
     /// call included) without awaiting its result: for when in doubt.
     pub fn stop(&self, reason: &str) -> Result<(), SendError> {
         let mut input = Map::new();
-        input.insert("reason".into(), json!(reason.chars().take(STOP_REASON_MAX_CHARS).collect::<String>()));
+        input.insert(
+            "reason".into(),
+            json!(reason.chars().take(STOP_REASON_MAX_CHARS).collect::<String>()),
+        );
         self.send_untracked(STOP_TOOL, input).map(|_| ())
     }
 
     /// Calls a tool and waits for its outcome, at most `timeout`.
-    pub async fn call(&self, tool: &str, input: Map<String, Value>, timeout: Duration) -> CallOutcome {
+    pub async fn call(
+        &self,
+        tool: &str,
+        input: Map<String, Value>,
+        timeout: Duration,
+    ) -> CallOutcome {
         let (call_id, receiver) = match self.start_call(tool, input) {
             Ok(started) => started,
-            Err(not_sent) => return CallOutcome::failed("tool_unavailable", not_sent.to_string(), true),
+            Err(not_sent) => {
+                return CallOutcome::failed("tool_unavailable", not_sent.to_string(), true)
+            }
         };
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => CallOutcome::failed("execution_failed", "the bridge session closed before the result came", false),
+            Ok(Err(_)) => CallOutcome::failed(
+                "execution_failed",
+                "the bridge session closed before the result came",
+                false,
+            ),
             Err(_) => {
                 self.link.lock().pending.remove(&call_id);
-                CallOutcome::failed("timeout", format!("no result from '{tool}' within {:.1} s", timeout.as_secs_f64()), true)
+                CallOutcome::failed(
+                    "timeout",
+                    format!("no result from '{tool}' within {:.1} s", timeout.as_secs_f64()),
+                    true,
+                )
             }
         }
     }
@@ -252,7 +326,11 @@ impl Session {
     }
 
     /// Serves one connection until it ends; returns why it ended.
-    async fn serve<S: AsyncRead + AsyncWrite + Send + 'static>(&self, stream: S, on_event: &impl Fn(Value)) -> String {
+    async fn serve<S: AsyncRead + AsyncWrite + Send + 'static>(
+        &self,
+        stream: S,
+        on_event: &impl Fn(Value),
+    ) -> String {
         let (mut reader, mut writer) = tokio::io::split(stream);
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUTGOING_QUEUE);
         self.link.lock().outgoing = Some(tx.clone());
@@ -287,7 +365,9 @@ impl Session {
             while let Some(frame) = framer.next_frame() {
                 let line = match frame {
                     Frame::Line(line) => line,
-                    Frame::Oversized { limit_bytes } => break 'serve format!("the bridge sent a line over {limit_bytes} bytes"),
+                    Frame::Oversized { limit_bytes } => {
+                        break 'serve format!("the bridge sent a line over {limit_bytes} bytes")
+                    }
                 };
                 match serde_json::from_slice::<Value>(&line) {
                     Ok(message) => {
@@ -295,7 +375,9 @@ impl Session {
                             heartbeat = tokio::time::interval(interval);
                         }
                     }
-                    Err(error) => tracing::warn!(%error, session = self.name, "the bridge sent a line that is not JSON"),
+                    Err(error) => {
+                        tracing::warn!(%error, session = self.name, "the bridge sent a line that is not JSON")
+                    }
                 }
             }
         };
@@ -320,7 +402,9 @@ impl Session {
                 // A third of the interval: well within the dead-peer bound.
                 return heartbeat_interval.map(|i| (i / 3).max(Duration::from_millis(200)));
             }
-            Incoming::Manifest { usable_actuators } => self.link.lock().view.usable_actuators = usable_actuators,
+            Incoming::Manifest { usable_actuators } => {
+                self.link.lock().view.usable_actuators = usable_actuators
+            }
             Incoming::Result { call_id, outcome } => {
                 let waiter = self.link.lock().pending.remove(&call_id);
                 if let Some(waiter) = waiter {
@@ -354,7 +438,13 @@ impl Session {
                 let Some(entity) = payload["entity"].as_str() else { return };
                 match payload["change"].as_str() {
                     Some("unavailable") => {
-                        link.view.unavailable.insert(entity.to_string(), payload["reason"].as_str().unwrap_or("its data source is missing").to_string());
+                        link.view.unavailable.insert(
+                            entity.to_string(),
+                            payload["reason"]
+                                .as_str()
+                                .unwrap_or("its data source is missing")
+                                .to_string(),
+                        );
                     }
                     Some("available") => {
                         link.view.unavailable.remove(entity);
@@ -378,7 +468,11 @@ impl Session {
         };
         for waiter in pending {
             // As the core marks the same abort: not retryable as it is.
-            let _ = waiter.send(CallOutcome::failed("execution_failed", format!("the bridge session was lost ({reason}); the robot was stopped"), false));
+            let _ = waiter.send(CallOutcome::failed(
+                "execution_failed",
+                format!("the bridge session was lost ({reason}); the robot was stopped"),
+                false,
+            ));
         }
     }
 }
@@ -397,7 +491,9 @@ impl Session {
 }
 
 fn tool_call_line(call_id: &str, tool: &str, input: Map<String, Value>) -> Vec<u8> {
-    line_of(json!({ "protocol": PROTOCOL, "type": "tool_call", "call_id": call_id, "tool": tool, "input": input }))
+    line_of(
+        json!({ "protocol": PROTOCOL, "type": "tool_call", "call_id": call_id, "tool": tool, "input": input }),
+    )
 }
 
 fn line_of(value: Value) -> Vec<u8> {
@@ -413,23 +509,49 @@ mod tests {
     #[test]
     fn core_messages_are_classified() {
         let init = json!({"type": "session_init", "session_id": "5b0c1234-aaaa", "heartbeat_interval_s": 10.0, "capabilities": {"actuators": ["move", "stop"]}});
-        assert_eq!(classify(&init), Incoming::Opened { session_id: "5b0c1234-aaaa".into(), usable_actuators: vec!["move".into(), "stop".into()], heartbeat_interval: Some(Duration::from_secs(10)) });
+        assert_eq!(
+            classify(&init),
+            Incoming::Opened {
+                session_id: "5b0c1234-aaaa".into(),
+                usable_actuators: vec!["move".into(), "stop".into()],
+                heartbeat_interval: Some(Duration::from_secs(10))
+            }
+        );
         let update = json!({"type": "heartbeat", "manifest_update": {"capabilities": {"actuators": ["stop"]}}});
         assert_eq!(classify(&update), Incoming::Manifest { usable_actuators: vec!["stop".into()] });
         let ok = json!({"type": "tool_result", "call_id": "fonline-3", "ok": true, "output": {"a": 1}, "meta": {"tick": 12}});
-        assert_eq!(classify(&ok), Incoming::Result { call_id: "fonline-3".into(), outcome: CallOutcome::Ok { output: json!({"a": 1}), tick: Some(12) } });
+        assert_eq!(
+            classify(&ok),
+            Incoming::Result {
+                call_id: "fonline-3".into(),
+                outcome: CallOutcome::Ok { output: json!({"a": 1}), tick: Some(12) }
+            }
+        );
         let failed = json!({"type": "tool_result", "call_id": "fonline-4", "ok": false, "error": {"code": "tool_unavailable", "message": "lease held"}, "meta": {"tick": 13}});
         let Incoming::Result { outcome, .. } = classify(&failed) else { panic!("a result") };
         assert_eq!(outcome.error_message(), Some("lease held"));
         let event = json!({"type": "event", "topic": "collision", "payload": {"other": "wall"}, "meta": {"tick": 5, "seq": 1}});
-        assert_eq!(classify(&event), Incoming::Event { topic: "collision".into(), tick: Some(5), payload: json!({"other": "wall"}) });
-        assert_eq!(classify(&json!({"type": "error", "code": "invalid_input", "message": "bad"})), Incoming::Error { message: "invalid_input: bad".into() });
+        assert_eq!(
+            classify(&event),
+            Incoming::Event {
+                topic: "collision".into(),
+                tick: Some(5),
+                payload: json!({"other": "wall"})
+            }
+        );
+        assert_eq!(
+            classify(&json!({"type": "error", "code": "invalid_input", "message": "bad"})),
+            Incoming::Error { message: "invalid_input: bad".into() }
+        );
         assert_eq!(classify(&json!({"type": "heartbeat"})), Incoming::Ignored);
     }
 
     #[test]
     fn command_and_tool_result_topics_are_not_mirrored() {
-        assert_eq!(mirrored_event("governor", Some(3), &json!({"kind": "stop"})), Some(json!({"type": "governor", "tick": 3, "payload": {"kind": "stop"}})));
+        assert_eq!(
+            mirrored_event("governor", Some(3), &json!({"kind": "stop"})),
+            Some(json!({"type": "governor", "tick": 3, "payload": {"kind": "stop"}}))
+        );
         assert_eq!(mirrored_event("command", Some(3), &json!({})), None);
         assert_eq!(mirrored_event("tool_result", None, &json!({})), None);
     }
@@ -439,13 +561,37 @@ mod tests {
         let session = Session::default();
         let events = std::cell::RefCell::new(Vec::new());
         let on_event = |e: Value| events.borrow_mut().push(e);
-        session.handle(Incoming::Event { topic: "lease".into(), tick: None, payload: json!({"holder": "ab12cd34", "yours": false}) }, &on_event);
+        session.handle(
+            Incoming::Event {
+                topic: "lease".into(),
+                tick: None,
+                payload: json!({"holder": "ab12cd34", "yours": false}),
+            },
+            &on_event,
+        );
         assert_eq!(session.view().lease_elsewhere.as_deref(), Some("ab12cd34"));
-        session.handle(Incoming::Event { topic: "lease".into(), tick: None, payload: json!({"holder": "ffff0000", "yours": true}) }, &on_event);
+        session.handle(
+            Incoming::Event {
+                topic: "lease".into(),
+                tick: None,
+                payload: json!({"holder": "ffff0000", "yours": true}),
+            },
+            &on_event,
+        );
         assert_eq!(session.view().lease_elsewhere, None);
         session.handle(Incoming::Event { topic: "state_change".into(), tick: None, payload: json!({"entity": "move", "change": "unavailable", "reason": "odometry silent"}) }, &on_event);
-        assert_eq!(session.view().unavailable.get("move").map(String::as_str), Some("odometry silent"));
-        session.handle(Incoming::Event { topic: "state_change".into(), tick: None, payload: json!({"entity": "move", "change": "available"}) }, &on_event);
+        assert_eq!(
+            session.view().unavailable.get("move").map(String::as_str),
+            Some("odometry silent")
+        );
+        session.handle(
+            Incoming::Event {
+                topic: "state_change".into(),
+                tick: None,
+                payload: json!({"entity": "move", "change": "available"}),
+            },
+            &on_event,
+        );
         assert!(session.view().unavailable.is_empty());
         assert_eq!(events.borrow().len(), 4, "all four are mirrored");
     }
@@ -470,8 +616,17 @@ mod tests {
         let (first, first_rx) = session.start_call("move", Map::new()).unwrap();
         let (_second, second_rx) = session.start_call("turn", Map::new()).unwrap();
         let sent: Value = serde_json::from_slice(&rx.recv().await.unwrap()).unwrap();
-        assert_eq!((sent["type"].as_str(), sent["tool"].as_str(), sent["call_id"].as_str()), (Some("tool_call"), Some("move"), Some(first.as_str())));
-        session.handle(Incoming::Result { call_id: first.clone(), outcome: CallOutcome::Ok { output: json!(1), tick: None } }, &|_| {});
+        assert_eq!(
+            (sent["type"].as_str(), sent["tool"].as_str(), sent["call_id"].as_str()),
+            (Some("tool_call"), Some("move"), Some(first.as_str()))
+        );
+        session.handle(
+            Incoming::Result {
+                call_id: first.clone(),
+                outcome: CallOutcome::Ok { output: json!(1), tick: None },
+            },
+            &|_| {},
+        );
         assert_eq!(first_rx.await.unwrap(), CallOutcome::Ok { output: json!(1), tick: None });
         session.close("gone");
         let lost = second_rx.await.unwrap();
@@ -514,8 +669,20 @@ mod tests {
         while let Ok(line) = rx.try_recv() {
             sent.push(serde_json::from_slice::<Value>(&line).unwrap());
         }
-        let last: Vec<(&str, &Value)> = sent.iter().rev().take(2).rev().map(|m| (m["tool"].as_str().unwrap(), &m["input"])).collect();
-        assert_eq!(last, vec![("cancel", &json!({"call_id": "fonline-1"})), ("stop", &json!({"reason": "in doubt"}))]);
+        let last: Vec<(&str, &Value)> = sent
+            .iter()
+            .rev()
+            .take(2)
+            .rev()
+            .map(|m| (m["tool"].as_str().unwrap(), &m["input"]))
+            .collect();
+        assert_eq!(
+            last,
+            vec![
+                ("cancel", &json!({"call_id": "fonline-1"})),
+                ("stop", &json!({"reason": "in doubt"}))
+            ]
+        );
     }
 
     #[test]
@@ -525,7 +692,14 @@ mod tests {
         session.handle(Incoming::Error { message: "invalid_input: bad".into() }, &|_| {});
         session.close("gone");
         assert!(session.view().last_error.is_some());
-        session.handle(Incoming::Opened { session_id: "abcdef0123".into(), usable_actuators: vec!["move".into()], heartbeat_interval: None }, &|_| {});
+        session.handle(
+            Incoming::Opened {
+                session_id: "abcdef0123".into(),
+                usable_actuators: vec!["move".into()],
+                heartbeat_interval: None,
+            },
+            &|_| {},
+        );
         let view = session.view();
         assert_eq!((view.open, view.last_error, view.unavailable.len()), (true, None, 0));
     }

@@ -72,7 +72,11 @@ impl EventHistory {
     /// pages on with the last seq returned.
     pub fn after(&self, after_seq: u64, limit: usize, byte_budget: usize) -> Value {
         let page = self.events.page_after(after_seq, limit, byte_budget, entry_bytes);
-        let events: Vec<Value> = page.items.into_iter().map(|(seq, retained)| json!({ "seq": seq, "event": retained.event })).collect();
+        let events: Vec<Value> = page
+            .items
+            .into_iter()
+            .map(|(seq, retained)| json!({ "seq": seq, "event": retained.event }))
+            .collect();
         json!({ "latestSeq": self.latest_seq(), "events": events })
     }
 }
@@ -178,11 +182,17 @@ impl CommandQueue {
     /// client's stay: they are not its to cancel). A `stop` always
     /// replaces everything, whoever sent it and whatever `append` says: it
     /// must never wait behind queued moves (nor be refused for a full queue).
-    pub fn enqueue(&mut self, command: Command, owner: Owner, generation: u64) -> Result<Accepted, QueueFull> {
+    pub fn enqueue(
+        &mut self,
+        command: Command,
+        owner: Owner,
+        generation: u64,
+    ) -> Result<Accepted, QueueFull> {
         let stop = command.is_stop();
         let replaces = !command.append || stop;
         let ours = |o: &Owner| stop || *o == owner;
-        let room_after = self.waiting.len() - if replaces { self.waiting.iter().filter(|q| ours(&q.owner)).count() } else { 0 };
+        let room_after = self.waiting.len()
+            - if replaces { self.waiting.iter().filter(|q| ours(&q.owner)).count() } else { 0 };
         if !stop && room_after >= self.capacity {
             return Err(QueueFull { capacity: self.capacity });
         }
@@ -190,7 +200,8 @@ impl CommandQueue {
         let seq = self.last_seq;
         let mut accepted = Accepted { seq, dropped: Vec::new(), cancel_call: None };
         if replaces {
-            let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) = self.waiting.drain(..).partition(|q| ours(&q.owner));
+            let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) =
+                self.waiting.drain(..).partition(|q| ours(&q.owner));
             accepted.dropped = dropped.into();
             self.waiting = kept;
             if let Some(running) = self.running.as_mut().filter(|r| ours(&r.owner)) {
@@ -215,7 +226,15 @@ impl CommandQueue {
             return None;
         }
         let next = self.waiting.pop_front()?;
-        self.running = Some(Running { seq: next.seq, owner: next.owner, generation: next.generation, is_stop: next.command.is_stop(), call_id: None, replaced_by: None, ended_by: None });
+        self.running = Some(Running {
+            seq: next.seq,
+            owner: next.owner,
+            generation: next.generation,
+            is_stop: next.command.is_stop(),
+            call_id: None,
+            replaced_by: None,
+            ended_by: None,
+        });
         Some(next)
     }
 
@@ -250,7 +269,8 @@ impl CommandQueue {
 
     /// Takes out the waiting commands `drop` says to drop.
     pub fn drop_waiting(&mut self, drop: impl Fn(&Queued) -> bool) -> Vec<Queued> {
-        let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) = self.waiting.drain(..).partition(|q| drop(q));
+        let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) =
+            self.waiting.drain(..).partition(|q| drop(q));
         self.waiting = kept;
         dropped.into()
     }
@@ -259,14 +279,20 @@ impl CommandQueue {
     /// accepted after it, in the generation before it, are of the new one
     /// (they came after that stop, not before).
     pub fn restamp_after(&mut self, stop_seq: u64, before: u64, after: u64) {
-        for queued in self.waiting.iter_mut().filter(|q| q.seq > stop_seq && q.generation == before) {
+        for queued in self.waiting.iter_mut().filter(|q| q.seq > stop_seq && q.generation == before)
+        {
             queued.generation = after;
         }
     }
 
     /// The owners of the running and waiting commands.
     pub fn owners(&self) -> Vec<Owner> {
-        let mut owners: Vec<Owner> = self.running.iter().map(|r| r.owner).chain(self.waiting.iter().map(|q| q.owner)).collect();
+        let mut owners: Vec<Owner> = self
+            .running
+            .iter()
+            .map(|r| r.owner)
+            .chain(self.waiting.iter().map(|q| q.owner))
+            .collect();
         owners.sort();
         owners.dedup();
         owners
@@ -305,12 +331,23 @@ impl Completion {
     /// may succeed later unchanged (e.g. the session is reopening).
     pub fn failed(message: impl Into<String>, code: &str, retryable: bool) -> Self {
         let message = message.into();
-        Self { success: false, error: Some(json!({ "code": code, "message": message, "retryable": retryable })), message, output: None, tick: None }
+        Self {
+            success: false,
+            error: Some(json!({ "code": code, "message": message, "retryable": retryable })),
+            message,
+            output: None,
+            tick: None,
+        }
     }
 }
 
 /// The one `command_completed` event of an accepted command.
-pub fn command_completed(seq: u64, command_type: &str, tool: Option<&str>, completion: Completion) -> Value {
+pub fn command_completed(
+    seq: u64,
+    command_type: &str,
+    tool: Option<&str>,
+    completion: Completion,
+) -> Value {
     let mut event = json!({
         "type": "command_completed",
         "commandSeq": seq,
@@ -357,7 +394,12 @@ fn without_volatile(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
-                .filter(|(key, _)| !(key.as_str() == "tick" || key.as_str() == "stamp_s" || key.ends_with("age_ms") || key.ends_with("age_s")))
+                .filter(|(key, _)| {
+                    !(key.as_str() == "tick"
+                        || key.as_str() == "stamp_s"
+                        || key.ends_with("age_ms")
+                        || key.ends_with("age_s"))
+                })
                 .map(|(key, value)| (key.clone(), without_volatile(value)))
                 .collect(),
         ),
@@ -387,11 +429,25 @@ const STALE: &str = "dropped: a stop (from any front end: AICC, MCP, the console
 
 impl DialectState {
     pub fn new(max_queued_commands: usize, max_events: usize) -> Self {
-        Self { queue: CommandQueue::new(max_queued_commands), history: EventHistory::new(max_events), observation: ObservationTracker::default(), last_error: String::new(), heard: HashMap::new(), closed_for_http: 0, closed_for_undecodable: 0 }
+        Self {
+            queue: CommandQueue::new(max_queued_commands),
+            history: EventHistory::new(max_events),
+            observation: ObservationTracker::default(),
+            last_error: String::new(),
+            heard: HashMap::new(),
+            closed_for_http: 0,
+            closed_for_undecodable: 0,
+        }
     }
 
     /// Records a command's completion event (and a failure as the last error).
-    pub fn complete(&mut self, seq: u64, command_type: &str, tool: Option<&str>, completion: Completion) -> u64 {
+    pub fn complete(
+        &mut self,
+        seq: u64,
+        command_type: &str,
+        tool: Option<&str>,
+        completion: Completion,
+    ) -> u64 {
         if !completion.success {
             self.last_error = format!("command {seq} ({command_type}): {}", completion.message);
         }
@@ -406,7 +462,8 @@ impl DialectState {
     /// Why `owner`'s lease has expired at `now`, if it has: nothing heard
     /// from it for longer than `timeout`.
     pub fn lease_expired(&self, owner: Owner, now: Instant, timeout: Duration) -> Option<String> {
-        let silent = self.heard.get(&owner).map_or(Duration::MAX, |at| now.saturating_duration_since(*at));
+        let silent =
+            self.heard.get(&owner).map_or(Duration::MAX, |at| now.saturating_duration_since(*at));
         (silent > timeout).then(|| {
             let silent = if silent == Duration::MAX { "ever".to_string() } else { format!("{:.1} s", silent.as_secs_f64()) };
             format!("the AI-control lease expired: no request from its client ({}) for {silent}, more than fonline.lease_timeout_s = {} s; the robot was stopped", owner.describe(), timeout.as_secs_f64())
@@ -415,15 +472,28 @@ impl DialectState {
 
     /// The lease of each owner with commands: (owner, silent for).
     pub fn leases(&self, now: Instant) -> Vec<(Owner, Option<Duration>)> {
-        self.queue.owners().into_iter().map(|owner| (owner, self.heard.get(&owner).map(|at| now.saturating_duration_since(*at)))).collect()
+        self.queue
+            .owners()
+            .into_iter()
+            .map(|owner| {
+                (owner, self.heard.get(&owner).map(|at| now.saturating_duration_since(*at)))
+            })
+            .collect()
     }
 
     /// Drops the waiting commands a stop came after (`generation` is the
     /// current one) and those whose owner's lease has expired, each with
     /// its failed completion. Returns how many were dropped.
     pub fn sweep(&mut self, generation: u64, now: Instant, lease: Duration) -> usize {
-        let expired: HashMap<Owner, String> = self.queue.owners().into_iter().filter_map(|o| self.lease_expired(o, now, lease).map(|why| (o, why))).collect();
-        let dropped = self.queue.drop_waiting(|q| q.generation != generation || expired.contains_key(&q.owner));
+        let expired: HashMap<Owner, String> = self
+            .queue
+            .owners()
+            .into_iter()
+            .filter_map(|o| self.lease_expired(o, now, lease).map(|why| (o, why)))
+            .collect();
+        let dropped = self
+            .queue
+            .drop_waiting(|q| q.generation != generation || expired.contains_key(&q.owner));
         let count = dropped.len();
         for queued in dropped {
             let completion = match expired.get(&queued.owner) {
@@ -442,11 +512,19 @@ mod tests {
     use serde_json::Map;
 
     fn command(append: bool) -> Command {
-        Command { command_type: "move".into(), append, action: Action::Tool { tool: "move".into(), input: Map::new() } }
+        Command {
+            command_type: "move".into(),
+            append,
+            action: Action::Tool { tool: "move".into(), input: Map::new() },
+        }
     }
 
     fn stop(append: bool) -> Command {
-        Command { command_type: "stop".into(), append, action: Action::Tool { tool: "stop".into(), input: Map::new() } }
+        Command {
+            command_type: "stop".into(),
+            append,
+            action: Action::Tool { tool: "stop".into(), input: Map::new() },
+        }
     }
 
     const A: Owner = Credential::Token(1);
@@ -461,9 +539,18 @@ mod tests {
         queue.enqueue(command(true), A, 0).unwrap();
         queue.enqueue(command(true), B, 0).unwrap();
         assert_eq!(queue.enqueue(command(true), A, 0), Err(QueueFull { capacity: 2 }));
-        let accepted = queue.enqueue(stop(true), B, 0).expect("a stop is never refused for a full queue");
-        assert_eq!(accepted.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), vec![2, 3], "the queued moves go, whoever sent them");
-        assert_eq!(accepted.cancel_call.as_deref(), Some("fonline-1"), "the running move is cancelled, though another client's");
+        let accepted =
+            queue.enqueue(stop(true), B, 0).expect("a stop is never refused for a full queue");
+        assert_eq!(
+            accepted.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(),
+            vec![2, 3],
+            "the queued moves go, whoever sent them"
+        );
+        assert_eq!(
+            accepted.cancel_call.as_deref(),
+            Some("fonline-1"),
+            "the running move is cancelled, though another client's"
+        );
         assert_eq!(queue.finish(1).unwrap().replaced_by, Some(accepted.seq));
         assert_eq!(queue.start_next().unwrap().seq, accepted.seq, "the stop runs next");
     }
@@ -495,7 +582,11 @@ mod tests {
         assert_eq!(accepted.seq, 4);
         assert_eq!(accepted.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), vec![2, 3]);
         assert_eq!(accepted.cancel_call.as_deref(), Some("fonline-1"));
-        assert_eq!(queue.finish(1).unwrap().replaced_by, Some(4), "the running one learns what replaced it");
+        assert_eq!(
+            queue.finish(1).unwrap().replaced_by,
+            Some(4),
+            "the running one learns what replaced it"
+        );
         assert_eq!(queue.start_next().unwrap().seq, 4);
     }
 
@@ -508,11 +599,19 @@ mod tests {
         queue.enqueue(command(true), A, 0).unwrap();
         assert!(!queue.replaces_running(&command(false), B));
         let accepted = queue.enqueue(command(false), B, 0).unwrap();
-        assert_eq!((accepted.dropped.len(), accepted.cancel_call), (0, None), "A's running and waiting commands are not B's to cancel");
+        assert_eq!(
+            (accepted.dropped.len(), accepted.cancel_call),
+            (0, None),
+            "A's running and waiting commands are not B's to cancel"
+        );
         assert_eq!(queue.running().unwrap().replaced_by, None);
         assert!(queue.replaces_running(&command(false), A));
         let again = queue.enqueue(command(false), A, 0).unwrap();
-        assert_eq!((again.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), again.cancel_call.as_deref()), (vec![2], Some("fonline-1")), "A replaces its own, B's stays");
+        assert_eq!(
+            (again.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), again.cancel_call.as_deref()),
+            (vec![2], Some("fonline-1")),
+            "A replaces its own, B's stays"
+        );
         assert_eq!(queue.owners(), vec![A, B]);
     }
 
@@ -538,11 +637,22 @@ mod tests {
         }
         assert_eq!(state.sweep(5, t0, Duration::from_secs(2)), 0, "no stop since");
         let after = state.queue.enqueue(command(true), A, 6).unwrap().seq;
-        assert_eq!(state.sweep(6, t0, Duration::from_secs(2)), 3, "a stop came (generation 6): the three before it go");
-        assert_eq!(state.queue.start_next().unwrap().seq, after, "the one accepted after the stop runs");
+        assert_eq!(
+            state.sweep(6, t0, Duration::from_secs(2)),
+            3,
+            "a stop came (generation 6): the three before it go"
+        );
+        assert_eq!(
+            state.queue.start_next().unwrap().seq,
+            after,
+            "the one accepted after the stop runs"
+        );
         let events = state.history.after(0, 10, usize::MAX);
         let dropped = &events["events"][0]["event"];
-        assert_eq!((dropped["success"].clone(), dropped["error"]["code"].clone()), (json!(false), json!("stopped")));
+        assert_eq!(
+            (dropped["success"].clone(), dropped["error"]["code"].clone()),
+            (json!(false), json!("stopped"))
+        );
         assert!(dropped["message"].as_str().unwrap().contains("a stop"), "{dropped}");
     }
 
@@ -553,7 +663,11 @@ mod tests {
         let later = queue.enqueue(command(true), A, 3).unwrap().seq;
         queue.start_next().unwrap();
         queue.restamp_after(stop_seq, 3, 4);
-        assert_eq!(queue.drop_waiting(|q| q.generation != 4).len(), 0, "command {later} came after the stop: it is of the new generation");
+        assert_eq!(
+            queue.drop_waiting(|q| q.generation != 4).len(),
+            0,
+            "command {later} came after the stop: it is of the new generation"
+        );
     }
 
     #[test]
@@ -565,15 +679,32 @@ mod tests {
         state.heard(B, t0);
         state.queue.enqueue(command(true), A, 0).unwrap();
         state.queue.enqueue(command(true), B, 0).unwrap();
-        assert_eq!(state.lease_expired(A, t0 + lease, lease), None, "exactly the timeout is not yet past it");
+        assert_eq!(
+            state.lease_expired(A, t0 + lease, lease),
+            None,
+            "exactly the timeout is not yet past it"
+        );
         state.heard(B, t0 + Duration::from_secs(2));
         let why = state.lease_expired(A, t0 + Duration::from_millis(2100), lease).unwrap();
-        assert!(why.contains("lease expired") && why.contains("token #1") && why.contains("2.1 s"), "{why}");
-        assert_eq!(state.sweep(0, t0 + Duration::from_millis(2100), lease), 1, "A's command goes, B's stays");
+        assert!(
+            why.contains("lease expired") && why.contains("token #1") && why.contains("2.1 s"),
+            "{why}"
+        );
+        assert_eq!(
+            state.sweep(0, t0 + Duration::from_millis(2100), lease),
+            1,
+            "A's command goes, B's stays"
+        );
         assert_eq!(state.queue.owners(), vec![B]);
         let dropped = &state.history.after(0, 10, usize::MAX)["events"][0]["event"];
         assert_eq!(dropped["error"]["code"], "lease_expired", "{dropped}");
-        assert!(state.lease_expired(Credential::Unauthenticated, t0, lease).unwrap().contains("for ever"), "never heard from");
+        assert!(
+            state
+                .lease_expired(Credential::Unauthenticated, t0, lease)
+                .unwrap()
+                .contains("for ever"),
+            "never heard from"
+        );
     }
 
     #[test]
@@ -584,7 +715,8 @@ mod tests {
         }
         assert_eq!((history.len(), history.latest_seq()), (3, 5));
         let page = history.after(0, 500, usize::MAX);
-        let seqs: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        let seqs: Vec<u64> =
+            page["events"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
         assert_eq!(seqs, vec![3, 4, 5], "the oldest went first");
         assert_eq!(page["latestSeq"], 5);
         assert_eq!(history.after(3, 1, usize::MAX)["events"][0]["seq"], 4);
@@ -595,7 +727,11 @@ mod tests {
 
     #[test]
     fn a_page_entry_is_measured_as_it_is_sent() {
-        for (seq, event) in [(1, json!({})), (42, json!({ "type": "t", "n": [1, 2.5, "é"] })), (123_456, json!({ "message": "a \"quoted\" line\n" }))] {
+        for (seq, event) in [
+            (1, json!({})),
+            (42, json!({ "type": "t", "n": [1, 2.5, "é"] })),
+            (123_456, json!({ "message": "a \"quoted\" line\n" })),
+        ] {
             let (event, json_bytes) = bounded(event);
             let sent = json!({ "seq": seq, "event": event }).to_string().len() + 1;
             assert_eq!(entry_bytes(seq, &Retained { event, json_bytes }), sent);
@@ -606,7 +742,9 @@ mod tests {
     fn a_huge_event_is_retained_with_its_output_summarised() {
         let mut history = EventHistory::new(2);
         let big = "x".repeat(MAX_EVENT_BYTES * 2);
-        history.push(json!({ "type": "command_completed", "success": true, "output": { "blob": big } }));
+        history.push(
+            json!({ "type": "command_completed", "success": true, "output": { "blob": big } }),
+        );
         let kept = &history.after(0, 1, usize::MAX)["events"][0]["event"];
         assert!(kept.to_string().len() <= MAX_EVENT_BYTES);
         assert_eq!(kept["success"], true);
@@ -616,17 +754,47 @@ mod tests {
     #[test]
     fn completion_events_carry_output_or_error_and_failures_are_the_last_error() {
         let mut state = DialectState::new(2, 8);
-        state.complete(1, "move", Some("move"), Completion { success: true, message: "completed".into(), output: Some(json!({"ok": 1})), error: None, tick: Some(4) });
+        state.complete(
+            1,
+            "move",
+            Some("move"),
+            Completion {
+                success: true,
+                message: "completed".into(),
+                output: Some(json!({"ok": 1})),
+                error: None,
+                tick: Some(4),
+            },
+        );
         assert_eq!(state.last_error, "");
-        state.complete(2, "jump", None, Completion::failed("unknown action 'jump'", "unknown_action", false));
-        state.complete(3, "move", Some("move"), Completion::failed("the bridge session is not open", "tool_unavailable", true));
+        state.complete(
+            2,
+            "jump",
+            None,
+            Completion::failed("unknown action 'jump'", "unknown_action", false),
+        );
+        state.complete(
+            3,
+            "move",
+            Some("move"),
+            Completion::failed("the bridge session is not open", "tool_unavailable", true),
+        );
         let events = state.history.after(0, 10, usize::MAX);
-        assert_eq!(events["events"][0]["event"], json!({"type": "command_completed", "commandSeq": 1, "commandType": "move", "tool": "move", "success": true, "message": "completed", "tick": 4, "output": {"ok": 1}}));
+        assert_eq!(
+            events["events"][0]["event"],
+            json!({"type": "command_completed", "commandSeq": 1, "commandType": "move", "tool": "move", "success": true, "message": "completed", "tick": 4, "output": {"ok": 1}})
+        );
         let failed = &events["events"][1]["event"];
-        assert_eq!((failed["success"].clone(), failed["error"]["code"].clone(), failed["tool"].clone()), (json!(false), json!("unknown_action"), Value::Null));
+        assert_eq!(
+            (failed["success"].clone(), failed["error"]["code"].clone(), failed["tool"].clone()),
+            (json!(false), json!("unknown_action"), Value::Null)
+        );
         assert!(failed.get("output").is_none());
         assert_eq!(failed["error"]["retryable"], false);
-        assert_eq!(events["events"][2]["event"]["error"]["retryable"], true, "a transient failure says so");
+        assert_eq!(
+            events["events"][2]["event"]["error"]["retryable"], true,
+            "a transient failure says so"
+        );
         assert!(state.last_error.contains("command 3 (move)"));
     }
 
@@ -638,7 +806,8 @@ mod tests {
         assert_eq!(tracker.update(&a), 1);
         let same = json!({ "tick": 9, "robot": { "position_m": { "x": 0.0 }, "odom_age_ms": 7.5, "stamp_s": 2.0 } });
         assert_eq!(tracker.update(&same), 1, "only the tick and ages changed");
-        let moved = json!({ "tick": 9, "robot": { "position_m": { "x": 0.1 }, "odom_age_ms": 7.5 } });
+        let moved =
+            json!({ "tick": 9, "robot": { "position_m": { "x": 0.1 }, "odom_age_ms": 7.5 } });
         assert_eq!(tracker.update(&moved), 2);
     }
 }

@@ -42,7 +42,9 @@ impl DepthEncoding {
     fn parse(name: &str) -> Option<Self> {
         match name.trim() {
             n if n.eq_ignore_ascii_case("32FC1") => Some(Self::Float32Metres),
-            n if n.eq_ignore_ascii_case("16UC1") || n.eq_ignore_ascii_case("mono16") => Some(Self::U16Millimetres),
+            n if n.eq_ignore_ascii_case("16UC1") || n.eq_ignore_ascii_case("mono16") => {
+                Some(Self::U16Millimetres)
+            }
             _ => None,
         }
     }
@@ -58,9 +60,17 @@ impl DepthEncoding {
         match self {
             Self::Float32Metres => {
                 let bytes = [sample[0], sample[1], sample[2], sample[3]];
-                let metres = if is_bigendian { f32::from_be_bytes(bytes) } else { f32::from_le_bytes(bytes) };
+                let metres = if is_bigendian {
+                    f32::from_be_bytes(bytes)
+                } else {
+                    f32::from_le_bytes(bytes)
+                };
                 // 0, negative and infinite are how drivers say "no return".
-                if metres.is_finite() && metres > 0.0 { metres } else { f32::NAN }
+                if metres.is_finite() && metres > 0.0 {
+                    metres
+                } else {
+                    f32::NAN
+                }
             }
             Self::U16Millimetres => match read_u16([sample[0], sample[1]], is_bigendian) {
                 0 => f32::NAN,
@@ -74,15 +84,21 @@ impl DepthEncoding {
 /// honouring `step` and `is_bigendian`. NaN, infinite and non-positive
 /// metres, and 0 mm, become NaN.
 pub fn decode_depth(image: &RawImage) -> Result<DepthImage, DecodeError> {
-    let encoding = DepthEncoding::parse(&image.encoding)
-        .ok_or_else(|| DecodeError::UnknownEncoding { encoding: image.encoding.clone(), supported: SUPPORTED_DEPTH_ENCODINGS })?;
+    let encoding =
+        DepthEncoding::parse(&image.encoding).ok_or_else(|| DecodeError::UnknownEncoding {
+            encoding: image.encoding.clone(),
+            supported: SUPPORTED_DEPTH_ENCODINGS,
+        })?;
     let bytes_per_pixel = encoding.bytes_per_pixel();
     check_layout(image, bytes_per_pixel)?;
     // Row by row into a buffer of the final size: one flat iterator over
     // all rows could not tell its length, and the buffer grew by copies.
     let mut metres = Vec::with_capacity(image.width as usize * image.height as usize);
     for row in pixel_rows(image, bytes_per_pixel) {
-        metres.extend(row.chunks_exact(bytes_per_pixel as usize).map(|sample| encoding.to_metres(sample, image.is_bigendian)));
+        metres.extend(
+            row.chunks_exact(bytes_per_pixel as usize)
+                .map(|sample| encoding.to_metres(sample, image.is_bigendian)),
+        );
     }
     Ok(DepthImage { width: image.width, height: image.height, metres })
 }
@@ -116,10 +132,20 @@ impl DepthImage {
     pub fn stats(&self) -> DepthStats {
         let mut valid = Vec::with_capacity(self.metres.len());
         valid.extend(self.metres.iter().copied().filter(|m| !m.is_nan()));
-        let valid_fraction = if self.metres.is_empty() { 0.0 } else { valid.len() as f64 / self.metres.len() as f64 };
+        let valid_fraction = if self.metres.is_empty() {
+            0.0
+        } else {
+            valid.len() as f64 / self.metres.len() as f64
+        };
         let min_m = valid.iter().copied().reduce(f32::min);
         let max_m = valid.iter().copied().reduce(f32::max);
-        DepthStats { valid_fraction, min_m, max_m, median_m: median(&mut valid), centre_m: self.at(self.width / 2, self.height / 2) }
+        DepthStats {
+            valid_fraction,
+            min_m,
+            max_m,
+            median_m: median(&mut valid),
+            centre_m: self.at(self.width / 2, self.height / 2),
+        }
     }
 }
 
@@ -140,7 +166,8 @@ fn median(values: &mut [f32]) -> Option<f32> {
     if is_odd {
         return Some(upper);
     }
-    let below = lower.iter().copied().reduce(f32::max).expect("an even, non-empty slice has a lower half");
+    let below =
+        lower.iter().copied().reduce(f32::max).expect("an even, non-empty slice has a lower half");
     Some(((f64::from(below) + f64::from(upper)) / 2.0) as f32)
 }
 
@@ -158,14 +185,25 @@ pub fn to_png_mm(depth: &DepthImage) -> Result<Vec<u8>, EncodeError> {
         return Err(EncodeError::EmptyImage { width: depth.width, height: depth.height });
     }
     if depth.metres.len() as u64 != expected {
-        return Err(EncodeError::DepthLengthMismatch { width: depth.width, height: depth.height, expected, actual: depth.metres.len() });
+        return Err(EncodeError::DepthLengthMismatch {
+            width: depth.width,
+            height: depth.height,
+            expected,
+            actual: depth.metres.len(),
+        });
     }
     let millimetres: Vec<u16> = depth.metres.iter().map(|&m| metres_to_png_mm(m)).collect();
-    let image: ImageBuffer<Luma<u16>, Vec<u16>> = ImageBuffer::from_raw(depth.width, depth.height, millimetres).expect("length checked above");
+    let image: ImageBuffer<Luma<u16>, Vec<u16>> =
+        ImageBuffer::from_raw(depth.width, depth.height, millimetres)
+            .expect("length checked above");
     let mut bytes = Vec::new();
     // Fast deflate for the same reason as colour frames (see `encode`).
     image
-        .write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive))
+        .write_with_encoder(PngEncoder::new_with_quality(
+            &mut bytes,
+            CompressionType::Fast,
+            FilterType::Adaptive,
+        ))
         .map_err(|source| EncodeError::Codec { format: "png", source: source.into() })?;
     Ok(bytes)
 }
@@ -181,14 +219,24 @@ fn metres_to_png_mm(metres: f32) -> u16 {
 mod tests {
     use super::*;
 
-    fn raw(encoding: &str, width: u32, height: u32, step: u32, is_bigendian: bool, data: Vec<u8>) -> RawImage {
+    fn raw(
+        encoding: &str,
+        width: u32,
+        height: u32,
+        step: u32,
+        is_bigendian: bool,
+        data: Vec<u8>,
+    ) -> RawImage {
         RawImage { width, height, encoding: encoding.into(), is_bigendian, step, data }
     }
 
     fn assert_same(actual: &[f32], expected: &[f32]) {
         assert_eq!(actual.len(), expected.len());
         for (a, e) in actual.iter().zip(expected) {
-            assert!(a.to_bits() == e.to_bits() || (a.is_nan() && e.is_nan()), "got {actual:?}, expected {expected:?}");
+            assert!(
+                a.to_bits() == e.to_bits() || (a.is_nan() && e.is_nan()),
+                "got {actual:?}, expected {expected:?}"
+            );
         }
     }
 
@@ -200,7 +248,10 @@ mod tests {
             let data: Vec<u8> = values
                 .chunks(3)
                 .flat_map(|row| {
-                    let mut bytes: Vec<u8> = row.iter().flat_map(|v| if is_bigendian { v.to_be_bytes() } else { v.to_le_bytes() }).collect();
+                    let mut bytes: Vec<u8> = row
+                        .iter()
+                        .flat_map(|v| if is_bigendian { v.to_be_bytes() } else { v.to_le_bytes() })
+                        .collect();
                     bytes.extend([0xEE; 4]);
                     bytes
                 })
@@ -229,7 +280,10 @@ mod tests {
         let err = decode_depth(&raw("rgb8", 1, 1, 3, false, vec![0; 3])).unwrap_err();
         assert!(err.to_string().contains("32FC1, 16UC1, mono16"), "{err}");
         let err = decode_depth(&raw("32FC1", 2, 2, 8, false, vec![0; 15])).unwrap_err();
-        assert!(matches!(err, DecodeError::Truncated { expected_bytes: 16, got_bytes: 15, .. }), "{err:?}");
+        assert!(
+            matches!(err, DecodeError::Truncated { expected_bytes: 16, got_bytes: 15, .. }),
+            "{err:?}"
+        );
         let err = decode_depth(&raw("16UC1", 2, 2, 3, false, vec![0; 6])).unwrap_err();
         assert!(matches!(err, DecodeError::StepTooSmall { min_step: 4, .. }), "{err:?}");
     }
@@ -241,7 +295,16 @@ mod tests {
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let depth = decode_depth(&raw("32FC1", 3, 3, 12, false, data)).unwrap();
         let stats = depth.stats();
-        assert_eq!(stats, DepthStats { valid_fraction: 5.0 / 9.0, min_m: Some(0.5), max_m: Some(4.0), median_m: Some(2.0), centre_m: Some(1.25) });
+        assert_eq!(
+            stats,
+            DepthStats {
+                valid_fraction: 5.0 / 9.0,
+                min_m: Some(0.5),
+                max_m: Some(4.0),
+                median_m: Some(2.0),
+                centre_m: Some(1.25)
+            }
+        );
 
         let even = DepthImage { width: 2, height: 2, metres: vec![1.0, 4.0, f32::NAN, 2.0] };
         assert_eq!(even.stats().median_m, Some(2.0));
@@ -250,7 +313,16 @@ mod tests {
         assert_eq!(even.stats().centre_m, Some(4.0), "centre is (width / 2, height / 2)");
 
         let empty = DepthImage { width: 2, height: 1, metres: vec![f32::NAN; 2] }.stats();
-        assert_eq!(empty, DepthStats { valid_fraction: 0.0, min_m: None, max_m: None, median_m: None, centre_m: None });
+        assert_eq!(
+            empty,
+            DepthStats {
+                valid_fraction: 0.0,
+                min_m: None,
+                max_m: None,
+                median_m: None,
+                centre_m: None
+            }
+        );
     }
 
     #[test]
@@ -272,12 +344,19 @@ mod tests {
 
     #[test]
     fn png_mm_round_trips_with_invalid_zero_and_saturation() {
-        let depth = DepthImage { width: 3, height: 2, metres: vec![1.234, f32::NAN, 0.0001, 65.535, 70.0, 0.5] };
+        let depth = DepthImage {
+            width: 3,
+            height: 2,
+            metres: vec![1.234, f32::NAN, 0.0001, 65.535, 70.0, 0.5],
+        };
         let png = to_png_mm(&depth).unwrap();
         let decoded = image::load_from_memory_with_format(&png, image::ImageFormat::Png).unwrap();
         assert_eq!(decoded.color(), image::ColorType::L16);
         assert_eq!(decoded.into_luma16().into_raw(), vec![1234, 0, 1, 65535, 65535, 500]);
         let bad = DepthImage { width: 3, height: 2, metres: vec![1.0; 5] };
-        assert!(matches!(to_png_mm(&bad), Err(EncodeError::DepthLengthMismatch { expected: 6, actual: 5, .. })));
+        assert!(matches!(
+            to_png_mm(&bad),
+            Err(EncodeError::DepthLengthMismatch { expected: 6, actual: 5, .. })
+        ));
     }
 }

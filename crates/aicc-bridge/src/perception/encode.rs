@@ -5,9 +5,9 @@ use std::borrow::Cow;
 
 use base64::Engine as _;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, SamplingFactor};
 use image::imageops;
 use image::RgbImage;
+use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, SamplingFactor};
 
 pub const DEFAULT_JPEG_QUALITY: u8 = 80;
 /// The budget search does not lower JPEG quality below this; past it,
@@ -70,7 +70,13 @@ pub struct EncodeOptions {
 
 impl Default for EncodeOptions {
     fn default() -> Self {
-        EncodeOptions { format: OutputFormat::Jpeg, jpeg_quality: DEFAULT_JPEG_QUALITY, max_width: None, max_height: None, max_bytes: None }
+        EncodeOptions {
+            format: OutputFormat::Jpeg,
+            jpeg_quality: DEFAULT_JPEG_QUALITY,
+            max_width: None,
+            max_height: None,
+            max_bytes: None,
+        }
     }
 }
 
@@ -93,10 +99,14 @@ impl Reductions {
 
     /// Stable tokens for the ones that apply, for a JSON reply.
     pub fn reasons(&self) -> Vec<&'static str> {
-        [(self.fit_max_size, "max_size"), (self.quality_for_budget, "budget_quality"), (self.size_for_budget, "budget_size")]
-            .into_iter()
-            .filter_map(|(applies, reason)| applies.then_some(reason))
-            .collect()
+        [
+            (self.fit_max_size, "max_size"),
+            (self.quality_for_budget, "budget_quality"),
+            (self.size_for_budget, "budget_size"),
+        ]
+        .into_iter()
+        .filter_map(|(applies, reason)| applies.then_some(reason))
+        .collect()
     }
 }
 
@@ -123,7 +133,9 @@ pub enum EncodeError {
     #[error("jpeg quality must be 1-100, got {quality}")]
     InvalidQuality { quality: u8 },
     /// A size limit of zero pixels.
-    #[error("max_width and max_height must be at least 1 pixel, got {max_width:?} x {max_height:?}")]
+    #[error(
+        "max_width and max_height must be at least 1 pixel, got {max_width:?} x {max_height:?}"
+    )]
     ZeroMaxSize { max_width: Option<u32>, max_height: Option<u32> },
     /// Nothing to encode.
     #[error("image is empty: {width}x{height}")]
@@ -134,7 +146,14 @@ pub enum EncodeError {
     /// Even the smallest attempt exceeded `max_bytes`.
     #[error("cannot fit {format} within {max_bytes} bytes: smallest attempt was {smallest_bytes} bytes at {width}x{height}{}",
         .jpeg_quality.map(|q| format!(" (quality {q})")).unwrap_or_default())]
-    BudgetUnreachable { format: OutputFormat, max_bytes: usize, smallest_bytes: usize, width: u32, height: u32, jpeg_quality: Option<u8> },
+    BudgetUnreachable {
+        format: OutputFormat,
+        max_bytes: usize,
+        smallest_bytes: usize,
+        width: u32,
+        height: u32,
+        jpeg_quality: Option<u8>,
+    },
     /// The codec failed (not expected when writing to memory, except for
     /// a JPEG side over 65535 pixels, which the format cannot hold).
     #[error("{format} encoder failed: {source}")]
@@ -150,15 +169,23 @@ pub enum EncodeError {
 pub fn encode(image: &RgbImage, options: &EncodeOptions) -> Result<EncodedImage, EncodeError> {
     validate(image, options)?;
     let (source_width, source_height) = image.dimensions();
-    let (fit_width, fit_height) = fit_within(source_width, source_height, options.max_width, options.max_height);
+    let (fit_width, fit_height) =
+        fit_within(source_width, source_height, options.max_width, options.max_height);
     let fitted = resized(image, fit_width, fit_height);
-    let mut reductions = Reductions { fit_max_size: (fit_width, fit_height) != (source_width, source_height), ..Reductions::default() };
+    let mut reductions = Reductions {
+        fit_max_size: (fit_width, fit_height) != (source_width, source_height),
+        ..Reductions::default()
+    };
     let requested_quality = options.jpeg_quality;
     let mut attempt = encode_once(&fitted, options.format, requested_quality)?;
     let mut encodes = 1;
     if let Some(max_bytes) = options.max_bytes {
-        if attempt.len() > max_bytes && options.format == OutputFormat::Jpeg && requested_quality > BUDGET_JPEG_QUALITY_FLOOR {
-            attempt = lower_quality_to_fit(&fitted, requested_quality, max_bytes, attempt, &mut encodes)?;
+        if attempt.len() > max_bytes
+            && options.format == OutputFormat::Jpeg
+            && requested_quality > BUDGET_JPEG_QUALITY_FLOOR
+        {
+            attempt =
+                lower_quality_to_fit(&fitted, requested_quality, max_bytes, attempt, &mut encodes)?;
         }
         if attempt.len() > max_bytes {
             attempt = downscale_to_fit(&fitted, options.format, max_bytes, attempt, &mut encodes)?;
@@ -166,7 +193,8 @@ pub fn encode(image: &RgbImage, options: &EncodeOptions) -> Result<EncodedImage,
         if attempt.len() > max_bytes {
             return Err(budget_error(options.format, max_bytes, &attempt));
         }
-        reductions.quality_for_budget = attempt.quality != requested_quality && options.format == OutputFormat::Jpeg;
+        reductions.quality_for_budget =
+            attempt.quality != requested_quality && options.format == OutputFormat::Jpeg;
         reductions.size_for_budget = (attempt.width, attempt.height) != (fit_width, fit_height);
     }
     Ok(EncodedImage {
@@ -195,21 +223,32 @@ fn validate(image: &RgbImage, options: &EncodeOptions) -> Result<(), EncodeError
         return Err(EncodeError::InvalidQuality { quality: options.jpeg_quality });
     }
     if options.max_width == Some(0) || options.max_height == Some(0) {
-        return Err(EncodeError::ZeroMaxSize { max_width: options.max_width, max_height: options.max_height });
+        return Err(EncodeError::ZeroMaxSize {
+            max_width: options.max_width,
+            max_height: options.max_height,
+        });
     }
     Ok(())
 }
 
 /// The largest size with `width:height`'s aspect ratio within the limits,
 /// never larger than the original and never below 1 pixel.
-pub fn fit_within(width: u32, height: u32, max_width: Option<u32>, max_height: Option<u32>) -> (u32, u32) {
+pub fn fit_within(
+    width: u32,
+    height: u32,
+    max_width: Option<u32>,
+    max_height: Option<u32>,
+) -> (u32, u32) {
     let scale_x = max_width.map_or(1.0, |max| f64::from(max) / f64::from(width));
     let scale_y = max_height.map_or(1.0, |max| f64::from(max) / f64::from(height));
     let scale = scale_x.min(scale_y);
     if scale >= 1.0 {
         return (width, height);
     }
-    (scaled_side(width, scale).min(max_width.unwrap_or(u32::MAX)), scaled_side(height, scale).min(max_height.unwrap_or(u32::MAX)))
+    (
+        scaled_side(width, scale).min(max_width.unwrap_or(u32::MAX)),
+        scaled_side(height, scale).min(max_height.unwrap_or(u32::MAX)),
+    )
 }
 
 fn scaled_side(side: u32, scale: f64) -> u32 {
@@ -241,7 +280,11 @@ impl Attempt {
     }
 }
 
-fn encode_once(image: &RgbImage, format: OutputFormat, jpeg_quality: u8) -> Result<Attempt, EncodeError> {
+fn encode_once(
+    image: &RgbImage,
+    format: OutputFormat,
+    jpeg_quality: u8,
+) -> Result<Attempt, EncodeError> {
     let bytes = match format {
         OutputFormat::Png => encode_png(image)?,
         OutputFormat::Jpeg => encode_jpeg(image, jpeg_quality)?,
@@ -255,7 +298,11 @@ fn encode_png(image: &RgbImage) -> Result<Vec<u8>, EncodeError> {
     // 640x480 frame (about 1.5 ms against 30 ms) for ~3% more bytes;
     // the adaptive filter saves ~4% over a fixed one for ~0.4 ms.
     image
-        .write_with_encoder(PngEncoder::new_with_quality(&mut bytes, CompressionType::Fast, FilterType::Adaptive))
+        .write_with_encoder(PngEncoder::new_with_quality(
+            &mut bytes,
+            CompressionType::Fast,
+            FilterType::Adaptive,
+        ))
         .map_err(|source| EncodeError::Codec { format: "png", source: source.into() })?;
     Ok(bytes)
 }
@@ -264,17 +311,33 @@ fn encode_png(image: &RgbImage) -> Result<Vec<u8>, EncodeError> {
 /// AVX2 where the CPU has it: about 4x quicker than `image`'s encoder on a
 /// 640x480 frame.
 fn encode_jpeg(image: &RgbImage, quality: u8) -> Result<Vec<u8>, EncodeError> {
-    let side = |pixels: u32| u16::try_from(pixels).map_err(|_| EncodeError::Codec { format: "jpeg", source: format!("{}x{} is beyond JPEG's 65535 pixels a side", image.width(), image.height()).into() });
+    let side = |pixels: u32| {
+        u16::try_from(pixels).map_err(|_| EncodeError::Codec {
+            format: "jpeg",
+            source: format!(
+                "{}x{} is beyond JPEG's 65535 pixels a side",
+                image.width(),
+                image.height()
+            )
+            .into(),
+        })
+    };
     let (width, height) = (side(image.width())?, side(image.height())?);
     // Room for a typical frame at quality 80, so the buffer rarely grows.
     let mut bytes = Vec::with_capacity(image.as_raw().len() / 12);
     let mut encoder = jpeg_encoder::Encoder::new(&mut bytes, quality);
-    let sampling = if quality >= JPEG_FULL_CHROMA_QUALITY { SamplingFactor::R_4_4_4 } else { SamplingFactor::R_4_2_0 };
+    let sampling = if quality >= JPEG_FULL_CHROMA_QUALITY {
+        SamplingFactor::R_4_4_4
+    } else {
+        SamplingFactor::R_4_2_0
+    };
     encoder.set_sampling_factor(sampling);
     // The mean of each 2x2 block, not its top-left pixel: thin coloured
     // edges keep their colour instead of aliasing.
     encoder.set_chroma_subsampling_method(ChromaSubsamplingMethod::Average);
-    encoder.encode(image.as_raw(), width, height, ColorType::Rgb).map_err(|source| EncodeError::Codec { format: "jpeg", source: source.into() })?;
+    encoder
+        .encode(image.as_raw(), width, height, ColorType::Rgb)
+        .map_err(|source| EncodeError::Codec { format: "jpeg", source: source.into() })?;
     Ok(bytes)
 }
 
@@ -286,7 +349,13 @@ fn encode_jpeg(image: &RgbImage, quality: u8) -> Result<Vec<u8>, EncodeError> {
 /// one correction: down when the prediction missed, up when it fitted
 /// with much to spare. Should the correction miss too (a picture the
 /// model does not describe), quality steps down to the floor as before.
-fn lower_quality_to_fit(image: &RgbImage, start_quality: u8, max_bytes: usize, first: Attempt, encodes: &mut u32) -> Result<Attempt, EncodeError> {
+fn lower_quality_to_fit(
+    image: &RgbImage,
+    start_quality: u8,
+    max_bytes: usize,
+    first: Attempt,
+    encodes: &mut u32,
+) -> Result<Attempt, EncodeError> {
     let mut encode_at = |quality: u8| {
         *encodes += 1;
         encode_once(image, OutputFormat::Jpeg, quality)
@@ -367,7 +436,8 @@ fn fitted_exponent(a: &Attempt, b: &Attempt) -> Option<f64> {
         return None;
     }
     let bytes = |attempt: &Attempt| attempt.len() as f64 - JPEG_FIXED_BYTES;
-    let scales = quantiser_scale(f64::from(a.quality)).ln() - quantiser_scale(f64::from(b.quality)).ln();
+    let scales =
+        quantiser_scale(f64::from(a.quality)).ln() - quantiser_scale(f64::from(b.quality)).ln();
     if scales.abs() < 1e-3 || bytes(a) <= 0.0 || bytes(b) <= 0.0 {
         return None;
     }
@@ -384,7 +454,13 @@ const PNG_FIXED_BYTES: f64 = 57.0;
 /// Steps whose size the last attempt says cannot fit are skipped: the
 /// variable bytes scale with the pixel count at best (a smaller picture
 /// packs more detail into each pixel), so a skipped step would have missed.
-fn downscale_to_fit(image: &RgbImage, format: OutputFormat, max_bytes: usize, mut attempt: Attempt, encodes: &mut u32) -> Result<Attempt, EncodeError> {
+fn downscale_to_fit(
+    image: &RgbImage,
+    format: OutputFormat,
+    max_bytes: usize,
+    mut attempt: Attempt,
+    encodes: &mut u32,
+) -> Result<Attempt, EncodeError> {
     let quality = attempt.quality;
     let fixed = match format {
         OutputFormat::Jpeg => JPEG_FIXED_BYTES,
@@ -392,9 +468,12 @@ fn downscale_to_fit(image: &RgbImage, format: OutputFormat, max_bytes: usize, mu
     };
     let mut scale = 1.0;
     while attempt.len() > max_bytes {
-        let bytes_per_pixel = (attempt.len() as f64 - fixed).max(0.0) / (f64::from(attempt.width) * f64::from(attempt.height));
+        let bytes_per_pixel = (attempt.len() as f64 - fixed).max(0.0)
+            / (f64::from(attempt.width) * f64::from(attempt.height));
         let mut next = None;
-        while let Some((width, height)) = next_budget_size(image.width(), image.height(), &mut scale) {
+        while let Some((width, height)) =
+            next_budget_size(image.width(), image.height(), &mut scale)
+        {
             next = Some((width, height));
             if fixed + bytes_per_pixel * f64::from(width) * f64::from(height) <= max_bytes as f64 {
                 break;
@@ -454,8 +533,15 @@ mod tests {
     #[test]
     fn png_round_trips_exactly() {
         let image = noisy(37, 23);
-        let out = encode(&image, &EncodeOptions { format: OutputFormat::Png, ..EncodeOptions::default() }).unwrap();
-        assert_eq!((out.width, out.height, out.jpeg_quality, out.reductions.any()), (37, 23, None, false));
+        let out = encode(
+            &image,
+            &EncodeOptions { format: OutputFormat::Png, ..EncodeOptions::default() },
+        )
+        .unwrap();
+        assert_eq!(
+            (out.width, out.height, out.jpeg_quality, out.reductions.any()),
+            (37, 23, None, false)
+        );
         assert_eq!(decode(&out.bytes), image);
     }
 
@@ -476,8 +562,15 @@ mod tests {
         assert_eq!(fit_within(640, 480, Some(1000), Some(120)), (160, 120));
         assert_eq!(fit_within(640, 480, Some(1280), Some(960)), (640, 480));
         assert_eq!(fit_within(1000, 1, Some(10), None), (10, 1));
-        let out = encode(&noisy(640, 480), &EncodeOptions { max_width: Some(200), ..EncodeOptions::default() }).unwrap();
-        assert_eq!((out.width, out.height, out.source_width, out.source_height), (200, 150, 640, 480));
+        let out = encode(
+            &noisy(640, 480),
+            &EncodeOptions { max_width: Some(200), ..EncodeOptions::default() },
+        )
+        .unwrap();
+        assert_eq!(
+            (out.width, out.height, out.source_width, out.source_height),
+            (200, 150, 640, 480)
+        );
         assert_eq!(out.reductions.reasons(), vec!["max_size"]);
         assert_eq!(decode(&out.bytes).dimensions(), (200, 150));
     }
@@ -486,18 +579,40 @@ mod tests {
     fn jpeg_budget_is_met_by_quality_then_size() {
         let image = noisy(640, 480);
         let unlimited = encode(&image, &EncodeOptions::default()).unwrap();
-        assert!(unlimited.bytes.len() > 20_000, "the test needs an image over budget: {}", unlimited.bytes.len());
-        let out = encode(&image, &EncodeOptions { max_bytes: Some(20_000), ..EncodeOptions::default() }).unwrap();
+        assert!(
+            unlimited.bytes.len() > 20_000,
+            "the test needs an image over budget: {}",
+            unlimited.bytes.len()
+        );
+        let out =
+            encode(&image, &EncodeOptions { max_bytes: Some(20_000), ..EncodeOptions::default() })
+                .unwrap();
         assert!(out.bytes.len() <= 20_000, "{} bytes", out.bytes.len());
-        assert_eq!(out.jpeg_quality, Some(BUDGET_JPEG_QUALITY_FLOOR), "quality is lowered before size");
-        assert!(out.reductions.quality_for_budget && out.reductions.size_for_budget, "{:?}", out.reductions);
+        assert_eq!(
+            out.jpeg_quality,
+            Some(BUDGET_JPEG_QUALITY_FLOOR),
+            "quality is lowered before size"
+        );
+        assert!(
+            out.reductions.quality_for_budget && out.reductions.size_for_budget,
+            "{:?}",
+            out.reductions
+        );
         assert!(out.width < 640 && out.height < 480);
         assert_eq!(decode(&out.bytes).dimensions(), (out.width, out.height));
     }
 
     #[test]
     fn png_budget_is_met_by_size_only() {
-        let out = encode(&noisy(640, 480), &EncodeOptions { format: OutputFormat::Png, max_bytes: Some(20_000), ..EncodeOptions::default() }).unwrap();
+        let out = encode(
+            &noisy(640, 480),
+            &EncodeOptions {
+                format: OutputFormat::Png,
+                max_bytes: Some(20_000),
+                ..EncodeOptions::default()
+            },
+        )
+        .unwrap();
         assert!(out.bytes.len() <= 20_000, "{} bytes", out.bytes.len());
         assert!(!out.reductions.quality_for_budget && out.reductions.size_for_budget);
         assert_eq!(out.jpeg_quality, None);
@@ -507,42 +622,88 @@ mod tests {
 
     #[test]
     fn impossible_budget_reports_the_smallest_attempt() {
-        let err = encode(&noisy(640, 480), &EncodeOptions { max_bytes: Some(100), ..EncodeOptions::default() }).unwrap_err();
+        let err = encode(
+            &noisy(640, 480),
+            &EncodeOptions { max_bytes: Some(100), ..EncodeOptions::default() },
+        )
+        .unwrap_err();
         match err {
-            EncodeError::BudgetUnreachable { max_bytes: 100, width: 32, height: 24, jpeg_quality: Some(30), smallest_bytes, .. } => assert!(smallest_bytes > 100),
+            EncodeError::BudgetUnreachable {
+                max_bytes: 100,
+                width: 32,
+                height: 24,
+                jpeg_quality: Some(30),
+                smallest_bytes,
+                ..
+            } => assert!(smallest_bytes > 100),
             other => panic!("{other:?}"),
         }
-        let err = encode(&noisy(640, 480), &EncodeOptions { max_bytes: Some(100), ..EncodeOptions::default() }).unwrap_err();
+        let err = encode(
+            &noisy(640, 480),
+            &EncodeOptions { max_bytes: Some(100), ..EncodeOptions::default() },
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("at 32x24 (quality 30)"), "{err}");
     }
 
     #[test]
     fn options_are_validated() {
         let image = noisy(4, 4);
-        assert!(matches!(encode(&image, &EncodeOptions { jpeg_quality: 0, ..EncodeOptions::default() }), Err(EncodeError::InvalidQuality { quality: 0 })));
-        assert!(matches!(encode(&image, &EncodeOptions { jpeg_quality: 101, ..EncodeOptions::default() }), Err(EncodeError::InvalidQuality { quality: 101 })));
-        assert!(matches!(encode(&image, &EncodeOptions { max_height: Some(0), ..EncodeOptions::default() }), Err(EncodeError::ZeroMaxSize { .. })));
-        assert!(matches!(encode(&RgbImage::new(0, 3), &EncodeOptions::default()), Err(EncodeError::EmptyImage { .. })));
+        assert!(matches!(
+            encode(&image, &EncodeOptions { jpeg_quality: 0, ..EncodeOptions::default() }),
+            Err(EncodeError::InvalidQuality { quality: 0 })
+        ));
+        assert!(matches!(
+            encode(&image, &EncodeOptions { jpeg_quality: 101, ..EncodeOptions::default() }),
+            Err(EncodeError::InvalidQuality { quality: 101 })
+        ));
+        assert!(matches!(
+            encode(&image, &EncodeOptions { max_height: Some(0), ..EncodeOptions::default() }),
+            Err(EncodeError::ZeroMaxSize { .. })
+        ));
+        assert!(matches!(
+            encode(&RgbImage::new(0, 3), &EncodeOptions::default()),
+            Err(EncodeError::EmptyImage { .. })
+        ));
     }
 
     fn bench_frame() -> RgbImage {
-        crate::perception::decode_rgb(&crate::perception::synthetic::colour_frame(640, 480)).unwrap()
+        crate::perception::decode_rgb(&crate::perception::synthetic::colour_frame(640, 480))
+            .unwrap()
     }
 
     /// The highest quality below `below` whose encode fits, by trying each.
     fn best_fitting_quality(image: &RgbImage, max_bytes: usize, below: u8) -> Option<u8> {
-        (BUDGET_JPEG_QUALITY_FLOOR..below).rev().find(|&quality| encode_jpeg(image, quality).unwrap().len() <= max_bytes)
+        (BUDGET_JPEG_QUALITY_FLOOR..below)
+            .rev()
+            .find(|&quality| encode_jpeg(image, quality).unwrap().len() <= max_bytes)
     }
 
     #[test]
     fn the_budget_quality_is_predicted_not_searched() {
         let image = bench_frame();
         let unlimited = encode(&image, &EncodeOptions::default()).unwrap();
-        let within = |max_bytes: usize| encode(&image, &EncodeOptions { max_bytes: Some(max_bytes), ..EncodeOptions::default() }).unwrap();
+        let within = |max_bytes: usize| {
+            encode(
+                &image,
+                &EncodeOptions { max_bytes: Some(max_bytes), ..EncodeOptions::default() },
+            )
+            .unwrap()
+        };
         // The benchmark's budget: the requested quality, then the predicted one.
         let out = within(20_000);
-        assert!(unlimited.bytes.len() > 20_000, "the test needs a frame over budget: {}", unlimited.bytes.len());
-        assert_eq!((out.encodes, out.reductions.reasons()), (2, vec!["budget_quality"]), "quality {:?}, {} bytes", out.jpeg_quality, out.bytes.len());
+        assert!(
+            unlimited.bytes.len() > 20_000,
+            "the test needs a frame over budget: {}",
+            unlimited.bytes.len()
+        );
+        assert_eq!(
+            (out.encodes, out.reductions.reasons()),
+            (2, vec!["budget_quality"]),
+            "quality {:?}, {} bytes",
+            out.jpeg_quality,
+            out.bytes.len()
+        );
         // Tighter budgets: at most one correction, and a quality close to
         // the best that fits (a search in steps of 10 would take up to 6
         // encodes and lose up to 9 points), or where the bytes flatten out
@@ -551,11 +712,19 @@ mod tests {
         for fraction in [0.9, 0.7, 0.5, 0.4, 0.33] {
             let max_bytes = (unlimited.bytes.len() as f64 * fraction) as usize;
             let out = within(max_bytes);
-            let best = best_fitting_quality(&image, max_bytes, DEFAULT_JPEG_QUALITY).expect("a quality above the floor fits");
+            let best = best_fitting_quality(&image, max_bytes, DEFAULT_JPEG_QUALITY)
+                .expect("a quality above the floor fits");
             let quality = out.jpeg_quality.unwrap();
-            let what = format!("{max_bytes} bytes: quality {quality} ({} bytes, {} encodes), best {best}", out.bytes.len(), out.encodes);
+            let what = format!(
+                "{max_bytes} bytes: quality {quality} ({} bytes, {} encodes), best {best}",
+                out.bytes.len(),
+                out.encodes
+            );
             assert!(out.bytes.len() <= max_bytes && out.encodes <= 3, "{what}");
-            assert!(quality + 4 >= best || out.bytes.len() as f64 >= 0.85 * max_bytes as f64, "{what}");
+            assert!(
+                quality + 4 >= best || out.bytes.len() as f64 >= 0.85 * max_bytes as f64,
+                "{what}"
+            );
             assert_eq!(out.reductions.reasons(), vec!["budget_quality"], "{what}");
         }
     }
@@ -563,27 +732,57 @@ mod tests {
     #[test]
     fn a_high_quality_request_crosses_to_subsampled_chroma_and_still_fits() {
         let image = bench_frame();
-        let options = EncodeOptions { jpeg_quality: 95, max_bytes: Some(30_000), ..EncodeOptions::default() };
+        let options =
+            EncodeOptions { jpeg_quality: 95, max_bytes: Some(30_000), ..EncodeOptions::default() };
         let out = encode(&image, &options).unwrap();
-        assert!(out.bytes.len() <= 30_000 && out.encodes <= 3, "{} bytes, {} encodes", out.bytes.len(), out.encodes);
-        assert!(out.jpeg_quality.unwrap() < JPEG_FULL_CHROMA_QUALITY && out.reductions.quality_for_budget);
+        assert!(
+            out.bytes.len() <= 30_000 && out.encodes <= 3,
+            "{} bytes, {} encodes",
+            out.bytes.len(),
+            out.encodes
+        );
+        assert!(
+            out.jpeg_quality.unwrap() < JPEG_FULL_CHROMA_QUALITY
+                && out.reductions.quality_for_budget
+        );
     }
 
     #[test]
     fn prediction_follows_the_power_law() {
         // Half the variable bytes at exponent 1 is twice the scale: quality 80 (scale 40) -> 60 (scale 80).
         let variable = 40_000.0;
-        let from = Attempt { bytes: vec![0; (JPEG_FIXED_BYTES + variable) as usize], width: 1, height: 1, quality: 80 };
+        let from = Attempt {
+            bytes: vec![0; (JPEG_FIXED_BYTES + variable) as usize],
+            width: 1,
+            height: 1,
+            quality: 80,
+        };
         let max_bytes = ((JPEG_FIXED_BYTES + variable / 2.0) / BUDGET_AIM).ceil() as usize;
-        assert!((59..=60).contains(&predict_quality(&from, max_bytes, 1.0)), "{}", predict_quality(&from, max_bytes, 1.0));
+        assert!(
+            (59..=60).contains(&predict_quality(&from, max_bytes, 1.0)),
+            "{}",
+            predict_quality(&from, max_bytes, 1.0)
+        );
         // Past scale 100 the mapping is 5000 / quality: 4x the scale from 80 is 160, quality 31.
         let max_bytes = ((JPEG_FIXED_BYTES + variable / 4.0) / BUDGET_AIM).ceil() as usize;
         assert!((30..=31).contains(&predict_quality(&from, max_bytes, 1.0)));
-        assert_eq!(predict_quality(&from, 100, 1.0), BUDGET_JPEG_QUALITY_FLOOR, "a budget under the fixed bytes");
+        assert_eq!(
+            predict_quality(&from, 100, 1.0),
+            BUDGET_JPEG_QUALITY_FLOOR,
+            "a budget under the fixed bytes"
+        );
         for quality in [1.0, 30.0, 49.0, 50.0, 80.0, 99.0] {
-            assert!((quality_for_scale(quantiser_scale(quality)) - quality).abs() < 1e-9, "{quality}");
+            assert!(
+                (quality_for_scale(quantiser_scale(quality)) - quality).abs() < 1e-9,
+                "{quality}"
+            );
         }
-        let other = Attempt { bytes: vec![0; (JPEG_FIXED_BYTES + variable / 2.0) as usize], width: 1, height: 1, quality: 60 };
+        let other = Attempt {
+            bytes: vec![0; (JPEG_FIXED_BYTES + variable / 2.0) as usize],
+            width: 1,
+            height: 1,
+            quality: 60,
+        };
         assert!((fitted_exponent(&from, &other).unwrap() - 1.0).abs() < 0.01);
         let full_chroma = Attempt { quality: 90, ..other };
         assert_eq!(fitted_exponent(&from, &full_chroma), None, "4:4:4 and 4:2:0 are not one curve");
@@ -592,14 +791,33 @@ mod tests {
     #[test]
     fn a_budget_below_the_quality_floor_takes_the_largest_step_that_fits() {
         let image = bench_frame();
-        for (format, max_bytes) in [(OutputFormat::Jpeg, 4_000), (OutputFormat::Jpeg, 2_500), (OutputFormat::Png, 200_000), (OutputFormat::Png, 60_000)] {
-            let out = encode(&image, &EncodeOptions { format, max_bytes: Some(max_bytes), ..EncodeOptions::default() }).unwrap();
+        for (format, max_bytes) in [
+            (OutputFormat::Jpeg, 4_000),
+            (OutputFormat::Jpeg, 2_500),
+            (OutputFormat::Png, 200_000),
+            (OutputFormat::Png, 60_000),
+        ] {
+            let out = encode(
+                &image,
+                &EncodeOptions { format, max_bytes: Some(max_bytes), ..EncodeOptions::default() },
+            )
+            .unwrap();
             // Every step in turn, as the search went before it skipped any.
             let mut scale = 1.0;
             let expected = std::iter::from_fn(|| next_budget_size(640, 480, &mut scale))
-                .find(|&(width, height)| encode_once(&resized(&image, width, height), format, BUDGET_JPEG_QUALITY_FLOOR).unwrap().len() <= max_bytes)
+                .find(|&(width, height)| {
+                    encode_once(&resized(&image, width, height), format, BUDGET_JPEG_QUALITY_FLOOR)
+                        .unwrap()
+                        .len()
+                        <= max_bytes
+                })
                 .unwrap();
-            assert_eq!((out.width, out.height), expected, "{format} within {max_bytes}: {} encodes", out.encodes);
+            assert_eq!(
+                (out.width, out.height),
+                expected,
+                "{format} within {max_bytes}: {} encodes",
+                out.encodes
+            );
             assert!(out.bytes.len() <= max_bytes && out.reductions.size_for_budget);
         }
     }
@@ -610,4 +828,3 @@ mod tests {
         assert_eq!(to_base64(b""), "");
     }
 }
-

@@ -16,8 +16,17 @@ pub enum GeometryError {
     #[error("region is empty: {width}x{height}")]
     EmptyRegion { width: u32, height: u32 },
     /// A region not wholly inside the image.
-    #[error("region {width}x{height} at ({x}, {y}) is outside the {image_width}x{image_height} image")]
-    RegionOutOfBounds { x: u32, y: u32, width: u32, height: u32, image_width: u32, image_height: u32 },
+    #[error(
+        "region {width}x{height} at ({x}, {y}) is outside the {image_width}x{image_height} image"
+    )]
+    RegionOutOfBounds {
+        x: u32,
+        y: u32,
+        width: u32,
+        height: u32,
+        image_width: u32,
+        image_height: u32,
+    },
 }
 
 /// Pinhole intrinsics for one image size, in pixels. Pixel centres are at
@@ -45,9 +54,13 @@ impl CameraIntrinsics {
             return Err(GeometryError::ZeroSize { width: self.width, height: self.height });
         }
         let focal_ok = |f: f64| f.is_finite() && f > 0.0;
-        if !focal_ok(self.fx) || !focal_ok(self.fy) || !self.cx.is_finite() || !self.cy.is_finite() {
+        if !focal_ok(self.fx) || !focal_ok(self.fy) || !self.cx.is_finite() || !self.cy.is_finite()
+        {
             // An uncalibrated camera publishes K = 0; deprojecting with it divides by zero.
-            let reason = format!("fx={} fy={} cx={} cy={} (uncalibrated camera?)", self.fx, self.fy, self.cx, self.cy);
+            let reason = format!(
+                "fx={} fy={} cx={} cy={} (uncalibrated camera?)",
+                self.fx, self.fy, self.cx, self.cy
+            );
             return Err(GeometryError::InvalidIntrinsics { reason });
         }
         Ok(())
@@ -91,13 +104,27 @@ impl CameraIntrinsics {
 
 /// Mean R, G, B (0-255) over the `width` x `height` region whose top-left
 /// pixel is (`x`, `y`); the region must lie wholly inside the image.
-pub fn region_mean_rgb(image: &RgbImage, x: u32, y: u32, width: u32, height: u32) -> Result<[f64; 3], GeometryError> {
+pub fn region_mean_rgb(
+    image: &RgbImage,
+    x: u32,
+    y: u32,
+    width: u32,
+    height: u32,
+) -> Result<[f64; 3], GeometryError> {
     if width == 0 || height == 0 {
         return Err(GeometryError::EmptyRegion { width, height });
     }
-    let fits = |start: u32, len: u32, limit: u32| u64::from(start) + u64::from(len) <= u64::from(limit);
+    let fits =
+        |start: u32, len: u32, limit: u32| u64::from(start) + u64::from(len) <= u64::from(limit);
     if !fits(x, width, image.width()) || !fits(y, height, image.height()) {
-        return Err(GeometryError::RegionOutOfBounds { x, y, width, height, image_width: image.width(), image_height: image.height() });
+        return Err(GeometryError::RegionOutOfBounds {
+            x,
+            y,
+            width,
+            height,
+            image_width: image.width(),
+            image_height: image.height(),
+        });
     }
     // Integer sums are exact: 255 x 2^32 pixels still fits a u64.
     let mut sums = [0u64; 3];
@@ -124,17 +151,40 @@ mod tests {
 
     #[test]
     fn reads_k_and_rejects_uncalibrated() {
-        assert_eq!(camera(), CameraIntrinsics { fx: 525.0, fy: 520.0, cx: 319.5, cy: 239.5, width: 640, height: 480 });
-        assert!(matches!(CameraIntrinsics::from_k(&[0.0; 9], 640, 480), Err(GeometryError::InvalidIntrinsics { .. })));
-        assert!(matches!(CameraIntrinsics::from_k(&K, 0, 480), Err(GeometryError::ZeroSize { .. })));
+        assert_eq!(
+            camera(),
+            CameraIntrinsics {
+                fx: 525.0,
+                fy: 520.0,
+                cx: 319.5,
+                cy: 239.5,
+                width: 640,
+                height: 480
+            }
+        );
+        assert!(matches!(
+            CameraIntrinsics::from_k(&[0.0; 9], 640, 480),
+            Err(GeometryError::InvalidIntrinsics { .. })
+        ));
+        assert!(matches!(
+            CameraIntrinsics::from_k(&K, 0, 480),
+            Err(GeometryError::ZeroSize { .. })
+        ));
     }
 
     #[test]
     fn optical_frame_axes() {
         let camera = camera();
-        assert_eq!(camera.deproject(319.5, 239.5, 2.0), Vector3::new(0.0, 0.0, 2.0), "the centre looks straight ahead");
+        assert_eq!(
+            camera.deproject(319.5, 239.5, 2.0),
+            Vector3::new(0.0, 0.0, 2.0),
+            "the centre looks straight ahead"
+        );
         let right_below = camera.deproject(319.5 + 525.0, 239.5 + 52.0, 1.0);
-        assert!((right_below - Vector3::new(1.0, 0.1, 1.0)).norm() < 1e-12, "x right, y down: {right_below}");
+        assert!(
+            (right_below - Vector3::new(1.0, 0.1, 1.0)).norm() < 1e-12,
+            "x right, y down: {right_below}"
+        );
         assert_eq!(camera.project(&Vector3::new(0.0, 0.0, -1.0)), None, "behind");
         assert_eq!(camera.project(&Vector3::new(1.0, 0.0, 0.0)), None, "in the image plane");
     }
@@ -142,7 +192,17 @@ mod tests {
     #[test]
     fn scaling_keeps_rays_on_their_pixels() {
         let half = camera().scaled_to(320, 240).unwrap();
-        assert_eq!(half, CameraIntrinsics { fx: 262.5, fy: 260.0, cx: 159.5, cy: 119.5, width: 320, height: 240 });
+        assert_eq!(
+            half,
+            CameraIntrinsics {
+                fx: 262.5,
+                fy: 260.0,
+                cx: 159.5,
+                cy: 119.5,
+                width: 320,
+                height: 240
+            }
+        );
         // Full-size pixel edge 0 (u = -0.5) is half-size edge 0 too.
         let ray = camera().deproject(-0.5, -0.5, 1.0);
         let (u, v) = half.project(&ray).unwrap();
@@ -152,13 +212,33 @@ mod tests {
 
     #[test]
     fn region_means_and_bounds() {
-        let image = RgbImage::from_fn(4, 3, |x, y| image::Rgb([(10 * x) as u8, (100 * y) as u8, 7]));
+        let image =
+            RgbImage::from_fn(4, 3, |x, y| image::Rgb([(10 * x) as u8, (100 * y) as u8, 7]));
         assert_eq!(region_mean_rgb(&image, 1, 1, 2, 2).unwrap(), [15.0, 150.0, 7.0]);
         assert_eq!(region_mean_rgb(&image, 0, 0, 4, 3).unwrap(), [15.0, 100.0, 7.0]);
         let err = region_mean_rgb(&image, 3, 0, 2, 1).unwrap_err();
-        assert_eq!(err, GeometryError::RegionOutOfBounds { x: 3, y: 0, width: 2, height: 1, image_width: 4, image_height: 3 });
-        assert!(matches!(region_mean_rgb(&image, u32::MAX, 0, 2, 1), Err(GeometryError::RegionOutOfBounds { .. })), "no overflow");
-        assert!(matches!(region_mean_rgb(&image, 0, 0, 0, 1), Err(GeometryError::EmptyRegion { .. })));
+        assert_eq!(
+            err,
+            GeometryError::RegionOutOfBounds {
+                x: 3,
+                y: 0,
+                width: 2,
+                height: 1,
+                image_width: 4,
+                image_height: 3
+            }
+        );
+        assert!(
+            matches!(
+                region_mean_rgb(&image, u32::MAX, 0, 2, 1),
+                Err(GeometryError::RegionOutOfBounds { .. })
+            ),
+            "no overflow"
+        );
+        assert!(matches!(
+            region_mean_rgb(&image, 0, 0, 0, 1),
+            Err(GeometryError::EmptyRegion { .. })
+        ));
     }
 
     proptest! {

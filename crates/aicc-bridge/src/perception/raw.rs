@@ -62,14 +62,24 @@ pub(crate) fn check_layout(image: &RawImage, bytes_per_pixel: u32) -> Result<(),
     }
     let min_step = u64::from(image.width) * u64::from(bytes_per_pixel);
     if u64::from(image.step) < min_step {
-        return Err(DecodeError::StepTooSmall { step: image.step, width: image.width, bytes_per_pixel, min_step, encoding: image.encoding.clone() });
+        return Err(DecodeError::StepTooSmall {
+            step: image.step,
+            width: image.width,
+            bytes_per_pixel,
+            min_step,
+            encoding: image.encoding.clone(),
+        });
     }
     let expected_bytes = u64::from(image.step) * u64::from(image.height);
     let got_bytes = image.data.len();
     let (width, height, step) = (image.width, image.height, image.step);
     match (got_bytes as u64).cmp(&expected_bytes) {
-        std::cmp::Ordering::Less => Err(DecodeError::Truncated { expected_bytes, width, height, step, got_bytes }),
-        std::cmp::Ordering::Greater => Err(DecodeError::ExcessData { expected_bytes, width, height, step, got_bytes }),
+        std::cmp::Ordering::Less => {
+            Err(DecodeError::Truncated { expected_bytes, width, height, step, got_bytes })
+        }
+        std::cmp::Ordering::Greater => {
+            Err(DecodeError::ExcessData { expected_bytes, width, height, step, got_bytes })
+        }
         std::cmp::Ordering::Equal => Ok(()),
     }
 }
@@ -95,19 +105,47 @@ mod tests {
     use super::*;
 
     fn frame(width: u32, height: u32, step: u32, len: usize) -> RawImage {
-        RawImage { width, height, encoding: "rgb8".into(), is_bigendian: false, step, data: vec![0; len] }
+        RawImage {
+            width,
+            height,
+            encoding: "rgb8".into(),
+            is_bigendian: false,
+            step,
+            data: vec![0; len],
+        }
     }
 
     #[test]
     fn layout_errors_carry_the_numbers() {
         let err = check_layout(&frame(4, 2, 12, 23), 3).unwrap_err();
-        assert!(matches!(err, DecodeError::Truncated { expected_bytes: 24, got_bytes: 23, step: 12, width: 4, height: 2 }), "{err:?}");
-        assert_eq!(err.to_string(), "truncated data: expected 24 bytes for 4x2 with step 12, got 23");
+        assert!(
+            matches!(
+                err,
+                DecodeError::Truncated {
+                    expected_bytes: 24,
+                    got_bytes: 23,
+                    step: 12,
+                    width: 4,
+                    height: 2
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "truncated data: expected 24 bytes for 4x2 with step 12, got 23"
+        );
         let err = check_layout(&frame(4, 2, 11, 22), 3).unwrap_err();
         assert!(matches!(err, DecodeError::StepTooSmall { step: 11, min_step: 12, .. }), "{err:?}");
         let err = check_layout(&frame(4, 2, 12, 25), 3).unwrap_err();
-        assert!(matches!(err, DecodeError::ExcessData { expected_bytes: 24, got_bytes: 25, .. }), "{err:?}");
-        assert!(matches!(check_layout(&frame(0, 2, 12, 0), 3), Err(DecodeError::ZeroSize { width: 0, height: 2 })));
+        assert!(
+            matches!(err, DecodeError::ExcessData { expected_bytes: 24, got_bytes: 25, .. }),
+            "{err:?}"
+        );
+        assert!(matches!(
+            check_layout(&frame(0, 2, 12, 0), 3),
+            Err(DecodeError::ZeroSize { width: 0, height: 2 })
+        ));
         check_layout(&frame(4, 2, 16, 32), 3).expect("padded rows are fine");
     }
 

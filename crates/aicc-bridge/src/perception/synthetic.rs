@@ -45,9 +45,17 @@ pub fn depth_frame(width: u32, height: u32) -> RawImage {
     let mut data = Vec::with_capacity(width as usize * height as usize * 2);
     for y in 0..height as i32 {
         for x in 0..width as i32 {
-            let metres = if (200..380).contains(&x) && (150..350).contains(&y) { 1.5 } else { 6.0 - 4.5 * f64::from(y) / f64::from(height) };
+            let metres = if (200..380).contains(&x) && (150..350).contains(&y) {
+                1.5
+            } else {
+                6.0 - 4.5 * f64::from(y) / f64::from(height)
+            };
             let hole = noise.next(50) == 0;
-            let mm = if hole { 0 } else { (metres * 1000.0 * (1.0 + f64::from(noise.next(100)) / 10_000.0)) as u16 };
+            let mm = if hole {
+                0
+            } else {
+                (metres * 1000.0 * (1.0 + f64::from(noise.next(100)) / 10_000.0)) as u16
+            };
             data.extend(mm.to_le_bytes());
         }
     }

@@ -9,7 +9,9 @@ use subtle::ConstantTimeEq;
 pub const CAN_HALT: &str = "can_halt";
 
 /// What a token allows. Scopes are ordered: each includes the ones before.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Sensors, and halting all motion (`stop`): the safe direction is
@@ -28,7 +30,14 @@ impl Scope {
         match self {
             Scope::Observe => &["can_observe_world", CAN_HALT],
             Scope::Actuate => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate"],
-            Scope::Admin => &["can_observe_world", CAN_HALT, "can_move_self", "can_communicate", "can_administer_bridge", "can_modify_world"],
+            Scope::Admin => &[
+                "can_observe_world",
+                CAN_HALT,
+                "can_move_self",
+                "can_communicate",
+                "can_administer_bridge",
+                "can_modify_world",
+            ],
         }
     }
 
@@ -122,7 +131,8 @@ impl Tokens {
         let presented = presented.as_bytes();
         let mut granted: Option<(Scope, Credential)> = None;
         for (index, (secret, scope)) in self.entries.iter().enumerate() {
-            let equal: bool = secret.len() == presented.len() && bool::from(secret.as_slice().ct_eq(presented));
+            let equal: bool =
+                secret.len() == presented.len() && bool::from(secret.as_slice().ct_eq(presented));
             if equal && granted.is_none_or(|(best, _)| *scope > best) {
                 granted = Some((*scope, Credential::Token(index)));
             }
@@ -161,7 +171,11 @@ mod tests {
         assert!(tokens.add("", Scope::Admin).is_err());
         assert_eq!(tokens.add("", Scope::Admin), Err(TokenError::Empty));
         assert!(!format!("{tokens:?}").contains("drive"), "Debug must not print secrets");
-        assert_eq!(Scope::Observe.capabilities(), ["can_observe_world", CAN_HALT], "an observer observes and may halt, nothing more");
+        assert_eq!(
+            Scope::Observe.capabilities(),
+            ["can_observe_world", CAN_HALT],
+            "an observer observes and may halt, nothing more"
+        );
         for scope in [Scope::Observe, Scope::Actuate, Scope::Admin] {
             assert!(scope.capabilities().contains(&CAN_HALT), "{scope:?} may halt");
         }
@@ -176,10 +190,18 @@ mod tests {
         assert_eq!(tokens.identify("operator-secret"), Some((Scope::Admin, Credential::Token(0))));
         assert_eq!(tokens.shared_across_scopes(), None);
         tokens.add("agent-secret", Scope::Actuate).unwrap();
-        assert_eq!(tokens.shared_across_scopes(), None, "the same text twice in one scope grants nothing more");
+        assert_eq!(
+            tokens.shared_across_scopes(),
+            None,
+            "the same text twice in one scope grants nothing more"
+        );
         tokens.add("agent-secret", Scope::Admin).unwrap();
         assert_eq!(tokens.shared_across_scopes(), Some((1, 3)));
-        assert_eq!(tokens.identify("agent-secret"), Some((Scope::Admin, Credential::Token(3))), "the widest scope");
+        assert_eq!(
+            tokens.identify("agent-secret"),
+            Some((Scope::Admin, Credential::Token(3))),
+            "the widest scope"
+        );
         assert!(!Credential::Token(1).describe().contains("secret"));
     }
 }

@@ -41,9 +41,19 @@ impl Catalog {
         let entries = descriptors
             .into_iter()
             .map(|descriptor| {
-                let validator = jsonschema::validator_for(&descriptor.input_schema)
-                    .map_err(|source| CatalogError::SchemaDoesNotCompile { tool: descriptor.id.to_string(), source: Box::new(source) })?;
-                let declared = descriptor.input_schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+                let validator =
+                    jsonschema::validator_for(&descriptor.input_schema).map_err(|source| {
+                        CatalogError::SchemaDoesNotCompile {
+                            tool: descriptor.id.to_string(),
+                            source: Box::new(source),
+                        }
+                    })?;
+                let declared = descriptor
+                    .input_schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
                 Ok(Entry { descriptor, validator, declared })
             })
             .collect::<Result<_, CatalogError>>()?;
@@ -60,12 +70,24 @@ impl Catalog {
 
     /// Validates `input` for `tool` (which must exist). The error names the
     /// failing path, e.g. `input.forward`.
-    pub fn validate(&self, tool: &str, mut input: Map<String, Value>) -> Result<ValidInput, AiccError> {
-        let entry = self.entries.iter().find(|e| e.descriptor.id == tool).ok_or_else(|| AiccError::invalid_input(format!("unknown tool '{tool}'")))?;
-        let undeclared: Vec<String> = input.keys().filter(|k| !entry.declared.contains(k)).cloned().collect();
+    pub fn validate(
+        &self,
+        tool: &str,
+        mut input: Map<String, Value>,
+    ) -> Result<ValidInput, AiccError> {
+        let entry = self
+            .entries
+            .iter()
+            .find(|e| e.descriptor.id == tool)
+            .ok_or_else(|| AiccError::invalid_input(format!("unknown tool '{tool}'")))?;
+        let undeclared: Vec<String> =
+            input.keys().filter(|k| !entry.declared.contains(k)).cloned().collect();
         if entry.descriptor.strict_input {
             if let Some(field) = undeclared.first() {
-                return Err(AiccError::invalid_input(format!("input.{field}: not a field of '{tool}', whose input is strict (fields: {})", entry.declared.join(", "))));
+                return Err(AiccError::invalid_input(format!(
+                    "input.{field}: not a field of '{tool}', whose input is strict (fields: {})",
+                    entry.declared.join(", ")
+                )));
             }
         } else {
             for field in &undeclared {
@@ -74,7 +96,8 @@ impl Catalog {
         }
         let ignored_fields = if entry.descriptor.strict_input { Vec::new() } else { undeclared };
         let value = Value::Object(input);
-        let problems: Vec<String> = entry.validator.iter_errors(&value).take(3).map(|error| describe(&error)).collect();
+        let problems: Vec<String> =
+            entry.validator.iter_errors(&value).take(3).map(|error| describe(&error)).collect();
         if !problems.is_empty() {
             return Err(AiccError::invalid_input(problems.join("; ")));
         }
@@ -86,7 +109,8 @@ impl Catalog {
 /// `input.a.b: <what is wrong>`, from a validator error.
 fn describe(error: &jsonschema::ValidationError) -> String {
     let pointer = error.instance_path().to_string();
-    let path: String = pointer.split('/').filter(|s| !s.is_empty()).map(|s| format!(".{s}")).collect();
+    let path: String =
+        pointer.split('/').filter(|s| !s.is_empty()).map(|s| format!(".{s}")).collect();
     format!("input{path}: {}", error.masked())
 }
 
@@ -125,7 +149,11 @@ mod tests {
         let err = c.validate("move", map(json!({"forward": "far"}))).unwrap_err();
         assert!(err.message.starts_with("input.forward:"), "{}", err.message);
         let err = c.validate("move", map(json!({"forward": 9}))).unwrap_err();
-        assert!(err.message.contains("input.forward") && err.message.contains('5'), "{}", err.message);
+        assert!(
+            err.message.contains("input.forward") && err.message.contains('5'),
+            "{}",
+            err.message
+        );
         let err = c.validate("move", map(json!({"forward": 1, "target": {"x": "a"}}))).unwrap_err();
         assert!(err.message.starts_with("input.target.x:"), "{}", err.message);
         let err = c.validate("move", map(json!({}))).unwrap_err();
@@ -134,10 +162,12 @@ mod tests {
 
     #[test]
     fn extra_fields_are_ignored_unless_strict() {
-        let lenient = catalog(false).validate("move", map(json!({"forward": 1, "speed": 3}))).unwrap();
+        let lenient =
+            catalog(false).validate("move", map(json!({"forward": 1, "speed": 3}))).unwrap();
         assert_eq!(lenient.ignored_fields, vec!["speed".to_string()]);
         assert!(!lenient.input.contains_key("speed"));
-        let err = catalog(true).validate("move", map(json!({"forward": 1, "speed": 3}))).unwrap_err();
+        let err =
+            catalog(true).validate("move", map(json!({"forward": 1, "speed": 3}))).unwrap_err();
         assert!(err.message.contains("speed"), "{}", err.message);
     }
 
@@ -147,6 +177,9 @@ mod tests {
         bad.input_schema = json!({"type": 12});
         let err = Catalog::new(vec![bad]).err().unwrap();
         assert!(err.to_string().contains("tool 'move'"), "{err}");
-        assert!(matches!(&err, CatalogError::SchemaDoesNotCompile { tool, .. } if tool == "move"), "{err}");
+        assert!(
+            matches!(&err, CatalogError::SchemaDoesNotCompile { tool, .. } if tool == "move"),
+            "{err}"
+        );
     }
 }

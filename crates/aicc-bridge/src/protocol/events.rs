@@ -71,7 +71,15 @@ impl EventRing {
     /// Events with a sequence number above `cursor`, at most `limit`.
     pub fn replay_after(&self, cursor: u64, limit: usize) -> Replay {
         let page = self.events.after(cursor, limit);
-        let events = page.items.into_iter().map(|(seq, event)| StoredEvent { seq, tick: event.tick, message: event.message.clone() }).collect();
+        let events = page
+            .items
+            .into_iter()
+            .map(|(seq, event)| StoredEvent {
+                seq,
+                tick: event.tick,
+                message: event.message.clone(),
+            })
+            .collect();
         Replay { events, dropped: page.dropped, next_cursor: page.next_cursor }
     }
 }

@@ -14,11 +14,23 @@ pub enum Inbound {
     ToolCall(ToolCall),
     /// Re-fetch the manifest; as the first line of a connection it opens a
     /// session (and authenticates, when tokens are configured).
-    ManifestRequest { message_id: Option<String>, opening: Opening },
+    ManifestRequest {
+        message_id: Option<String>,
+        opening: Opening,
+    },
     /// Re-attach to a session, replaying events after `cursor`.
-    SessionResume { message_id: Option<String>, session_id: String, cursor: u64, opening: Opening },
-    Heartbeat { message_id: Option<String> },
-    SessionClose { message_id: Option<String> },
+    SessionResume {
+        message_id: Option<String>,
+        session_id: String,
+        cursor: u64,
+        opening: Opening,
+    },
+    Heartbeat {
+        message_id: Option<String>,
+    },
+    SessionClose {
+        message_id: Option<String>,
+    },
 }
 
 /// A `tool_call`: which tool to run with what, and how the agent names it.
@@ -73,18 +85,32 @@ pub struct Decoded {
 /// Decodes one NDJSON line.
 pub fn decode(line: &[u8]) -> Result<Decoded, (AiccError, Correlation)> {
     let text = std::str::from_utf8(line).map_err(|e| {
-        (AiccError::invalid_input(format!("line is not valid UTF-8 (at byte {})", e.valid_up_to())), Correlation::default())
+        (
+            AiccError::invalid_input(format!(
+                "line is not valid UTF-8 (at byte {})",
+                e.valid_up_to()
+            )),
+            Correlation::default(),
+        )
     })?;
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| (AiccError::invalid_input(format!("line is not valid JSON: {e}")), Correlation::default()))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        (AiccError::invalid_input(format!("line is not valid JSON: {e}")), Correlation::default())
+    })?;
     let Value::Object(mut object) = value else {
-        return Err((AiccError::invalid_input("message must be a JSON object"), Correlation::default()));
+        return Err((
+            AiccError::invalid_input("message must be a JSON object"),
+            Correlation::default(),
+        ));
     };
     let correlation = Correlation {
         message_id: object.get("message_id").and_then(Value::as_str).map(str::to_owned),
         call_id: object.get("call_id").and_then(Value::as_str).map(str::to_owned),
     };
-    let session_id = object.get("session_id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+    let session_id = object
+        .get("session_id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
     let inbound = decode_object(&mut object).map_err(|e| (e, correlation))?;
     Ok(Decoded { inbound, session_id })
 }
@@ -116,11 +142,21 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
             };
             let idempotency_key = optional_string(object, "idempotency_key")?;
             if idempotency_key.as_ref().is_some_and(|k| k.is_empty() || k.len() > 128) {
-                return Err(AiccError::invalid_input("field 'idempotency_key' must be 1 to 128 characters"));
+                return Err(AiccError::invalid_input(
+                    "field 'idempotency_key' must be 1 to 128 characters",
+                ));
             }
-            Ok(Inbound::ToolCall(ToolCall { message_id, call_id, tool, input, options: CallOptions { deadline_ms, idempotency_key } }))
+            Ok(Inbound::ToolCall(ToolCall {
+                message_id,
+                call_id,
+                tool,
+                input,
+                options: CallOptions { deadline_ms, idempotency_key },
+            }))
         }
-        "manifest_request" => Ok(Inbound::ManifestRequest { message_id, opening: opening(object)? }),
+        "manifest_request" => {
+            Ok(Inbound::ManifestRequest { message_id, opening: opening(object)? })
+        }
         "session_resume" => {
             let session_id = required_string(object, "session_id")?;
             let cursor = match object.get("cursor") {
@@ -131,9 +167,9 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
         }
         "heartbeat" => Ok(Inbound::Heartbeat { message_id }),
         "session_close" => Ok(Inbound::SessionClose { message_id }),
-        "session_init" | "tool_result" | "event" | "error" => Err(AiccError::invalid_input(format!(
-            "message type '{kind}' is sent by the bridge, not by the agent"
-        ))),
+        "session_init" | "tool_result" | "event" | "error" => Err(AiccError::invalid_input(
+            format!("message type '{kind}' is sent by the bridge, not by the agent"),
+        )),
         other => Err(AiccError::invalid_input(format!("unknown message type '{other}'"))),
     }
 }
@@ -141,29 +177,57 @@ fn decode_object(object: &mut Map<String, Value>) -> Result<Inbound, AiccError> 
 fn opening(object: &Map<String, Value>) -> Result<Opening, AiccError> {
     let token = match object.get("auth") {
         None | Some(Value::Null) => None,
-        Some(Value::Object(auth)) => Some(required_string(auth, "token").map_err(|e| AiccError::invalid_input(format!("auth: {}", e.message)))?),
-        Some(other) => return Err(AiccError::invalid_input(format!("field 'auth' must be an object {{\"token\": ...}}, got {}", json_type_name(other)))),
+        Some(Value::Object(auth)) => Some(
+            required_string(auth, "token")
+                .map_err(|e| AiccError::invalid_input(format!("auth: {}", e.message)))?,
+        ),
+        Some(other) => {
+            return Err(AiccError::invalid_input(format!(
+                "field 'auth' must be an object {{\"token\": ...}}, got {}",
+                json_type_name(other)
+            )))
+        }
     };
     let agent_class = match object.get("agent_model") {
         None | Some(Value::Null) => None,
         Some(Value::Object(model)) => {
-            let class = required_string(model, "class").map_err(|e| AiccError::invalid_input(format!("agent_model: {}", e.message)))?;
+            let class = required_string(model, "class")
+                .map_err(|e| AiccError::invalid_input(format!("agent_model: {}", e.message)))?;
             if !AGENT_CLASSES.contains(&class.as_str()) {
-                return Err(AiccError::invalid_input(format!("agent_model.class '{class}' is not one of {AGENT_CLASSES:?}")));
+                return Err(AiccError::invalid_input(format!(
+                    "agent_model.class '{class}' is not one of {AGENT_CLASSES:?}"
+                )));
             }
             Some(class)
         }
-        Some(other) => return Err(AiccError::invalid_input(format!("field 'agent_model' must be an object, got {}", json_type_name(other)))),
+        Some(other) => {
+            return Err(AiccError::invalid_input(format!(
+                "field 'agent_model' must be an object, got {}",
+                json_type_name(other)
+            )))
+        }
     };
     let subscribe = match object.get("subscribe") {
         None | Some(Value::Null) => None,
         Some(Value::Array(topics)) => Some(
             topics
                 .iter()
-                .map(|t| t.as_str().map(str::to_owned).ok_or_else(|| AiccError::invalid_input(format!("field 'subscribe' must list topic names, found {}", json_type_name(t)))))
+                .map(|t| {
+                    t.as_str().map(str::to_owned).ok_or_else(|| {
+                        AiccError::invalid_input(format!(
+                            "field 'subscribe' must list topic names, found {}",
+                            json_type_name(t)
+                        ))
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
-        Some(other) => return Err(AiccError::invalid_input(format!("field 'subscribe' must be an array of topics, got {}", json_type_name(other)))),
+        Some(other) => {
+            return Err(AiccError::invalid_input(format!(
+                "field 'subscribe' must be an array of topics, got {}",
+                json_type_name(other)
+            )))
+        }
     };
     Ok(Opening { token, agent_class, subscribe })
 }
@@ -178,11 +242,15 @@ fn check_protocol(field: Option<&Value>) -> Result<(), AiccError> {
     let Some(text) = value.as_str() else {
         return Err(mismatch(format!("field 'protocol' must be a string like \"{PROTOCOL}\"")));
     };
-    let version = text.strip_prefix("aicc/").ok_or_else(|| mismatch(format!("protocol '{text}' is not AICC; expected \"{PROTOCOL}\"")))?;
+    let version = text.strip_prefix("aicc/").ok_or_else(|| {
+        mismatch(format!("protocol '{text}' is not AICC; expected \"{PROTOCOL}\""))
+    })?;
     let (major, minor) = version.split_once('.').unwrap_or((version, "0"));
     match (major.parse::<u64>(), minor.parse::<u64>()) {
         (Ok(PROTOCOL_MAJOR), Ok(_)) => Ok(()),
-        (Ok(major), Ok(_)) => Err(mismatch(format!("protocol major version {major} is not supported; this bridge speaks {PROTOCOL}"))),
+        (Ok(major), Ok(_)) => Err(mismatch(format!(
+            "protocol major version {major} is not supported; this bridge speaks {PROTOCOL}"
+        ))),
         _ => Err(mismatch(format!("protocol '{text}' is not of the form aicc/MAJOR.MINOR"))),
     }
 }
@@ -190,7 +258,10 @@ fn check_protocol(field: Option<&Value>) -> Result<(), AiccError> {
 fn required_string(object: &Map<String, Value>, field: &str) -> Result<String, AiccError> {
     match object.get(field) {
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(AiccError::invalid_input(format!("field '{field}' must be a string, got {}", json_type_name(other)))),
+        Some(other) => Err(AiccError::invalid_input(format!(
+            "field '{field}' must be a string, got {}",
+            json_type_name(other)
+        ))),
         None => Err(AiccError::invalid_input(format!("field '{field}' is missing"))),
     }
 }
@@ -199,7 +270,10 @@ fn optional_string(object: &Map<String, Value>, field: &str) -> Result<Option<St
     match object.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(AiccError::invalid_input(format!("field '{field}' must be a string, got {}", json_type_name(other)))),
+        Some(other) => Err(AiccError::invalid_input(format!(
+            "field '{field}' must be a string, got {}",
+            json_type_name(other)
+        ))),
     }
 }
 
@@ -230,20 +304,30 @@ mod tests {
     #[test]
     fn decodes_a_tool_call() {
         let inbound = decode_str(r#"{"protocol":"aicc/0.1","type":"tool_call","message_id":"m1","call_id":"c1","tool":"move","input":{"forward":0.5}}"#).unwrap();
-        let Inbound::ToolCall(ToolCall { call_id, tool, input, message_id, .. }) = inbound else { panic!("not a tool call") };
-        assert_eq!((call_id.as_str(), tool.as_str(), message_id.as_deref()), ("c1", "move", Some("m1")));
+        let Inbound::ToolCall(ToolCall { call_id, tool, input, message_id, .. }) = inbound else {
+            panic!("not a tool call")
+        };
+        assert_eq!(
+            (call_id.as_str(), tool.as_str(), message_id.as_deref()),
+            ("c1", "move", Some("m1"))
+        );
         assert_eq!(input["forward"], json!(0.5));
     }
 
     #[test]
     fn an_envelope_carries_the_given_ids_and_the_body_fields() {
         let message = envelope("heartbeat", "s-1", "m-1".into(), json!({ "meta": { "tick": 3 } }));
-        assert_eq!(message, json!({ "protocol": PROTOCOL, "type": "heartbeat", "session_id": "s-1", "message_id": "m-1", "meta": { "tick": 3 } }));
+        assert_eq!(
+            message,
+            json!({ "protocol": PROTOCOL, "type": "heartbeat", "session_id": "s-1", "message_id": "m-1", "meta": { "tick": 3 } })
+        );
     }
 
     #[test]
     fn a_newer_minor_is_accepted_and_a_new_major_is_a_mismatch() {
-        assert!(decode_str(r#"{"protocol":"aicc/0.7","type":"heartbeat","future_field":1}"#).is_ok());
+        assert!(
+            decode_str(r#"{"protocol":"aicc/0.7","type":"heartbeat","future_field":1}"#).is_ok()
+        );
         let (err, _) = decode_str(r#"{"protocol":"aicc/1.0","type":"heartbeat"}"#).unwrap_err();
         assert_eq!(err.code, ErrorCode::ProtocolMismatch);
         let (err, _) = decode_str(r#"{"type":"heartbeat"}"#).unwrap_err();
@@ -267,9 +351,17 @@ mod tests {
         for (line, expected) in cases {
             let (err, _) = decode(line).unwrap_err();
             assert_eq!(err.code, ErrorCode::InvalidInput, "{}", String::from_utf8_lossy(line));
-            assert!(err.message.contains(expected), "{:?} -> {}", String::from_utf8_lossy(line), err.message);
+            assert!(
+                err.message.contains(expected),
+                "{:?} -> {}",
+                String::from_utf8_lossy(line),
+                err.message
+            );
         }
         let (_, correlation) = decode_str(r#"{"protocol":"aicc/0.1","type":"tool_call","call_id":"c9","message_id":"m9","tool":5}"#).unwrap_err();
-        assert_eq!(correlation, Correlation { message_id: Some("m9".into()), call_id: Some("c9".into()) });
+        assert_eq!(
+            correlation,
+            Correlation { message_id: Some("m9".into()), call_id: Some("c9".into()) }
+        );
     }
 }

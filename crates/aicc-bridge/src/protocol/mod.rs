@@ -3,13 +3,13 @@
 pub mod auth;
 pub mod catalog;
 pub mod clock;
+pub mod core;
 pub mod error;
 pub mod events;
 pub mod ids;
 pub mod manifest;
 pub mod message;
 pub mod ratelimit;
-pub mod core;
 
 /// The NDJSON framing (shared with clients).
 pub use aicc_wire::codec;

@@ -13,7 +13,12 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// Records a call at `now` if within `calls_per_minute`; otherwise
     /// returns how long until the next call would be allowed.
-    pub fn try_call(&mut self, tool: &str, calls_per_minute: u32, now: Instant) -> Result<(), Duration> {
+    pub fn try_call(
+        &mut self,
+        tool: &str,
+        calls_per_minute: u32,
+        now: Instant,
+    ) -> Result<(), Duration> {
         let window = self.calls.entry(tool.to_string()).or_default();
         while window.front().is_some_and(|t| now.saturating_duration_since(*t) >= WINDOW) {
             window.pop_front();
@@ -40,7 +45,13 @@ mod tests {
         }
         let wait = limiter.try_call("say", 3, t0 + Duration::from_secs(10)).unwrap_err();
         assert_eq!(wait, Duration::from_secs(50));
-        assert!(limiter.try_call("look_at", 3, t0 + Duration::from_secs(10)).is_ok(), "limits are per tool");
-        assert!(limiter.try_call("say", 3, t0 + Duration::from_secs(60)).is_ok(), "the window slides");
+        assert!(
+            limiter.try_call("look_at", 3, t0 + Duration::from_secs(10)).is_ok(),
+            "limits are per tool"
+        );
+        assert!(
+            limiter.try_call("say", 3, t0 + Duration::from_secs(60)).is_ok(),
+            "the window slides"
+        );
     }
 }

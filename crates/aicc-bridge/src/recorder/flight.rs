@@ -27,7 +27,11 @@ impl std::fmt::Display for Trigger {
         match self {
             Trigger::EmergencyStop { call_id } => write!(f, "emergency stop (call {call_id})"),
             Trigger::Contact => write!(f, "contact (collision event)"),
-            Trigger::AgentLost { conn, calls } => write!(f, "agent lost mid-call (connection {conn}, calls in flight: {})", calls.join(", ")),
+            Trigger::AgentLost { conn, calls } => write!(
+                f,
+                "agent lost mid-call (connection {conn}, calls in flight: {})",
+                calls.join(", ")
+            ),
         }
     }
 }
@@ -71,7 +75,14 @@ pub struct FlightRing {
 
 impl FlightRing {
     pub fn new(window: Duration, max_bytes: usize) -> Self {
-        Self { window, max_bytes, items: VecDeque::new(), bytes: 0, in_flight: HashMap::new(), closing: HashSet::new() }
+        Self {
+            window,
+            max_bytes,
+            items: VecDeque::new(),
+            bytes: 0,
+            in_flight: HashMap::new(),
+            closing: HashSet::new(),
+        }
     }
 
     /// Keeps a message; forgets the oldest beyond the window or the bytes.
@@ -130,7 +141,11 @@ impl FlightRing {
                 let message: Value = serde_json::from_slice(line).ok()?;
                 match message.get("type").and_then(Value::as_str) {
                     Some("tool_call") => {
-                        let call_id = message.get("call_id").and_then(Value::as_str).unwrap_or("").to_string();
+                        let call_id = message
+                            .get("call_id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
                         if message.get("tool").and_then(Value::as_str) == Some("stop") {
                             return Some(Trigger::EmergencyStop { call_id });
                         }
@@ -146,7 +161,10 @@ impl FlightRing {
             }
             TapBody::Outbound { message, .. } => {
                 if message.get("type").and_then(Value::as_str) == Some("tool_result") {
-                    if let (Some(calls), Some(call_id)) = (self.in_flight.get_mut(&conn), message.get("call_id").and_then(Value::as_str)) {
+                    if let (Some(calls), Some(call_id)) = (
+                        self.in_flight.get_mut(&conn),
+                        message.get("call_id").and_then(Value::as_str),
+                    ) {
                         calls.remove(call_id);
                     }
                 }
@@ -155,7 +173,8 @@ impl FlightRing {
             TapBody::Event { topic, .. } if topic == "collision" => Some(Trigger::Contact),
             TapBody::Disconnected => {
                 let closing = self.closing.remove(&conn);
-                let mut calls: Vec<String> = self.in_flight.remove(&conn).unwrap_or_default().into_iter().collect();
+                let mut calls: Vec<String> =
+                    self.in_flight.remove(&conn).unwrap_or_default().into_iter().collect();
                 calls.sort();
                 (!closing && !calls.is_empty()).then_some(Trigger::AgentLost { conn, calls })
             }
@@ -215,11 +234,21 @@ mod tests {
         assert_eq!(ring.bytes(), 8100, "a frame's bytes count");
         ring.push_sample(frame(second(3)), 3, second(3));
         let times: Vec<u64> = ring.contents().map(Kept::log_time_ns).collect();
-        assert_eq!((times, ring.bytes()), (vec![2, 3], 8000), "12,100 bytes > 10,000: the oldest forgotten first, the message and the first frame");
+        assert_eq!(
+            (times, ring.bytes()),
+            (vec![2, 3], 8000),
+            "12,100 bytes > 10,000: the oldest forgotten first, the message and the first frame"
+        );
         ring.push(Channel::Outbound, 13, vec![0; 10], second(13));
         let times: Vec<u64> = ring.contents().map(Kept::log_time_ns).collect();
-        assert_eq!((times, ring.bytes()), (vec![3, 13], 4010), "the frame 11 s old is out of the 10 s window, the one 10 s old is not");
-        assert!(matches!(ring.contents().next(), Some(Kept::Sample(sample, 3)) if sample.data.len() == 4000));
+        assert_eq!(
+            (times, ring.bytes()),
+            (vec![3, 13], 4010),
+            "the frame 11 s old is out of the 10 s window, the one 10 s old is not"
+        );
+        assert!(
+            matches!(ring.contents().next(), Some(Kept::Sample(sample, 3)) if sample.data.len() == 4000)
+        );
         assert_eq!(ring.drain().count(), 2);
         assert_eq!(ring.bytes(), 0);
     }
@@ -227,16 +256,44 @@ mod tests {
     #[test]
     fn faults_are_a_stop_a_contact_and_an_agent_lost_mid_call() {
         let mut ring = FlightRing::new(Duration::from_secs(10), 1 << 20);
-        assert_eq!(ring.trigger(&inbound(1, json!({ "type": "tool_call", "tool": "stop", "call_id": "h" }))), Some(Trigger::EmergencyStop { call_id: "h".into() }));
-        let collision = record(0, TapBody::Event { topic: "collision".into(), payload: Arc::new(json!({})), audience: None });
+        assert_eq!(
+            ring.trigger(&inbound(
+                1,
+                json!({ "type": "tool_call", "tool": "stop", "call_id": "h" })
+            )),
+            Some(Trigger::EmergencyStop { call_id: "h".into() })
+        );
+        let collision = record(
+            0,
+            TapBody::Event {
+                topic: "collision".into(),
+                payload: Arc::new(json!({})),
+                audience: None,
+            },
+        );
         assert_eq!(ring.trigger(&collision), Some(Trigger::Contact));
         // A call answered, then the connection gone: no fault.
-        assert_eq!(ring.trigger(&inbound(2, json!({ "type": "tool_call", "tool": "move", "call_id": "m1" }))), None);
-        ring.trigger(&record(2, TapBody::Outbound { message: Arc::new(json!({ "type": "tool_result", "call_id": "m1" })), droppable: false }));
+        assert_eq!(
+            ring.trigger(&inbound(
+                2,
+                json!({ "type": "tool_call", "tool": "move", "call_id": "m1" })
+            )),
+            None
+        );
+        ring.trigger(&record(
+            2,
+            TapBody::Outbound {
+                message: Arc::new(json!({ "type": "tool_result", "call_id": "m1" })),
+                droppable: false,
+            },
+        ));
         assert_eq!(ring.trigger(&record(2, TapBody::Disconnected)), None);
         // A call in flight when the connection drops: the agent was lost.
         ring.trigger(&inbound(3, json!({ "type": "tool_call", "tool": "move", "call_id": "m2" })));
-        assert_eq!(ring.trigger(&record(3, TapBody::Disconnected)), Some(Trigger::AgentLost { conn: 3, calls: vec!["m2".into()] }));
+        assert_eq!(
+            ring.trigger(&record(3, TapBody::Disconnected)),
+            Some(Trigger::AgentLost { conn: 3, calls: vec!["m2".into()] })
+        );
         // Closing the session first is not losing it.
         ring.trigger(&inbound(4, json!({ "type": "tool_call", "tool": "move", "call_id": "m3" })));
         ring.trigger(&inbound(4, json!({ "type": "session_close" })));

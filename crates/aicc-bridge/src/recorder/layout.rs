@@ -36,7 +36,15 @@ pub enum Channel {
 }
 
 impl Channel {
-    pub const ALL: [Channel; 7] = [Channel::Inbound, Channel::Outbound, Channel::Events, Channel::Governor, Channel::Lease, Channel::Connections, Channel::Recorder];
+    pub const ALL: [Channel; 7] = [
+        Channel::Inbound,
+        Channel::Outbound,
+        Channel::Events,
+        Channel::Governor,
+        Channel::Lease,
+        Channel::Connections,
+        Channel::Recorder,
+    ];
 
     /// The MCAP topic.
     pub fn topic(self) -> &'static str {
@@ -140,28 +148,42 @@ impl Encoder {
     pub fn encode(&mut self, record: &TapRecord) -> Vec<(Channel, Value)> {
         let conn = record.conn.unwrap_or(0);
         match &record.body {
-            TapBody::Connected { peer } => vec![(Channel::Connections, json!({ "conn": conn, "kind": "connected", "peer": peer }))],
+            TapBody::Connected { peer } => vec![(
+                Channel::Connections,
+                json!({ "conn": conn, "kind": "connected", "peer": peer }),
+            )],
             TapBody::Disconnected => {
                 let session = self.sessions.remove(&conn);
-                vec![(Channel::Connections, json!({ "conn": conn, "kind": "disconnected", "session": session }))]
+                vec![(
+                    Channel::Connections,
+                    json!({ "conn": conn, "kind": "disconnected", "session": session }),
+                )]
             }
             TapBody::Inbound { line } => {
                 let session = self.sessions.get(&conn).cloned();
                 let message = match serde_json::from_slice::<Value>(line) {
                     Ok(message) => json!({ "conn": conn, "session": session, "message": message }),
-                    Err(_) => json!({ "conn": conn, "session": session, "message": null, "raw": String::from_utf8_lossy(line) }),
+                    Err(_) => {
+                        json!({ "conn": conn, "session": session, "message": null, "raw": String::from_utf8_lossy(line) })
+                    }
                 };
                 vec![(Channel::Inbound, message)]
             }
             TapBody::Outbound { message, droppable } => {
                 self.note_session(conn, message);
-                let mut out = vec![(Channel::Outbound, json!({ "conn": conn, "session": self.sessions.get(&conn), "message": message.as_ref(), "droppable": droppable }))];
+                let mut out = vec![(
+                    Channel::Outbound,
+                    json!({ "conn": conn, "session": self.sessions.get(&conn), "message": message.as_ref(), "droppable": droppable }),
+                )];
                 out.extend(self.lease_change(message));
                 out
             }
             TapBody::Event { topic, payload, audience } => {
                 let channel = if topic == "governor" { Channel::Governor } else { Channel::Events };
-                vec![(channel, json!({ "topic": topic, "payload": payload.as_ref(), "audience": audience }))]
+                vec![(
+                    channel,
+                    json!({ "topic": topic, "payload": payload.as_ref(), "audience": audience }),
+                )]
             }
             TapBody::LeaseReleased => {
                 self.last_lease = None;
@@ -184,23 +206,36 @@ impl Encoder {
                 data.extend_from_slice(format!("{{\"conn\":{conn},\"message\":").as_bytes());
                 data.extend_from_slice(line);
                 data.extend_from_slice(b",\"session\":");
-                serde_json::to_writer(&mut data, &self.sessions.get(&conn)).expect("a string serialises");
+                serde_json::to_writer(&mut data, &self.sessions.get(&conn))
+                    .expect("a string serialises");
                 data.push(b'}');
                 vec![(Channel::Inbound, data)]
             }
             TapBody::Outbound { message, droppable } => {
                 self.note_session(conn, message);
                 let mut data = Vec::with_capacity(1024);
-                data.extend_from_slice(format!("{{\"conn\":{conn},\"droppable\":{droppable},\"message\":").as_bytes());
-                serde_json::to_writer(&mut data, message.as_ref()).expect("a JSON value serialises");
+                data.extend_from_slice(
+                    format!("{{\"conn\":{conn},\"droppable\":{droppable},\"message\":").as_bytes(),
+                );
+                serde_json::to_writer(&mut data, message.as_ref())
+                    .expect("a JSON value serialises");
                 data.extend_from_slice(b",\"session\":");
-                serde_json::to_writer(&mut data, &self.sessions.get(&conn)).expect("a string serialises");
+                serde_json::to_writer(&mut data, &self.sessions.get(&conn))
+                    .expect("a string serialises");
                 data.push(b'}');
                 let mut out = vec![(Channel::Outbound, data)];
-                out.extend(self.lease_change(message).map(|(channel, value)| (channel, serde_json::to_vec(&value).expect("a JSON value serialises"))));
+                out.extend(self.lease_change(message).map(|(channel, value)| {
+                    (channel, serde_json::to_vec(&value).expect("a JSON value serialises"))
+                }));
                 out
             }
-            _ => self.encode(record).into_iter().map(|(channel, value)| (channel, serde_json::to_vec(&value).expect("a JSON value serialises"))).collect(),
+            _ => self
+                .encode(record)
+                .into_iter()
+                .map(|(channel, value)| {
+                    (channel, serde_json::to_vec(&value).expect("a JSON value serialises"))
+                })
+                .collect(),
         }
     }
 
@@ -215,7 +250,8 @@ impl Encoder {
 
     /// A lease event seen for the first time (it is delivered once per subscriber).
     fn lease_change(&mut self, message: &Value) -> Option<(Channel, Value)> {
-        let is_lease_event = message.get("type").and_then(Value::as_str) == Some("event") && message.get("topic").and_then(Value::as_str) == Some("lease");
+        let is_lease_event = message.get("type").and_then(Value::as_str) == Some("event")
+            && message.get("topic").and_then(Value::as_str) == Some("lease");
         if !is_lease_event {
             return None;
         }
@@ -299,13 +335,23 @@ mod tests {
     #[test]
     fn messages_carry_their_session_once_the_bridge_named_it() {
         let mut encoder = Encoder::default();
-        let before = encoder.encode(&record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"type\":\"manifest_request\"}"[..]) }));
+        let before = encoder.encode(&record(
+            Some(4),
+            TapBody::Inbound { line: Arc::from(&b"{\"type\":\"manifest_request\"}"[..]) },
+        ));
         assert_eq!(before[0].1["session"], Value::Null);
         let init = json!({ "type": "session_init", "session_id": "s-1" });
-        encoder.encode(&record(Some(4), TapBody::Outbound { message: Arc::new(init), droppable: false }));
-        let after = encoder.encode(&record(Some(4), TapBody::Inbound { line: Arc::from(&b"not json"[..]) }));
+        encoder.encode(&record(
+            Some(4),
+            TapBody::Outbound { message: Arc::new(init), droppable: false },
+        ));
+        let after = encoder
+            .encode(&record(Some(4), TapBody::Inbound { line: Arc::from(&b"not json"[..]) }));
         assert_eq!(after[0].0, Channel::Inbound);
-        assert_eq!((&after[0].1["session"], &after[0].1["message"], &after[0].1["raw"]), (&json!("s-1"), &Value::Null, &json!("not json")));
+        assert_eq!(
+            (&after[0].1["session"], &after[0].1["message"], &after[0].1["raw"]),
+            (&json!("s-1"), &Value::Null, &json!("not json"))
+        );
         let gone = encoder.encode(&record(Some(4), TapBody::Disconnected));
         assert_eq!(gone[0].1["session"], "s-1");
     }
@@ -314,8 +360,14 @@ mod tests {
     fn a_lease_event_delivered_to_many_is_one_lease_change() {
         let mut encoder = Encoder::default();
         let event = |session: &str| json!({ "type": "event", "topic": "lease", "session_id": session, "payload": { "holder": "s-1" } });
-        let first = encoder.encode(&record(Some(1), TapBody::Outbound { message: Arc::new(event("s-1")), droppable: true }));
-        let second = encoder.encode(&record(Some(2), TapBody::Outbound { message: Arc::new(event("s-2")), droppable: true }));
+        let first = encoder.encode(&record(
+            Some(1),
+            TapBody::Outbound { message: Arc::new(event("s-1")), droppable: true },
+        ));
+        let second = encoder.encode(&record(
+            Some(2),
+            TapBody::Outbound { message: Arc::new(event("s-2")), droppable: true },
+        ));
         assert_eq!(first.iter().filter(|(c, _)| *c == Channel::Lease).count(), 1);
         assert_eq!(second.iter().filter(|(c, _)| *c == Channel::Lease).count(), 0);
         let released = encoder.encode(&record(None, TapBody::LeaseReleased));
@@ -325,21 +377,54 @@ mod tests {
     #[test]
     fn the_bytes_written_are_the_encoded_messages_serialised() {
         let records = [
-            record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"call_id\":\"c1\",\"type\":\"tool_call\"}"[..]) }),
-            record(Some(4), TapBody::Outbound { message: Arc::new(json!({ "type": "session_init", "session_id": "s-\"1\"" })), droppable: false }),
-            record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"input\":{\"x\":1.5},\"tool\":\"move\"}"[..]) }),
+            record(
+                Some(4),
+                TapBody::Inbound {
+                    line: Arc::from(&b"{\"call_id\":\"c1\",\"type\":\"tool_call\"}"[..]),
+                },
+            ),
+            record(
+                Some(4),
+                TapBody::Outbound {
+                    message: Arc::new(json!({ "type": "session_init", "session_id": "s-\"1\"" })),
+                    droppable: false,
+                },
+            ),
+            record(
+                Some(4),
+                TapBody::Inbound {
+                    line: Arc::from(&b"{\"input\":{\"x\":1.5},\"tool\":\"move\"}"[..]),
+                },
+            ),
             record(Some(4), TapBody::Inbound { line: Arc::from(&b"not json"[..]) }),
             record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"text\":\"\\ud800\"}"[..]) }),
             record(Some(4), TapBody::Inbound { line: Arc::from(&b"{\"a\":1} trailing"[..]) }),
-            record(Some(4), TapBody::Outbound { message: Arc::new(json!({ "type": "event", "topic": "lease", "session_id": "s-1", "payload": { "holder": "s-1" } })), droppable: true }),
+            record(
+                Some(4),
+                TapBody::Outbound {
+                    message: Arc::new(
+                        json!({ "type": "event", "topic": "lease", "session_id": "s-1", "payload": { "holder": "s-1" } }),
+                    ),
+                    droppable: true,
+                },
+            ),
             record(None, TapBody::LeaseReleased),
             record(Some(4), TapBody::Disconnected),
         ];
         let (mut values, mut bytes) = (Encoder::default(), Encoder::default());
         for record in &records {
-            let expected: Vec<(Channel, Vec<u8>)> = values.encode(record).into_iter().map(|(c, v)| (c, serde_json::to_vec(&v).unwrap())).collect();
+            let expected: Vec<(Channel, Vec<u8>)> = values
+                .encode(record)
+                .into_iter()
+                .map(|(c, v)| (c, serde_json::to_vec(&v).unwrap()))
+                .collect();
             let written = bytes.encode_bytes(record);
-            let text = |messages: &[(Channel, Vec<u8>)]| messages.iter().map(|(c, d)| format!("{c:?} {}", String::from_utf8_lossy(d))).collect::<Vec<_>>();
+            let text = |messages: &[(Channel, Vec<u8>)]| {
+                messages
+                    .iter()
+                    .map(|(c, d)| format!("{c:?} {}", String::from_utf8_lossy(d)))
+                    .collect::<Vec<_>>()
+            };
             assert_eq!(text(&written), text(&expected));
         }
     }
@@ -347,9 +432,23 @@ mod tests {
     #[test]
     fn governor_events_have_their_own_channel() {
         let mut encoder = Encoder::default();
-        let out = encoder.encode(&record(None, TapBody::Event { topic: "governor".into(), payload: Arc::new(json!({ "kind": "restriction_began" })), audience: None }));
+        let out = encoder.encode(&record(
+            None,
+            TapBody::Event {
+                topic: "governor".into(),
+                payload: Arc::new(json!({ "kind": "restriction_began" })),
+                audience: None,
+            },
+        ));
         assert_eq!(out[0].0, Channel::Governor);
-        let out = encoder.encode(&record(None, TapBody::Event { topic: "collision".into(), payload: Arc::new(json!({})), audience: None }));
+        let out = encoder.encode(&record(
+            None,
+            TapBody::Event {
+                topic: "collision".into(),
+                payload: Arc::new(json!({})),
+                audience: None,
+            },
+        ));
         assert_eq!(out[0].0, Channel::Events);
     }
 }

@@ -33,8 +33,8 @@ use serde_json::{json, Value};
 use crate::config::{RecordConfig, RecordMode};
 use crate::robot::wire::{SampleRecorder, WireSample, WireSwitch};
 use crate::robot::{Sensor, SensorPort};
-use crate::tap::{Lagged, TapReceiver, TapRecord, TapSource};
 use crate::robot_events::{EventSender, RobotEvent};
+use crate::tap::{Lagged, TapReceiver, TapRecord, TapSource};
 use flight::{FlightRing, Kept, Trigger};
 use layout::{Channel, Encoder};
 use sampling::{Pacing, Written};
@@ -76,9 +76,15 @@ enum Job {
     Sample(WireSample),
     /// Start recording (a no-op when recording); `with_ring`: begin with
     /// the flight ring's content.
-    Start { with_ring: bool, detail: String, reply: tokio::sync::oneshot::Sender<Reply> },
+    Start {
+        with_ring: bool,
+        detail: String,
+        reply: tokio::sync::oneshot::Sender<Reply>,
+    },
     /// End the recording.
-    Stop { reply: tokio::sync::oneshot::Sender<Reply> },
+    Stop {
+        reply: tokio::sync::oneshot::Sender<Reply>,
+    },
     Shutdown,
 }
 
@@ -108,10 +114,23 @@ impl Recorder {
         let (jobs, receiver) = std::sync::mpsc::sync_channel(config.queue.max(1));
         let status = Arc::new(Mutex::new(Status::default()));
         let lost = Arc::new(AtomicU64::new(0));
-        let ring = (config.mode == RecordMode::OnFault).then(|| FlightRing::new(Duration::from_secs_f64(config.flight_window_s), config.flight_max_bytes));
+        let ring = (config.mode == RecordMode::OnFault).then(|| {
+            FlightRing::new(
+                Duration::from_secs_f64(config.flight_window_s),
+                config.flight_max_bytes,
+            )
+        });
         let wire = WireSwitch::default();
         let paced_sensors = PacedSensors::default();
-        let mut writer = Writer::new(config.clone(), ring, status.clone(), lost.clone(), events, wire.clone(), paced_sensors.clone());
+        let mut writer = Writer::new(
+            config.clone(),
+            ring,
+            status.clone(),
+            lost.clone(),
+            events,
+            wire.clone(),
+            paced_sensors.clone(),
+        );
         if config.mode == RecordMode::Always {
             writer.begin(Origin { reason: "always".into(), detail: String::new() }, false);
         }
@@ -157,7 +176,10 @@ impl Recorder {
                                 }
                                 writer.drain(&mut tap);
                                 if writer.sink.is_none() {
-                                    writer.begin(Origin { reason: "request".into(), detail }, with_ring);
+                                    writer.begin(
+                                        Origin { reason: "request".into(), detail },
+                                        with_ring,
+                                    );
                                 }
                                 let status = writer.status.lock().clone();
                                 let _ = reply.send(match (&status.path, &status.last_error) {
@@ -192,7 +214,17 @@ impl Recorder {
                 writer.wire.set(false);
             })
             .expect("starting the recorder thread");
-        Arc::new(Self { jobs, status, thread: Mutex::new(Some(thread)), mode: config.mode, lost, forwarding, tap: sources, wire, paced_sensors })
+        Arc::new(Self {
+            jobs,
+            status,
+            thread: Mutex::new(Some(thread)),
+            mode: config.mode,
+            lost,
+            forwarding,
+            tap: sources,
+            wire,
+            paced_sensors,
+        })
     }
 
     /// The sensors whose latest samples are recorded at
@@ -239,13 +271,18 @@ impl Recorder {
         let (reply, answer) = tokio::sync::oneshot::channel();
         match self.jobs.try_send(job(reply)) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err("the recorder is busy writing (its queue is full); try again".into()),
+            Err(TrySendError::Full(_)) => {
+                return Err("the recorder is busy writing (its queue is full); try again".into())
+            }
             Err(TrySendError::Disconnected(_)) => return Err("the recorder has stopped".into()),
         }
         match tokio::time::timeout(CONTROL_TIMEOUT, answer).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err("the recorder has stopped".into()),
-            Err(_) => Err(format!("the recorder did not answer within {} s (a slow disk?)", CONTROL_TIMEOUT.as_secs())),
+            Err(_) => Err(format!(
+                "the recorder did not answer within {} s (a slow disk?)",
+                CONTROL_TIMEOUT.as_secs()
+            )),
         }
     }
 
@@ -325,9 +362,30 @@ fn wall_ns(at: SystemTime) -> u64 {
 }
 
 impl Writer {
-    fn new(config: RecordConfig, ring: Option<FlightRing>, status: Arc<Mutex<Status>>, lost: Arc<AtomicU64>, events: EventSender, wire: WireSwitch, paced_sensors: PacedSensors) -> Self {
+    fn new(
+        config: RecordConfig,
+        ring: Option<FlightRing>,
+        status: Arc<Mutex<Status>>,
+        lost: Arc<AtomicU64>,
+        events: EventSender,
+        wire: WireSwitch,
+        paced_sensors: PacedSensors,
+    ) -> Self {
         let pacing = Pacing::new(&config.sample_rates_hz);
-        let writer = Self { config, sink: None, encoder: Encoder::default(), ring, status, lost, lost_written: 0, events, wire, written: Written::default(), pacing, paced_sensors };
+        let writer = Self {
+            config,
+            sink: None,
+            encoder: Encoder::default(),
+            ring,
+            status,
+            lost,
+            lost_written: 0,
+            events,
+            wire,
+            written: Written::default(),
+            pacing,
+            paced_sensors,
+        };
         writer.keep_wire();
         writer
     }
@@ -348,7 +406,11 @@ impl Writer {
         let dir = PathBuf::from(&self.config.dir);
         self.adopt(Sink::create(&dir, self.config.max_file_bytes, origin, SystemTime::now()));
         if with_ring {
-            let kept: Vec<_> = self.ring.as_ref().map(|ring| ring.contents().cloned().collect()).unwrap_or_default();
+            let kept: Vec<_> = self
+                .ring
+                .as_ref()
+                .map(|ring| ring.contents().cloned().collect())
+                .unwrap_or_default();
             for kept in kept {
                 match kept {
                     Kept::Message(channel, at, data) => self.write_bytes(channel, at, &data),
@@ -379,7 +441,9 @@ impl Writer {
                 self.written.clear();
                 self.pacing.restart();
                 self.keep_wire();
-                self.notify(json!({ "change": "recording_started", "entity": "recorder", "path": path }));
+                self.notify(
+                    json!({ "change": "recording_started", "entity": "recorder", "path": path }),
+                );
             }
             Err(error) => self.fail(error.to_string()),
         }
@@ -398,7 +462,9 @@ impl Writer {
             status.path = None;
             status.last_error = Some(reason.clone());
         }
-        self.notify(json!({ "change": "recording_failed", "entity": "recorder", "reason": reason }));
+        self.notify(
+            json!({ "change": "recording_failed", "entity": "recorder", "reason": reason }),
+        );
     }
 
     fn write_bytes(&mut self, channel: Channel, log_time_ns: u64, data: &[u8]) {
@@ -431,7 +497,11 @@ impl Writer {
         let lost = self.lost.load(Ordering::Relaxed);
         if lost != self.lost_written {
             self.status.lock().lost = lost;
-            messages.push((Channel::Recorder, serde_json::to_vec(&json!({ "kind": "lost", "records": lost - self.lost_written })).expect("JSON serialises")));
+            messages.push((
+                Channel::Recorder,
+                serde_json::to_vec(&json!({ "kind": "lost", "records": lost - self.lost_written }))
+                    .expect("JSON serialises"),
+            ));
             self.lost_written = lost;
         }
         let trigger = self.ring.as_mut().and_then(|ring| ring.trigger(record));
@@ -485,7 +555,9 @@ impl Writer {
             }
             // None: nothing received yet, or its bytes not kept (it came
             // before the recording began): due until a sample has them.
-            if let Some(sample) = sensors.received(sensor).and_then(|received| sensors.wire_sample(sensor, received)) {
+            if let Some(sample) =
+                sensors.received(sensor).and_then(|received| sensors.wire_sample(sensor, received))
+            {
                 self.sample(&sample);
                 self.pacing.done(sensor, now);
             }
@@ -496,10 +568,16 @@ impl Writer {
     fn dump(&mut self, trigger: Trigger, at: u64) {
         let Some(ring) = self.ring.as_mut() else { return };
         let reason = trigger.to_string();
-        let note = serde_json::to_vec(&json!({ "kind": "trigger", "reason": reason })).expect("JSON serialises");
+        let note = serde_json::to_vec(&json!({ "kind": "trigger", "reason": reason }))
+            .expect("JSON serialises");
         let kept: Vec<_> = ring.drain().collect();
         let written = (|| {
-            let mut sink = Sink::create(std::path::Path::new(&self.config.dir), self.config.max_file_bytes, Origin { reason: "on_fault".into(), detail: reason.clone() }, SystemTime::now())?;
+            let mut sink = Sink::create(
+                std::path::Path::new(&self.config.dir),
+                self.config.max_file_bytes,
+                Origin { reason: "on_fault".into(), detail: reason.clone() },
+                SystemTime::now(),
+            )?;
             for kept in &kept {
                 match kept {
                     Kept::Message(channel, time, data) => sink.write(*channel, *time, data)?,
@@ -520,7 +598,9 @@ impl Writer {
                 let reason = format!("flight recorder dump ({reason}): {error}");
                 tracing::error!(%reason, "the bridge goes on without it");
                 self.status.lock().last_error = Some(reason.clone());
-                self.notify(json!({ "change": "recording_failed", "entity": "recorder", "reason": reason }));
+                self.notify(
+                    json!({ "change": "recording_failed", "entity": "recorder", "reason": reason }),
+                );
             }
         }
     }
@@ -564,7 +644,11 @@ mod tests {
     use crate::tap::{Tap, TapBody};
 
     fn config(dir: &std::path::Path) -> RecordConfig {
-        RecordConfig { mode: RecordMode::Always, dir: dir.display().to_string(), ..RecordConfig::default() }
+        RecordConfig {
+            mode: RecordMode::Always,
+            dir: dir.display().to_string(),
+            ..RecordConfig::default()
+        }
     }
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -586,14 +670,22 @@ mod tests {
         recorder.attach(tap.source());
         assert_eq!(told.try_recv().unwrap().payload["change"], "recording_started");
         tap.record(Some(1), || TapBody::Connected { peer: "127.0.0.1:5".into() });
-        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&b"{\"type\":\"manifest_request\"}"[..]) });
-        tap.record(Some(1), || TapBody::Outbound { message: Arc::new(json!({ "type": "session_init", "session_id": "s" })), droppable: false });
+        tap.record(Some(1), || TapBody::Inbound {
+            line: Arc::from(&b"{\"type\":\"manifest_request\"}"[..]),
+        });
+        tap.record(Some(1), || TapBody::Outbound {
+            message: Arc::new(json!({ "type": "session_init", "session_id": "s" })),
+            droppable: false,
+        });
         tap.record(None, || TapBody::LeaseReleased);
         settle().await;
         let path = recorder.status().path.expect("recording");
         recorder.close();
         let bytes = std::fs::read(&path).unwrap();
-        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap().channel.topic.clone())
+            .collect();
         assert_eq!(topics, ["/aicc/connections", "/aicc/in", "/aicc/out", "/aicc/lease"]);
         assert_eq!(recorder.status().parts, vec![path]);
         let _ = std::fs::remove_dir_all(&dir);
@@ -608,7 +700,10 @@ mod tests {
         let recorder = Recorder::new(&config(&blocker.join("sub")), events);
         recorder.attach(tap.source());
         let RobotEvent { topic, payload, .. } = told.try_recv().unwrap();
-        assert_eq!((topic.as_str(), &payload["change"]), ("state_change", &json!("recording_failed")));
+        assert_eq!(
+            (topic.as_str(), &payload["change"]),
+            ("state_change", &json!("recording_failed"))
+        );
         assert!(payload["reason"].as_str().unwrap().contains("aicc-recorder-"), "{payload}");
         tap.record(Some(1), || TapBody::Disconnected);
         settle().await;
@@ -626,16 +721,36 @@ mod tests {
         }
         let tap = Tap::new(64);
         let (events, mut told) = tokio::sync::mpsc::channel(8);
-        let mut writer = Writer::new(config(std::path::Path::new("/dev")), None, Arc::new(Mutex::new(Status::default())), Arc::new(AtomicU64::new(0)), events, WireSwitch::default(), PacedSensors::default());
+        let mut writer = Writer::new(
+            config(std::path::Path::new("/dev")),
+            None,
+            Arc::new(Mutex::new(Status::default())),
+            Arc::new(AtomicU64::new(0)),
+            events,
+            WireSwitch::default(),
+            PacedSensors::default(),
+        );
         // The disk may be found full when the file is opened or on a later write.
         writer.adopt(Sink::on_file(PathBuf::from("/dev/full"), 1 << 20));
         let started = Instant::now();
-        let record = TapRecord { seq: 1, at: started, wall: SystemTime::now(), conn: Some(1), body: TapBody::Outbound { message: Arc::new(json!({ "big": "x".repeat(100_000) })), droppable: false } };
+        let record = TapRecord {
+            seq: 1,
+            at: started,
+            wall: SystemTime::now(),
+            conn: Some(1),
+            body: TapBody::Outbound {
+                message: Arc::new(json!({ "big": "x".repeat(100_000) })),
+                droppable: false,
+            },
+        };
         for _ in 0..40 {
             writer.record(&record);
         }
         writer.flush();
-        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|event| event.payload).find(|p| p["change"] != "recording_started").expect("an event");
+        let payload = std::iter::from_fn(|| told.try_recv().ok())
+            .map(|event| event.payload)
+            .find(|p| p["change"] != "recording_started")
+            .expect("an event");
         assert_eq!(payload["change"], "recording_failed");
         assert!(payload["reason"].as_str().unwrap().contains("/dev/full"), "{payload}");
         assert!(writer.sink.is_none());
@@ -647,7 +762,8 @@ mod tests {
         let dir = temp_dir("control");
         let tap = Tap::new(64);
         let (events, _told) = tokio::sync::mpsc::channel(8);
-        let recorder = Recorder::new(&RecordConfig { mode: RecordMode::Off, ..config(&dir) }, events);
+        let recorder =
+            Recorder::new(&RecordConfig { mode: RecordMode::Off, ..config(&dir) }, events);
         recorder.attach(tap.source());
         assert!(!tap.is_observed());
         let started = recorder.start_recording(false, "test".into()).await.unwrap();
@@ -670,20 +786,34 @@ mod tests {
         let dir = temp_dir("flight");
         let tap = Tap::new(64);
         let (events, mut told) = tokio::sync::mpsc::channel(8);
-        let recorder = Recorder::new(&RecordConfig { mode: RecordMode::OnFault, ..config(&dir) }, events);
+        let recorder =
+            Recorder::new(&RecordConfig { mode: RecordMode::OnFault, ..config(&dir) }, events);
         recorder.attach(tap.source());
         tap.record(Some(1), || TapBody::Connected { peer: "p".into() });
-        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&br#"{"type":"tool_call","tool":"bridge_status","call_id":"a"}"#[..]) });
+        tap.record(Some(1), || TapBody::Inbound {
+            line: Arc::from(&br#"{"type":"tool_call","tool":"bridge_status","call_id":"a"}"#[..]),
+        });
         settle().await;
-        assert!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) == 0, "nothing written before a fault");
-        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&br#"{"type":"tool_call","tool":"stop","call_id":"halt"}"#[..]) });
+        assert!(
+            std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) == 0,
+            "nothing written before a fault"
+        );
+        tap.record(Some(1), || TapBody::Inbound {
+            line: Arc::from(&br#"{"type":"tool_call","tool":"stop","call_id":"halt"}"#[..]),
+        });
         settle().await;
         let (path, trigger) = recorder.status().last_dump.expect("a dump");
         assert!(trigger.contains("emergency stop"), "{trigger}");
-        let payload = std::iter::from_fn(|| told.try_recv().ok()).map(|event| event.payload).find(|p| p["change"] == "flight_recording_written").expect("an event");
+        let payload = std::iter::from_fn(|| told.try_recv().ok())
+            .map(|event| event.payload)
+            .find(|p| p["change"] == "flight_recording_written")
+            .expect("an event");
         assert_eq!(payload["path"], path.display().to_string());
         let bytes = std::fs::read(&path).unwrap();
-        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap().channel.topic.clone())
+            .collect();
         assert_eq!(topics, ["/aicc/connections", "/aicc/in", "/aicc/in", "/aicc/recorder"]);
         recorder.close();
         let _ = std::fs::remove_dir_all(&dir);
@@ -693,7 +823,8 @@ mod tests {
     async fn a_sample_read_twice_is_written_once_and_only_while_recording() {
         let dir = temp_dir("samples");
         let (events, _told) = tokio::sync::mpsc::channel(8);
-        let recorder = Recorder::new(&RecordConfig { mode: RecordMode::Off, ..config(&dir) }, events);
+        let recorder =
+            Recorder::new(&RecordConfig { mode: RecordMode::Off, ..config(&dir) }, events);
         let tap = Tap::new(64);
         recorder.attach(tap.source());
         assert!(!recorder.wants_samples(), "not recording: no samples wanted");
@@ -717,7 +848,10 @@ mod tests {
         recorder.sample_read(sample(received + Duration::from_millis(2)));
         settle().await;
         let bytes = std::fs::read(started.path.unwrap()).unwrap();
-        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap().channel.topic.clone())
+            .collect();
         assert_eq!(topics, ["/odom", "/odom"], "each sample once, none after the recording");
         recorder.close();
         let _ = std::fs::remove_dir_all(&dir);
@@ -726,9 +860,24 @@ mod tests {
     /// A store whose battery sample received at `at` (virtual time) has
     /// bytes `ms` (its offset) and a wall clock of `ms` after the epoch.
     fn receive_battery(store: &SampleStore, at: Instant, ms: u64) {
-        let kind = WireType { topic: "/battery".into(), type_name: "sensor_msgs/msg/BatteryState".into(), schema: String::new().into() };
-        store.lock().battery = Some(Stamped { value: Battery { fraction: 0.5, voltage_v: 12.0, charging: false }, frame_id: String::new(), stamp_s: ms as f64 / 1e3, received: at });
-        store.put_wire(Sensor::Battery, &kind, Arc::from(&ms.to_le_bytes()[..]), at, SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        let kind = WireType {
+            topic: "/battery".into(),
+            type_name: "sensor_msgs/msg/BatteryState".into(),
+            schema: String::new().into(),
+        };
+        store.lock().battery = Some(Stamped {
+            value: Battery { fraction: 0.5, voltage_v: 12.0, charging: false },
+            frame_id: String::new(),
+            stamp_s: ms as f64 / 1e3,
+            received: at,
+        });
+        store.put_wire(
+            Sensor::Battery,
+            &kind,
+            Arc::from(&ms.to_le_bytes()[..]),
+            at,
+            SystemTime::UNIX_EPOCH + Duration::from_millis(ms),
+        );
     }
 
     fn store_paced(store: &Arc<SampleStore>) -> PacedSensors {
@@ -739,7 +888,12 @@ mod tests {
 
     fn battery_times_ms(path: &std::path::Path) -> Vec<u64> {
         let bytes = std::fs::read(path).unwrap();
-        mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap()).filter(|m| m.channel.topic == "/battery").map(|m| m.log_time / 1_000_000).collect()
+        mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap())
+            .filter(|m| m.channel.topic == "/battery")
+            .map(|m| m.log_time / 1_000_000)
+            .collect()
     }
 
     #[test]
@@ -748,10 +902,23 @@ mod tests {
         let (events, _told) = tokio::sync::mpsc::channel(8);
         let store = Arc::new(SampleStore::with_system_clock(Names::default()));
         let rates = SampleRates { battery: 5.0, ..SampleRates::default() };
-        let mut writer = Writer::new(RecordConfig { sample_rates_hz: rates, ..config(&dir) }, None, Arc::new(Mutex::new(Status::default())), Arc::new(AtomicU64::new(0)), events, WireSwitch::default(), store_paced(&store));
+        let mut writer = Writer::new(
+            RecordConfig { sample_rates_hz: rates, ..config(&dir) },
+            None,
+            Arc::new(Mutex::new(Status::default())),
+            Arc::new(AtomicU64::new(0)),
+            events,
+            WireSwitch::default(),
+            store_paced(&store),
+        );
         store.share_wire_switch(writer.wire.clone());
         assert!(!store.wants_wire(), "nothing recorded: no bytes kept");
-        writer.adopt(Sink::create(&dir, 1 << 20, Origin { reason: "test".into(), detail: String::new() }, SystemTime::now()));
+        writer.adopt(Sink::create(
+            &dir,
+            1 << 20,
+            Origin { reason: "test".into(), detail: String::new() },
+            SystemTime::now(),
+        ));
         assert!(store.wants_wire(), "recording: bytes kept");
         // A 20 Hz battery for one second, the recorder looking every 10 ms
         // (virtual time); a tool reads the sample of 400 ms (the rate's own
@@ -771,7 +938,11 @@ mod tests {
         writer.end();
         assert!(!store.wants_wire(), "the recording ended: no bytes kept");
         let parts = writer.status.lock().parts.clone();
-        assert_eq!(battery_times_ms(&parts[0]), [0, 200, 400, 600, 700, 800, 1000], "5 Hz, the tool's 700 ms beside them, 400 ms once");
+        assert_eq!(
+            battery_times_ms(&parts[0]),
+            [0, 200, 400, 600, 700, 800, 1000],
+            "5 Hz, the tool's 700 ms beside them, 400 ms once"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -781,24 +952,47 @@ mod tests {
         let tap = Tap::new(64);
         let (events, _told) = tokio::sync::mpsc::channel(8);
         let store = Arc::new(SampleStore::with_system_clock(Names::default()));
-        let config = RecordConfig { mode: RecordMode::OnFault, sample_rates_hz: SampleRates { battery: 50.0, ..SampleRates::default() }, ..config(&dir) };
+        let config = RecordConfig {
+            mode: RecordMode::OnFault,
+            sample_rates_hz: SampleRates { battery: 50.0, ..SampleRates::default() },
+            ..config(&dir)
+        };
         let recorder = Recorder::new(&config, events);
         store.share_wire_switch(recorder.wire_switch());
         recorder.pace_samples_of(store.clone());
         recorder.attach(tap.source());
-        assert!(recorder.wants_samples() && store.wants_wire(), "on_fault: samples kept for the ring");
+        assert!(
+            recorder.wants_samples() && store.wants_wire(),
+            "on_fault: samples kept for the ring"
+        );
         let start = Instant::now();
         receive_battery(&store, start, 7);
         settle().await;
         // A tool's read of an odometry sample, and the stop.
-        recorder.sample_read(WireSample { topic: "/odom".into(), type_name: "nav_msgs/msg/Odometry".into(), schema: String::new().into(), data: Arc::from(&[0u8, 1, 0, 0, 42][..]), received: start, received_wall: SystemTime::now() });
+        recorder.sample_read(WireSample {
+            topic: "/odom".into(),
+            type_name: "nav_msgs/msg/Odometry".into(),
+            schema: String::new().into(),
+            data: Arc::from(&[0u8, 1, 0, 0, 42][..]),
+            received: start,
+            received_wall: SystemTime::now(),
+        });
         settle().await;
-        tap.record(Some(1), || TapBody::Inbound { line: Arc::from(&br#"{"type":"tool_call","tool":"stop","call_id":"halt"}"#[..]) });
+        tap.record(Some(1), || TapBody::Inbound {
+            line: Arc::from(&br#"{"type":"tool_call","tool":"stop","call_id":"halt"}"#[..]),
+        });
         settle().await;
         let (path, _) = recorder.status().last_dump.expect("a dump");
         let bytes = std::fs::read(&path).unwrap();
-        let topics: Vec<String> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap().channel.topic.clone()).collect();
-        assert_eq!(topics, ["/battery", "/odom", "/aicc/in", "/aicc/recorder"], "the rate's sample (once), the tool's, then the stop");
+        let topics: Vec<String> = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap().channel.topic.clone())
+            .collect();
+        assert_eq!(
+            topics,
+            ["/battery", "/odom", "/aicc/in", "/aicc/recorder"],
+            "the rate's sample (once), the tool's, then the stop"
+        );
         assert_eq!(battery_times_ms(&path), [7]);
         recorder.close();
         assert!(!store.wants_wire(), "the recorder closed: no bytes kept");

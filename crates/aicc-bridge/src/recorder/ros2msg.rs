@@ -11,9 +11,13 @@ use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// The separator line between a type's text and each dependency's.
-pub const SEPARATOR: &str = "================================================================================";
+pub const SEPARATOR: &str =
+    "================================================================================";
 
-const PRIMITIVES: [&str; 17] = ["bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "string", "wstring", "time", "duration"];
+const PRIMITIVES: [&str; 17] = [
+    "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+    "uint32", "int64", "uint64", "string", "wstring", "time", "duration",
+];
 
 /// `sensor_msgs/msg/Image` or `sensor_msgs/Image` as (package, name).
 pub fn split_type(type_name: &str) -> Option<(&str, &str)> {
@@ -57,9 +61,14 @@ pub fn dependencies(text: &str, package: &str) -> Vec<String> {
 
 /// The ros2msg schema of `type_name`, with `read(package, name)` giving a
 /// type's .msg text. Err names the first type whose text is missing.
-pub fn schema_text(type_name: &str, read: impl Fn(&str, &str) -> Option<String>) -> Result<String, String> {
-    let (package, name) = split_type(type_name).ok_or_else(|| format!("'{type_name}' is not a message type name (pkg/msg/Type)"))?;
-    let main = read(package, name).ok_or_else(|| format!("no definition of {package}/msg/{name} found"))?;
+pub fn schema_text(
+    type_name: &str,
+    read: impl Fn(&str, &str) -> Option<String>,
+) -> Result<String, String> {
+    let (package, name) = split_type(type_name)
+        .ok_or_else(|| format!("'{type_name}' is not a message type name (pkg/msg/Type)"))?;
+    let main = read(package, name)
+        .ok_or_else(|| format!("no definition of {package}/msg/{name} found"))?;
     let mut out = main.trim_end().to_string();
     out.push('\n');
     let mut seen: HashSet<String> = HashSet::from([format!("{package}/{name}")]);
@@ -69,7 +78,9 @@ pub fn schema_text(type_name: &str, read: impl Fn(&str, &str) -> Option<String>)
             continue;
         }
         let (dep_package, dep_name) = split_type(&dependency).expect("dependencies are pkg/Type");
-        let text = read(dep_package, dep_name).ok_or_else(|| format!("no definition of {dep_package}/msg/{dep_name} (used by {type_name}) found"))?;
+        let text = read(dep_package, dep_name).ok_or_else(|| {
+            format!("no definition of {dep_package}/msg/{dep_name} (used by {type_name}) found")
+        })?;
         out.push_str(SEPARATOR);
         out.push_str(&format!("\nMSG: {dependency}\n"));
         out.push_str(text.trim_end());
@@ -96,12 +107,22 @@ pub fn prefixes(fallback: Option<&str>) -> Vec<PathBuf> {
 
 /// Reads `<prefix>/share/<package>/msg/<name>.msg` from the first prefix that has it.
 pub fn read_installed(prefixes: &[PathBuf], package: &str, name: &str) -> Option<String> {
-    prefixes.iter().find_map(|prefix| std::fs::read_to_string(Path::new(prefix).join("share").join(package).join("msg").join(format!("{name}.msg"))).ok())
+    prefixes.iter().find_map(|prefix| {
+        std::fs::read_to_string(
+            Path::new(prefix).join("share").join(package).join("msg").join(format!("{name}.msg")),
+        )
+        .ok()
+    })
 }
 
 /// The ros2msg schema of `type_name` from the installed packages.
 pub fn installed_schema(type_name: &str, prefixes: &[PathBuf]) -> Result<String, String> {
-    schema_text(type_name, |package, name| read_installed(prefixes, package, name)).map_err(|e| format!("{e} (looked in {})", prefixes.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":")))
+    schema_text(type_name, |package, name| read_installed(prefixes, package, name)).map_err(|e| {
+        format!(
+            "{e} (looked in {})",
+            prefixes.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -110,7 +131,9 @@ mod tests {
 
     fn texts(package: &str, name: &str) -> Option<String> {
         let text = match (package, name) {
-            ("sensor_msgs", "Image") => "# An image\nstd_msgs/Header header # stamp\nuint32 height\nuint8[] data\n",
+            ("sensor_msgs", "Image") => {
+                "# An image\nstd_msgs/Header header # stamp\nuint32 height\nuint8[] data\n"
+            }
             ("std_msgs", "Header") => "builtin_interfaces/Time stamp\nstring frame_id\n",
             ("builtin_interfaces", "Time") => "int32 sec\nuint32 nanosec\n",
             ("geo", "Pose") => "Point position\nPoint[<=3] others\nstring<=8 name\nuint8 KIND=1\n",
@@ -131,7 +154,10 @@ mod tests {
     #[test]
     fn dependencies_skip_primitives_constants_and_comments_and_resolve_bare_names() {
         assert_eq!(dependencies(&texts("geo", "Pose").unwrap(), "geo"), vec!["geo/Point"]);
-        assert_eq!(dependencies("Header h\n# geo/Comment c\nbuiltin_interfaces/msg/Time t\n", "x"), vec!["std_msgs/Header", "builtin_interfaces/Time"]);
+        assert_eq!(
+            dependencies("Header h\n# geo/Comment c\nbuiltin_interfaces/msg/Time t\n", "x"),
+            vec!["std_msgs/Header", "builtin_interfaces/Time"]
+        );
     }
 
     #[test]
@@ -148,7 +174,16 @@ mod tests {
     fn a_missing_definition_is_named() {
         let error = schema_text("geo/msg/Missing", texts).unwrap_err();
         assert!(error.contains("geo/msg/Missing"), "{error}");
-        let error = schema_text("sensor_msgs/msg/Image", |p, n| if n == "Time" { None } else { texts(p, n) }).unwrap_err();
-        assert!(error.contains("builtin_interfaces/msg/Time") && error.contains("sensor_msgs/msg/Image"), "{error}");
+        let error =
+            schema_text(
+                "sensor_msgs/msg/Image",
+                |p, n| if n == "Time" { None } else { texts(p, n) },
+            )
+            .unwrap_err();
+        assert!(
+            error.contains("builtin_interfaces/msg/Time")
+                && error.contains("sensor_msgs/msg/Image"),
+            "{error}"
+        );
     }
 }

@@ -12,7 +12,8 @@ use crate::robot::Sensor;
 /// The recorder thread looks every 10 ms: a shorter period would only mean
 /// "every sample the thread sees". The longest keeps `Instant` arithmetic
 /// far from overflow (a rate of 1e-300 Hz is valid configuration).
-const PERIOD_BOUNDS: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(1_000_000));
+const PERIOD_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_secs(1_000_000));
 
 /// When each sensor with a rate is next due for a sample.
 ///
@@ -43,7 +44,8 @@ impl Pacing {
             .iter()
             .filter(|sensor| rates.of(**sensor) > 0.0)
             .map(|&sensor| {
-                let period = Duration::try_from_secs_f64(1.0 / rates.of(sensor)).unwrap_or(PERIOD_BOUNDS.1);
+                let period =
+                    Duration::try_from_secs_f64(1.0 / rates.of(sensor)).unwrap_or(PERIOD_BOUNDS.1);
                 Paced { sensor, period: period.clamp(PERIOD_BOUNDS.0, PERIOD_BOUNDS.1), next: None }
             })
             .collect();
@@ -63,13 +65,17 @@ impl Pacing {
     /// Whether `sensor`'s latest sample should be written at `now` (if it
     /// is not already).
     pub fn is_due(&self, sensor: Sensor, now: Instant) -> bool {
-        self.paced.iter().any(|paced| paced.sensor == sensor && paced.next.is_none_or(|next| next <= now))
+        self.paced
+            .iter()
+            .any(|paced| paced.sensor == sensor && paced.next.is_none_or(|next| next <= now))
     }
 
     /// `sensor` was due and its latest sample is written (now or before):
     /// due again at the next point of its grid after `now`.
     pub fn done(&mut self, sensor: Sensor, now: Instant) {
-        let Some(paced) = self.paced.iter_mut().find(|paced| paced.sensor == sensor) else { return };
+        let Some(paced) = self.paced.iter_mut().find(|paced| paced.sensor == sensor) else {
+            return;
+        };
         let next = paced.next.unwrap_or(now) + paced.period;
         paced.next = Some(if next <= now { now + paced.period } else { next });
     }
@@ -126,7 +132,13 @@ mod tests {
     /// Drives `pacing` for `sensor` on virtual time: a check every `check`,
     /// a new sample every `sample`, for `span`; returns when samples were
     /// written (ms from the start).
-    fn run(pacing: &mut Pacing, sensor: Sensor, check: Duration, sample: Duration, span: Duration) -> Vec<u128> {
+    fn run(
+        pacing: &mut Pacing,
+        sensor: Sensor,
+        check: Duration,
+        sample: Duration,
+        span: Duration,
+    ) -> Vec<u128> {
         let start = Instant::now();
         let mut written = Vec::new();
         let mut last_written: Option<Instant> = None;
@@ -161,7 +173,13 @@ mod tests {
     fn a_fast_sensor_is_written_at_the_rate_not_faster() {
         // Odometry at 50 Hz, recorded at 5 Hz, checked every 10 ms, for 2 s.
         let mut pacing = Pacing::new(&rates(5.0, 0.0));
-        let written = run(&mut pacing, Sensor::Odometry, Duration::from_millis(10), Duration::from_millis(20), Duration::from_millis(2000));
+        let written = run(
+            &mut pacing,
+            Sensor::Odometry,
+            Duration::from_millis(10),
+            Duration::from_millis(20),
+            Duration::from_millis(2000),
+        );
         assert_eq!(written, (0..=10).map(|i| i * 200).collect::<Vec<_>>());
     }
 
@@ -169,7 +187,13 @@ mod tests {
     fn a_slow_sensor_is_written_at_its_own_rate_each_sample_once() {
         // A camera at 2 Hz asked for at 10 Hz: each frame once, in the period it came in.
         let mut pacing = Pacing::new(&rates(0.0, 10.0));
-        let written = run(&mut pacing, Sensor::Camera, Duration::from_millis(10), Duration::from_millis(500), Duration::from_millis(2000));
+        let written = run(
+            &mut pacing,
+            Sensor::Camera,
+            Duration::from_millis(10),
+            Duration::from_millis(500),
+            Duration::from_millis(2000),
+        );
         assert_eq!(written, vec![0, 500, 1000, 1500, 2000]);
     }
 
@@ -179,13 +203,19 @@ mod tests {
         let start = Instant::now();
         let ms = |ms: u64| start + Duration::from_millis(ms);
         pacing.done(Sensor::Odometry, ms(0));
-        assert!(!pacing.is_due(Sensor::Odometry, ms(99)) && pacing.is_due(Sensor::Odometry, ms(100)));
+        assert!(
+            !pacing.is_due(Sensor::Odometry, ms(99)) && pacing.is_due(Sensor::Odometry, ms(100))
+        );
         // Written late within its period: the grid holds (next at 200 ms).
         pacing.done(Sensor::Odometry, ms(150));
-        assert!(!pacing.is_due(Sensor::Odometry, ms(199)) && pacing.is_due(Sensor::Odometry, ms(200)));
+        assert!(
+            !pacing.is_due(Sensor::Odometry, ms(199)) && pacing.is_due(Sensor::Odometry, ms(200))
+        );
         // The thread stalled for a second: one sample, then a period later.
         pacing.done(Sensor::Odometry, ms(1234));
-        assert!(!pacing.is_due(Sensor::Odometry, ms(1333)) && pacing.is_due(Sensor::Odometry, ms(1334)));
+        assert!(
+            !pacing.is_due(Sensor::Odometry, ms(1333)) && pacing.is_due(Sensor::Odometry, ms(1334))
+        );
         pacing.restart();
         assert!(pacing.is_due(Sensor::Odometry, ms(1234)), "a new recording starts with a sample");
     }
@@ -198,7 +228,10 @@ mod tests {
         assert!(!tiny.is_due(Sensor::Odometry, start + Duration::from_secs(86_400)));
         let mut huge = Pacing::new(&rates(1e12, 0.0));
         huge.done(Sensor::Odometry, start);
-        assert!(!huge.is_due(Sensor::Odometry, start) && huge.is_due(Sensor::Odometry, start + Duration::from_millis(1)));
+        assert!(
+            !huge.is_due(Sensor::Odometry, start)
+                && huge.is_due(Sensor::Odometry, start + Duration::from_millis(1))
+        );
     }
 
     #[test]

@@ -95,9 +95,24 @@ fn describe(error: mcap::McapError) -> String {
 
 impl Sink {
     /// Creates the directory and the first part. Nothing is left behind on error.
-    pub fn create(dir: &Path, max_file_bytes: u64, origin: Origin, now: SystemTime) -> Result<Self, SinkError> {
-        std::fs::create_dir_all(dir).map_err(|source| SinkError::Directory { dir: dir.to_path_buf(), source })?;
-        let mut sink = Self { dir: dir.to_path_buf(), stem: format!("aicc-{}", utc_stamp(now)), max_file_bytes, origin, part: None, next_part: 0, finished: Vec::new(), fixed: None };
+    pub fn create(
+        dir: &Path,
+        max_file_bytes: u64,
+        origin: Origin,
+        now: SystemTime,
+    ) -> Result<Self, SinkError> {
+        std::fs::create_dir_all(dir)
+            .map_err(|source| SinkError::Directory { dir: dir.to_path_buf(), source })?;
+        let mut sink = Self {
+            dir: dir.to_path_buf(),
+            stem: format!("aicc-{}", utc_stamp(now)),
+            max_file_bytes,
+            origin,
+            part: None,
+            next_part: 0,
+            finished: Vec::new(),
+            fixed: None,
+        };
         sink.open_part()?;
         Ok(sink)
     }
@@ -115,7 +130,16 @@ impl Sink {
     /// A sink writing the existing file `path` (tests: /dev/full).
     #[cfg(test)]
     pub fn on_file(path: PathBuf, max_file_bytes: u64) -> Result<Self, SinkError> {
-        let mut sink = Self { dir: PathBuf::new(), stem: String::new(), max_file_bytes, origin: Origin { reason: "test".into(), detail: String::new() }, part: None, next_part: 0, finished: Vec::new(), fixed: Some(path) };
+        let mut sink = Self {
+            dir: PathBuf::new(),
+            stem: String::new(),
+            max_file_bytes,
+            origin: Origin { reason: "test".into(), detail: String::new() },
+            part: None,
+            next_part: 0,
+            finished: Vec::new(),
+            fixed: Some(path),
+        };
         sink.open_part()?;
         Ok(sink)
     }
@@ -126,24 +150,42 @@ impl Sink {
             fixed.clone()
         } else {
             loop {
-            let candidate = self.dir.join(format!("{}-{:03}.mcap", self.stem, self.next_part));
-            self.next_part += 1;
-            if !candidate.exists() {
-                break candidate;
-            }
+                let candidate = self.dir.join(format!("{}-{:03}.mcap", self.stem, self.next_part));
+                self.next_part += 1;
+                if !candidate.exists() {
+                    break candidate;
+                }
             }
         };
-        let file = File::options().write(true).create_new(self.fixed.is_none()).open(&path).map_err(|source| SinkError::Create { path: path.clone(), source })?;
+        let file = File::options()
+            .write(true)
+            .create_new(self.fixed.is_none())
+            .open(&path)
+            .map_err(|source| SinkError::Create { path: path.clone(), source })?;
         let bytes = Arc::new(AtomicU64::new(0));
-        let counted = Counted { inner: BufWriter::with_capacity(64 * 1024, file), position: 0, reached: bytes.clone() };
+        let counted = Counted {
+            inner: BufWriter::with_capacity(64 * 1024, file),
+            position: 0,
+            reached: bytes.clone(),
+        };
         let chunk = (self.max_file_bytes / 4).clamp(4 * 1024, 1 << 20);
         let write_error = |e| SinkError::Write { path: path.clone(), reason: describe(e) };
-        let mut writer = mcap::WriteOptions::new().compression(None).profile(PROFILE).library(concat!("aicc-bridge ", env!("CARGO_PKG_VERSION"))).chunk_size(Some(chunk)).create(counted).map_err(write_error)?;
+        let mut writer = mcap::WriteOptions::new()
+            .compression(None)
+            .profile(PROFILE)
+            .library(concat!("aicc-bridge ", env!("CARGO_PKG_VERSION")))
+            .chunk_size(Some(chunk))
+            .create(counted)
+            .map_err(write_error)?;
         let mut channels = HashMap::new();
         for channel in Channel::ALL {
             let schema = serde_json::to_vec(&channel.schema()).expect("a schema serialises");
-            let schema_id = writer.add_schema(channel.schema_name(), "jsonschema", &schema).map_err(write_error)?;
-            let id = writer.add_channel(schema_id, channel.topic(), "json", &BTreeMap::new()).map_err(write_error)?;
+            let schema_id = writer
+                .add_schema(channel.schema_name(), "jsonschema", &schema)
+                .map_err(write_error)?;
+            let id = writer
+                .add_channel(schema_id, channel.topic(), "json", &BTreeMap::new())
+                .map_err(write_error)?;
             channels.insert(channel, id);
         }
         let metadata = BTreeMap::from([
@@ -153,14 +195,22 @@ impl Sink {
             ("reason".to_string(), self.origin.reason.clone()),
             ("detail".to_string(), self.origin.detail.clone()),
         ]);
-        writer.write_metadata(&mcap::records::Metadata { name: METADATA_NAME.into(), metadata }).map_err(write_error)?;
-        self.part = Some(Part { writer, path, channels, samples: HashMap::new(), bytes, sequence: 0 });
+        writer
+            .write_metadata(&mcap::records::Metadata { name: METADATA_NAME.into(), metadata })
+            .map_err(write_error)?;
+        self.part =
+            Some(Part { writer, path, channels, samples: HashMap::new(), bytes, sequence: 0 });
         Ok(())
     }
 
     /// Writes one message; starts the next part first when this one has
     /// reached the size limit.
-    pub fn write(&mut self, channel: Channel, log_time_ns: u64, data: &[u8]) -> Result<(), SinkError> {
+    pub fn write(
+        &mut self,
+        channel: Channel,
+        log_time_ns: u64,
+        data: &[u8],
+    ) -> Result<(), SinkError> {
         self.write_on(|part| Ok(part.channels[&channel]), log_time_ns, data)
     }
 
@@ -173,8 +223,13 @@ impl Sink {
                 if let Some(id) = part.samples.get(&sample.topic) {
                     return Ok(*id);
                 }
-                let schema_id = part.writer.add_schema(&sample.type_name, "ros2msg", sample.schema.as_bytes())?;
-                let id = part.writer.add_channel(schema_id, &sample.topic, "cdr", &BTreeMap::new())?;
+                let schema_id = part.writer.add_schema(
+                    &sample.type_name,
+                    "ros2msg",
+                    sample.schema.as_bytes(),
+                )?;
+                let id =
+                    part.writer.add_channel(schema_id, &sample.topic, "cdr", &BTreeMap::new())?;
                 part.samples.insert(sample.topic.clone(), id);
                 Ok(id)
             },
@@ -183,22 +238,41 @@ impl Sink {
         )
     }
 
-    fn write_on(&mut self, channel: impl FnOnce(&mut Part) -> Result<u16, mcap::McapError>, log_time_ns: u64, data: &[u8]) -> Result<(), SinkError> {
-        if self.part.as_ref().is_some_and(|p| p.bytes.load(Ordering::Relaxed) + data.len() as u64 > self.max_file_bytes && p.sequence > 0) {
+    fn write_on(
+        &mut self,
+        channel: impl FnOnce(&mut Part) -> Result<u16, mcap::McapError>,
+        log_time_ns: u64,
+        data: &[u8],
+    ) -> Result<(), SinkError> {
+        if self.part.as_ref().is_some_and(|p| {
+            p.bytes.load(Ordering::Relaxed) + data.len() as u64 > self.max_file_bytes
+                && p.sequence > 0
+        }) {
             self.finish_part()?;
             self.open_part()?;
         }
         let Some(part) = self.part.as_mut() else { return Ok(()) };
-        let channel_id = channel(part).map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })?;
+        let channel_id = channel(part)
+            .map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })?;
         part.sequence += 1;
-        let header = mcap::records::MessageHeader { channel_id, sequence: part.sequence, log_time: log_time_ns, publish_time: log_time_ns };
-        part.writer.write_to_known_channel(&header, data).map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })
+        let header = mcap::records::MessageHeader {
+            channel_id,
+            sequence: part.sequence,
+            log_time: log_time_ns,
+            publish_time: log_time_ns,
+        };
+        part.writer
+            .write_to_known_channel(&header, data)
+            .map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })
     }
 
     /// Puts what is buffered on disk (a reader can stream the file up to here).
     pub fn flush(&mut self) -> Result<(), SinkError> {
         match self.part.as_mut() {
-            Some(part) => part.writer.flush().map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) }),
+            Some(part) => part
+                .writer
+                .flush()
+                .map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) }),
             None => Ok(()),
         }
     }
@@ -206,9 +280,13 @@ impl Sink {
     fn finish_part(&mut self) -> Result<(), SinkError> {
         if let Some(mut part) = self.part.take() {
             self.finished.push(part.path.clone());
-            part.writer.finish().map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })?;
+            part.writer
+                .finish()
+                .map_err(|e| SinkError::Write { path: part.path.clone(), reason: describe(e) })?;
             let mut counted = part.writer.into_inner();
-            counted.flush().map_err(|e| SinkError::Write { path: part.path.clone(), reason: e.to_string() })?;
+            counted
+                .flush()
+                .map_err(|e| SinkError::Write { path: part.path.clone(), reason: e.to_string() })?;
         }
         Ok(())
     }
@@ -236,7 +314,13 @@ pub fn utc_stamp(at: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z", rest / 3600, rest % 3600 / 60, rest % 60, since.subsec_millis())
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    )
 }
 
 #[cfg(test)]
@@ -258,8 +342,14 @@ mod tests {
     #[test]
     fn utc_stamps_are_civil_dates() {
         assert_eq!(utc_stamp(SystemTime::UNIX_EPOCH), "19700101T000000.000Z");
-        assert_eq!(utc_stamp(SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_278_500_250)), "20261203T061500.250Z");
-        assert_eq!(utc_stamp(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)), "20000229T000000.000Z");
+        assert_eq!(
+            utc_stamp(SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_278_500_250)),
+            "20261203T061500.250Z"
+        );
+        assert_eq!(
+            utc_stamp(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "20000229T000000.000Z"
+        );
     }
 
     #[test]
@@ -267,18 +357,27 @@ mod tests {
         let dir = temp_dir("read");
         let mut sink = Sink::create(&dir, 1 << 20, origin(), SystemTime::now()).unwrap();
         for i in 0..10u64 {
-            sink.write(Channel::Inbound, 1_000 + i, format!("{{\"conn\":1,\"message\":{i}}}").as_bytes()).unwrap();
+            sink.write(
+                Channel::Inbound,
+                1_000 + i,
+                format!("{{\"conn\":1,\"message\":{i}}}").as_bytes(),
+            )
+            .unwrap();
         }
         sink.write(Channel::Lease, 2_000, br#"{"kind":"released"}"#).unwrap();
         let parts = sink.finish().unwrap();
         assert_eq!(parts.len(), 1);
         let bytes = std::fs::read(&parts[0]).unwrap();
-        let messages: Vec<_> = mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap()).collect();
+        let messages: Vec<_> =
+            mcap::MessageStream::new(&bytes).unwrap().map(|m| m.unwrap()).collect();
         assert_eq!(messages.len(), 11);
         assert_eq!(messages[0].channel.topic, "/aicc/in");
         assert_eq!(messages[0].channel.message_encoding, "json");
         let schema = messages[0].channel.schema.as_ref().unwrap();
-        assert_eq!((schema.name.as_str(), schema.encoding.as_str()), ("aicc.Inbound", "jsonschema"));
+        assert_eq!(
+            (schema.name.as_str(), schema.encoding.as_str()),
+            ("aicc.Inbound", "jsonschema")
+        );
         assert_eq!(&messages[3].data[..], br#"{"conn":1,"message":3}"#);
         assert_eq!(messages[10].channel.topic, "/aicc/lease");
         let summary = mcap::Summary::read(&bytes).unwrap().unwrap();
@@ -301,7 +400,11 @@ mod tests {
             received_wall: SystemTime::now(),
         };
         for i in 0..8u8 {
-            sink.write_sample(&sample(if i % 2 == 0 { "/battery" } else { "/battery2" }, i), 1_000 + u64::from(i)).unwrap();
+            sink.write_sample(
+                &sample(if i % 2 == 0 { "/battery" } else { "/battery2" }, i),
+                1_000 + u64::from(i),
+            )
+            .unwrap();
         }
         let parts = sink.finish().unwrap();
         assert!(parts.len() >= 2, "{} parts", parts.len());
@@ -312,11 +415,16 @@ mod tests {
                 let message = message.unwrap();
                 assert_eq!(message.channel.message_encoding, "cdr");
                 let schema = message.channel.schema.as_ref().unwrap();
-                assert_eq!((schema.name.as_str(), schema.encoding.as_str(), &schema.data[..]), ("sensor_msgs/msg/BatteryState", "ros2msg", &b"float32 voltage\n"[..]));
+                assert_eq!(
+                    (schema.name.as_str(), schema.encoding.as_str(), &schema.data[..]),
+                    ("sensor_msgs/msg/BatteryState", "ros2msg", &b"float32 voltage\n"[..])
+                );
                 seen.push((message.channel.topic.clone(), message.data[0]));
             }
         }
-        let expected: Vec<(String, u8)> = (0..8u8).map(|i| (if i % 2 == 0 { "/battery" } else { "/battery2" }.to_string(), i)).collect();
+        let expected: Vec<(String, u8)> = (0..8u8)
+            .map(|i| (if i % 2 == 0 { "/battery" } else { "/battery2" }.to_string(), i))
+            .collect();
         assert_eq!(seen, expected);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -334,7 +442,12 @@ mod tests {
         let mut total = 0;
         for part in &parts {
             let bytes = std::fs::read(part).unwrap();
-            assert!(bytes.len() as u64 <= 16 * 1024 + 8 * 1024, "{} is {} bytes", part.display(), bytes.len());
+            assert!(
+                bytes.len() as u64 <= 16 * 1024 + 8 * 1024,
+                "{} is {} bytes",
+                part.display(),
+                bytes.len()
+            );
             total += mcap::MessageStream::new(&bytes).unwrap().count();
         }
         assert_eq!(total, 100, "every message in exactly one part");
@@ -345,7 +458,8 @@ mod tests {
     fn an_unwritable_directory_is_an_error_naming_it() {
         let file = temp_dir("blocker");
         std::fs::write(&file, b"a file, not a directory").unwrap();
-        let error = Sink::create(&file.join("sub"), 1 << 20, origin(), SystemTime::now()).err().unwrap();
+        let error =
+            Sink::create(&file.join("sub"), 1 << 20, origin(), SystemTime::now()).err().unwrap();
         assert!(error.to_string().contains("aicc-sink-"), "{error}");
         assert!(matches!(error, SinkError::Directory { .. }), "{error}");
         let _ = std::fs::remove_file(&file);

@@ -95,7 +95,9 @@ impl Age {
         let receipt = now.instant.saturating_duration_since(received);
         let stamp = stamp_status(stamp_s, now.clock_s);
         let capture = match (stamp, now.clock_s) {
-            (StampStatus::Valid, Some(clock_s)) => Some(Duration::from_secs_f64((clock_s - stamp_s).max(0.0))),
+            (StampStatus::Valid, Some(clock_s)) => {
+                Some(Duration::from_secs_f64((clock_s - stamp_s).max(0.0)))
+            }
             _ => None,
         };
         Self { capture, receipt, stamp }
@@ -120,7 +122,10 @@ impl Age {
         let mut fields = Map::new();
         fields.insert(format!("{prefix}age_ms"), json!(millis(self.effective())));
         fields.insert(format!("{prefix}receipt_age_ms"), json!(millis(self.receipt)));
-        fields.insert(format!("{prefix}age_from"), json!(if self.capture.is_some() { "stamp" } else { "receipt" }));
+        fields.insert(
+            format!("{prefix}age_from"),
+            json!(if self.capture.is_some() { "stamp" } else { "receipt" }),
+        );
         if let Some(note) = self.stamp.note() {
             fields.insert(format!("{prefix}stamp_note"), json!(note));
         }
@@ -182,10 +187,17 @@ mod tests {
         ] {
             let age = Age::of(stamp, received, now);
             assert_eq!(age.stamp, status, "{stamp}");
-            assert_eq!((age.capture, age.effective()), (None, Duration::from_millis(30)), "{stamp}");
+            assert_eq!(
+                (age.capture, age.effective()),
+                (None, Duration::from_millis(30)),
+                "{stamp}"
+            );
             let fields = age.fields();
             assert_eq!(fields["age_from"], "receipt");
-            assert!(fields["stamp_note"].as_str().unwrap().contains("age counted from receipt"), "{fields:?}");
+            assert!(
+                fields["stamp_note"].as_str().unwrap().contains("age counted from receipt"),
+                "{fields:?}"
+            );
         }
         let (no_clock, received) = at(None);
         assert_eq!(Age::of(12.0, received, no_clock).stamp, StampStatus::NoClock);
@@ -199,7 +211,12 @@ mod tests {
     fn fields_can_carry_a_prefix() {
         let (now, received) = at(Some(10.0));
         let fields = Age::of(9.9, received, now).fields_with_prefix("odom_");
-        assert!(fields.contains_key("odom_age_ms") && fields.contains_key("odom_receipt_age_ms") && fields["odom_age_from"] == "stamp", "{fields:?}");
+        assert!(
+            fields.contains_key("odom_age_ms")
+                && fields.contains_key("odom_receipt_age_ms")
+                && fields["odom_age_from"] == "stamp",
+            "{fields:?}"
+        );
         let fields = Age::of(0.0, received, now).fields_with_prefix("odom_");
         assert!(fields.contains_key("odom_stamp_note"), "{fields:?}");
     }

@@ -30,7 +30,9 @@ pub fn arm_links(urdf: &Kinematics, arm_joints: &[String]) -> Vec<String> {
         .map(|(_, child)| child)
         .filter(|link| {
             let moving = urdf.limited_joints_moving(link);
-            !moving.is_empty() && moving.iter().any(|j| arm_joints.contains(j)) && moving.iter().all(|j| arm_joints.contains(j))
+            !moving.is_empty()
+                && moving.iter().any(|j| arm_joints.contains(j))
+                && moving.iter().all(|j| arm_joints.contains(j))
         })
         .collect()
 }
@@ -38,10 +40,17 @@ pub fn arm_links(urdf: &Kinematics, arm_joints: &[String]) -> Vec<String> {
 /// Where `links` are for `footprint`, with the joints at `states`
 /// (pure: unit-tested). A joint the path needs and `states` lacks makes
 /// the pose unknown.
-pub fn arm_reach(urdf: &Kinematics, links: &[String], states: &JointStates, footprint: &Footprint) -> ArmReach {
+pub fn arm_reach(
+    urdf: &Kinematics,
+    links: &[String],
+    states: &JointStates,
+    footprint: &Footprint,
+) -> ArmReach {
     let mut farthest: Option<(f64, (f64, f64))> = None;
     for link in links {
-        let Ok(pose) = urdf.transform(BASE_FRAME, link, &|joint| states.position(joint)) else { return ArmReach::Unknown };
+        let Ok(pose) = urdf.transform(BASE_FRAME, link, &|joint| states.position(joint)) else {
+            return ArmReach::Unknown;
+        };
         let (x, y) = (pose.translation.vector.x, pose.translation.vector.y);
         let beyond = footprint.distance_outside(x, y);
         if farthest.is_none_or(|(b, _)| beyond > b) {
@@ -49,7 +58,9 @@ pub fn arm_reach(urdf: &Kinematics, links: &[String], states: &JointStates, foot
         }
     }
     match farthest {
-        Some((beyond_m, link_at_m)) if beyond_m > ARM_OUTLINE_TOLERANCE_M => ArmReach::Outside { beyond_m, link_at_m },
+        Some((beyond_m, link_at_m)) if beyond_m > ARM_OUTLINE_TOLERANCE_M => {
+            ArmReach::Outside { beyond_m, link_at_m }
+        }
         _ => ArmReach::Within,
     }
 }
@@ -57,7 +68,12 @@ pub fn arm_reach(urdf: &Kinematics, links: &[String], states: &JointStates, foot
 /// Tells the base driver where the arm is, every 20 ms, from joint states
 /// no older than `sensors.joint_states.max_age_s` (older or missing: not
 /// known). Returns at once on a robot with no arm.
-pub async fn watch_arm_reach(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, urdf: Arc<Kinematics>, config: Arc<Config>) {
+pub async fn watch_arm_reach(
+    robot: Arc<dyn SensorPort>,
+    base: Arc<BaseDriver>,
+    urdf: Arc<Kinematics>,
+    config: Arc<Config>,
+) {
     let arm_joints = &config.actuators.arm_joints;
     if config.actuators.arm_action.is_empty() || arm_joints.is_empty() {
         return;
@@ -75,7 +91,9 @@ pub async fn watch_arm_reach(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         interval.tick().await;
         let now = robot.now();
         let reach = match robot.joint_states() {
-            Some(states) if states.age(now).effective() <= max_age => arm_reach(&urdf, &links, &states.value, &footprint),
+            Some(states) if states.age(now).effective() <= max_age => {
+                arm_reach(&urdf, &links, &states.value, &footprint)
+            }
             _ => ArmReach::Unknown,
         };
         let outside = matches!(reach, ArmReach::Outside { .. });
@@ -93,7 +111,8 @@ pub async fn watch_arm_reach(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
 mod tests {
     use super::*;
 
-    const FOOTPRINT: Footprint = Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
+    const FOOTPRINT: Footprint =
+        Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
 
     fn urdf() -> Kinematics {
         Kinematics::from_urdf(crate::tools::testing::URDF).unwrap()
@@ -101,7 +120,12 @@ mod tests {
 
     fn joints(arm: [f64; 4]) -> JointStates {
         let names = ["joint1", "joint2", "joint3", "joint4"];
-        JointStates { names: names.iter().map(|n| n.to_string()).collect(), positions: arm.to_vec(), velocities: vec![0.0; 4], efforts: vec![0.0; 4] }
+        JointStates {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            positions: arm.to_vec(),
+            velocities: vec![0.0; 4],
+            efforts: vec![0.0; 4],
+        }
     }
 
     fn arm() -> Vec<String> {
@@ -111,28 +135,61 @@ mod tests {
     #[test]
     fn the_arm_links_are_those_its_joints_move_but_the_fingers() {
         let links = arm_links(&urdf(), &arm());
-        assert!(links.contains(&"end_effector_link".to_string()) && links.contains(&"link5".to_string()), "{links:?}");
-        assert!(!links.iter().any(|l| l.starts_with("gripper") || l.starts_with("head")), "{links:?}");
+        assert!(
+            links.contains(&"end_effector_link".to_string())
+                && links.contains(&"link5".to_string()),
+            "{links:?}"
+        );
+        assert!(
+            !links.iter().any(|l| l.starts_with("gripper") || l.starts_with("head")),
+            "{links:?}"
+        );
     }
 
     fn named(pose: &str) -> [f64; 4] {
-        crate::tools::interact::NAMED_POSES.iter().find(|(name, _, _)| *name == pose).map(|(_, joints, _)| *joints).unwrap()
+        crate::tools::interact::NAMED_POSES
+            .iter()
+            .find(|(name, _, _)| *name == pose)
+            .map(|(_, joints, _)| *joints)
+            .unwrap()
     }
 
     #[test]
     fn stowed_the_arm_is_within_reaching_out_it_is_not() {
         let (urdf, links) = (urdf(), arm_links(&urdf(), &arm()));
-        assert_eq!(arm_reach(&urdf, &links, &joints(named("stow")), &FOOTPRINT), ArmReach::Within, "stow: the pose to drive in");
+        assert_eq!(
+            arm_reach(&urdf, &links, &joints(named("stow")), &FOOTPRINT),
+            ArmReach::Within,
+            "stow: the pose to drive in"
+        );
         for pose in ["home", "ready", "pick_front"] {
-            assert!(matches!(arm_reach(&urdf, &links, &joints(named(pose)), &FOOTPRINT), ArmReach::Outside { .. }), "{pose}");
+            assert!(
+                matches!(
+                    arm_reach(&urdf, &links, &joints(named(pose)), &FOOTPRINT),
+                    ArmReach::Outside { .. }
+                ),
+                "{pose}"
+            );
         }
-        let ArmReach::Outside { beyond_m, link_at_m: (x, _) } = arm_reach(&urdf, &links, &joints(named("pick_front")), &FOOTPRINT) else { panic!("pick_front is outside") };
+        let ArmReach::Outside { beyond_m, link_at_m: (x, _) } =
+            arm_reach(&urdf, &links, &joints(named("pick_front")), &FOOTPRINT)
+        else {
+            panic!("pick_front is outside")
+        };
         assert!(beyond_m > 0.15 && x > 0.3, "{beyond_m} at {x}");
-        let ArmReach::Outside { link_at_m: (_, y), .. } = arm_reach(&urdf, &links, &joints([1.57, 0.0, 0.0, 0.0]), &FOOTPRINT) else { panic!("turned to the side, outstretched") };
+        let ArmReach::Outside { link_at_m: (_, y), .. } =
+            arm_reach(&urdf, &links, &joints([1.57, 0.0, 0.0, 0.0]), &FOOTPRINT)
+        else {
+            panic!("turned to the side, outstretched")
+        };
         assert!(y > 0.2, "to the left: {y}");
         let mut missing = joints([0.0; 4]);
         missing.names.pop();
         missing.positions.pop();
-        assert_eq!(arm_reach(&urdf, &links, &missing, &FOOTPRINT), ArmReach::Unknown, "a joint missing: not known");
+        assert_eq!(
+            arm_reach(&urdf, &links, &missing, &FOOTPRINT),
+            ArmReach::Unknown,
+            "a joint missing: not known"
+        );
     }
 }

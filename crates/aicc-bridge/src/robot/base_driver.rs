@@ -8,18 +8,24 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::config::SensorConfig;
-use crate::governor::coverage::{Observation, SourceKind, ZoneGrid};
-use crate::governor::laser::Footprint;
-use crate::governor::memory::{Remembered, Verdict};
-use crate::governor::safety::{is_commanded_to_move, ArmReach, safety_envelope_with_sensing, Geofence, Pose2D, Rule, SensingHealth, SensorHealth, UnobservedZone};
-use crate::governor::hazards::{hazard_state, HazardFlags};
-use crate::governor::laser::{most_restrictive, ScanReading};
-use crate::governor::{govern_base_step, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction, SafetyConfig, SafetyInputs, SafetyState};
-use super::halt::Halts;
 use super::age::Now;
+use super::halt::Halts;
 use super::port::{ActuatorPort, Endpoint, SensorPort};
 use super::surroundings::{SourceConfig, Surroundings};
+use crate::config::SensorConfig;
+use crate::governor::coverage::{Observation, SourceKind, ZoneGrid};
+use crate::governor::hazards::{hazard_state, HazardFlags};
+use crate::governor::laser::Footprint;
+use crate::governor::laser::{most_restrictive, ScanReading};
+use crate::governor::memory::{Remembered, Verdict};
+use crate::governor::safety::{
+    is_commanded_to_move, safety_envelope_with_sensing, ArmReach, Geofence, Pose2D, Rule,
+    SensingHealth, SensorHealth, UnobservedZone,
+};
+use crate::governor::{
+    govern_base_step, BaseLimits, BaseVelocity, EmergencyLimits, Envelope, Restriction,
+    SafetyConfig, SafetyInputs, SafetyState,
+};
 
 /// Zero commands published on coming to rest, so that a lost message
 /// cannot leave the robot moving; then the driver goes quiet so that other
@@ -78,7 +84,11 @@ pub enum ScanGuard {
 impl ScanGuard {
     fn zones(&self) -> (Option<f64>, Option<f64>, Option<f64>) {
         match self {
-            ScanGuard::Fresh(r) => (r.ahead.obstacle_m(), r.behind.obstacle_m(), r.turning.and_then(|z| z.obstacle_m())),
+            ScanGuard::Fresh(r) => (
+                r.ahead.obstacle_m(),
+                r.behind.obstacle_m(),
+                r.turning.and_then(|z| z.obstacle_m()),
+            ),
             ScanGuard::NotSensed | ScanGuard::Unknown { .. } => (None, None, None),
         }
     }
@@ -122,7 +132,13 @@ impl SensorSnapshot {
             ScanGuard::Fresh(_) => SensorHealth::Fresh,
             ScanGuard::Unknown { age_s, max_age_s } => SensorHealth::Stale { age_s, max_age_s },
         };
-        SensingHealth { depth, bumper, scan, unobserved: self.unobserved.clone(), ..SensingHealth::NOT_CONFIGURED }
+        SensingHealth {
+            depth,
+            bumper,
+            scan,
+            unobserved: self.unobserved.clone(),
+            ..SensingHealth::NOT_CONFIGURED
+        }
     }
 }
 
@@ -141,7 +157,9 @@ pub struct GuardSensors {
 impl GuardSensors {
     /// As configured: a sensor with an empty topic is not configured.
     pub fn from_config(sensors: &SensorConfig) -> Self {
-        let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
+        let max_age = |s: &crate::config::SensorTopic| {
+            s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s))
+        };
         Self {
             depth_max_age: max_age(&sensors.depth),
             bumper_max_age: max_age(&sensors.bumper),
@@ -256,7 +274,9 @@ pub struct CoverageSettings {
 
 impl CoverageSettings {
     pub fn from_config(config: &crate::config::Config) -> Self {
-        let max_age = |s: &crate::config::SensorTopic| s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s));
+        let max_age = |s: &crate::config::SensorTopic| {
+            s.is_configured().then(|| Duration::from_secs_f64(s.max_age_s))
+        };
         CoverageSettings {
             grid: config.safety.zone_grid(),
             footprint: config.safety.footprint(),
@@ -297,9 +317,23 @@ impl BaseSettings {
 const EXIT_ZEROS: u32 = 3;
 
 impl BaseDriver {
-    pub fn new(settings: BaseSettings, actuators: Arc<dyn ActuatorPort>, halts: Arc<Halts>) -> Self {
-        let BaseSettings { limits, emergency, safety, geofence_radius_m, setpoint_timeout, control_rate_hz, scan_guards_turning, coverage } = settings;
-        let source = |kind, max_age: Option<Duration>| max_age.map(|max_age| SourceConfig { kind, max_age });
+    pub fn new(
+        settings: BaseSettings,
+        actuators: Arc<dyn ActuatorPort>,
+        halts: Arc<Halts>,
+    ) -> Self {
+        let BaseSettings {
+            limits,
+            emergency,
+            safety,
+            geofence_radius_m,
+            setpoint_timeout,
+            control_rate_hz,
+            scan_guards_turning,
+            coverage,
+        } = settings;
+        let source =
+            |kind, max_age: Option<Duration>| max_age.map(|max_age| SourceConfig { kind, max_age });
         let surroundings = Surroundings::new(
             coverage.grid,
             coverage.footprint,
@@ -309,7 +343,10 @@ impl BaseDriver {
             source(SourceKind::DepthCamera, coverage.depth_max_age),
             source(SourceKind::Laser, coverage.scan_max_age),
         );
-        let sweep_radius_m = coverage.footprint.sweeps_when_turning().then(|| coverage.footprint.swept_radius_m() + coverage.margin_m);
+        let sweep_radius_m = coverage
+            .footprint
+            .sweeps_when_turning()
+            .then(|| coverage.footprint.swept_radius_m() + coverage.margin_m);
         Self {
             actuators,
             limits,
@@ -389,12 +426,16 @@ impl BaseDriver {
     /// Returns what was re-anchored, in words, for the event.
     pub fn note_odometry_jump(&self, jump: &crate::governor::odometry::Jump) -> String {
         let correction = jump.correction();
-        let yaw_change = crate::governor::safety::wrap_angle(jump.after.yaw_rad - jump.before.yaw_rad);
+        let yaw_change =
+            crate::governor::safety::wrap_angle(jump.after.yaw_rad - jump.before.yaw_rad);
         let mut state = self.state.lock();
         let fence = state.geofence.as_mut().map(|fence| {
             let before = (fence.centre_x_m, fence.centre_y_m);
             (fence.centre_x_m, fence.centre_y_m) = correction(fence.centre_x_m, fence.centre_y_m);
-            format!("the geofence's centre from ({:.2}, {:.2}) to ({:.2}, {:.2})", before.0, before.1, fence.centre_x_m, fence.centre_y_m)
+            format!(
+                "the geofence's centre from ({:.2}, {:.2}) to ({:.2}, {:.2})",
+                before.0, before.1, fence.centre_x_m, fence.centre_y_m
+            )
         });
         let latched = state.safety.contact_latched();
         state.safety.reanchor(correction, yaw_change);
@@ -404,7 +445,11 @@ impl BaseDriver {
         if latched {
             parts.push("the contact latch's reference pose".into());
         }
-        let anchored = if parts.is_empty() { String::new() } else { format!("; re-anchored: {}", parts.join(", ")) };
+        let anchored = if parts.is_empty() {
+            String::new()
+        } else {
+            format!("; re-anchored: {}", parts.join(", "))
+        };
         let what = format!("{}{anchored}; forgot {forgotten} remembered obstacle points (where they lie now is unknown)", jump.describe());
         *self.last_jump.lock() = Some((self.halts.current() + 1, what.clone()));
         self.halt();
@@ -413,7 +458,11 @@ impl BaseDriver {
 
     /// Why a motion begun in `generation` was ended by an odometry jump, if it was.
     pub fn jump_since(&self, generation: u64) -> Option<String> {
-        self.last_jump.lock().as_ref().filter(|(at, _)| *at > generation && self.halted_since(generation)).map(|(_, what)| what.clone())
+        self.last_jump
+            .lock()
+            .as_ref()
+            .filter(|(at, _)| *at > generation && self.halted_since(generation))
+            .map(|(_, what)| what.clone())
     }
 
     /// Asks for `velocity` until `setpoint_timeout` from `now`, for the
@@ -472,11 +521,20 @@ impl BaseDriver {
     /// and judging them under the lock held it for tens of milliseconds on a
     /// loaded machine, while the base kept its last command (a move ended
     /// 3 to 7 cm past its goal).
-    pub fn note_frame(&self, observation: Observation, points: &[(f64, f64, f64)], mut verdict: impl FnMut(&Remembered) -> Verdict) -> Vec<String> {
-        let remembered: Vec<Remembered> = self.surroundings.lock().memory().points().copied().collect();
-        let verdicts: std::collections::HashMap<(u64, u64), Verdict> = remembered.iter().map(|r| ((r.x_m.to_bits(), r.y_m.to_bits()), verdict(r))).collect();
+    pub fn note_frame(
+        &self,
+        observation: Observation,
+        points: &[(f64, f64, f64)],
+        mut verdict: impl FnMut(&Remembered) -> Verdict,
+    ) -> Vec<String> {
+        let remembered: Vec<Remembered> =
+            self.surroundings.lock().memory().points().copied().collect();
+        let verdicts: std::collections::HashMap<(u64, u64), Verdict> =
+            remembered.iter().map(|r| ((r.x_m.to_bits(), r.y_m.to_bits()), verdict(r))).collect();
         // A point remembered since the copy was taken has no verdict: unknown.
-        self.surroundings.lock().note(observation, points, |r| verdicts.get(&(r.x_m.to_bits(), r.y_m.to_bits())).copied().unwrap_or(Verdict::Unknown))
+        self.surroundings.lock().note(observation, points, |r| {
+            verdicts.get(&(r.x_m.to_bits(), r.y_m.to_bits())).copied().unwrap_or(Verdict::Unknown)
+        })
     }
 
     /// Records why a depth frame gave no measurement; the stale-sensing
@@ -500,7 +558,12 @@ impl BaseDriver {
     /// What the depth camera says at `now`: unknown without a frame within
     /// `max_age` (`None`: no depth camera), else the nearest obstacle it
     /// has seen (and remembers) ahead of `pose`, or clear.
-    pub fn obstacle_ahead(&self, now: Instant, max_age: Option<Duration>, remembered_ahead_m: Option<f64>) -> ObstacleAhead {
+    pub fn obstacle_ahead(
+        &self,
+        now: Instant,
+        max_age: Option<Duration>,
+        remembered_ahead_m: Option<f64>,
+    ) -> ObstacleAhead {
         let Some(max_age) = max_age else { return ObstacleAhead::NotSensed };
         let last = self.surroundings.lock().latest_capture(SourceKind::DepthCamera);
         match last {
@@ -508,7 +571,10 @@ impl BaseDriver {
                 Some(distance_m) => ObstacleAhead::At { distance_m },
                 None => ObstacleAhead::Clear,
             },
-            last => ObstacleAhead::Unknown { age_s: last.map(|at| age_s(now, at)), max_age_s: max_age.as_secs_f64() },
+            last => ObstacleAhead::Unknown {
+                age_s: last.map(|at| age_s(now, at)),
+                max_age_s: max_age.as_secs_f64(),
+            },
         }
     }
 
@@ -528,8 +594,13 @@ impl BaseDriver {
     pub fn scan_guard(&self, now: Instant, max_age: Option<Duration>) -> ScanGuard {
         let Some(max_age) = max_age else { return ScanGuard::NotSensed };
         match *self.scan.lock() {
-            Some((reading, at)) if now.saturating_duration_since(at) <= max_age => ScanGuard::Fresh(reading),
-            last => ScanGuard::Unknown { age_s: last.map(|(_, at)| age_s(now, at)), max_age_s: max_age.as_secs_f64() },
+            Some((reading, at)) if now.saturating_duration_since(at) <= max_age => {
+                ScanGuard::Fresh(reading)
+            }
+            last => ScanGuard::Unknown {
+                age_s: last.map(|(_, at)| age_s(now, at)),
+                max_age_s: max_age.as_secs_f64(),
+            },
         }
     }
 
@@ -550,7 +621,11 @@ impl BaseDriver {
 
     /// One control step at `now`: the command to publish, if any, and any
     /// change in the restrictions in force.
-    pub fn step(&self, now: Instant, sensors: SensorSnapshot) -> (Option<BaseVelocity>, Option<GovernorChange>) {
+    pub fn step(
+        &self,
+        now: Instant,
+        sensors: SensorSnapshot,
+    ) -> (Option<BaseVelocity>, Option<GovernorChange>) {
         let mut state = self.state.lock();
         let requested = match state.setpoint {
             Some(setpoint) if now < setpoint.expires => setpoint.velocity,
@@ -563,7 +638,8 @@ impl BaseDriver {
         state.last_step = Some(now);
         if state.geofence.is_none() {
             if let (Some(radius_m), Some(pose)) = (self.geofence_radius_m, sensors.pose) {
-                state.geofence = Some(Geofence { centre_x_m: pose.x_m, centre_y_m: pose.y_m, radius_m });
+                state.geofence =
+                    Some(Geofence { centre_x_m: pose.x_m, centre_y_m: pose.y_m, radius_m });
             }
         }
         let depth_ahead = match sensors.obstacle_ahead {
@@ -578,7 +654,8 @@ impl BaseDriver {
             odometry_age_s: sensors.odometry_age_s,
             imu_age_s: sensors.imu_age_s,
             commanded_to_move: is_commanded_to_move(state.last_command, requested),
-            in_contact: sensors.bumper == BumperContact::Touching || sensors.hazards.is_some_and(|h| h.contact),
+            in_contact: sensors.bumper == BumperContact::Touching
+                || sensors.hazards.is_some_and(|h| h.contact),
             obstacle_ahead_m: most_restrictive(depth_ahead, scan_ahead),
             obstacle_behind_m: scan_behind,
             obstacle_turning_m: scan_turning,
@@ -591,12 +668,18 @@ impl BaseDriver {
         let config = SafetyConfig { geofence: state.geofence, ..self.safety };
         let now_s = now.saturating_duration_since(state.started).as_secs_f64();
         state.safety.update(&config, &inputs, now_s);
-        let mut envelope = safety_envelope_with_sensing(&self.limits, &config, &state.safety, &inputs, &SensingHealth {
-            depth_unmeasured: self.obstacle_unmeasured(),
-            scan_unmeasured: self.scan_unmeasured.lock().clone(),
-            scan_guards_turning: self.scan_guards_turning,
-            ..sensors.sensing_health()
-        });
+        let mut envelope = safety_envelope_with_sensing(
+            &self.limits,
+            &config,
+            &state.safety,
+            &inputs,
+            &SensingHealth {
+                depth_unmeasured: self.obstacle_unmeasured(),
+                scan_unmeasured: self.scan_unmeasured.lock().clone(),
+                scan_guards_turning: self.scan_guards_turning,
+                ..sensors.sensing_health()
+            },
+        );
         if state.braking {
             // An explicit stop: a zero envelope makes the governor brake at
             // the emergency rate.
@@ -608,10 +691,23 @@ impl BaseDriver {
         // Acceleration over at most one and a half periods: a tick the
         // loop missed is not caught up in one jump (braking is).
         let max_accel_step_s = self.period.as_secs_f64() * 1.5;
-        let governed = govern_base_step(&self.limits, &self.emergency, state.last_command, requested, &envelope, dt_s, max_accel_step_s);
+        let governed = govern_base_step(
+            &self.limits,
+            &self.emergency,
+            state.last_command,
+            requested,
+            &envelope,
+            dt_s,
+            max_accel_step_s,
+        );
         let rules: Vec<Rule> = envelope.restrictions.iter().map(|r| r.rule).collect();
         let change = (rules != state.active_rules).then(|| GovernorChange {
-            began: envelope.restrictions.iter().filter(|r| !state.active_rules.contains(&r.rule)).cloned().collect(),
+            began: envelope
+                .restrictions
+                .iter()
+                .filter(|r| !state.active_rules.contains(&r.rule))
+                .cloned()
+                .collect(),
             ended: state.active_rules.iter().filter(|r| !rules.contains(r)).copied().collect(),
         });
         state.active_rules = rules;
@@ -635,23 +731,43 @@ impl BaseDriver {
 
     /// What the sensors say now, for the safety rules. Ages count from
     /// capture where a sample's stamp can be trusted ([`crate::robot::Age`]).
-    pub fn snapshot(&self, robot: &dyn SensorPort, now: Now, guards: GuardSensors) -> SensorSnapshot {
+    pub fn snapshot(
+        &self,
+        robot: &dyn SensorPort,
+        now: Now,
+        guards: GuardSensors,
+    ) -> SensorSnapshot {
         let odometry = robot.odometry();
         // A Create 3's hazard reports stand in for the bumper: stale = not clear.
         let (hazards, hazards_health) = match guards.hazards_max_age {
             None => (None, None),
             Some(max_age) => match robot.hazards() {
-                Some(h) if h.age(now).effective() <= max_age => (Some(hazard_state(&h.value).flags()), None),
-                last => (None, Some(BumperContact::Unknown { age_s: last.map(|h| h.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() })),
+                Some(h) if h.age(now).effective() <= max_age => {
+                    (Some(hazard_state(&h.value).flags()), None)
+                }
+                last => (
+                    None,
+                    Some(BumperContact::Unknown {
+                        age_s: last.map(|h| h.age(now).effective().as_secs_f64()),
+                        max_age_s: max_age.as_secs_f64(),
+                    }),
+                ),
             },
         };
         let bumper = match guards.bumper_max_age {
             None => BumperContact::NotSensed,
             Some(max_age) => match robot.contacts() {
                 Some(c) if c.age(now).effective() <= max_age => {
-                    if c.value.points.is_empty() { BumperContact::Clear } else { BumperContact::Touching }
+                    if c.value.points.is_empty() {
+                        BumperContact::Clear
+                    } else {
+                        BumperContact::Touching
+                    }
                 }
-                last => BumperContact::Unknown { age_s: last.map(|c| c.age(now).effective().as_secs_f64()), max_age_s: max_age.as_secs_f64() },
+                last => BumperContact::Unknown {
+                    age_s: last.map(|c| c.age(now).effective().as_secs_f64()),
+                    max_age_s: max_age.as_secs_f64(),
+                },
             },
         };
         let bumper = match (bumper, hazards_health) {
@@ -661,7 +777,14 @@ impl BaseDriver {
         };
         // A pose too old to stand for the robot's place observes nothing
         // (the odometry rule stops a moving base on it anyway).
-        let pose = odometry.as_ref().filter(|o| o.age(now).effective() <= guards.pose_max_age).map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 });
+        let pose =
+            odometry.as_ref().filter(|o| o.age(now).effective() <= guards.pose_max_age).map(|o| {
+                Pose2D {
+                    x_m: o.position_m.x,
+                    y_m: o.position_m.y,
+                    yaw_rad: o.orientation.euler_angles().2,
+                }
+            });
         let around = self.surroundings.lock().reading(pose, now.instant, self.sweep_radius_m);
         SensorSnapshot {
             hazards,
@@ -688,13 +811,20 @@ impl BaseDriver {
     fn arm_reach(&self, now: Instant) -> ArmReach {
         match *self.arm.lock() {
             None => ArmReach::Within,
-            Some((_, at)) if now.saturating_duration_since(at) > ARM_REACH_MAX_AGE => ArmReach::Unknown,
+            Some((_, at)) if now.saturating_duration_since(at) > ARM_REACH_MAX_AGE => {
+                ArmReach::Unknown
+            }
             Some((reach, _)) => reach,
         }
     }
 
     /// For each obstacle rule that began: the remembered point it stops for.
-    fn log_what_obstacle_rules_stop_for(&self, change: &GovernorChange, pose: Option<Pose2D>, now: Instant) {
+    fn log_what_obstacle_rules_stop_for(
+        &self,
+        change: &GovernorChange,
+        pose: Option<Pose2D>,
+        now: Instant,
+    ) {
         use crate::governor::coverage::Direction;
         let Some(pose) = pose else { return };
         for restriction in &change.began {
@@ -709,7 +839,12 @@ impl BaseDriver {
         }
     }
 
-    pub async fn run(self: Arc<Self>, sensors: Arc<dyn SensorPort>, guards: GuardSensors, on_change: impl Fn(GovernorChange) + Send + 'static) {
+    pub async fn run(
+        self: Arc<Self>,
+        sensors: Arc<dyn SensorPort>,
+        guards: GuardSensors,
+        on_change: impl Fn(GovernorChange) + Send + 'static,
+    ) {
         let mut interval = tokio::time::interval(self.period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -738,12 +873,31 @@ mod tests {
     use crate::governor::laser::Zone;
 
     fn driver() -> BaseDriver {
-        let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 2.0, max_angular_accel_radps2: 2.0 };
-        let settings = BaseSettings { limits, emergency: EmergencyLimits::DEFAULT, safety: SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: true, coverage: coverage(Some(Duration::from_millis(500))) };
-        BaseDriver::new(settings, Arc::new(crate::robot::testing::RecordingActuators::default()), Arc::new(Halts::default()))
+        let limits = BaseLimits {
+            max_linear_mps: 0.2,
+            max_angular_radps: 1.0,
+            max_linear_accel_mps2: 2.0,
+            max_angular_accel_radps2: 2.0,
+        };
+        let settings = BaseSettings {
+            limits,
+            emergency: EmergencyLimits::DEFAULT,
+            safety: SafetyConfig::DEFAULT,
+            geofence_radius_m: None,
+            setpoint_timeout: Duration::from_millis(200),
+            control_rate_hz: 50.0,
+            scan_guards_turning: true,
+            coverage: coverage(Some(Duration::from_millis(500))),
+        };
+        BaseDriver::new(
+            settings,
+            Arc::new(crate::robot::testing::RecordingActuators::default()),
+            Arc::new(Halts::default()),
+        )
     }
 
-    const FOOTPRINT: Footprint = Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
+    const FOOTPRINT: Footprint =
+        Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
 
     fn coverage(depth_max_age: Option<Duration>) -> CoverageSettings {
         CoverageSettings {
@@ -791,7 +945,8 @@ mod tests {
             t += step;
             published.push(d.step(t, fresh()).0);
         }
-        let zero_at = published.iter().position(|c| c.is_some_and(|v| v.is_zero())).expect("reaches zero");
+        let zero_at =
+            published.iter().position(|c| c.is_some_and(|v| v.is_zero())).expect("reaches zero");
         assert!(step * (5 + zero_at as u32 + 1) <= Duration::from_millis(320), "stopped by 320 ms");
         assert!(published.last().unwrap().is_none(), "quiet at rest: {published:?}");
         let zeros = published.iter().filter(|c| c.is_some_and(|v| v.is_zero())).count();
@@ -838,7 +993,11 @@ mod tests {
             t += step;
             elapsed += step;
             d.step(t, fresh());
-            assert!(elapsed <= Duration::from_millis(100), "still moving after {elapsed:?}: {:?}", d.last_command());
+            assert!(
+                elapsed <= Duration::from_millis(100),
+                "still moving after {elapsed:?}: {:?}",
+                d.last_command()
+            );
         }
         assert!(elapsed <= Duration::from_millis(80), "{elapsed:?}");
     }
@@ -850,9 +1009,15 @@ mod tests {
         let motion = d.begin_motion();
         assert!(d.request(motion, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0));
         d.halt();
-        assert!(!d.request(motion, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0), "a halted motion cannot restart the base");
+        assert!(
+            !d.request(motion, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 }, t0),
+            "a halted motion cannot restart the base"
+        );
         assert!(d.step(t0 + Duration::from_millis(20), fresh()).0.is_none_or(|c| c.is_zero()));
-        assert!(d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }, t0), "a new motion may");
+        assert!(
+            d.request(d.begin_motion(), BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }, t0),
+            "a new motion may"
+        );
     }
 
     #[test]
@@ -872,7 +1037,8 @@ mod tests {
             t += step;
             d.request(d.begin_motion(), forward, t);
             let (_, change) = d.step(t, stale.clone());
-            change_seen |= change.is_some_and(|c| c.began.iter().any(|r| r.rule == Rule::OdometryStale));
+            change_seen |=
+                change.is_some_and(|c| c.began.iter().any(|r| r.rule == Rule::OdometryStale));
         }
         assert!(d.last_command().is_zero() && change_seen);
         let touching = SensorSnapshot { bumper: BumperContact::Touching, ..fresh() };
@@ -883,10 +1049,20 @@ mod tests {
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
         let blocking = d.blocked_by(forward);
-        assert_eq!(blocking.iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactLatched], "{blocking:?}");
+        assert_eq!(
+            blocking.iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::ContactLatched],
+            "{blocking:?}"
+        );
         assert!(blocking[0].cause.contains("contact"), "{blocking:?}");
-        assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "reverse stays allowed");
-        assert!(d.blocked_by(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }).is_empty(), "turning stays allowed");
+        assert!(
+            d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(),
+            "reverse stays allowed"
+        );
+        assert!(
+            d.blocked_by(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }).is_empty(),
+            "turning stays allowed"
+        );
     }
 
     #[test]
@@ -896,7 +1072,8 @@ mod tests {
         let step = Duration::from_millis(20);
         let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
         // 1 cm beyond the stop distance: the ramp alone would allow 0.0067 m/s; the floor allows 0.04.
-        let near = SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.21 }, ..fresh() };
+        let near =
+            SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.21 }, ..fresh() };
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -905,7 +1082,8 @@ mod tests {
         assert_eq!(d.last_command().linear_mps, 0.04, "{:?}", d.last_command());
         assert!(d.blocked_by(forward).is_empty(), "slowed, not blocked");
         // At the stop distance: held at zero, and the rule says why.
-        let at_stop = SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.2 }, ..fresh() };
+        let at_stop =
+            SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.2 }, ..fresh() };
         for _ in 0..3 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -915,7 +1093,10 @@ mod tests {
         let blocking = d.blocked_by(forward);
         assert_eq!(blocking.len(), 1, "{blocking:?}");
         assert_eq!((blocking[0].rule, blocking[0].distance_m), (Rule::ObstacleAhead, Some(0.2)));
-        assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "backing away stays allowed");
+        assert!(
+            d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(),
+            "backing away stays allowed"
+        );
     }
 
     #[test]
@@ -923,23 +1104,56 @@ mod tests {
         let d = driver();
         let t0 = Instant::now();
         let max_age = Some(Duration::from_millis(500));
-        assert_eq!(d.obstacle_ahead(t0, None, None), ObstacleAhead::NotSensed, "no depth camera configured");
-        assert_eq!(d.obstacle_ahead(t0, max_age, None), ObstacleAhead::Unknown { age_s: None, max_age_s: 0.5 }, "none received yet");
-        assert!(d.note_obstacle_unmeasured("frame 'x' is not in the TF tree".into()), "the first failure is news");
-        assert!(!d.note_obstacle_unmeasured("frame 'x' is not in the TF tree (again)".into()), "the next ones are not");
-        assert_eq!(d.obstacle_unmeasured().as_deref(), Some("frame 'x' is not in the TF tree (again)"));
+        assert_eq!(
+            d.obstacle_ahead(t0, None, None),
+            ObstacleAhead::NotSensed,
+            "no depth camera configured"
+        );
+        assert_eq!(
+            d.obstacle_ahead(t0, max_age, None),
+            ObstacleAhead::Unknown { age_s: None, max_age_s: 0.5 },
+            "none received yet"
+        );
+        assert!(
+            d.note_obstacle_unmeasured("frame 'x' is not in the TF tree".into()),
+            "the first failure is news"
+        );
+        assert!(
+            !d.note_obstacle_unmeasured("frame 'x' is not in the TF tree (again)".into()),
+            "the next ones are not"
+        );
+        assert_eq!(
+            d.obstacle_unmeasured().as_deref(),
+            Some("frame 'x' is not in the TF tree (again)")
+        );
         let origin = Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 };
-        let frame = Observation::empty(SourceKind::DepthCamera, 0.02, origin, t0, d.surroundings().grid());
+        let frame =
+            Observation::empty(SourceKind::DepthCamera, 0.02, origin, t0, d.surroundings().grid());
         let said = d.note_frame(frame.clone(), &[], |_| Verdict::Unknown);
-        assert!(said.iter().any(|l| l.contains("observes again")), "a measurement after failures: a recovery: {said:?}");
+        assert!(
+            said.iter().any(|l| l.contains("observes again")),
+            "a measurement after failures: a recovery: {said:?}"
+        );
         assert_eq!(d.obstacle_unmeasured(), None);
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(100), max_age, None), ObstacleAhead::Clear);
+        assert_eq!(
+            d.obstacle_ahead(t0 + Duration::from_millis(100), max_age, None),
+            ObstacleAhead::Clear
+        );
         d.note_frame(frame, &[(0.3, 0.0, 0.1), (0.3, 0.0, 0.12)], |_| Verdict::Unknown);
         let remembered = d.surroundings().reading(Some(origin), t0, None).ahead_m;
         assert_eq!(remembered, Some(0.3));
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(500), max_age, remembered), ObstacleAhead::At { distance_m: 0.3 });
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_millis(750), max_age, remembered), ObstacleAhead::Unknown { age_s: Some(0.75), max_age_s: 0.5 });
-        assert_eq!(d.obstacle_ahead(t0 + Duration::from_secs(9), None, remembered), ObstacleAhead::NotSensed);
+        assert_eq!(
+            d.obstacle_ahead(t0 + Duration::from_millis(500), max_age, remembered),
+            ObstacleAhead::At { distance_m: 0.3 }
+        );
+        assert_eq!(
+            d.obstacle_ahead(t0 + Duration::from_millis(750), max_age, remembered),
+            ObstacleAhead::Unknown { age_s: Some(0.75), max_age_s: 0.5 }
+        );
+        assert_eq!(
+            d.obstacle_ahead(t0 + Duration::from_secs(9), None, remembered),
+            ObstacleAhead::NotSensed
+        );
     }
 
     #[test]
@@ -948,7 +1162,16 @@ mod tests {
         sensors.depth.topic = "camera/depth/image_raw".into();
         sensors.depth.max_age_s = 0.4;
         sensors.bumper.topic = String::new();
-        assert_eq!(GuardSensors::from_config(&sensors), GuardSensors { depth_max_age: Some(Duration::from_millis(400)), bumper_max_age: None, scan_max_age: None, hazards_max_age: None, pose_max_age: Duration::from_millis(500) });
+        assert_eq!(
+            GuardSensors::from_config(&sensors),
+            GuardSensors {
+                depth_max_age: Some(Duration::from_millis(400)),
+                bumper_max_age: None,
+                scan_max_age: None,
+                hazards_max_age: None,
+                pose_max_age: Duration::from_millis(500)
+            }
+        );
     }
 
     #[test]
@@ -957,21 +1180,40 @@ mod tests {
         let mut t = Instant::now();
         let step = Duration::from_millis(20);
         let forward = BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 };
-        let stale = SensorSnapshot { obstacle_ahead: ObstacleAhead::Unknown { age_s: Some(1.7), max_age_s: 1.0 }, ..fresh() };
+        let stale = SensorSnapshot {
+            obstacle_ahead: ObstacleAhead::Unknown { age_s: Some(1.7), max_age_s: 1.0 },
+            ..fresh()
+        };
         let mut began = Vec::new();
         for _ in 0..20 {
             t += step;
             d.request(d.begin_motion(), forward, t);
             let (command, change) = d.step(t, stale.clone());
-            assert!(command.is_none_or(|c| c.linear_mps == 0.0), "forward let through: {command:?}");
+            assert!(
+                command.is_none_or(|c| c.linear_mps == 0.0),
+                "forward let through: {command:?}"
+            );
             began.extend(change.into_iter().flat_map(|c| c.began).map(|r| r.rule));
         }
         assert_eq!(began, [Rule::ObstacleSensingStale]);
         let blocking = d.blocked_by(forward);
-        assert_eq!(blocking.iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleSensingStale], "{blocking:?}");
-        assert!(blocking[0].cause.contains("depth camera") && blocking[0].cause.contains("1.70 s old"), "{blocking:?}");
-        assert!(d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "reverse stays allowed");
-        assert!(d.blocked_by(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }).is_empty(), "turning stays allowed");
+        assert_eq!(
+            blocking.iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::ObstacleSensingStale],
+            "{blocking:?}"
+        );
+        assert!(
+            blocking[0].cause.contains("depth camera") && blocking[0].cause.contains("1.70 s old"),
+            "{blocking:?}"
+        );
+        assert!(
+            d.blocked_by(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(),
+            "reverse stays allowed"
+        );
+        assert!(
+            d.blocked_by(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }).is_empty(),
+            "turning stays allowed"
+        );
         // Turning in place is published as asked.
         let turn = BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 };
         for _ in 0..20 {
@@ -981,14 +1223,20 @@ mod tests {
         }
         assert_eq!(d.last_command(), turn);
         // A stale bumper: its own rule; a fresh, clear depth reading lets forward through.
-        let no_bumper = SensorSnapshot { bumper: BumperContact::Unknown { age_s: None, max_age_s: 0.5 }, ..fresh() };
+        let no_bumper = SensorSnapshot {
+            bumper: BumperContact::Unknown { age_s: None, max_age_s: 0.5 },
+            ..fresh()
+        };
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), forward, t);
             d.step(t, no_bumper.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
-        assert_eq!(d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactSensingStale]);
+        assert_eq!(
+            d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::ContactSensingStale]
+        );
         for _ in 0..20 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -997,7 +1245,11 @@ mod tests {
         assert_eq!(d.last_command().linear_mps, 0.2, "fresh and clear: full speed");
         assert!(d.restrictions().is_empty());
         // Without a depth camera or bumper configured no such rule exists.
-        let unsensed = SensorSnapshot { obstacle_ahead: ObstacleAhead::NotSensed, bumper: BumperContact::NotSensed, ..fresh() };
+        let unsensed = SensorSnapshot {
+            obstacle_ahead: ObstacleAhead::NotSensed,
+            bumper: BumperContact::NotSensed,
+            ..fresh()
+        };
         d.step(t + step, unsensed.clone());
         assert!(d.restrictions().is_empty());
     }
@@ -1016,17 +1268,28 @@ mod tests {
         let turn = BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 };
         let with = |guard: ScanGuard| SensorSnapshot { scan: guard, ..fresh() };
         // An obstacle 0.2 m behind (the stop distance): reverse held at zero, forward free.
-        let behind = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::At { distance_m: 0.2 }, Some(Zone::Clear))));
+        let behind = with(ScanGuard::Fresh(scan_reading(
+            Zone::Clear,
+            Zone::At { distance_m: 0.2 },
+            Some(Zone::Clear),
+        )));
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), back, t);
             d.step(t, behind.clone());
         }
         assert_eq!(d.last_command().linear_mps, 0.0);
-        assert_eq!(d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleBehind]);
+        assert_eq!(
+            d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::ObstacleBehind]
+        );
         assert!(d.blocked_by(forward).is_empty() && d.blocked_by(turn).is_empty());
         // Nearer than the slow-down distance: reverse limited, never below the creep floor.
-        let near = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::At { distance_m: 0.21 }, Some(Zone::Clear))));
+        let near = with(ScanGuard::Fresh(scan_reading(
+            Zone::Clear,
+            Zone::At { distance_m: 0.21 },
+            Some(Zone::Clear),
+        )));
         for _ in 0..10 {
             t += step;
             d.request(d.begin_motion(), back, t);
@@ -1034,7 +1297,14 @@ mod tests {
         }
         assert_eq!(d.last_command().linear_mps, -0.04, "{:?}", d.last_command());
         // The laser ahead and the depth camera: the nearer wins.
-        let both = SensorSnapshot { obstacle_ahead: ObstacleAhead::At { distance_m: 0.45 }, ..with(ScanGuard::Fresh(scan_reading(Zone::At { distance_m: 0.19 }, Zone::Clear, Some(Zone::Clear)))) };
+        let both = SensorSnapshot {
+            obstacle_ahead: ObstacleAhead::At { distance_m: 0.45 },
+            ..with(ScanGuard::Fresh(scan_reading(
+                Zone::At { distance_m: 0.19 },
+                Zone::Clear,
+                Some(Zone::Clear),
+            )))
+        };
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), forward, t);
@@ -1042,16 +1312,27 @@ mod tests {
         }
         assert_eq!(d.blocked_by(forward).first().and_then(|r| r.distance_m), Some(0.19));
         // Something in the turning sweep: turning held, straight motion allowed.
-        let beside = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::Clear, Some(Zone::At { distance_m: 0.16 }))));
+        let beside = with(ScanGuard::Fresh(scan_reading(
+            Zone::Clear,
+            Zone::Clear,
+            Some(Zone::At { distance_m: 0.16 }),
+        )));
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), turn, t);
             d.step(t, beside.clone());
         }
         assert_eq!(d.last_command().angular_radps, 0.0);
-        assert_eq!(d.blocked_by(turn).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ObstacleTurning]);
+        assert_eq!(
+            d.blocked_by(turn).iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::ObstacleTurning]
+        );
         // A blind zone behind reads as an obstacle at an unknown distance.
-        let blind = with(ScanGuard::Fresh(scan_reading(Zone::Clear, Zone::Blind { unknown: 50, beams: 60 }, Some(Zone::Clear))));
+        let blind = with(ScanGuard::Fresh(scan_reading(
+            Zone::Clear,
+            Zone::Blind { unknown: 50, beams: 60 },
+            Some(Zone::Clear),
+        )));
         for _ in 0..5 {
             t += step;
             d.request(d.begin_motion(), back, t);
@@ -1071,13 +1352,26 @@ mod tests {
             }
             assert!(d.last_command().is_zero(), "{velocity:?} let through: {:?}", d.last_command());
             let blocking = d.blocked_by(velocity);
-            assert_eq!(blocking.iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ScanSensingStale], "{blocking:?}");
+            assert_eq!(
+                blocking.iter().map(|r| r.rule).collect::<Vec<_>>(),
+                [Rule::ScanSensingStale],
+                "{blocking:?}"
+            );
             assert!(blocking[0].cause.contains("base_scan"), "{blocking:?}");
         }
         // A fresh reading counts only while fresh.
-        assert!(d.note_scan(scan_reading(Zone::Clear, Zone::Clear, Some(Zone::Clear)), t), "a recovery");
-        assert!(matches!(d.scan_guard(t + Duration::from_millis(400), Some(Duration::from_millis(500))), ScanGuard::Fresh(_)));
-        assert!(matches!(d.scan_guard(t + Duration::from_millis(600), Some(Duration::from_millis(500))), ScanGuard::Unknown { age_s: Some(_), .. }));
+        assert!(
+            d.note_scan(scan_reading(Zone::Clear, Zone::Clear, Some(Zone::Clear)), t),
+            "a recovery"
+        );
+        assert!(matches!(
+            d.scan_guard(t + Duration::from_millis(400), Some(Duration::from_millis(500))),
+            ScanGuard::Fresh(_)
+        ));
+        assert!(matches!(
+            d.scan_guard(t + Duration::from_millis(600), Some(Duration::from_millis(500))),
+            ScanGuard::Unknown { age_s: Some(_), .. }
+        ));
         assert_eq!(d.scan_guard(t, None), ScanGuard::NotSensed);
     }
 
@@ -1097,10 +1391,22 @@ mod tests {
             }
             d.last_command()
         };
-        assert_eq!(run(forward, with(HazardFlags { contact: true, ..HazardFlags::default() }), &mut t).linear_mps, 0.0, "a bump stops forward");
-        assert_eq!(d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::ContactLatched]);
+        assert_eq!(
+            run(forward, with(HazardFlags { contact: true, ..HazardFlags::default() }), &mut t)
+                .linear_mps,
+            0.0,
+            "a bump stops forward"
+        );
+        assert_eq!(
+            d.blocked_by(forward).iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::ContactLatched]
+        );
         assert!(d.blocked_by(back).is_empty(), "reverse is the escape");
-        assert_eq!(run(forward, with(HazardFlags::default()), &mut t).linear_mps, 0.0, "the bump stays latched when clear");
+        assert_eq!(
+            run(forward, with(HazardFlags::default()), &mut t).linear_mps,
+            0.0,
+            "the bump stays latched when clear"
+        );
         assert!(run(back, with(HazardFlags::default()), &mut t).linear_mps < 0.0);
         let cliff = with(HazardFlags { cliff: true, ..HazardFlags::default() });
         run(forward, cliff, &mut t);
@@ -1108,7 +1414,10 @@ mod tests {
         assert!(!d.blocked_by(back).iter().any(|r| r.rule == Rule::Cliff));
         let limit = with(HazardFlags { backup_limit: true, ..HazardFlags::default() });
         assert_eq!(run(back, limit, &mut t).linear_mps, 0.0, "the backup limit stops reverse");
-        assert_eq!(d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(), [Rule::BackupLimit]);
+        assert_eq!(
+            d.blocked_by(back).iter().map(|r| r.rule).collect::<Vec<_>>(),
+            [Rule::BackupLimit]
+        );
         let stop = with(HazardFlags { stop: true, ..HazardFlags::default() });
         run(BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, stop, &mut t);
         assert!(d.last_command().is_zero());

@@ -49,7 +49,13 @@ pub enum FrameError {
     /// cannot give it fresh: none received (`age_s` None: unknown), or
     /// older than allowed.
     #[error("robot description (no TF received): joint {joint} between '{target}' and '{source_frame}' has no fresh position: {}", joint_age_text(*age_s, *max_age_s))]
-    StaleJoint { joint: String, target: String, source_frame: String, age_s: Option<f64>, max_age_s: f64 },
+    StaleJoint {
+        joint: String,
+        target: String,
+        source_frame: String,
+        age_s: Option<f64>,
+        max_age_s: f64,
+    },
 }
 
 fn joint_age_text(age_s: Option<f64>, max_age_s: f64) -> String {
@@ -107,7 +113,12 @@ impl FrameGraph {
     /// child replaces the one before, whatever its parent.
     pub fn insert(&mut self, sample: TransformSample, is_static: bool, received: Instant) {
         let TransformSample { parent, child, transform, stamp_s } = sample;
-        let finite = transform.translation.vector.iter().chain(transform.rotation.coords.iter()).all(|v| v.is_finite());
+        let finite = transform
+            .translation
+            .vector
+            .iter()
+            .chain(transform.rotation.coords.iter())
+            .all(|v| v.is_finite());
         let refusal = if parent.is_empty() || child.is_empty() {
             Some(format!("a transform with an empty frame name ('{parent}' -> '{child}')"))
         } else if parent == child {
@@ -137,7 +148,14 @@ impl FrameGraph {
 
     /// Every frame named, sorted (for messages and diagnostics).
     pub fn frames(&self) -> Vec<String> {
-        let mut frames: Vec<String> = self.by_child.keys().cloned().chain(self.by_child.values().map(|e| e.parent.clone())).collect::<HashSet<_>>().into_iter().collect();
+        let mut frames: Vec<String> = self
+            .by_child
+            .keys()
+            .cloned()
+            .chain(self.by_child.values().map(|e| e.parent.clone()))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
         frames.sort();
         frames
     }
@@ -160,7 +178,13 @@ impl FrameGraph {
     /// The pose of `source` expressed in `target` (a point in `source`
     /// maps to `target` by it), from the latest transform of each edge on
     /// the path; a dynamic edge older than `max_age` fails the lookup.
-    pub fn lookup(&self, target: &str, source: &str, now: Now, max_age: Duration) -> Result<Isometry3<f64>, FrameError> {
+    pub fn lookup(
+        &self,
+        target: &str,
+        source: &str,
+        now: Now,
+        max_age: Duration,
+    ) -> Result<Isometry3<f64>, FrameError> {
         for frame in [target, source] {
             if !self.knows(frame) {
                 let mut known = self.frames();
@@ -185,14 +209,25 @@ impl FrameGraph {
     }
 
     /// The pose of `chain[0]` in `ancestor`, which is on `chain`.
-    fn pose_in_ancestor(&self, chain: &[String], ancestor: &str, now: Now, max_age: Duration) -> Result<Isometry3<f64>, FrameError> {
+    fn pose_in_ancestor(
+        &self,
+        chain: &[String],
+        ancestor: &str,
+        now: Now,
+        max_age: Duration,
+    ) -> Result<Isometry3<f64>, FrameError> {
         let mut pose = Isometry3::identity();
         for child in chain.iter().take_while(|f| f.as_str() != ancestor) {
             let edge = &self.by_child[child];
             if !edge.is_static {
                 let age = Age::of(edge.stamp_s, edge.received, now).effective();
                 if age > max_age {
-                    return Err(FrameError::Stale { parent: edge.parent.clone(), child: child.clone(), age_s: age.as_secs_f64(), max_age_s: max_age.as_secs_f64() });
+                    return Err(FrameError::Stale {
+                        parent: edge.parent.clone(),
+                        child: child.clone(),
+                        age_s: age.as_secs_f64(),
+                        max_age_s: max_age.as_secs_f64(),
+                    });
                 }
             }
             pose = edge.transform * pose;
@@ -230,7 +265,12 @@ pub struct SharedFrames(Arc<RwLock<FrameGraph>>);
 
 impl SharedFrames {
     /// Takes the transforms of one `/tf` (or `/tf_static`) message.
-    pub fn insert_all(&self, samples: impl IntoIterator<Item = TransformSample>, is_static: bool, received: Instant) {
+    pub fn insert_all(
+        &self,
+        samples: impl IntoIterator<Item = TransformSample>,
+        is_static: bool,
+        received: Instant,
+    ) {
         let mut graph = self.0.write();
         for sample in samples {
             graph.insert(sample, is_static, received);
@@ -278,7 +318,13 @@ impl Frames {
     /// `&Option<Stamped<JointStates>>` as the sensor port gives them, or
     /// `Some(&sample)`), which must be fresh wherever a movable joint lies
     /// between the two frames.
-    pub fn lookup<'a>(&self, target: &str, source: &str, joints: impl Into<Option<&'a Stamped<JointStates>>>, now: Now) -> Result<(Isometry3<f64>, FrameSource), FrameError> {
+    pub fn lookup<'a>(
+        &self,
+        target: &str,
+        source: &str,
+        joints: impl Into<Option<&'a Stamped<JointStates>>>,
+        now: Now,
+    ) -> Result<(Isometry3<f64>, FrameSource), FrameError> {
         let graph = self.tf.read();
         if graph.is_empty() {
             drop(graph);
@@ -288,10 +334,18 @@ impl Frames {
                 let age_s = joints.map(|j| j.age(now).effective().as_secs_f64());
                 let max_age_s = self.joint_states_max_age.as_secs_f64();
                 if age_s.is_none_or(|age_s| age_s > max_age_s) {
-                    return Err(FrameError::StaleJoint { joint: joint.clone(), target: target.into(), source_frame: source.into(), age_s, max_age_s });
+                    return Err(FrameError::StaleJoint {
+                        joint: joint.clone(),
+                        target: target.into(),
+                        source_frame: source.into(),
+                        age_s,
+                        max_age_s,
+                    });
                 }
             }
-            let pose = self.urdf.transform(target, source, &|joint| joints.and_then(|j| j.value.position(joint)))?;
+            let pose = self
+                .urdf
+                .transform(target, source, &|joint| joints.and_then(|j| j.value.position(joint)))?;
             return Ok((pose, FrameSource::Urdf));
         }
         Ok((graph.lookup(target, source, now, self.max_age)?, FrameSource::Tf))
@@ -308,15 +362,31 @@ mod tests {
     }
 
     fn edge(parent: &str, child: &str, xyz: [f64; 3], yaw: f64, stamp_s: f64) -> TransformSample {
-        TransformSample { parent: parent.into(), child: child.into(), transform: Isometry3::from_parts(Translation3::new(xyz[0], xyz[1], xyz[2]), UnitQuaternion::from_euler_angles(0.0, 0.0, yaw)), stamp_s }
+        TransformSample {
+            parent: parent.into(),
+            child: child.into(),
+            transform: Isometry3::from_parts(
+                Translation3::new(xyz[0], xyz[1], xyz[2]),
+                UnitQuaternion::from_euler_angles(0.0, 0.0, yaw),
+            ),
+            stamp_s,
+        }
     }
 
     /// odom -> base_footprint (dynamic) -> base_link -> head (dynamic) -> camera; plus an arm branch.
     fn robot(t0: Instant) -> FrameGraph {
         let mut g = FrameGraph::default();
-        g.insert(edge("odom", "base_footprint", [1.0, 0.0, 0.0], std::f64::consts::FRAC_PI_2, 10.0), false, t0);
+        g.insert(
+            edge("odom", "base_footprint", [1.0, 0.0, 0.0], std::f64::consts::FRAC_PI_2, 10.0),
+            false,
+            t0,
+        );
         g.insert(edge("base_footprint", "base_link", [0.0, 0.0, 0.1], 0.0, 0.0), true, t0);
-        g.insert(edge("base_link", "head", [0.1, 0.0, 0.3], std::f64::consts::FRAC_PI_2, 10.0), false, t0);
+        g.insert(
+            edge("base_link", "head", [0.1, 0.0, 0.3], std::f64::consts::FRAC_PI_2, 10.0),
+            false,
+            t0,
+        );
         g.insert(edge("head", "camera", [0.05, 0.0, 0.0], 0.0, 0.0), true, t0);
         g.insert(edge("base_link", "arm", [-0.1, 0.0, 0.2], 0.0, 0.0), true, t0);
         g
@@ -326,11 +396,13 @@ mod tests {
     fn a_chain_composes_parent_to_child() {
         let t0 = Instant::now();
         let g = robot(t0);
-        let pose = g.lookup("base_footprint", "camera", now_at(t0, 10.1), Duration::from_secs(1)).unwrap();
+        let pose =
+            g.lookup("base_footprint", "camera", now_at(t0, 10.1), Duration::from_secs(1)).unwrap();
         // camera origin: head at (0.1, 0, 0.4), then 0.05 along the head's x, which is yawed to +y.
         let origin = pose * Point3::origin();
         assert!((origin - Point3::new(0.1, 0.05, 0.4)).norm() < 1e-9, "{origin}");
-        let in_odom = g.lookup("odom", "camera", now_at(t0, 10.1), Duration::from_secs(1)).unwrap() * Point3::origin();
+        let in_odom = g.lookup("odom", "camera", now_at(t0, 10.1), Duration::from_secs(1)).unwrap()
+            * Point3::origin();
         // base yawed +90 degrees in odom at (1, 0): base +x is odom +y, base +y is odom -x.
         assert!((in_odom - Point3::new(1.0 - 0.05, 0.1, 0.4)).norm() < 1e-9, "{in_odom}");
     }
@@ -339,18 +411,33 @@ mod tests {
     fn a_lookup_across_branches_goes_through_the_common_ancestor() {
         let t0 = Instant::now();
         let g = robot(t0);
-        let camera_in_arm = g.lookup("arm", "camera", now_at(t0, 10.0), Duration::from_secs(1)).unwrap();
-        let arm_in_camera = g.lookup("camera", "arm", now_at(t0, 10.0), Duration::from_secs(1)).unwrap();
-        assert!((camera_in_arm * arm_in_camera).translation.vector.norm() < 1e-9, "inverse lookups compose to identity");
+        let camera_in_arm =
+            g.lookup("arm", "camera", now_at(t0, 10.0), Duration::from_secs(1)).unwrap();
+        let arm_in_camera =
+            g.lookup("camera", "arm", now_at(t0, 10.0), Duration::from_secs(1)).unwrap();
+        assert!(
+            (camera_in_arm * arm_in_camera).translation.vector.norm() < 1e-9,
+            "inverse lookups compose to identity"
+        );
         let p = camera_in_arm * Point3::origin();
         assert!((p - Point3::new(0.2, 0.05, 0.1)).norm() < 1e-9, "{p}");
-        assert_eq!(g.lookup("camera", "camera", now_at(t0, 10.0), Duration::from_secs(1)).unwrap(), Isometry3::identity());
+        assert_eq!(
+            g.lookup("camera", "camera", now_at(t0, 10.0), Duration::from_secs(1)).unwrap(),
+            Isometry3::identity()
+        );
     }
 
     #[test]
     fn an_unknown_frame_is_named_with_the_frames_known() {
         let t0 = Instant::now();
-        let err = robot(t0).lookup("base_footprint", "oakd_rgb_camera_optical_frame", now_at(t0, 10.0), Duration::from_secs(1)).unwrap_err();
+        let err = robot(t0)
+            .lookup(
+                "base_footprint",
+                "oakd_rgb_camera_optical_frame",
+                now_at(t0, 10.0),
+                Duration::from_secs(1),
+            )
+            .unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("frame 'oakd_rgb_camera_optical_frame' is not in the TF tree (frames known: arm, base_footprint, base_link, camera, head, odom)"), "{text}");
     }
@@ -360,8 +447,17 @@ mod tests {
         let t0 = Instant::now();
         let mut g = robot(t0);
         g.insert(edge("map", "marker", [0.0; 3], 0.0, 0.0), true, t0);
-        let err = g.lookup("camera", "marker", now_at(t0, 10.0), Duration::from_secs(1)).unwrap_err();
-        assert_eq!(err, FrameError::NotConnected { target: "camera".into(), source_frame: "marker".into(), target_root: "odom".into(), source_root: "map".into() });
+        let err =
+            g.lookup("camera", "marker", now_at(t0, 10.0), Duration::from_secs(1)).unwrap_err();
+        assert_eq!(
+            err,
+            FrameError::NotConnected {
+                target: "camera".into(),
+                source_frame: "marker".into(),
+                target_root: "odom".into(),
+                source_root: "map".into()
+            }
+        );
     }
 
     #[test]
@@ -370,7 +466,9 @@ mod tests {
         let mut g = robot(t0);
         // odom re-parented under the camera: odom -> base_footprint -> ... -> camera -> odom.
         g.insert(edge("camera", "odom", [0.0; 3], 0.0, 10.0), false, t0);
-        let err = g.lookup("base_footprint", "camera", now_at(t0, 10.0), Duration::from_secs(1)).unwrap_err();
+        let err = g
+            .lookup("base_footprint", "camera", now_at(t0, 10.0), Duration::from_secs(1))
+            .unwrap_err();
         let FrameError::Loop { frames } = &err else { panic!("{err}") };
         assert_eq!(frames.first(), frames.last(), "{frames:?}");
         assert!(err.to_string().contains("odom -> camera -> head -> base_link"), "{err}");
@@ -380,15 +478,24 @@ mod tests {
     fn a_stale_dynamic_edge_fails_the_lookup_and_static_edges_never_age() {
         let t0 = Instant::now();
         let g = robot(t0);
-        let err = g.lookup("base_footprint", "camera", now_at(t0, 11.5), Duration::from_secs(1)).unwrap_err();
-        assert_eq!(err.to_string(), "transform base_link -> head is stale: 1.50 s old (max 1.00 s)");
+        let err = g
+            .lookup("base_footprint", "camera", now_at(t0, 11.5), Duration::from_secs(1))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "transform base_link -> head is stale: 1.50 s old (max 1.00 s)"
+        );
         // Only static edges between base_link and the arm: no age applies.
         assert!(g.lookup("base_link", "arm", now_at(t0, 1000.0), Duration::from_secs(1)).is_ok());
         // The edge not on the path does not matter: odom is stale, head is not needed.
         let mut fresh_head = robot(t0);
         fresh_head.insert(edge("base_link", "head", [0.1, 0.0, 0.3], 0.0, 11.4), false, t0);
-        assert!(fresh_head.lookup("base_link", "camera", now_at(t0, 11.5), Duration::from_secs(1)).is_ok());
-        assert!(fresh_head.lookup("odom", "camera", now_at(t0, 11.5), Duration::from_secs(1)).is_err());
+        assert!(fresh_head
+            .lookup("base_link", "camera", now_at(t0, 11.5), Duration::from_secs(1))
+            .is_ok());
+        assert!(fresh_head
+            .lookup("odom", "camera", now_at(t0, 11.5), Duration::from_secs(1))
+            .is_err());
     }
 
     #[test]
@@ -409,23 +516,41 @@ mod tests {
         let frames = urdf_frames();
         let t0 = Instant::now();
         let joints = Some(head_states(1.0, t0));
-        let (pose, via) = frames.lookup("base_footprint", "camera_optical_frame", &joints, now_at(t0, 1.0)).unwrap();
+        let (pose, via) = frames
+            .lookup("base_footprint", "camera_optical_frame", &joints, now_at(t0, 1.0))
+            .unwrap();
         assert_eq!(via, FrameSource::Urdf);
         assert!(pose.translation.vector.z > 0.1, "the camera is above the floor");
         frames.tf.insert_all([edge("odom", "base_footprint", [0.0; 3], 0.0, 1.0)], false, t0);
-        let err = frames.lookup("base_footprint", "camera_optical_frame", &joints, now_at(t0, 1.0)).unwrap_err();
-        assert!(matches!(err, FrameError::UnknownFrame { ref frame, .. } if frame == "camera_optical_frame"), "{err}");
+        let err = frames
+            .lookup("base_footprint", "camera_optical_frame", &joints, now_at(t0, 1.0))
+            .unwrap_err();
+        assert!(
+            matches!(err, FrameError::UnknownFrame { ref frame, .. } if frame == "camera_optical_frame"),
+            "{err}"
+        );
         assert_eq!(frames.source(), FrameSource::Tf);
     }
 
     fn urdf_frames() -> Frames {
-        let urdf = Arc::new(Kinematics::from_urdf(include_str!("../../../../urdf/aicc_bot.urdf")).unwrap());
-        Frames { tf: SharedFrames::default(), urdf, max_age: Duration::from_secs(1), joint_states_max_age: Duration::from_millis(500) }
+        let urdf = Arc::new(
+            Kinematics::from_urdf(include_str!("../../../../urdf/aicc_bot.urdf")).unwrap(),
+        );
+        Frames {
+            tf: SharedFrames::default(),
+            urdf,
+            max_age: Duration::from_secs(1),
+            joint_states_max_age: Duration::from_millis(500),
+        }
     }
 
     /// The head's joints at zero, stamped `stamp_s` (node clock), received at `received`.
     fn head_states(stamp_s: f64, received: Instant) -> Stamped<JointStates> {
-        let value = JointStates { names: vec!["head_pan_joint".into(), "head_tilt_joint".into()], positions: vec![0.0, 0.0], ..JointStates::default() };
+        let value = JointStates {
+            names: vec!["head_pan_joint".into(), "head_tilt_joint".into()],
+            positions: vec![0.0, 0.0],
+            ..JointStates::default()
+        };
         Stamped { value, frame_id: String::new(), stamp_s, received }
     }
 
@@ -434,20 +559,52 @@ mod tests {
         let frames = urdf_frames();
         let t0 = Instant::now();
         let fresh = head_states(10.0, t0);
-        assert!(frames.lookup("base_footprint", "camera_optical_frame", Some(&fresh), now_at(t0, 10.4)).is_ok());
+        assert!(frames
+            .lookup("base_footprint", "camera_optical_frame", Some(&fresh), now_at(t0, 10.4))
+            .is_ok());
         // Captured 0.8 s ago: too old to place the camera.
-        let err = frames.lookup("base_footprint", "camera_optical_frame", Some(&fresh), now_at(t0, 10.8)).unwrap_err();
-        assert!(matches!(err, FrameError::StaleJoint { ref joint, age_s: Some(age_s), .. } if joint == "head_tilt_joint" && (age_s - 0.8).abs() < 1e-9), "{err}");
-        assert!(err.to_string().contains("head_tilt_joint") && err.to_string().contains("0.80 s old (max 0.50 s)"), "{err}");
+        let err = frames
+            .lookup("base_footprint", "camera_optical_frame", Some(&fresh), now_at(t0, 10.8))
+            .unwrap_err();
+        assert!(
+            matches!(err, FrameError::StaleJoint { ref joint, age_s: Some(age_s), .. } if joint == "head_tilt_joint" && (age_s - 0.8).abs() < 1e-9),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("head_tilt_joint")
+                && err.to_string().contains("0.80 s old (max 0.50 s)"),
+            "{err}"
+        );
         // None received: the age is unknown, never a pose at zero.
-        let err = frames.lookup("base_footprint", "camera_optical_frame", None::<&Stamped<JointStates>>, now_at(t0, 10.0)).unwrap_err();
+        let err = frames
+            .lookup(
+                "base_footprint",
+                "camera_optical_frame",
+                None::<&Stamped<JointStates>>,
+                now_at(t0, 10.0),
+            )
+            .unwrap_err();
         assert!(matches!(err, FrameError::StaleJoint { age_s: None, .. }), "{err}");
         assert!(err.to_string().contains("no joint states received (age unknown)"), "{err}");
         // Fresh but without the tilt joint: named, not counted as 0.
-        let pan_only = Stamped { value: JointStates { names: vec!["head_pan_joint".into()], positions: vec![0.0], ..JointStates::default() }, ..fresh.clone() };
-        let err = frames.lookup("base_footprint", "camera_optical_frame", Some(&pan_only), now_at(t0, 10.1)).unwrap_err();
-        assert!(matches!(err, FrameError::Urdf(KinematicsError::UnknownJointPosition { ref joint, .. }) if joint == "head_tilt_joint"), "{err}");
+        let pan_only = Stamped {
+            value: JointStates {
+                names: vec!["head_pan_joint".into()],
+                positions: vec![0.0],
+                ..JointStates::default()
+            },
+            ..fresh.clone()
+        };
+        let err = frames
+            .lookup("base_footprint", "camera_optical_frame", Some(&pan_only), now_at(t0, 10.1))
+            .unwrap_err();
+        assert!(
+            matches!(err, FrameError::Urdf(KinematicsError::UnknownJointPosition { ref joint, .. }) if joint == "head_tilt_joint"),
+            "{err}"
+        );
         // No movable joint between the frames: joint states do not matter.
-        assert!(frames.lookup("base_footprint", "base_scan", None::<&Stamped<JointStates>>, now_at(t0, 10.0)).is_ok());
+        assert!(frames
+            .lookup("base_footprint", "base_scan", None::<&Stamped<JointStates>>, now_at(t0, 10.0))
+            .is_ok());
     }
 }

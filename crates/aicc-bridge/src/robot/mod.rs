@@ -15,12 +15,14 @@ pub mod names;
 pub mod port;
 pub mod samples;
 pub mod surroundings;
-pub mod topic_goal;
 pub mod testing;
+pub mod topic_goal;
 pub mod wire;
 
 pub use age::{Age, NodeClock, Now, StampStatus, SystemClock};
-pub use port::{ActuatorPort, Endpoint, GoalControl, PortError, Robot, SensorPort, Sensor, SignalPort};
+pub use port::{
+    ActuatorPort, Endpoint, GoalControl, PortError, Robot, Sensor, SensorPort, SignalPort,
+};
 
 use std::time::Instant;
 

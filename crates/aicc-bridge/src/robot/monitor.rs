@@ -8,16 +8,19 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::Config;
-use crate::live::Live;
 use crate::governor::coverage::{base_to_odom, Observation, SourceKind};
 use crate::governor::laser::{observe_zones, read_scan, LaserPose, ScanView};
 use crate::governor::memory::{Remembered, Verdict};
-use crate::governor::obstacles::{read_depth_frame, sees_past, CameraIntrinsics as ScanIntrinsics, Capsule, DepthImage as DepthView, DepthReadSettings, SelfShape};
+use crate::governor::obstacles::{
+    read_depth_frame, sees_past, CameraIntrinsics as ScanIntrinsics, Capsule,
+    DepthImage as DepthView, DepthReadSettings, SelfShape,
+};
 use crate::governor::safety::Pose2D;
+use crate::governor::JointLimits;
+use crate::live::Live;
 use crate::perception::decode_depth;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::frames::{Frames, BASE_FRAME};
-use crate::governor::JointLimits;
 use crate::robot::{Age, Contacts, JointStates, OdometrySample, Sensor, SensorPort};
 use crate::robot_events::{EventSender, RobotEvent};
 
@@ -38,13 +41,19 @@ pub struct Watched {
 
 /// Events for the change from `before` to the current contacts and
 /// battery (pure: unit-tested without ROS).
-pub fn contact_and_battery_events(before: &Watched, contacts: Option<&Contacts>, battery_fraction: Option<f64>, low_fraction: f64) -> (Watched, Vec<(String, Value)>) {
+pub fn contact_and_battery_events(
+    before: &Watched,
+    contacts: Option<&Contacts>,
+    battery_fraction: Option<f64>,
+    low_fraction: f64,
+) -> (Watched, Vec<(String, Value)>) {
     let mut events = Vec::new();
     let in_contact = contacts.is_some_and(|c| !c.points.is_empty());
     if in_contact && !before.in_contact {
         let contacts = contacts.expect("in contact");
         let first = &contacts.points[0];
-        let impulse: Option<f64> = contacts.points.iter().filter_map(|p| p.force_n).reduce(f64::max);
+        let impulse: Option<f64> =
+            contacts.points.iter().filter_map(|p| p.force_n).reduce(f64::max);
         events.push((
             "collision".to_string(),
             json!({
@@ -56,23 +65,37 @@ pub fn contact_and_battery_events(before: &Watched, contacts: Option<&Contacts>,
                 "contacts": contacts.points.len(),
             }),
         ));
-        events.push(("state_change".to_string(), json!({ "entity": "bumper", "change": "contact_began", "other": first.other })));
+        events.push((
+            "state_change".to_string(),
+            json!({ "entity": "bumper", "change": "contact_began", "other": first.other }),
+        ));
     }
     if !in_contact && before.in_contact {
-        events.push(("state_change".to_string(), json!({ "entity": "bumper", "change": "contact_ended" })));
+        events.push((
+            "state_change".to_string(),
+            json!({ "entity": "bumper", "change": "contact_ended" }),
+        ));
     }
     let battery_low = battery_fraction.is_some_and(|f| f.is_finite() && f < low_fraction);
     if battery_low && !before.battery_low {
         events.push(("state_change".to_string(), json!({ "entity": "battery", "change": "low", "fraction": battery_fraction, "threshold": low_fraction })));
     }
     if !battery_low && before.battery_low && battery_fraction.is_some() {
-        events.push(("state_change".to_string(), json!({ "entity": "battery", "change": "recovered", "fraction": battery_fraction })));
+        events.push((
+            "state_change".to_string(),
+            json!({ "entity": "battery", "change": "recovered", "fraction": battery_fraction }),
+        ));
     }
     (Watched { in_contact, battery_low }, events)
 }
 
 /// Polls contacts and battery at the bumper's rate, raising events.
-pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<Config>, live: Arc<Live>, events: EventSender) {
+pub async fn watch_contacts_and_battery(
+    robot: Arc<dyn SensorPort>,
+    config: Arc<Config>,
+    live: Arc<Live>,
+    events: EventSender,
+) {
     let mut watched = Watched::default();
     let bumper_max_age = Duration::from_secs_f64(config.sensors.bumper.max_age_s);
     let mut interval = tokio::time::interval(Duration::from_millis(20));
@@ -81,7 +104,12 @@ pub async fn watch_contacts_and_battery(robot: Arc<dyn SensorPort>, config: Arc<
         let now = robot.now();
         let contacts = robot.contacts().filter(|c| c.age(now).effective() <= bumper_max_age);
         let battery = robot.battery().map(|b| b.value.fraction);
-        let (next, raised) = contact_and_battery_events(&watched, contacts.as_ref().map(|c| &c.value), battery, live.battery_low_fraction());
+        let (next, raised) = contact_and_battery_events(
+            &watched,
+            contacts.as_ref().map(|c| &c.value),
+            battery,
+            live.battery_low_fraction(),
+        );
         watched = next;
         for (topic, payload) in raised {
             if events.try_send(RobotEvent::for_all(topic, payload)).is_err() {
@@ -113,20 +141,45 @@ pub fn pose_at(odometry: &OdometrySample, odometry_age_s: f64, age_s: f64) -> Po
     let v = if v.is_finite() { v } else { 0.0 };
     let w = if w.is_finite() { w } else { 0.0 };
     let heading = yaw - w * back_s / 2.0;
-    Pose2D { x_m: odometry.position_m.x - v * back_s * heading.cos(), y_m: odometry.position_m.y - v * back_s * heading.sin(), yaw_rad: yaw - w * back_s }
+    Pose2D {
+        x_m: odometry.position_m.x - v * back_s * heading.cos(),
+        y_m: odometry.position_m.y - v * back_s * heading.sin(),
+        yaw_rad: yaw - w * back_s,
+    }
 }
 
 /// A zone's cells as text, a row a line (left of the robot first), for
 /// debugging what a frame observed.
-fn zone_map(grid: &crate::governor::coverage::ZoneGrid, observed: &[bool], clear: &[bool]) -> String {
+fn zone_map(
+    grid: &crate::governor::coverage::ZoneGrid,
+    observed: &[bool],
+    clear: &[bool],
+) -> String {
     let columns = grid.columns();
     observed
         .chunks(columns)
         .zip(clear.chunks(columns))
         .enumerate()
         .map(|(row, (o, c))| {
-            let cells: String = o.iter().zip(c).rev().map(|(o, c)| if *c { '.' } else if *o { 'o' } else { '-' }).collect();
-            format!("{:.2} {cells}", grid.start_m(crate::governor::coverage::Direction::Ahead) + row as f64 * grid.cell_m)
+            let cells: String = o
+                .iter()
+                .zip(c)
+                .rev()
+                .map(|(o, c)| {
+                    if *c {
+                        '.'
+                    } else if *o {
+                        'o'
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            format!(
+                "{:.2} {cells}",
+                grid.start_m(crate::governor::coverage::Direction::Ahead)
+                    + row as f64 * grid.cell_m
+            )
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -144,10 +197,18 @@ struct StillSince {
 const STILL_STEP_RAD: f64 = 0.002;
 
 impl StillSince {
-    fn observe(&mut self, joints: &[String], states: Option<&JointStates>, now: std::time::Instant) {
-        let positions: Vec<Option<f64>> = joints.iter().map(|j| states.and_then(|s| s.position(j))).collect();
+    fn observe(
+        &mut self,
+        joints: &[String],
+        states: Option<&JointStates>,
+        now: std::time::Instant,
+    ) {
+        let positions: Vec<Option<f64>> =
+            joints.iter().map(|j| states.and_then(|s| s.position(j))).collect();
         let still = positions.len() == self.positions.len()
-            && positions.iter().zip(&self.positions).all(|(a, b)| matches!((a, b), (Some(a), Some(b)) if (a - b).abs() < STILL_STEP_RAD));
+            && positions.iter().zip(&self.positions).all(
+                |(a, b)| matches!((a, b), (Some(a), Some(b)) if (a - b).abs() < STILL_STEP_RAD),
+            );
         if !still {
             self.since = None;
         } else if self.since.is_none() {
@@ -165,13 +226,26 @@ impl StillSince {
 /// The robot's own body now: the footprint's prism and capsules along its
 /// articulated links (arm, head), placed through TF (or the URDF). A link
 /// whose place is unknown is left out: its returns then count as obstacles.
-fn own_body(frames: &Frames, joints: &Option<crate::robot::Stamped<JointStates>>, now: crate::robot::Now, footprint: crate::governor::laser::Footprint, height_m: f64) -> SelfShape {
-    let origin = |link: &str| frames.lookup(BASE_FRAME, link, joints, now).ok().map(|(pose, _)| nalgebra::Point3::from(pose.translation.vector));
+fn own_body(
+    frames: &Frames,
+    joints: &Option<crate::robot::Stamped<JointStates>>,
+    now: crate::robot::Now,
+    footprint: crate::governor::laser::Footprint,
+    height_m: f64,
+) -> SelfShape {
+    let origin = |link: &str| {
+        frames
+            .lookup(BASE_FRAME, link, joints, now)
+            .ok()
+            .map(|(pose, _)| nalgebra::Point3::from(pose.translation.vector))
+    };
     let capsules = frames
         .urdf
         .articulated_links()
         .iter()
-        .filter_map(|(parent, child)| Some(Capsule { a: origin(parent)?, b: origin(child)?, radius_m: LINK_RADIUS_M }))
+        .filter_map(|(parent, child)| {
+            Some(Capsule { a: origin(parent)?, b: origin(child)?, radius_m: LINK_RADIUS_M })
+        })
         .collect();
     SelfShape { footprint, height_m, capsules }
 }
@@ -182,7 +256,13 @@ fn own_body(frames: &Frames, joints: &Option<crate::robot::Stamped<JointStates>>
 /// hands them to the base driver. A frame that gives none (its frame not
 /// resolvable, an undecodable image) is noted with the base driver, whose
 /// rules then say why; logged when it starts and when it ends, not per frame.
-pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frames: Frames, config: Arc<Config>, joint_limits: Arc<JointLimits>) {
+pub async fn watch_obstacles(
+    robot: Arc<dyn SensorPort>,
+    base: Arc<BaseDriver>,
+    frames: Frames,
+    config: Arc<Config>,
+    joint_limits: Arc<JointLimits>,
+) {
     if !config.sensors.depth.is_configured() {
         return;
     }
@@ -195,8 +275,13 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
     // cuts the arm out where it was not.
     let mut camera_joints: Vec<String> = Vec::new();
     let mut camera_still = StillSince::default();
-    let at_rest_period = Duration::from_secs_f64(config.sensors.depth.max_age_s * AT_REST_MEASURE_SHARE_OF_MAX_AGE);
-    let settings = DepthReadSettings { min_range_m: config.sensors.depth_min_range_m, max_z_m: config.safety.height_m, ..DepthReadSettings::DEFAULT };
+    let at_rest_period =
+        Duration::from_secs_f64(config.sensors.depth.max_age_s * AT_REST_MEASURE_SHARE_OF_MAX_AGE);
+    let settings = DepthReadSettings {
+        min_range_m: config.sensors.depth_min_range_m,
+        max_z_m: config.safety.height_m,
+        ..DepthReadSettings::DEFAULT
+    };
     let zones = config.safety.zone_grid();
     let grid = zones.for_observations(OBSERVED_BEYOND_THE_ZONES_M);
     // The floor band where the zones end (the camera is near the base's
@@ -220,7 +305,8 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
         last_stamp = frame.stamp_s;
         last_measured = Some(tokio::time::Instant::now());
         let Some(info) = robot.depth_info().or_else(|| robot.camera_info()) else { continue };
-        let camera_key = (frame.frame_id.clone(), info.value.k, info.value.width, info.value.height);
+        let camera_key =
+            (frame.frame_id.clone(), info.value.k, info.value.width, info.value.height);
         if covered_for.as_ref() != Some(&camera_key) {
             covered_for = Some(camera_key);
             // And the joints of the robot's own parts the camera may see (the
@@ -234,7 +320,8 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
                     }
                 }
             }
-            find_head_covers(&base, &frames, &config, &joint_limits, &frame.frame_id, &info.value).await;
+            find_head_covers(&base, &frames, &config, &joint_limits, &frame.frame_id, &info.value)
+                .await;
             base.surroundings().mark_covers_searched();
         }
         let joints = robot.joint_states();
@@ -292,7 +379,10 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
             }
             Ok(Err(reason)) => {
                 if base.note_obstacle_unmeasured(reason.clone()) {
-                    tracing::warn!("obstacle sensing: no observation from {}: {reason}", robot.topic(Sensor::Depth));
+                    tracing::warn!(
+                        "obstacle sensing: no observation from {}: {reason}",
+                        robot.topic(Sensor::Depth)
+                    );
                 }
             }
             Err(error) => tracing::warn!(%error, "obstacle measurement failed"),
@@ -305,24 +395,53 @@ pub async fn watch_obstacles(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, 
 /// the base to the camera's frame), and records it with the base driver: the
 /// remedy a refusal names, and where `move` turns the head with
 /// `safety.head_for_motion: turn`. Logged once per camera.
-async fn find_head_covers(base: &Arc<BaseDriver>, frames: &Frames, config: &Config, limits: &JointLimits, camera_frame: &str, info: &crate::robot::CameraInfo) {
+async fn find_head_covers(
+    base: &Arc<BaseDriver>,
+    frames: &Frames,
+    config: &Config,
+    limits: &JointLimits,
+    camera_frame: &str,
+    info: &crate::robot::CameraInfo,
+) {
     use crate::governor::coverage::{covering_head_pose, CameraView, Direction};
     let [pan_joint, tilt_joint] = config.actuators.head_joints.as_slice() else { return };
     if config.actuators.head_action.is_empty() {
         return;
     }
     let (Some(pan), Some(tilt)) = (limits.get(pan_joint), limits.get(tilt_joint)) else { return };
-    let range = |lower: Option<f64>, upper: Option<f64>| (lower.unwrap_or(-std::f64::consts::PI), upper.unwrap_or(std::f64::consts::PI));
+    let range = |lower: Option<f64>, upper: Option<f64>| {
+        (lower.unwrap_or(-std::f64::consts::PI), upper.unwrap_or(std::f64::consts::PI))
+    };
     let (pan_range, tilt_range) = (range(pan.lower, pan.upper), range(tilt.lower, tilt.upper));
-    let (pan_joint, tilt_joint, camera_frame) = (pan_joint.clone(), tilt_joint.clone(), camera_frame.to_string());
-    let camera = CameraView { fx: info.k[0], fy: info.k[4], cx: info.k[2], cy: info.k[5], width: info.width as usize, height: info.height as usize, min_range_m: config.sensors.depth_min_range_m };
-    let (grid, fraction, urdf) = (config.safety.zone_grid(), config.safety.max_unobserved_fraction, frames.urdf.clone());
+    let (pan_joint, tilt_joint, camera_frame) =
+        (pan_joint.clone(), tilt_joint.clone(), camera_frame.to_string());
+    let camera = CameraView {
+        fx: info.k[0],
+        fy: info.k[4],
+        cx: info.k[2],
+        cy: info.k[5],
+        width: info.width as usize,
+        height: info.height as usize,
+        min_range_m: config.sensors.depth_min_range_m,
+    };
+    let (grid, fraction, urdf) =
+        (config.safety.zone_grid(), config.safety.max_unobserved_fraction, frames.urdf.clone());
     let covers = tokio::task::spawn_blocking(move || {
         let camera_at = |p: f64, t: f64| {
-            let position = |joint: &str| Some(if joint == pan_joint { p } else if joint == tilt_joint { t } else { 0.0 });
+            let position = |joint: &str| {
+                Some(if joint == pan_joint {
+                    p
+                } else if joint == tilt_joint {
+                    t
+                } else {
+                    0.0
+                })
+            };
             urdf.transform(BASE_FRAME, &camera_frame, &position).ok()
         };
-        Direction::BOTH.map(|d| covering_head_pose(&grid, d, &camera_at, &camera, pan_range, tilt_range, 0.05, fraction))
+        Direction::BOTH.map(|d| {
+            covering_head_pose(&grid, d, &camera_at, &camera, pan_range, tilt_range, 0.05, fraction)
+        })
     })
     .await;
     let Ok(covers) = covers else { return };
@@ -341,9 +460,15 @@ async fn find_head_covers(base: &Arc<BaseDriver>, frames: &Frames, config: &Conf
 /// explain (a reset, a driver restart): each ends the motion, re-anchors
 /// what is kept in the odometry frame, and is an event (`governor`,
 /// kind `odometry_jump`) and a warning.
-pub async fn watch_odometry(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, config: Arc<Config>, events: EventSender) {
+pub async fn watch_odometry(
+    robot: Arc<dyn SensorPort>,
+    base: Arc<BaseDriver>,
+    config: Arc<Config>,
+    events: EventSender,
+) {
     use crate::governor::odometry::{check_continuity, ContinuityLimits, OdometryPoint};
-    let limits = ContinuityLimits::for_base(config.base.max_linear_mps, config.base.max_angular_radps);
+    let limits =
+        ContinuityLimits::for_base(config.base.max_linear_mps, config.base.max_angular_radps);
     let mut previous: Option<OdometryPoint> = None;
     let mut interval = tokio::time::interval(Duration::from_millis(5));
     loop {
@@ -353,7 +478,15 @@ pub async fn watch_odometry(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, c
             continue;
         }
         let imu_yaw_rate_radps = robot.imu().map(|imu| imu.angular_velocity_radps.z);
-        let point = OdometryPoint { pose: Pose2D { x_m: odometry.position_m.x, y_m: odometry.position_m.y, yaw_rad: odometry.orientation.euler_angles().2 }, stamp_s: odometry.stamp_s, imu_yaw_rate_radps };
+        let point = OdometryPoint {
+            pose: Pose2D {
+                x_m: odometry.position_m.x,
+                y_m: odometry.position_m.y,
+                yaw_rad: odometry.orientation.euler_angles().2,
+            },
+            stamp_s: odometry.stamp_s,
+            imu_yaw_rate_radps,
+        };
         if let Some(before) = previous.replace(point) {
             // A stamp that went back is a restarted source: start over.
             if point.stamp_s < before.stamp_s {
@@ -401,7 +534,12 @@ pub fn planar_laser_pose(pose: &nalgebra::Isometry3<f64>) -> Result<LaserPose, S
 /// (its frame not resolvable, malformed) is noted with the base driver,
 /// whose stale-sensing rule then says why; logged when it starts and when
 /// reading resumes, not per scan.
-pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frames: Frames, config: Arc<Config>) {
+pub async fn watch_scan(
+    robot: Arc<dyn SensorPort>,
+    base: Arc<BaseDriver>,
+    frames: Frames,
+    config: Arc<Config>,
+) {
     if !config.sensors.scan.is_configured() {
         return;
     }
@@ -431,14 +569,35 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
             .and_then(|(pose, _)| Ok((planar_laser_pose(&pose)?, pose.translation.vector.z)))
             .and_then(|(laser, plane_height_m)| {
                 let s = &scan.value;
-                let view = ScanView { angle_min_rad: s.angle_min_rad, angle_increment_rad: s.angle_increment_rad, range_min_m: s.range_min_m, range_max_m: s.range_max_m, ranges_m: &s.ranges_m };
+                let view = ScanView {
+                    angle_min_rad: s.angle_min_rad,
+                    angle_increment_rad: s.angle_increment_rad,
+                    range_min_m: s.range_min_m,
+                    range_max_m: s.range_max_m,
+                    ranges_m: &s.ranges_m,
+                };
                 let reading = read_scan(&view, &laser, &zones).map_err(|e| e.to_string())?;
                 let observation = robot_pose.map(|robot_pose| {
-                    let (observed, clear, unseen) = observe_zones(&view, &laser, &zones.footprint, &grid);
-                    Observation { source: SourceKind::Laser, sees_down_to_m: plane_height_m, pose: robot_pose, grid, captured, observed, clear, unseen }
+                    let (observed, clear, unseen) =
+                        observe_zones(&view, &laser, &zones.footprint, &grid);
+                    Observation {
+                        source: SourceKind::Laser,
+                        sees_down_to_m: plane_height_m,
+                        pose: robot_pose,
+                        grid,
+                        captured,
+                        observed,
+                        clear,
+                        unseen,
+                    }
                 });
-                let verdict = |r: &Remembered| robot_pose.map_or(Verdict::Unknown, |p| laser_verdict(&view, &laser, plane_height_m, &p, r));
-                let said = observation.map(|o| base.note_frame(o, &[], verdict)).unwrap_or_default();
+                let verdict = |r: &Remembered| {
+                    robot_pose.map_or(Verdict::Unknown, |p| {
+                        laser_verdict(&view, &laser, plane_height_m, &p, r)
+                    })
+                };
+                let said =
+                    observation.map(|o| base.note_frame(o, &[], verdict)).unwrap_or_default();
                 Ok((reading, said))
             });
         match reading {
@@ -452,7 +611,10 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
             }
             Err(reason) => {
                 if base.note_scan_unmeasured(reason.clone()) {
-                    tracing::warn!("obstacle sensing: no reading from {}: {reason}", robot.topic(Sensor::Scan));
+                    tracing::warn!(
+                        "obstacle sensing: no reading from {}: {reason}",
+                        robot.topic(Sensor::Scan)
+                    );
                 }
             }
         }
@@ -461,14 +623,21 @@ pub async fn watch_scan(robot: Arc<dyn SensorPort>, base: Arc<BaseDriver>, frame
 
 /// What a scan says of a remembered point: only a point that reached the
 /// scan's plane can be shown gone by it (pure: unit-tested).
-pub fn laser_verdict(scan: &ScanView, laser: &LaserPose, plane_height_m: f64, robot: &Pose2D, point: &Remembered) -> Verdict {
+pub fn laser_verdict(
+    scan: &ScanView,
+    laser: &LaserPose,
+    plane_height_m: f64,
+    robot: &Pose2D,
+    point: &Remembered,
+) -> Verdict {
     if point.top_m < plane_height_m - 0.02 || point.z_m > plane_height_m + 0.02 {
         return Verdict::Unknown;
     }
     let (x, y) = crate::governor::coverage::odom_to_base((point.x_m, point.y_m), robot);
     let (dx, dy) = (x - laser.x_m, y - laser.y_m);
     let distance = dx.hypot(dy);
-    let bearing = crate::governor::safety::wrap_angle(dy.atan2(dx) - laser.yaw_rad - scan.angle_min_rad);
+    let bearing =
+        crate::governor::safety::wrap_angle(dy.atan2(dx) - laser.yaw_rad - scan.angle_min_rad);
     let steps = bearing.rem_euclid(std::f64::consts::TAU) / scan.angle_increment_rad;
     if !steps.is_finite() || steps < 0.0 {
         return Verdict::Unknown;
@@ -495,7 +664,14 @@ mod tests {
 
     fn touching() -> Contacts {
         Contacts {
-            points: vec![ContactPoint { part: "bumper".into(), other: "wall_north".into(), position_m: Vector3::new(1.0, 0.0, 0.05), normal: Vector3::new(1.0, 0.0, 0.0), depth_m: 0.001, force_n: Some(4.2) }],
+            points: vec![ContactPoint {
+                part: "bumper".into(),
+                other: "wall_north".into(),
+                position_m: Vector3::new(1.0, 0.0, 0.05),
+                normal: Vector3::new(1.0, 0.0, 0.0),
+                depth_m: 0.001,
+                force_n: Some(4.2),
+            }],
         }
     }
 
@@ -505,12 +681,16 @@ mod tests {
         assert!(measure_now(false, None, period), "the first frame is measured at once");
         assert!(!measure_now(false, Some(Duration::from_millis(499)), period));
         assert!(measure_now(false, Some(Duration::from_millis(500)), period));
-        assert!(measure_now(true, Some(Duration::from_millis(1)), period), "in motion: every frame");
+        assert!(
+            measure_now(true, Some(Duration::from_millis(1)), period),
+            "in motion: every frame"
+        );
     }
 
     #[test]
     fn a_contact_raises_collision_and_state_change_once_then_its_end() {
-        let (state, events) = contact_and_battery_events(&Watched::default(), Some(&touching()), None, 0.2);
+        let (state, events) =
+            contact_and_battery_events(&Watched::default(), Some(&touching()), None, 0.2);
         let topics: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(topics, vec!["collision", "state_change"]);
         assert_eq!(events[0].1["other"], "wall_north");
@@ -524,20 +704,33 @@ mod tests {
     #[test]
     fn a_level_scanner_gives_its_planar_pose_and_a_tilted_one_is_refused() {
         use nalgebra::{Isometry3, Translation3, UnitQuaternion};
-        let level = Isometry3::from_parts(Translation3::new(-0.032, 0.0, 0.172), UnitQuaternion::from_euler_angles(0.0, 0.0, 1.5));
+        let level = Isometry3::from_parts(
+            Translation3::new(-0.032, 0.0, 0.172),
+            UnitQuaternion::from_euler_angles(0.0, 0.0, 1.5),
+        );
         let pose = planar_laser_pose(&level).unwrap();
         assert!((pose.x_m + 0.032).abs() < 1e-12 && (pose.yaw_rad - 1.5).abs() < 1e-12, "{pose:?}");
-        let tilted = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.2), UnitQuaternion::from_euler_angles(0.0, 0.3, 0.0));
+        let tilted = Isometry3::from_parts(
+            Translation3::new(0.0, 0.0, 0.2),
+            UnitQuaternion::from_euler_angles(0.0, 0.3, 0.0),
+        );
         assert!(planar_laser_pose(&tilted).unwrap_err().contains("tilted"));
-        let upside_down = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.2), UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0));
+        let upside_down = Isometry3::from_parts(
+            Translation3::new(0.0, 0.0, 0.2),
+            UnitQuaternion::from_euler_angles(std::f64::consts::PI, 0.0, 0.0),
+        );
         assert!(planar_laser_pose(&upside_down).is_err());
     }
 
     #[test]
     fn a_low_battery_is_reported_once() {
-        let (state, events) = contact_and_battery_events(&Watched::default(), None, Some(0.15), 0.2);
+        let (state, events) =
+            contact_and_battery_events(&Watched::default(), None, Some(0.15), 0.2);
         assert_eq!(events[0].1["change"], "low");
         assert!(contact_and_battery_events(&state, None, Some(0.14), 0.2).1.is_empty());
-        assert_eq!(contact_and_battery_events(&state, None, Some(0.5), 0.2).1[0].1["change"], "recovered");
+        assert_eq!(
+            contact_and_battery_events(&state, None, Some(0.5), 0.2).1[0].1["change"],
+            "recovered"
+        );
     }
 }

@@ -15,7 +15,12 @@ pub fn resolve(namespace: &str, name: &str) -> String {
 
 /// What a controller is reached through: its action, or its trajectory
 /// topic when configured so ("" when there is no such controller).
-fn controller(namespace: &str, action: &str, interface: ControllerInterface, topic: &str) -> String {
+fn controller(
+    namespace: &str,
+    action: &str,
+    interface: ControllerInterface,
+    topic: &str,
+) -> String {
     match interface {
         _ if action.is_empty() => String::new(),
         ControllerInterface::Topic => resolve(namespace, topic),
@@ -35,15 +40,47 @@ pub struct Names {
 impl Names {
     pub fn from_config(config: &Config) -> Self {
         let ns = config.namespace.as_str();
-        let sensors = Sensor::ALL.iter().map(|&sensor| (sensor, resolve(ns, &config.sensors.topic(sensor).topic))).collect();
+        let sensors = Sensor::ALL
+            .iter()
+            .map(|&sensor| (sensor, resolve(ns, &config.sensors.topic(sensor).topic)))
+            .collect();
         let actuators = &config.actuators;
         let endpoints = vec![
             (Endpoint::CmdVel, resolve(ns, &actuators.cmd_vel)),
-            (Endpoint::Head, controller(ns, &actuators.head_action, actuators.head_interface, &actuators.head_trajectory_topic)),
-            (Endpoint::Arm, controller(ns, &actuators.arm_action, actuators.arm_interface, &actuators.arm_trajectory_topic)),
-            (Endpoint::Gripper, controller(ns, &actuators.gripper_action, actuators.gripper_interface, &actuators.gripper_trajectory_topic)),
+            (
+                Endpoint::Head,
+                controller(
+                    ns,
+                    &actuators.head_action,
+                    actuators.head_interface,
+                    &actuators.head_trajectory_topic,
+                ),
+            ),
+            (
+                Endpoint::Arm,
+                controller(
+                    ns,
+                    &actuators.arm_action,
+                    actuators.arm_interface,
+                    &actuators.arm_trajectory_topic,
+                ),
+            ),
+            (
+                Endpoint::Gripper,
+                controller(
+                    ns,
+                    &actuators.gripper_action,
+                    actuators.gripper_interface,
+                    &actuators.gripper_trajectory_topic,
+                ),
+            ),
         ];
-        Self { sensors, endpoints, say: resolve(ns, &actuators.say_topic), world: resolve(ns, &actuators.world_topic) }
+        Self {
+            sensors,
+            endpoints,
+            say: resolve(ns, &actuators.say_topic),
+            world: resolve(ns, &actuators.world_topic),
+        }
     }
 
     /// The topic of `sensor`; "" when the profile has no such sensor.

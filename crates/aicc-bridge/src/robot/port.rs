@@ -17,7 +17,11 @@ use futures::future::BoxFuture;
 use super::age::{Now, StampStatus};
 use super::frames::SharedFrames;
 use super::halt::HaltWatch;
-use super::{Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperGoal, GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, Stamped, TrajectoryGoal, TrajectoryOutcome};
+use super::{
+    Battery, CameraFrame, CameraInfo, Contacts, Controller, Diagnostic, GripperGoal,
+    GripperOutcome, ImuSample, JointStates, LaserScan, OdometrySample, Stamped, TrajectoryGoal,
+    TrajectoryOutcome,
+};
 use crate::governor::BaseVelocity;
 use crate::perception::RawImage;
 
@@ -70,7 +74,13 @@ pub enum PortError {
 impl PortError {
     /// Whether trying again may succeed.
     pub fn retryable(&self) -> bool {
-        !matches!(self, PortError::NotConfigured { .. } | PortError::Rejected { .. } | PortError::HaltedBeforeSending { .. } | PortError::Halted { .. })
+        !matches!(
+            self,
+            PortError::NotConfigured { .. }
+                | PortError::Rejected { .. }
+                | PortError::HaltedBeforeSending { .. }
+                | PortError::Halted { .. }
+        )
     }
 }
 
@@ -180,13 +190,22 @@ pub trait ActuatorPort: Send + Sync + 'static {
     /// are (the action's cancel; on a topic, `control.hold`) and resolves
     /// with [`PortError::Halted`] once the controller has it. Dropping the
     /// future stops the controller the same way.
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal, control: GoalControl) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>>;
+    fn follow_trajectory(
+        &self,
+        controller: Controller,
+        goal: TrajectoryGoal,
+        control: GoalControl,
+    ) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>>;
 
     /// Sends a gripper goal (its command to a GripperCommand action, its
     /// trajectory to a trajectory topic); resolves when it finishes.
     /// Nothing goes out once `control.halt` has fired; a gripper goal
     /// already running is left to finish (it may be holding something).
-    fn gripper_command(&self, goal: GripperGoal, control: GoalControl) -> BoxFuture<'static, Result<GripperOutcome, PortError>>;
+    fn gripper_command(
+        &self,
+        goal: GripperGoal,
+        control: GoalControl,
+    ) -> BoxFuture<'static, Result<GripperOutcome, PortError>>;
 
     /// The topic or action behind `endpoint`, for messages.
     fn endpoint(&self, endpoint: Endpoint) -> String;

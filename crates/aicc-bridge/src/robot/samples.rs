@@ -12,9 +12,12 @@ use parking_lot::{Mutex, MutexGuard};
 use super::age::{stamp_status, NodeClock, Now, StampStatus, SystemClock};
 use super::frames::SharedFrames;
 use super::names::Names;
-use super::wire::{WireSample, WireSwitch, WireType};
 use super::port::{Sensor, SensorPort, SensorStatistics};
-use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample, Stamped};
+use super::wire::{WireSample, WireSwitch, WireType};
+use super::{
+    Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample,
+    Stamped,
+};
 use crate::perception::RawImage;
 
 /// One slot per sensor.
@@ -88,7 +91,16 @@ const WIRE_KEPT: usize = 3;
 impl SampleStore {
     /// A store whose capture ages count in `clock` (the node's clock).
     pub fn new(names: Names, clock: Arc<dyn NodeClock>) -> Self {
-        Self { latest: Mutex::new(Latest::default()), names, clock, deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]), qos_notes: Mutex::new(Default::default()), frames: SharedFrames::default(), wire_switch: std::sync::OnceLock::new(), wire: Mutex::new(Default::default()) }
+        Self {
+            latest: Mutex::new(Latest::default()),
+            names,
+            clock,
+            deliveries: Mutex::new([Delivery::default(); Sensor::ALL.len()]),
+            qos_notes: Mutex::new(Default::default()),
+            frames: SharedFrames::default(),
+            wire_switch: std::sync::OnceLock::new(),
+            wire: Mutex::new(Default::default()),
+        }
     }
 
     /// A store on the system's wall clock (tests, robots without ROS time).
@@ -120,8 +132,22 @@ impl SampleStore {
 
     /// Keeps `data`, the wire form of the message of `sensor` received at
     /// `received` (the instant given to its decoded sample).
-    pub fn put_wire(&self, sensor: Sensor, kind: &WireType, data: Arc<[u8]>, received: Instant, received_wall: std::time::SystemTime) {
-        let sample = WireSample { topic: kind.topic.clone(), type_name: kind.type_name.clone(), schema: kind.schema.clone(), data, received, received_wall };
+    pub fn put_wire(
+        &self,
+        sensor: Sensor,
+        kind: &WireType,
+        data: Arc<[u8]>,
+        received: Instant,
+        received_wall: std::time::SystemTime,
+    ) {
+        let sample = WireSample {
+            topic: kind.topic.clone(),
+            type_name: kind.type_name.clone(),
+            schema: kind.schema.clone(),
+            data,
+            received,
+            received_wall,
+        };
         let mut wire = self.wire.lock();
         let kept = &mut wire[sensor as usize];
         if kept.len() >= WIRE_KEPT {
@@ -251,7 +277,10 @@ mod tests {
         assert_eq!(stats.len(), 1, "only configured sensors: {stats:?}");
         let camera = &stats[0];
         assert_eq!((camera.sensor, camera.received, camera.distinct_stamps), ("camera", 3, 2));
-        assert_eq!((camera.last_receipt_delay_ms, camera.last_stamp_status), (None, Some(StampStatus::Missing)));
+        assert_eq!(
+            (camera.last_receipt_delay_ms, camera.last_stamp_status),
+            (None, Some(StampStatus::Missing))
+        );
         store.delivered(Sensor::Camera, 99.99);
         let camera = &store.statistics()[0];
         assert!((camera.last_receipt_delay_ms.unwrap() - 10.0).abs() < 1e-6, "{camera:?}");
@@ -261,18 +290,41 @@ mod tests {
     #[test]
     fn a_sample_read_just_before_newer_messages_came_still_has_its_wire_form() {
         let store = SampleStore::with_system_clock(Names::default());
-        let kind = WireType { topic: "/camera/image_raw".into(), type_name: "sensor_msgs/msg/Image".into(), schema: "".into() };
+        let kind = WireType {
+            topic: "/camera/image_raw".into(),
+            type_name: "sensor_msgs/msg/Image".into(),
+            schema: "".into(),
+        };
         let start = Instant::now();
         let at = |ms: u64| start + std::time::Duration::from_millis(ms);
-        let put = |ms: u64| store.put_wire(Sensor::Camera, &kind, Arc::from(vec![ms as u8]), at(ms), std::time::SystemTime::now());
+        let put = |ms: u64| {
+            store.put_wire(
+                Sensor::Camera,
+                &kind,
+                Arc::from(vec![ms as u8]),
+                at(ms),
+                std::time::SystemTime::now(),
+            )
+        };
         put(0);
         put(33);
         put(66);
-        let served = store.wire_sample(Sensor::Camera, at(0)).expect("read at 0 ms, looked up after two newer frames");
+        let served = store
+            .wire_sample(Sensor::Camera, at(0))
+            .expect("read at 0 ms, looked up after two newer frames");
         assert_eq!(&served.data[..], &[0u8][..]);
-        assert!(store.wire_sample(Sensor::Camera, at(10)).is_none(), "no message was received at 10 ms");
+        assert!(
+            store.wire_sample(Sensor::Camera, at(10)).is_none(),
+            "no message was received at 10 ms"
+        );
         put(99);
-        assert!(store.wire_sample(Sensor::Camera, at(0)).is_none(), "three newer frames: the oldest is gone (bounded)");
-        assert_eq!(&store.wire_sample(Sensor::Camera, at(99)).expect("the newest").data[..], &[99u8][..]);
+        assert!(
+            store.wire_sample(Sensor::Camera, at(0)).is_none(),
+            "three newer frames: the oldest is gone (bounded)"
+        );
+        assert_eq!(
+            &store.wire_sample(Sensor::Camera, at(99)).expect("the newest").data[..],
+            &[99u8][..]
+        );
     }
 }

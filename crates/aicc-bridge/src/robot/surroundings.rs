@@ -6,9 +6,11 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::governor::coverage::{zone_view, Direction, HeadCover, Observation, SourceKind, SourceState, ZoneGrid, ZoneView};
-use crate::governor::laser::Footprint;
 use crate::governor::coverage::base_to_odom;
+use crate::governor::coverage::{
+    zone_view, Direction, HeadCover, Observation, SourceKind, SourceState, ZoneGrid, ZoneView,
+};
+use crate::governor::laser::Footprint;
 use crate::governor::memory::{FreeSpaceMemory, ObstacleMemory, Remembered, Verdict};
 use crate::governor::safety::{Pose2D, UnobservedZone};
 
@@ -76,7 +78,15 @@ pub struct SurroundingsReading {
 }
 
 impl Surroundings {
-    pub fn new(grid: ZoneGrid, footprint: Footprint, required_height_m: f64, max_unobserved_fraction: f64, observed_memory: Duration, depth: Option<SourceConfig>, laser: Option<SourceConfig>) -> Self {
+    pub fn new(
+        grid: ZoneGrid,
+        footprint: Footprint,
+        required_height_m: f64,
+        max_unobserved_fraction: f64,
+        observed_memory: Duration,
+        depth: Option<SourceConfig>,
+        laser: Option<SourceConfig>,
+    ) -> Self {
         Surroundings {
             grid,
             footprint,
@@ -85,7 +95,10 @@ impl Surroundings {
             depth: depth.map(|c| (c, SourceSlot::default())),
             laser: laser.map(|c| (c, SourceSlot::default())),
             memory: ObstacleMemory::new(MEMORY_CELL_M, MEMORY_CAPACITY),
-            free: FreeSpaceMemory::new(crate::governor::coverage::DEFAULT_CELL_M, FREE_SPACE_CAPACITY),
+            free: FreeSpaceMemory::new(
+                crate::governor::coverage::DEFAULT_CELL_M,
+                FREE_SPACE_CAPACITY,
+            ),
             observed_memory,
             remedies: [None, None],
             covers: [None, None],
@@ -114,7 +127,12 @@ impl Surroundings {
     /// remembered), and its verdict on each remembered point. Returns the
     /// lines to log: what the source was found to watch, the first time,
     /// and whether it measures again after frames that did not.
-    pub fn note(&mut self, observation: Observation, points: &[(f64, f64, f64)], verdict: impl FnMut(&Remembered) -> Verdict) -> Vec<String> {
+    pub fn note(
+        &mut self,
+        observation: Observation,
+        points: &[(f64, f64, f64)],
+        verdict: impl FnMut(&Remembered) -> Verdict,
+    ) -> Vec<String> {
         let mut said = Vec::new();
         let kind = observation.source;
         let (seen, pose) = (observation.captured, observation.pose);
@@ -125,7 +143,8 @@ impl Surroundings {
         self.memory.forget_beyond((pose.x_m, pose.y_m), FORGET_BEYOND_M);
         // Only a source that sees low enough may say a place is clear.
         if observation.sees_down_to_m <= self.required_height_m + 1e-9 {
-            let places: Vec<(f64, f64)> = observation.clear_centres().map(|c| base_to_odom(c, &pose)).collect();
+            let places: Vec<(f64, f64)> =
+                observation.clear_centres().map(|c| base_to_odom(c, &pose)).collect();
             self.free.mark(places, seen);
         }
         self.free.unmark(points.iter().map(|(x, y, _)| (*x, *y)));
@@ -149,7 +168,10 @@ impl Surroundings {
         let fraction = 100.0 * observation.fraction(direction);
         let height = observation.sees_down_to_m;
         let enough = if height <= self.required_height_m + 1e-9 {
-            format!("it sees obstacles down to {height:.2} m (required: {:.2} m)", self.required_height_m)
+            format!(
+                "it sees obstacles down to {height:.2} m (required: {:.2} m)",
+                self.required_height_m
+            )
         } else {
             format!("it sees nothing lower than {height:.2} m, and obstacles down to {:.2} m must be seen (safety.min_obstacle_height_m): it does not watch this zone", self.required_height_m)
         };
@@ -216,7 +238,10 @@ impl Surroundings {
     /// again is unobserved, which the coverage rule treats as unknown);
     /// the sources' latest frames, of the moment before, are moved by
     /// `correction` with the robot. Returns how many points were forgotten.
-    pub fn forget_after_jump(&mut self, correction: impl Fn(f64, f64) -> (f64, f64) + Copy) -> usize {
+    pub fn forget_after_jump(
+        &mut self,
+        correction: impl Fn(f64, f64) -> (f64, f64) + Copy,
+    ) -> usize {
         let forgotten = self.memory.len();
         self.memory.clear();
         self.free.clear();
@@ -242,9 +267,17 @@ impl Surroundings {
             .into_iter()
             .flatten()
             .map(|(config, slot)| match (&slot.observation, &slot.unmeasured) {
-                (Some(o), _) if now.saturating_duration_since(o.captured) <= config.max_age => SourceState::Fresh(o),
+                (Some(o), _) if now.saturating_duration_since(o.captured) <= config.max_age => {
+                    SourceState::Fresh(o)
+                }
                 (_, Some(why)) => SourceState::Unmeasured { source: config.kind, why },
-                (last, None) => SourceState::Stale { source: config.kind, age_s: last.as_ref().map(|o| now.saturating_duration_since(o.captured).as_secs_f64()), max_age_s: config.max_age.as_secs_f64() },
+                (last, None) => SourceState::Stale {
+                    source: config.kind,
+                    age_s: last
+                        .as_ref()
+                        .map(|o| now.saturating_duration_since(o.captured).as_secs_f64()),
+                    max_age_s: config.max_age.as_secs_f64(),
+                },
             })
             .collect()
     }
@@ -252,7 +285,15 @@ impl Surroundings {
     /// A direction's zone as the fresh sources observe it at `pose`.
     pub fn view(&self, direction: Direction, pose: Option<Pose2D>, now: Instant) -> ZoneView {
         let remembered = |x: f64, y: f64| self.free.is_clear(x, y, now, self.observed_memory);
-        zone_view(&self.grid, direction, &self.states(now), pose, self.required_height_m, self.max_unobserved_fraction, &remembered)
+        zone_view(
+            &self.grid,
+            direction,
+            &self.states(now),
+            pose,
+            self.required_height_m,
+            self.max_unobserved_fraction,
+            &remembered,
+        )
     }
 
     /// What the governor reads now.
@@ -260,7 +301,12 @@ impl Surroundings {
     /// (where in base_footprint, how high, how long ago it was seen): what
     /// an obstacle rule stops for, so that a log tells a real box from a
     /// phantom (a part of the robot, a frame placed with the wrong pose).
-    pub fn describe_nearest(&self, direction: Direction, pose: &Pose2D, now: Instant) -> Option<String> {
+    pub fn describe_nearest(
+        &self,
+        direction: Direction,
+        pose: &Pose2D,
+        now: Instant,
+    ) -> Option<String> {
         let nearest = self.memory.nearest(direction, pose, &self.grid, &self.footprint)?;
         let point = nearest.point;
         let (dx, dy) = (point.x_m - pose.x_m, point.y_m - pose.y_m);
@@ -276,16 +322,31 @@ impl Surroundings {
         ))
     }
 
-    pub fn reading(&self, pose: Option<Pose2D>, now: Instant, sweep_radius_m: Option<f64>) -> SurroundingsReading {
-        let nearest = |direction| pose.and_then(|p| self.memory.nearest(direction, &p, &self.grid, &self.footprint)).map(|n| n.distance_m);
+    pub fn reading(
+        &self,
+        pose: Option<Pose2D>,
+        now: Instant,
+        sweep_radius_m: Option<f64>,
+    ) -> SurroundingsReading {
+        let nearest = |direction| {
+            pose.and_then(|p| self.memory.nearest(direction, &p, &self.grid, &self.footprint))
+                .map(|n| n.distance_m)
+        };
         let unobserved = Direction::BOTH.map(|direction| {
             let view = self.view(direction, pose, now);
-            view.first_unobserved_m.map(|from_m| UnobservedZone { from_m, why: view.why, remedy: self.remedies[usize::from(direction == Direction::Behind)].clone(), watched: view.watched })
+            view.first_unobserved_m.map(|from_m| UnobservedZone {
+                from_m,
+                why: view.why,
+                remedy: self.remedies[usize::from(direction == Direction::Behind)].clone(),
+                watched: view.watched,
+            })
         });
         SurroundingsReading {
             ahead_m: nearest(Direction::Ahead),
             behind_m: nearest(Direction::Behind),
-            turning_m: sweep_radius_m.and_then(|radius| pose.and_then(|p| self.memory.nearest_in_sweep(&p, &self.footprint, radius))),
+            turning_m: sweep_radius_m.and_then(|radius| {
+                pose.and_then(|p| self.memory.nearest_in_sweep(&p, &self.footprint, radius))
+            }),
             unobserved,
         }
     }
@@ -296,14 +357,24 @@ mod tests {
     use super::*;
     use crate::governor::coverage::DEFAULT_CELL_M;
 
-    const FOOTPRINT: Footprint = Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
+    const FOOTPRINT: Footprint =
+        Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
     const ORIGIN: Pose2D = Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 };
 
     fn surroundings() -> Surroundings {
         let grid = ZoneGrid::new(FOOTPRINT, 0.03, 0.5, DEFAULT_CELL_M);
-        let depth = SourceConfig { kind: SourceKind::DepthCamera, max_age: Duration::from_millis(200) };
+        let depth =
+            SourceConfig { kind: SourceKind::DepthCamera, max_age: Duration::from_millis(200) };
         let laser = SourceConfig { kind: SourceKind::Laser, max_age: Duration::from_millis(200) };
-        Surroundings::new(grid, FOOTPRINT, 0.05, 0.1, Duration::from_secs(10), Some(depth), Some(laser))
+        Surroundings::new(
+            grid,
+            FOOTPRINT,
+            0.05,
+            0.1,
+            Duration::from_secs(10),
+            Some(depth),
+            Some(laser),
+        )
     }
 
     fn seeing_all_ahead(s: &Surroundings, at: Instant) -> Observation {
@@ -318,26 +389,43 @@ mod tests {
     fn a_fresh_frame_observes_until_it_ages_and_the_memory_outlives_it() {
         let mut s = surroundings();
         let t0 = Instant::now();
-        let first = s.note(seeing_all_ahead(&s, t0), &[(0.4, 0.0, 0.1), (0.4, 0.0, 0.12)], |_| Verdict::Unknown);
-        assert!(first.iter().any(|line| line.contains("the depth camera observed 100 % of the zone ahead")), "{first:?}");
+        let first = s.note(seeing_all_ahead(&s, t0), &[(0.4, 0.0, 0.1), (0.4, 0.0, 0.12)], |_| {
+            Verdict::Unknown
+        });
+        assert!(
+            first
+                .iter()
+                .any(|line| line.contains("the depth camera observed 100 % of the zone ahead")),
+            "{first:?}"
+        );
         let now = s.reading(Some(ORIGIN), t0 + Duration::from_millis(100), None);
         assert_eq!(now.unobserved[0], None, "fresh: the way ahead is observed");
-        assert!(now.unobserved[1].as_ref().is_some_and(|z| z.from_m == 0.12), "behind: nothing observes it");
+        assert!(
+            now.unobserved[1].as_ref().is_some_and(|z| z.from_m == 0.12),
+            "behind: nothing observes it"
+        );
         assert_eq!(now.ahead_m, Some(0.4));
         let later = s.reading(Some(ORIGIN), t0 + Duration::from_millis(300), None);
         let stale = later.unobserved[0].as_ref().expect("the frame aged: unobserved");
         assert!(stale.why.contains("0.30 s old"), "{}", stale.why);
         assert_eq!(later.ahead_m, Some(0.4), "what was seen is remembered");
         // A frame that gives none says why; the next that does recovers.
-        assert!(s.note_unmeasured(SourceKind::DepthCamera, "frame 'camera' is not in the TF tree".into()));
+        assert!(s.note_unmeasured(
+            SourceKind::DepthCamera,
+            "frame 'camera' is not in the TF tree".into()
+        ));
         let unmeasured = s.reading(Some(ORIGIN), t0 + Duration::from_millis(300), None);
         assert!(unmeasured.unobserved[0].as_ref().unwrap().why.contains("not in the TF tree"));
-        let again = s.note(seeing_all_ahead(&s, t0 + Duration::from_millis(300)), &[], |_| Verdict::Unknown);
+        let again = s
+            .note(seeing_all_ahead(&s, t0 + Duration::from_millis(300)), &[], |_| Verdict::Unknown);
         assert!(again.iter().any(|l| l.contains("observes again")), "{again:?}");
         // A remedy is named in the unobserved zone.
         s.set_remedy(Direction::Behind, Some("nothing on this robot observes it".into()));
         let reading = s.reading(Some(ORIGIN), t0 + Duration::from_millis(350), None);
-        assert_eq!(reading.unobserved[1].as_ref().unwrap().remedy.as_deref(), Some("nothing on this robot observes it"));
+        assert_eq!(
+            reading.unobserved[1].as_ref().unwrap().remedy.as_deref(),
+            Some("nothing on this robot observes it")
+        );
     }
 
     #[test]
@@ -345,11 +433,19 @@ mod tests {
         let mut s = surroundings();
         let t0 = Instant::now();
         assert_eq!(s.describe_nearest(Direction::Ahead, &ORIGIN, t0), None, "nothing remembered");
-        s.note(seeing_all_ahead(&s, t0), &[(0.4, 0.05, 0.1), (0.4, 0.05, 0.12)], |_| Verdict::Unknown);
+        s.note(seeing_all_ahead(&s, t0), &[(0.4, 0.05, 0.1), (0.4, 0.05, 0.12)], |_| {
+            Verdict::Unknown
+        });
         // The robot turned left by 90 degrees and moved 0.1 m: the point is now to its right.
         let turned = Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: std::f64::consts::FRAC_PI_2 };
-        assert_eq!(s.describe_nearest(Direction::Ahead, &turned, t0), None, "not in the corridor ahead any more");
-        let text = s.describe_nearest(Direction::Ahead, &ORIGIN, t0 + Duration::from_millis(1500)).unwrap();
+        assert_eq!(
+            s.describe_nearest(Direction::Ahead, &turned, t0),
+            None,
+            "not in the corridor ahead any more"
+        );
+        let text = s
+            .describe_nearest(Direction::Ahead, &ORIGIN, t0 + Duration::from_millis(1500))
+            .unwrap();
         assert!(text.starts_with("0.40 m ahead, +0.05 m left, 0.10 m up (its cell's top 0.12 m), last seen 1.5 s ago"), "{text}");
     }
 
@@ -366,6 +462,9 @@ mod tests {
         let moved = Pose2D { x_m: 1.0, ..ORIGIN };
         let reading = s.reading(Some(moved), t0 + Duration::from_millis(50), None);
         assert_eq!(reading.ahead_m, None, "{reading:?}");
-        assert_eq!(reading.unobserved[0], None, "the latest frame still observes the way, moved with the robot");
+        assert_eq!(
+            reading.unobserved[0], None,
+            "the latest frame still observes the way, moved with the robot"
+        );
     }
 }

@@ -14,7 +14,9 @@ use parking_lot::Mutex;
 use super::names::Names;
 use super::port::{ActuatorPort, Endpoint, GoalControl, PortError, Robot, SignalPort};
 use super::samples::SampleStore;
-use super::{Controller, Diagnostic, GripperGoal, GripperOutcome, TrajectoryGoal, TrajectoryOutcome};
+use super::{
+    Controller, Diagnostic, GripperGoal, GripperOutcome, TrajectoryGoal, TrajectoryOutcome,
+};
 use crate::config::Config;
 use crate::governor::BaseVelocity;
 
@@ -76,7 +78,12 @@ impl ActuatorPort for RecordingActuators {
         self.velocities.lock().push(velocity);
     }
 
-    fn follow_trajectory(&self, controller: Controller, goal: TrajectoryGoal, control: GoalControl) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
+    fn follow_trajectory(
+        &self,
+        controller: Controller,
+        goal: TrajectoryGoal,
+        control: GoalControl,
+    ) -> BoxFuture<'static, Result<TrajectoryOutcome, PortError>> {
         let name = self.names.endpoint(controller.into()).to_string();
         let done = TrajectoryOutcome { error_code: 0, error_string: String::new() };
         match self.mode {
@@ -107,14 +114,20 @@ impl ActuatorPort for RecordingActuators {
         }
     }
 
-    fn gripper_command(&self, goal: GripperGoal, control: GoalControl) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
+    fn gripper_command(
+        &self,
+        goal: GripperGoal,
+        control: GoalControl,
+    ) -> BoxFuture<'static, Result<GripperOutcome, PortError>> {
         if control.halt.halted() {
             let name = self.names.endpoint(Endpoint::Gripper).to_string();
             return Box::pin(async move { Err(PortError::HaltedBeforeSending { name }) });
         }
         let position_m = goal.position_m;
         self.gripper_goals.lock().push(goal);
-        Box::pin(async move { Ok(GripperOutcome { position_m, effort_n: 0.0, stalled: false, reached_goal: true }) })
+        Box::pin(async move {
+            Ok(GripperOutcome { position_m, effort_n: 0.0, stalled: false, reached_goal: true })
+        })
     }
 
     fn endpoint(&self, endpoint: Endpoint) -> String {
@@ -188,7 +201,11 @@ impl TestRobot {
         let samples = Arc::new(SampleStore::with_system_clock(names.clone()));
         let actuators = Arc::new(RecordingActuators::with_names(names.clone()));
         let signals = Arc::new(RecordingSignals { names, ..RecordingSignals::default() });
-        let robot = Robot { sensors: samples.clone(), actuators: actuators.clone(), signals: signals.clone() };
+        let robot = Robot {
+            sensors: samples.clone(),
+            actuators: actuators.clone(),
+            signals: signals.clone(),
+        };
         Self { robot, samples, actuators, signals }
     }
 }

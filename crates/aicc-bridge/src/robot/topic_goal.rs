@@ -33,9 +33,18 @@ impl TrajectoryJudge {
     /// A goal sent at `start_s` (node clock), its last point to be reached
     /// within `tolerance` (joint units) by its time plus `margin_s`.
     pub fn new(goal: &TrajectoryGoal, start_s: f64, tolerance: f64, margin_s: f64) -> Self {
-        let (targets, duration_s) = goal.points.last().map_or((Vec::new(), 0.0), |point| (point.positions.clone(), point.time_s));
+        let (targets, duration_s) = goal
+            .points
+            .last()
+            .map_or((Vec::new(), 0.0), |point| (point.positions.clone(), point.time_s));
         let end_s = start_s + duration_s.max(0.0);
-        Self { joints: goal.joint_names.clone(), targets, tolerance, end_s, deadline_s: end_s + margin_s }
+        Self {
+            joints: goal.joint_names.clone(),
+            targets,
+            tolerance,
+            end_s,
+            deadline_s: end_s + margin_s,
+        }
     }
 
     /// The outcome at `now_s` given the latest `states`; None while the
@@ -45,7 +54,8 @@ impl TrajectoryJudge {
             return None;
         }
         let errors = self.errors(states);
-        let reached = errors.iter().all(|(_, error)| error.is_some_and(|e| e.abs() <= self.tolerance));
+        let reached =
+            errors.iter().all(|(_, error)| error.is_some_and(|e| e.abs() <= self.tolerance));
         if reached {
             return Some(TrajectoryOutcome { error_code: 0, error_string: String::new() });
         }
@@ -77,7 +87,15 @@ impl TrajectoryJudge {
         self.joints
             .iter()
             .zip(&self.targets)
-            .map(|(joint, target)| (joint.as_str(), states.and_then(|s| s.position(joint)).filter(|p| p.is_finite()).map(|p| p - target)))
+            .map(|(joint, target)| {
+                (
+                    joint.as_str(),
+                    states
+                        .and_then(|s| s.position(joint))
+                        .filter(|p| p.is_finite())
+                        .map(|p| p - target),
+                )
+            })
             .collect()
     }
 }
@@ -102,28 +120,53 @@ pub struct NoGripperState {
 impl GripperJudge {
     /// `joint` to be at `target_m` within `tolerance_m` by `start_s +
     /// duration_s + margin_s`.
-    pub fn new(joint: &str, target_m: f64, start_s: f64, duration_s: f64, tolerance_m: f64, margin_s: f64) -> Self {
+    pub fn new(
+        joint: &str,
+        target_m: f64,
+        start_s: f64,
+        duration_s: f64,
+        tolerance_m: f64,
+        margin_s: f64,
+    ) -> Self {
         let end_s = start_s + duration_s.max(0.0);
-        Self { joint: joint.to_string(), target_m, tolerance_m, end_s, deadline_s: end_s + margin_s }
+        Self {
+            joint: joint.to_string(),
+            target_m,
+            tolerance_m,
+            end_s,
+            deadline_s: end_s + margin_s,
+        }
     }
 
     /// The outcome at `now_s` given the latest `states`; None while under way.
-    pub fn judge(&self, now_s: f64, states: Option<&JointStates>) -> Option<Result<GripperOutcome, NoGripperState>> {
+    pub fn judge(
+        &self,
+        now_s: f64,
+        states: Option<&JointStates>,
+    ) -> Option<Result<GripperOutcome, NoGripperState>> {
         if now_s < self.end_s {
             return None;
         }
         let index = states.and_then(|s| s.names.iter().position(|n| *n == self.joint));
-        let position = index.and_then(|i| states.and_then(|s| s.positions.get(i).copied())).filter(|p| p.is_finite());
+        let position = index
+            .and_then(|i| states.and_then(|s| s.positions.get(i).copied()))
+            .filter(|p| p.is_finite());
         let Some(position_m) = position else {
-            return (now_s >= self.deadline_s).then(|| Err(NoGripperState { joint: self.joint.clone() }));
+            return (now_s >= self.deadline_s)
+                .then(|| Err(NoGripperState { joint: self.joint.clone() }));
         };
-        let field = |values: fn(&JointStates) -> &Vec<f64>| index.and_then(|i| states.and_then(|s| values(s).get(i).copied())).filter(|v| v.is_finite());
+        let field = |values: fn(&JointStates) -> &Vec<f64>| {
+            index
+                .and_then(|i| states.and_then(|s| values(s).get(i).copied()))
+                .filter(|v| v.is_finite())
+        };
         let effort_n = field(|s| &s.efforts).unwrap_or(0.0);
         let reached_goal = (position_m - self.target_m).abs() <= self.tolerance_m;
         if !reached_goal && now_s < self.deadline_s {
             return None;
         }
-        let stalled = !reached_goal && field(|s| &s.velocities).is_some_and(|v| v.abs() < GRIPPER_STALL_SPEED_MPS);
+        let stalled = !reached_goal
+            && field(|s| &s.velocities).is_some_and(|v| v.abs() < GRIPPER_STALL_SPEED_MPS);
         Some(Ok(GripperOutcome { position_m, effort_n, stalled, reached_goal }))
     }
 }
@@ -133,12 +176,25 @@ mod tests {
     use super::*;
 
     fn states(names: &[&str], positions: &[f64], velocities: &[f64]) -> JointStates {
-        JointStates { names: names.iter().map(|n| n.to_string()).collect(), positions: positions.to_vec(), velocities: velocities.to_vec(), efforts: vec![0.5; names.len()] }
+        JointStates {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            positions: positions.to_vec(),
+            velocities: velocities.to_vec(),
+            efforts: vec![0.5; names.len()],
+        }
     }
 
     fn goal() -> TrajectoryGoal {
-        let point = |positions: Vec<f64>, time_s: f64| crate::robot::Waypoint { positions, velocities: vec![0.0, 0.0], efforts: Vec::new(), time_s };
-        TrajectoryGoal { joint_names: vec!["pan".into(), "tilt".into()], points: vec![point(vec![0.2, 0.1], 1.0), point(vec![0.4, -0.2], 2.0)] }
+        let point = |positions: Vec<f64>, time_s: f64| crate::robot::Waypoint {
+            positions,
+            velocities: vec![0.0, 0.0],
+            efforts: Vec::new(),
+            time_s,
+        };
+        TrajectoryGoal {
+            joint_names: vec!["pan".into(), "tilt".into()],
+            points: vec![point(vec![0.2, 0.1], 1.0), point(vec![0.4, -0.2], 2.0)],
+        }
     }
 
     #[test]
@@ -147,7 +203,10 @@ mod tests {
         let at_goal = states(&["tilt", "pan", "other"], &[-0.18, 0.43, 5.0], &[]);
         // At the goal early (a trajectory that returns to its start) is not done yet.
         assert_eq!(judge.judge(11.9, Some(&at_goal)), None);
-        assert_eq!(judge.judge(12.0, Some(&at_goal)), Some(TrajectoryOutcome { error_code: 0, error_string: String::new() }));
+        assert_eq!(
+            judge.judge(12.0, Some(&at_goal)),
+            Some(TrajectoryOutcome { error_code: 0, error_string: String::new() })
+        );
         // Late but within the margin: still waiting, then reached.
         let late = states(&["pan", "tilt"], &[0.3, -0.2], &[]);
         assert_eq!(judge.judge(12.5, Some(&late)), None);
@@ -162,27 +221,45 @@ mod tests {
         assert_eq!(outcome.error_code, GOAL_TOLERANCE_VIOLATED);
         assert!(outcome.error_string.starts_with("timed out"), "{}", outcome.error_string);
         assert!(outcome.error_string.contains("pan off by -0.3000"), "{}", outcome.error_string);
-        assert!(!outcome.error_string.contains("tilt"), "tilt is within tolerance: {}", outcome.error_string);
+        assert!(
+            !outcome.error_string.contains("tilt"),
+            "tilt is within tolerance: {}",
+            outcome.error_string
+        );
         // A joint missing from joint_states (or no joint states at all) is never "reached".
         let missing = judge.judge(13.0, Some(&states(&["pan"], &[0.4], &[]))).unwrap();
-        assert!(missing.error_string.contains("tilt not in joint_states"), "{}", missing.error_string);
+        assert!(
+            missing.error_string.contains("tilt not in joint_states"),
+            "{}",
+            missing.error_string
+        );
         assert_eq!(judge.judge(13.0, None).unwrap().error_code, GOAL_TOLERANCE_VIOLATED);
-        let nan = judge.judge(13.0, Some(&states(&["pan", "tilt"], &[f64::NAN, -0.2], &[]))).unwrap();
+        let nan =
+            judge.judge(13.0, Some(&states(&["pan", "tilt"], &[f64::NAN, -0.2], &[]))).unwrap();
         assert!(nan.error_string.contains("pan not in joint_states"), "{}", nan.error_string);
     }
 
     #[test]
     fn a_gripper_goal_reaches_stalls_or_fails_like_the_gripper_action() {
         let judge = GripperJudge::new("finger", 0.01, 0.0, 1.0, 0.002, 1.0);
-        assert_eq!(judge.judge(0.5, Some(&states(&["finger"], &[0.0101], &[0.0]))), None, "before its time");
-        let reached = judge.judge(1.0, Some(&states(&["finger"], &[0.0101], &[0.0]))).unwrap().unwrap();
-        assert_eq!((reached.reached_goal, reached.stalled, reached.position_m, reached.effort_n), (true, false, 0.0101, 0.5));
+        assert_eq!(
+            judge.judge(0.5, Some(&states(&["finger"], &[0.0101], &[0.0]))),
+            None,
+            "before its time"
+        );
+        let reached =
+            judge.judge(1.0, Some(&states(&["finger"], &[0.0101], &[0.0]))).unwrap().unwrap();
+        assert_eq!(
+            (reached.reached_goal, reached.stalled, reached.position_m, reached.effort_n),
+            (true, false, 0.0101, 0.5)
+        );
         // Short of the goal: wait until the deadline, then stalled if it stopped moving (an object between the fingers).
         let blocked = states(&["finger"], &[0.004], &[0.0]);
         assert_eq!(judge.judge(1.5, Some(&blocked)), None);
         let stalled = judge.judge(2.0, Some(&blocked)).unwrap().unwrap();
         assert_eq!((stalled.reached_goal, stalled.stalled), (false, true));
-        let moving = judge.judge(2.0, Some(&states(&["finger"], &[0.004], &[0.01]))).unwrap().unwrap();
+        let moving =
+            judge.judge(2.0, Some(&states(&["finger"], &[0.004], &[0.01]))).unwrap().unwrap();
         assert_eq!((moving.reached_goal, moving.stalled), (false, false));
         // Without velocities a stall cannot be told: neither.
         let unknown = judge.judge(2.0, Some(&states(&["finger"], &[0.004], &[]))).unwrap().unwrap();

@@ -14,7 +14,10 @@ use std::time::{Instant, SystemTime};
 use super::age::Now;
 use super::frames::SharedFrames;
 use super::port::{Sensor, SensorPort, SensorStatistics};
-use super::{Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample, Stamped};
+use super::{
+    Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample,
+    Stamped,
+};
 use crate::perception::RawImage;
 
 /// A sensor sample as the robot side received it.
@@ -183,11 +186,20 @@ mod tests {
     }
 
     fn battery(received: Instant) -> Stamped<Battery> {
-        Stamped { value: Battery { fraction: 0.5, voltage_v: 12.0, charging: false }, frame_id: String::new(), stamp_s: 1.0, received }
+        Stamped {
+            value: Battery { fraction: 0.5, voltage_v: 12.0, charging: false },
+            frame_id: String::new(),
+            stamp_s: 1.0,
+            received,
+        }
     }
 
     fn kind() -> WireType {
-        WireType { topic: "/battery".into(), type_name: "sensor_msgs/msg/BatteryState".into(), schema: "float32 voltage\n".into() }
+        WireType {
+            topic: "/battery".into(),
+            type_name: "sensor_msgs/msg/BatteryState".into(),
+            schema: "float32 voltage\n".into(),
+        }
     }
 
     #[test]
@@ -206,11 +218,20 @@ mod tests {
         switch.set(true);
         recorder.on.store(true, Ordering::Relaxed);
         assert!(store.wants_wire());
-        store.put_wire(Sensor::Battery, &kind(), Arc::from(&[0u8, 1, 0, 0, 7][..]), first, SystemTime::now());
+        store.put_wire(
+            Sensor::Battery,
+            &kind(),
+            Arc::from(&[0u8, 1, 0, 0, 7][..]),
+            first,
+            SystemTime::now(),
+        );
         assert!(sensors.battery().is_some());
         let taken = recorder.samples.lock().clone();
         assert_eq!(taken.len(), 1);
-        assert_eq!((&*taken[0].topic, &taken[0].data[..], taken[0].received), ("/battery", &[0u8, 1, 0, 0, 7][..], first));
+        assert_eq!(
+            (&*taken[0].topic, &taken[0].data[..], taken[0].received),
+            ("/battery", &[0u8, 1, 0, 0, 7][..], first)
+        );
         // Bytes of a newer message came after the decoded one was read: the
         // read hands the bytes of what it read (kept), never the newer ones.
         let later = first + std::time::Duration::from_millis(5);
@@ -218,7 +239,11 @@ mod tests {
         assert!(sensors.battery().is_some());
         let taken = recorder.samples.lock().clone();
         assert_eq!(taken.len(), 2);
-        assert_eq!((&taken[1].data[..], taken[1].received), (&[0u8, 1, 0, 0, 7][..], first), "the decoded sample's own bytes");
+        assert_eq!(
+            (&taken[1].data[..], taken[1].received),
+            (&[0u8, 1, 0, 0, 7][..], first),
+            "the decoded sample's own bytes"
+        );
         // The bridge's own watchers read the store: nothing handed.
         store.lock().battery = Some(battery(later));
         assert!(store.battery().is_some());

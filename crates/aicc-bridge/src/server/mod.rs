@@ -19,8 +19,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::protocol::codec::{Frame, LineFramer};
 use crate::protocol::auth::Scope;
+use crate::protocol::codec::{Frame, LineFramer};
 use crate::protocol::core::{ConnId, Core, Output, ToolSuccess};
 use crate::protocol::ids::{IdSource, RandomIds};
 use crate::protocol::message::envelope;
@@ -76,7 +76,11 @@ impl Bridge {
             tools,
             next_conn: AtomicU64::new(1),
             max_line_bytes: config.max_line_bytes,
-            outbox_limits: OutboxLimits { messages: config.outbound_queue, bytes: config.outbound_queue_bytes, write_stall: Duration::from_secs_f64(config.write_stall_timeout_s) },
+            outbox_limits: OutboxLimits {
+                messages: config.outbound_queue,
+                bytes: config.outbound_queue_bytes,
+                write_stall: Duration::from_secs_f64(config.write_stall_timeout_s),
+            },
             handshake_timeout: Duration::from_secs_f64(config.handshake_timeout_s),
             tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
             trimmer: trim::Trimmer::default(),
@@ -104,7 +108,11 @@ impl Bridge {
     /// Publishes an event from the robot side (sensors, governor).
     pub fn publish(&self, topic: &str, payload: Value, audience: Option<&str>) {
         let mut core = self.core.lock();
-        self.tap.record(None, || TapBody::Event { topic: topic.to_string(), payload: Arc::new(payload.clone()), audience: audience.map(str::to_string) });
+        self.tap.record(None, || TapBody::Event {
+            topic: topic.to_string(),
+            payload: Arc::new(payload.clone()),
+            audience: audience.map(str::to_string),
+        });
         let outputs = core.publish(topic, payload, audience, Instant::now());
         self.apply(outputs);
     }
@@ -128,7 +136,10 @@ impl Bridge {
                     // Observed: the tap shares the message (no copy under the core's lock).
                     if self.tap.is_observed() {
                         let message = Arc::new(message);
-                        self.tap.record(Some(conn), || TapBody::Outbound { message: message.clone(), droppable });
+                        self.tap.record(Some(conn), || TapBody::Outbound {
+                            message: message.clone(),
+                            droppable,
+                        });
                         if let Some(outbox) = outboxes.get(&conn) {
                             outbox.push_ref(&message, droppable);
                         }
@@ -165,7 +176,10 @@ impl Bridge {
     }
 
     /// Forwards events raised by tools to the agents.
-    pub async fn run_tool_events(self: Arc<Self>, mut events: tokio::sync::mpsc::Receiver<crate::robot_events::RobotEvent>) {
+    pub async fn run_tool_events(
+        self: Arc<Self>,
+        mut events: tokio::sync::mpsc::Receiver<crate::robot_events::RobotEvent>,
+    ) {
         while let Some(event) = events.recv().await {
             self.publish(&event.topic, event.payload, event.session.as_deref());
         }
@@ -178,34 +192,61 @@ impl Bridge {
         loop {
             interval.tick().await;
             let now = Instant::now();
-            let availability: Vec<(String, Option<String>)> = self.registry.tools_by_id().map(|(id, tool)| (id.to_string(), tool.unavailable_reason(&self.tools, now))).collect();
+            let availability: Vec<(String, Option<String>)> = self
+                .registry
+                .tools_by_id()
+                .map(|(id, tool)| (id.to_string(), tool.unavailable_reason(&self.tools, now)))
+                .collect();
             {
                 let mut core = self.core.lock();
                 let outputs = core.set_tools_availability(availability, Instant::now());
                 self.apply(outputs);
             }
             // Queue occupancy and sensor deliveries, for operators' status.
-            let occupancy: Vec<(ConnId, usize, usize)> = self.outboxes.lock().iter().map(|(conn, outbox)| (*conn, outbox.occupancy().messages, outbox.occupancy().bytes)).collect();
-            let sensors = serde_json::to_value(self.tools.sensors.statistics()).unwrap_or(Value::Null);
+            let occupancy: Vec<(ConnId, usize, usize)> = self
+                .outboxes
+                .lock()
+                .iter()
+                .map(|(conn, outbox)| {
+                    (*conn, outbox.occupancy().messages, outbox.occupancy().bytes)
+                })
+                .collect();
+            let sensors =
+                serde_json::to_value(self.tools.sensors.statistics()).unwrap_or(Value::Null);
             {
                 let mut core = self.core.lock();
-                core.note_outbound(occupancy, self.outbox_limits.messages, self.outbox_limits.bytes);
+                core.note_outbound(
+                    occupancy,
+                    self.outbox_limits.messages,
+                    self.outbox_limits.bytes,
+                );
                 core.note_sensors(sensors);
             }
             if self.trimmer.take_due(now) {
                 let started = Instant::now();
                 // Off the async workers: it may take a few milliseconds.
                 let _ = tokio::task::spawn_blocking(trim::release_free_memory).await;
-                tracing::debug!(elapsed_ms = started.elapsed().as_secs_f64() * 1e3, "freed heap returned to the system");
+                tracing::debug!(
+                    elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "freed heap returned to the system"
+                );
             }
         }
     }
 
     /// Accepts connections until the task is dropped.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>, max_connections: usize) {
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        max_connections: usize,
+    ) {
         let per_address = self.tools.config.security.max_connections_per_address;
         if let Ok(address) = listener.local_addr() {
-            self.core.lock().note_listener(format!("{}://{address}", if tls.is_some() { "tls" } else { "tcp" }), max_connections);
+            self.core.lock().note_listener(
+                format!("{}://{address}", if tls.is_some() { "tls" } else { "tcp" }),
+                max_connections,
+            );
         }
         let caps = slots::ConnectionCaps::new(max_connections, per_address);
         loop {
@@ -226,7 +267,13 @@ impl Bridge {
                     };
                     tracing::warn!(%peer, "connection refused: {why}");
                     let error = AiccError::new(ErrorCode::ToolUnavailable, true, why);
-                    let mut line = serde_json::to_vec(&envelope("error", "", RandomIds.next_id(), error.to_json())).expect("serializable");
+                    let mut line = serde_json::to_vec(&envelope(
+                        "error",
+                        "",
+                        RandomIds.next_id(),
+                        error.to_json(),
+                    ))
+                    .expect("serializable");
                     line.push(b'\n');
                     // Off the accept loop, and bounded: a refused peer that
                     // never reads cannot keep its socket.
@@ -248,10 +295,23 @@ impl Bridge {
             // loop never waits for a peer.
             tokio::spawn(async move {
                 let result = match tls {
-                    Some(acceptor) => match tokio::time::timeout(bridge.handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => bridge.handle_connection(stream, None, peer.to_string()).await,
+                    Some(acceptor) => match tokio::time::timeout(
+                        bridge.handshake_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(stream)) => {
+                            bridge.handle_connection(stream, None, peer.to_string()).await
+                        }
                         Ok(Err(error)) => Err(error),
-                        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("TLS handshake not done within {:.1} s (handshake_timeout_s)", bridge.handshake_timeout.as_secs_f64()))),
+                        Err(_) => Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "TLS handshake not done within {:.1} s (handshake_timeout_s)",
+                                bridge.handshake_timeout.as_secs_f64()
+                            ),
+                        )),
                     },
                     None => bridge.handle_connection(stream, None, peer.to_string()).await,
                 };
@@ -268,11 +328,22 @@ impl Bridge {
     /// token; the caller holds the other end of the returned stream. It is
     /// served like a network connection (validation, governor, lease, rate
     /// limits, events), but no listener leads to it.
-    pub fn connect_in_process(self: &Arc<Self>, scope: Scope, front_end: &'static str) -> tokio::io::DuplexStream {
+    pub fn connect_in_process(
+        self: &Arc<Self>,
+        scope: Scope,
+        front_end: &'static str,
+    ) -> tokio::io::DuplexStream {
         let (ours, theirs) = tokio::io::duplex(IN_PROCESS_BUFFER_BYTES);
         let bridge = self.clone();
         tokio::spawn(async move {
-            if let Err(error) = bridge.handle_connection(ours, Some((scope, front_end)), format!("in-process {front_end}")).await {
+            if let Err(error) = bridge
+                .handle_connection(
+                    ours,
+                    Some((scope, front_end)),
+                    format!("in-process {front_end}"),
+                )
+                .await
+            {
                 tracing::info!(%error, "in-process connection ended with an error");
             }
         });
@@ -281,7 +352,12 @@ impl Bridge {
 
     /// `granted`: the scope and front end of an in-process connection (no authentication);
     /// None for network connections. `peer`: its address, for observers.
-    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(self: Arc<Self>, stream: S, granted: Option<(Scope, &'static str)>, peer: String) -> std::io::Result<()> {
+    async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        self: Arc<Self>,
+        stream: S,
+        granted: Option<(Scope, &'static str)>,
+        peer: String,
+    ) -> std::io::Result<()> {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         self.tap.record(Some(conn), || TapBody::Connected { peer });
         let outbox = Arc::new(Outbox::new(self.outbox_limits));
@@ -308,7 +384,9 @@ impl Bridge {
         {
             let mut core = self.core.lock();
             let outputs = match granted {
-                Some((scope, front_end)) => core.on_connect_in_process(conn, scope, front_end, Instant::now()),
+                Some((scope, front_end)) => {
+                    core.on_connect_in_process(conn, scope, front_end, Instant::now())
+                }
                 None => core.on_connect(conn, Instant::now()),
             };
             let executions = self.apply(outputs);
@@ -356,20 +434,31 @@ impl Bridge {
                     let outputs = match frame {
                         Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => continue,
                         Frame::Line(line) => {
-                            self.tap.record(Some(conn), || TapBody::Inbound { line: Arc::from(line.as_slice()) });
+                            self.tap.record(Some(conn), || TapBody::Inbound {
+                                line: Arc::from(line.as_slice()),
+                            });
                             core.on_line(conn, &line, now)
                         }
                         Frame::Oversized { limit_bytes } => {
-                            let error = AiccError::invalid_input(format!("line exceeds the {limit_bytes}-byte limit; closing the connection"));
+                            let error = AiccError::invalid_input(format!(
+                                "line exceeds the {limit_bytes}-byte limit; closing the connection"
+                            ));
                             let correlation = Default::default();
-                            vec![core.error_message(conn, error, &correlation, now), Output::Close { conn }]
+                            vec![
+                                core.error_message(conn, error, &correlation, now),
+                                Output::Close { conn },
+                            ]
                         }
                     };
                     self.apply(outputs)
                 };
                 for execution in executions {
                     match execution {
-                        Output::Execute { conn: owner, .. } | Output::Abort { conn: owner, .. } if owner != conn => self.hand_over(owner, execution),
+                        Output::Execute { conn: owner, .. } | Output::Abort { conn: owner, .. }
+                            if owner != conn =>
+                        {
+                            self.hand_over(owner, execution)
+                        }
                         own => self.carry_out(own, &mut running_tools, &mut call_handles),
                     }
                 }
@@ -397,7 +486,11 @@ impl Bridge {
     /// The next complete line, once the outbound queue is under its bounds:
     /// requests already received wait, unparsed, for the agent to read its
     /// replies. None when no whole line is buffered or the connection closed.
-    async fn next_frame_when_room(&self, framer: &mut LineFramer, outbox: &Outbox) -> Option<Frame> {
+    async fn next_frame_when_room(
+        &self,
+        framer: &mut LineFramer,
+        outbox: &Outbox,
+    ) -> Option<Frame> {
         if !framer.has_frame() {
             return None;
         }
@@ -409,7 +502,12 @@ impl Bridge {
     }
 
     /// Runs or aborts one of this connection's calls.
-    fn carry_out(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>, call_handles: &mut HashMap<String, tokio::task::AbortHandle>) {
+    fn carry_out(
+        self: &Arc<Self>,
+        execution: Output,
+        running_tools: &mut JoinSet<()>,
+        call_handles: &mut HashMap<String, tokio::task::AbortHandle>,
+    ) {
         match execution {
             Output::Abort { call_id, .. } => {
                 if let Some(handle) = call_handles.remove(&call_id) {
@@ -449,20 +547,40 @@ impl Bridge {
     /// the other worker thread. One that waits (motion, an image encoded
     /// off the workers) goes on in a task of this connection, its deadline
     /// counted from now. Returns the task's abort handle, if it has one.
-    fn spawn_tool(self: &Arc<Self>, execution: Output, running_tools: &mut JoinSet<()>) -> Option<(String, tokio::task::AbortHandle)> {
-        let Output::Execute { session, call_id, tool, input, deadline, .. } = execution else { return None };
-        let context = ToolContext { session: session.clone(), call_id: call_id.clone(), ..self.tools.clone() };
+    fn spawn_tool(
+        self: &Arc<Self>,
+        execution: Output,
+        running_tools: &mut JoinSet<()>,
+    ) -> Option<(String, tokio::task::AbortHandle)> {
+        let Output::Execute { session, call_id, tool, input, deadline, .. } = execution else {
+            return None;
+        };
+        let context = ToolContext {
+            session: session.clone(),
+            call_id: call_id.clone(),
+            ..self.tools.clone()
+        };
         let future = match self.registry.get(&tool) {
             Some(tool) => tool.call(input, context),
             None => {
-                let error = AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' is in the manifest but not registered"));
+                let error = AiccError::new(
+                    ErrorCode::InternalError,
+                    false,
+                    format!("tool '{tool}' is in the manifest but not registered"),
+                );
                 async move { Err(error) }.boxed()
             }
         };
         let timeout = deadline.map_or(self.tool_timeout, |d| d.min(self.tool_timeout));
         let expires = tokio::time::Instant::now() + timeout;
         let mut future = AssertUnwindSafe(future).catch_unwind().boxed();
-        let panicked = |tool: &str| AiccError::new(ErrorCode::InternalError, false, format!("tool '{tool}' failed inside the bridge (a bug); the robot was stopped"));
+        let panicked = |tool: &str| {
+            AiccError::new(
+                ErrorCode::InternalError,
+                false,
+                format!("tool '{tool}' failed inside the bridge (a bug); the robot was stopped"),
+            )
+        };
         if let Some(outcome) = (&mut future).now_or_never() {
             let outcome = outcome.unwrap_or_else(|_panic| Err(panicked(&tool)));
             let mut core = self.core.lock();
@@ -473,11 +591,19 @@ impl Bridge {
         let bridge = self.clone();
         let handle_call_id = call_id.clone();
         let handle = running_tools.spawn(async move {
-            let outcome: Result<ToolSuccess, AiccError> = match tokio::time::timeout_at(expires, future).await {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(_panic)) => Err(panicked(&tool)),
-                Err(_) => Err(AiccError::new(ErrorCode::Timeout, true, format!("tool '{tool}' exceeded its {:.1} s deadline; the robot was stopped", timeout.as_secs_f64()))),
-            };
+            let outcome: Result<ToolSuccess, AiccError> =
+                match tokio::time::timeout_at(expires, future).await {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(_panic)) => Err(panicked(&tool)),
+                    Err(_) => Err(AiccError::new(
+                        ErrorCode::Timeout,
+                        true,
+                        format!(
+                            "tool '{tool}' exceeded its {:.1} s deadline; the robot was stopped",
+                            timeout.as_secs_f64()
+                        ),
+                    )),
+                };
             let mut core = bridge.core.lock();
             let outputs = core.on_tool_finished(&session, &call_id, outcome, Instant::now());
             bridge.apply(outputs);

@@ -89,9 +89,22 @@ impl Outbox {
     }
 
     pub fn with_ids(limits: OutboxLimits, ids: impl IdSource + 'static) -> Self {
-        let limits = OutboxLimits { messages: limits.messages.max(1), bytes: limits.bytes.max(1), ..limits };
-        let queue = Queue { lines: VecDeque::new(), bytes: 0, messages: 0, dropped_events: 0, closed: false, ids: Box::new(ids) };
-        Self { queue: Mutex::new(queue), limits, wake_writer: Notify::new(), wake_reader: Notify::new() }
+        let limits =
+            OutboxLimits { messages: limits.messages.max(1), bytes: limits.bytes.max(1), ..limits };
+        let queue = Queue {
+            lines: VecDeque::new(),
+            bytes: 0,
+            messages: 0,
+            dropped_events: 0,
+            closed: false,
+            ids: Box::new(ids),
+        };
+        Self {
+            queue: Mutex::new(queue),
+            limits,
+            wake_writer: Notify::new(),
+            wake_reader: Notify::new(),
+        }
     }
 
     /// Queues a message; a droppable one (an event) is dropped and counted
@@ -223,7 +236,10 @@ impl Outbox {
 
     /// Writes queued messages as NDJSON until closed and drained. Ends with
     /// `TimedOut` when the peer reads nothing for the stall bound.
-    pub async fn write_to<W: AsyncWrite + Unpin>(self: std::sync::Arc<Self>, mut writer: W) -> std::io::Result<()> {
+    pub async fn write_to<W: AsyncWrite + Unpin>(
+        self: std::sync::Arc<Self>,
+        mut writer: W,
+    ) -> std::io::Result<()> {
         let mut batch = Vec::new();
         loop {
             let notified = self.wake_writer.notified();
@@ -244,7 +260,8 @@ impl Outbox {
             }
             if closed {
                 let _ = tokio::time::timeout(self.limits.write_stall, writer.flush()).await;
-                return match tokio::time::timeout(self.limits.write_stall, writer.shutdown()).await {
+                return match tokio::time::timeout(self.limits.write_stall, writer.shutdown()).await
+                {
                     Ok(result) => result,
                     Err(_) => Err(stalled(self.limits.write_stall, 0)),
                 };
@@ -260,7 +277,11 @@ fn stalled(bound: Duration, waiting: usize) -> std::io::Error {
 
 /// Writes all of `bytes` and flushes, failing when no progress is made for
 /// `stall` (a slow reader that still reads is never cut off).
-async fn write_within<W: AsyncWrite + Unpin>(writer: &mut W, bytes: &[u8], stall: Duration) -> std::io::Result<()> {
+async fn write_within<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    bytes: &[u8],
+    stall: Duration,
+) -> std::io::Result<()> {
     let mut sent = 0;
     while sent < bytes.len() {
         match tokio::time::timeout(stall, writer.write(&bytes[sent..])).await {
@@ -290,7 +311,10 @@ mod tests {
 
     #[test]
     fn events_are_dropped_and_counted_replies_never() {
-        let outbox = Outbox::with_ids(limits(2, 1 << 20), crate::protocol::ids::SequentialIds::new("notice"));
+        let outbox = Outbox::with_ids(
+            limits(2, 1 << 20),
+            crate::protocol::ids::SequentialIds::new("notice"),
+        );
         outbox.push(json!({"n": 1}), true);
         outbox.push(json!({"n": 2}), true);
         outbox.push(json!({"n": 3}), true); // dropped
@@ -300,7 +324,10 @@ mod tests {
         assert_eq!(messages.len(), 4);
         assert_eq!(messages[2]["topic"], "events_dropped");
         assert_eq!(messages[2]["payload"]["count"], 2);
-        assert_eq!(messages[2]["meta"]["tick"], 7, "the notice takes the tick of the message it precedes");
+        assert_eq!(
+            messages[2]["meta"]["tick"], 7,
+            "the notice takes the tick of the message it precedes"
+        );
         assert_eq!(messages[2]["session_id"], "s-1");
         assert_eq!(messages[2]["message_id"], "notice-1", "from the outbox's own ids");
         assert_eq!(messages[3]["reply"], 1);
@@ -317,7 +344,11 @@ mod tests {
         outbox.push(big, false);
         let notice_bytes = serialise(&queued(&outbox)[1]).len();
         assert_eq!(queued(&outbox)[1]["topic"], "events_dropped");
-        assert_eq!(outbox.occupancy(), Occupancy { messages: 3, bytes: 2 * 72 + notice_bytes }, "a reply is queued past the bound, after the drop notice");
+        assert_eq!(
+            outbox.occupancy(),
+            Occupancy { messages: 3, bytes: 2 * 72 + notice_bytes },
+            "a reply is queued past the bound, after the drop notice"
+        );
     }
 
     #[tokio::test]
@@ -334,9 +365,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_peer_that_reads_nothing_is_cut_off_after_the_stall_bound_one_that_reads_slowly_is_not() {
+    async fn a_peer_that_reads_nothing_is_cut_off_after_the_stall_bound_one_that_reads_slowly_is_not(
+    ) {
         let stall = Duration::from_millis(300);
-        let outbox = std::sync::Arc::new(Outbox::new(OutboxLimits { messages: 8, bytes: 1 << 20, write_stall: stall }));
+        let outbox = std::sync::Arc::new(Outbox::new(OutboxLimits {
+            messages: 8,
+            bytes: 1 << 20,
+            write_stall: stall,
+        }));
         // A pipe of 16 bytes whose far end is never read.
         let (near, _far) = tokio::io::duplex(16);
         outbox.push(json!({ "text": "more than sixteen bytes" }), false);
@@ -349,7 +385,11 @@ mod tests {
 
         // A peer reading 16 bytes every 100 ms takes longer than the bound
         // for the whole message, but never stalls for it.
-        let outbox = std::sync::Arc::new(Outbox::new(OutboxLimits { messages: 8, bytes: 1 << 20, write_stall: stall }));
+        let outbox = std::sync::Arc::new(Outbox::new(OutboxLimits {
+            messages: 8,
+            bytes: 1 << 20,
+            write_stall: stall,
+        }));
         let (near, mut far) = tokio::io::duplex(16);
         let message = json!({ "text": "x".repeat(100) });
         outbox.push(message.clone(), false);

@@ -31,7 +31,10 @@ pub struct Admitted {
 
 impl ConnectionCaps {
     pub fn new(max_total: usize, max_per_address: usize) -> Self {
-        Self { total: Arc::new(Semaphore::new(max_total)), per_address: Arc::new(PerAddress::new(max_per_address)) }
+        Self {
+            total: Arc::new(Semaphore::new(max_total)),
+            per_address: Arc::new(PerAddress::new(max_per_address)),
+        }
     }
 
     /// A place for a connection from `address`, or the cap it would exceed.
@@ -110,7 +113,11 @@ mod tests {
         drop(first);
         assert_eq!(slots.held_by(a), 1);
         assert!(slots.take(a).is_some());
-        assert_eq!(slots.held.lock().len(), 1, "b's slot went back with its connection and b was forgotten");
+        assert_eq!(
+            slots.held.lock().len(),
+            1,
+            "b's slot went back with its connection and b was forgotten"
+        );
     }
 
     #[test]
@@ -122,7 +129,11 @@ mod tests {
         assert_eq!(caps.admit(a).unwrap_err(), CapReached::PerAddress);
         let _third = caps.admit(b).unwrap();
         assert_eq!(caps.admit(b).unwrap_err(), CapReached::Total);
-        assert_eq!(caps.per_address.held_by(b), 1, "a refusal by the total cap gives the address slot back");
+        assert_eq!(
+            caps.per_address.held_by(b),
+            1,
+            "a refusal by the total cap gives the address slot back"
+        );
         drop(first);
         assert!(caps.admit(b).is_ok());
     }

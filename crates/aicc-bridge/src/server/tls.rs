@@ -20,11 +20,13 @@ pub fn acceptor(cert_file: &str, key_file: &str) -> anyhow::Result<TlsAcceptor> 
         .next()
         .with_context(|| format!("no private key found in {key_file}"))?
         .with_context(|| format!("reading TLS key {key_file}"))?;
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("TLS certificate and key do not match")?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("TLS protocol versions")?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context("TLS certificate and key do not match")?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

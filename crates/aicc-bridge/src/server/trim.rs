@@ -27,7 +27,9 @@ impl Trimmer {
     /// Whether a trim is due now (and counts it as done).
     pub fn take_due(&self, now: Instant) -> bool {
         let mut last = self.last.lock();
-        if last.is_some_and(|at| now.saturating_duration_since(at) < MIN_INTERVAL) || !self.freed.swap(false, Ordering::Relaxed) {
+        if last.is_some_and(|at| now.saturating_duration_since(at) < MIN_INTERVAL)
+            || !self.freed.swap(false, Ordering::Relaxed)
+        {
             return false;
         }
         *last = Some(now);

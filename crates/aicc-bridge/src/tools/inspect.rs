@@ -87,7 +87,14 @@ pub fn colour_name(rgb: [f64; 3]) -> &'static str {
 
 /// The region of `width` x `height` pixels centred on (u, v), clipped to a
 /// `image_width` x `image_height` image: (x, y, width, height).
-pub fn region_around(u: u32, v: u32, width: u32, height: u32, image_width: u32, image_height: u32) -> (u32, u32, u32, u32) {
+pub fn region_around(
+    u: u32,
+    v: u32,
+    width: u32,
+    height: u32,
+    image_width: u32,
+    image_height: u32,
+) -> (u32, u32, u32, u32) {
     let clip = |centre: u32, side: u32, limit: u32| {
         let start = i64::from(centre) - i64::from((side - 1) / 2);
         let end = (start + i64::from(side)).min(i64::from(limit));
@@ -106,7 +113,11 @@ pub fn median(mut values: Vec<f32>) -> Option<f32> {
     }
     values.sort_by(f32::total_cmp);
     let middle = values.len() / 2;
-    Some(if values.len() % 2 == 1 { values[middle] } else { (values[middle - 1] + values[middle]) / 2.0 })
+    Some(if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    })
 }
 
 struct InspectRequest {
@@ -117,7 +128,10 @@ struct InspectRequest {
 }
 
 fn parse(input: &Map<String, Value>) -> Result<InspectRequest, AiccError> {
-    let required = |field: &str| optional_u32(input, field, 0, u32::MAX)?.ok_or_else(|| AiccError::invalid_input(format!("input.{field} is required (pixel)")));
+    let required = |field: &str| {
+        optional_u32(input, field, 0, u32::MAX)?
+            .ok_or_else(|| AiccError::invalid_input(format!("input.{field} is required (pixel)")))
+    };
     Ok(InspectRequest {
         u: required("u")?,
         v: required("v")?,
@@ -127,7 +141,13 @@ fn parse(input: &Map<String, Value>) -> Result<InspectRequest, AiccError> {
 }
 
 /// Refuses a pixel outside the image, naming the field and the image size.
-fn check_pixel(field: &str, value: u32, limit: u32, image_width: u32, image_height: u32) -> Result<(), AiccError> {
+fn check_pixel(
+    field: &str,
+    value: u32,
+    limit: u32,
+    image_width: u32,
+    image_height: u32,
+) -> Result<(), AiccError> {
     if value >= limit {
         return Err(AiccError::invalid_input(format!(
             "input.{field} = {value} is outside the {image_width}x{image_height} camera image ({field} must be 0-{})",
@@ -320,17 +340,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::tools::input::input_map;
     use crate::perception::RawImage;
     use crate::protocol::ErrorCode;
     use crate::robot::{CameraFrame, CameraInfo, JointStates};
+    use crate::tools::input::input_map;
     use crate::tools::testing::*;
 
     #[test]
     fn colours_are_named_by_hue_with_shading_tolerated() {
         let cases: &[([f64; 3], &str)] = &[
             ([217.0, 26.0, 26.0], "red"),
-            ([90.0, 15.0, 15.0], "red"),   // red in shadow
+            ([90.0, 15.0, 15.0], "red"), // red in shadow
             ([240.0, 140.0, 20.0], "orange"),
             ([140.0, 107.0, 77.0], "brown"), // the simulator's pedestal
             ([242.0, 217.0, 26.0], "yellow"),
@@ -375,16 +395,50 @@ mod tests {
 
     /// Red left half at 2 m, blue right half with no depth; depth at half resolution.
     fn robot() -> Arc<FakeRobot> {
-        let colour: Vec<u8> = (0..H).flat_map(|_| (0..W).flat_map(|x| if x < W / 2 { [200u8, 20, 20] } else { [20, 20, 200] })).collect();
-        let depth: Vec<u8> = (0..H / 2).flat_map(|_| (0..W / 2).map(|x| if x < W / 4 { 2.0f32 } else { f32::INFINITY })).flat_map(f32::to_le_bytes).collect();
+        let colour: Vec<u8> = (0..H)
+            .flat_map(|_| {
+                (0..W).flat_map(|x| if x < W / 2 { [200u8, 20, 20] } else { [20, 20, 200] })
+            })
+            .collect();
+        let depth: Vec<u8> = (0..H / 2)
+            .flat_map(|_| (0..W / 2).map(|x| if x < W / 4 { 2.0f32 } else { f32::INFINITY }))
+            .flat_map(f32::to_le_bytes)
+            .collect();
         let robot = Arc::new(FakeRobot::default());
         let mut samples = robot.samples.lock();
-        let frame = RawImage { width: W, height: H, encoding: "rgb8".into(), is_bigendian: false, step: W * 3, data: colour };
-        samples.camera = Some(stamped(CameraFrame::Raw(frame), "camera_optical_frame", Duration::from_millis(5)));
-        let depth = RawImage { width: W / 2, height: H / 2, encoding: "32FC1".into(), is_bigendian: false, step: W * 2, data: depth };
+        let frame = RawImage {
+            width: W,
+            height: H,
+            encoding: "rgb8".into(),
+            is_bigendian: false,
+            step: W * 3,
+            data: colour,
+        };
+        samples.camera = Some(stamped(
+            CameraFrame::Raw(frame),
+            "camera_optical_frame",
+            Duration::from_millis(5),
+        ));
+        let depth = RawImage {
+            width: W / 2,
+            height: H / 2,
+            encoding: "32FC1".into(),
+            is_bigendian: false,
+            step: W * 2,
+            data: depth,
+        };
         samples.depth = Some(stamped(depth, "camera_optical_frame", Duration::from_millis(5)));
-        samples.camera_info = Some(stamped(CameraInfo { width: W, height: H, k: K }, "camera_optical_frame", Duration::ZERO));
-        let joints = JointStates { names: vec!["head_pan_joint".into(), "head_tilt_joint".into()], positions: vec![0.0, 0.0], velocities: vec![], efforts: vec![] };
+        samples.camera_info = Some(stamped(
+            CameraInfo { width: W, height: H, k: K },
+            "camera_optical_frame",
+            Duration::ZERO,
+        ));
+        let joints = JointStates {
+            names: vec!["head_pan_joint".into(), "head_tilt_joint".into()],
+            positions: vec![0.0, 0.0],
+            velocities: vec![],
+            efforts: vec![],
+        };
         samples.joint_states = Some(stamped(joints, "", Duration::ZERO));
         drop(samples);
         robot
@@ -393,14 +447,33 @@ mod tests {
     #[tokio::test]
     async fn a_pixel_gets_colour_depth_and_points_in_both_frames() {
         // 10.5 px left of the centre at 2 m: x = (21 - 31.5) / 50 * 2 = -0.42 m.
-        let out = Inspect.call(input_map(json!({ "u": 21, "v": 23, "width": 3, "height": 3 })), context(robot())).await.unwrap().output;
-        assert_eq!((out["colour_name"].as_str(), out["rgb"]["r"].as_f64(), out["image_width"].as_u64()), (Some("red"), Some(200.0), Some(64)));
-        assert_eq!((out["depth_m"].as_f64(), out["depth_valid_pixels"].as_u64()), (Some(2.0), Some(9)));
+        let out = Inspect
+            .call(input_map(json!({ "u": 21, "v": 23, "width": 3, "height": 3 })), context(robot()))
+            .await
+            .unwrap()
+            .output;
+        assert_eq!(
+            (out["colour_name"].as_str(), out["rgb"]["r"].as_f64(), out["image_width"].as_u64()),
+            (Some("red"), Some(200.0), Some(64))
+        );
+        assert_eq!(
+            (out["depth_m"].as_f64(), out["depth_valid_pixels"].as_u64()),
+            (Some(2.0), Some(9))
+        );
         let camera = &out["point_camera_m"];
-        assert_eq!((camera["x"].as_f64(), camera["y"].as_f64(), camera["z"].as_f64()), (Some(-0.42), Some(-0.02), Some(2.0)));
+        assert_eq!(
+            (camera["x"].as_f64(), camera["y"].as_f64(), camera["z"].as_f64()),
+            (Some(-0.42), Some(-0.02), Some(2.0))
+        );
         // Head centred: optical z is base x, optical x is base -y, optical y is base -z; the camera is 0.628 m up.
         let base = &out["point_base_m"];
-        let camera_x = crate::robot::kinematics::Kinematics::from_urdf(URDF).unwrap().transform(BASE_FRAME, "camera_optical_frame", &|_| Some(0.0)).unwrap().translation.vector.x;
+        let camera_x = crate::robot::kinematics::Kinematics::from_urdf(URDF)
+            .unwrap()
+            .transform(BASE_FRAME, "camera_optical_frame", &|_| Some(0.0))
+            .unwrap()
+            .translation
+            .vector
+            .x;
         assert!((base["x"].as_f64().unwrap() - (camera_x + 2.0)).abs() < 1e-3, "{base}");
         assert!((base["y"].as_f64().unwrap() - 0.42).abs() < 1e-3, "{base}");
         assert!((base["z"].as_f64().unwrap() - (0.628 + 0.02)).abs() < 1e-3, "{base}");
@@ -409,28 +482,66 @@ mod tests {
 
     #[tokio::test]
     async fn no_depth_still_gives_the_colour_and_says_why() {
-        let out = Inspect.call(input_map(json!({ "u": 50, "v": 10 })), context(robot())).await.unwrap().output;
-        assert_eq!((out["colour_name"].as_str(), out["depth_m"].is_null(), out["point_base_m"].is_null()), (Some("blue"), true, true));
-        assert!(out["notes"][0].as_str().unwrap().starts_with("no depth: none of the 25 pixels around (50, 10)"), "{}", out["notes"]);
+        let out = Inspect
+            .call(input_map(json!({ "u": 50, "v": 10 })), context(robot()))
+            .await
+            .unwrap()
+            .output;
+        assert_eq!(
+            (out["colour_name"].as_str(), out["depth_m"].is_null(), out["point_base_m"].is_null()),
+            (Some("blue"), true, true)
+        );
+        assert!(
+            out["notes"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("no depth: none of the 25 pixels around (50, 10)"),
+            "{}",
+            out["notes"]
+        );
 
         let robot = robot();
         robot.samples.lock().joint_states.as_mut().unwrap().value.names[1] = "joint1".into();
-        let out = Inspect.call(input_map(json!({ "u": 10, "v": 10 })), context(robot.clone())).await.unwrap().output;
+        let out = Inspect
+            .call(input_map(json!({ "u": 10, "v": 10 })), context(robot.clone()))
+            .await
+            .unwrap()
+            .output;
         assert!(out["point_camera_m"].is_object() && out["point_base_m"].is_null());
         assert_eq!(out["notes"][0], "no base-frame point: joint_states lacks head_tilt_joint (on the chain from base_footprint to camera_optical_frame)");
 
         robot.samples.lock().joint_states.as_mut().unwrap().received -= Duration::from_secs(5);
-        let out = Inspect.call(input_map(json!({ "u": 10, "v": 10 })), context(robot)).await.unwrap().output;
+        let out = Inspect
+            .call(input_map(json!({ "u": 10, "v": 10 })), context(robot))
+            .await
+            .unwrap()
+            .output;
         assert!(out["point_camera_m"].is_object() && out["point_base_m"].is_null());
-        assert!(out["notes"][0].as_str().unwrap().starts_with("no base-frame point: data on joint_states is 5"), "{}", out["notes"]);
+        assert!(
+            out["notes"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("no base-frame point: data on joint_states is 5"),
+            "{}",
+            out["notes"]
+        );
     }
 
     #[tokio::test]
     async fn pixels_outside_the_image_are_invalid_input_naming_the_size() {
-        let err = Inspect.call(input_map(json!({ "u": 100000, "v": 0 })), context(robot())).await.unwrap_err();
+        let err = Inspect
+            .call(input_map(json!({ "u": 100000, "v": 0 })), context(robot()))
+            .await
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidInput);
-        assert_eq!(err.message, "input.u = 100000 is outside the 64x48 camera image (u must be 0-63)");
-        let err = Inspect.call(input_map(json!({ "u": 0, "v": 48 })), context(robot())).await.unwrap_err();
+        assert_eq!(
+            err.message,
+            "input.u = 100000 is outside the 64x48 camera image (u must be 0-63)"
+        );
+        let err = Inspect
+            .call(input_map(json!({ "u": 0, "v": 48 })), context(robot()))
+            .await
+            .unwrap_err();
         assert!(err.message.starts_with("input.v = 48 is outside the 64x48"), "{}", err.message);
         let err = Inspect.call(input_map(json!({ "v": 0 })), context(robot())).await.unwrap_err();
         assert_eq!(err.message, "input.u is required (pixel)");

@@ -12,7 +12,10 @@ use serde_json::{json, Map, Value};
 
 use super::input::{optional_number, reject_unknown_fields};
 use super::shared::fresh::{fresh_joint_states, measured};
-use super::shared::joints::{joint_error, joint_speed, joint_tool_unavailable, outcome_json, refused_error, run_motion, settle};
+use super::shared::joints::{
+    joint_error, joint_speed, joint_tool_unavailable, outcome_json, refused_error, run_motion,
+    settle,
+};
 use super::shared::motion::stopped_error;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::Actuators;
@@ -55,11 +58,15 @@ enum Request {
     Pose(&'static str, [f64; 4]),
     /// Joint name and position (radians).
     Joints(Vec<(String, f64)>),
-    Gripper { close: bool, effort_n: Option<f64> },
+    Gripper {
+        close: bool,
+        effort_n: Option<f64>,
+    },
 }
 
 fn parse_request(input: &Map<String, Value>, arm_joints: &[String]) -> Result<Request, AiccError> {
-    let modes = ["pose", "joints", "gripper"].into_iter().filter(|m| input.contains_key(*m)).count();
+    let modes =
+        ["pose", "joints", "gripper"].into_iter().filter(|m| input.contains_key(*m)).count();
     if modes != 1 {
         return Err(AiccError::invalid_input("give exactly one of: pose (a named arm pose), joints {name: radians}, gripper (\"open\" or \"close\")"));
     }
@@ -67,27 +74,43 @@ fn parse_request(input: &Map<String, Value>, arm_joints: &[String]) -> Result<Re
         return Err(AiccError::invalid_input("input.effort_n applies to gripper commands only"));
     }
     if input.contains_key("speed_radps") && input.contains_key("gripper") {
-        return Err(AiccError::invalid_input("input.speed_radps applies to arm motions only (the gripper moves at its own speed)"));
+        return Err(AiccError::invalid_input(
+            "input.speed_radps applies to arm motions only (the gripper moves at its own speed)",
+        ));
     }
     if let Some(pose) = input.get("pose") {
-        let name = pose.as_str().ok_or_else(|| AiccError::invalid_input("input.pose must be a string"))?;
-        let (name, positions, _) = NAMED_POSES
-            .iter()
-            .find(|(known, _, _)| *known == name)
-            .ok_or_else(|| AiccError::invalid_input(format!("input.pose: unknown pose '{name}'; known poses: {}", pose_names().join(", "))))?;
+        let name =
+            pose.as_str().ok_or_else(|| AiccError::invalid_input("input.pose must be a string"))?;
+        let (name, positions, _) =
+            NAMED_POSES.iter().find(|(known, _, _)| *known == name).ok_or_else(|| {
+                AiccError::invalid_input(format!(
+                    "input.pose: unknown pose '{name}'; known poses: {}",
+                    pose_names().join(", ")
+                ))
+            })?;
         return Ok(Request::Pose(name, *positions));
     }
     if let Some(joints) = input.get("joints") {
-        let joints = joints.as_object().ok_or_else(|| AiccError::invalid_input("input.joints must be an object {joint name: radians}"))?;
+        let joints = joints.as_object().ok_or_else(|| {
+            AiccError::invalid_input("input.joints must be an object {joint name: radians}")
+        })?;
         if joints.is_empty() {
-            return Err(AiccError::invalid_input(format!("input.joints is empty; give at least one of {}", arm_joints.join(", "))));
+            return Err(AiccError::invalid_input(format!(
+                "input.joints is empty; give at least one of {}",
+                arm_joints.join(", ")
+            )));
         }
         let mut goal = Vec::new();
         for (name, value) in joints {
             if !arm_joints.contains(name) {
-                return Err(AiccError::invalid_input(format!("input.joints.{name}: not an arm joint (arm joints: {})", arm_joints.join(", "))));
+                return Err(AiccError::invalid_input(format!(
+                    "input.joints.{name}: not an arm joint (arm joints: {})",
+                    arm_joints.join(", ")
+                )));
             }
-            let position = value.as_f64().filter(|v| v.is_finite()).ok_or_else(|| AiccError::invalid_input(format!("input.joints.{name} must be a number (radians)")))?;
+            let position = value.as_f64().filter(|v| v.is_finite()).ok_or_else(|| {
+                AiccError::invalid_input(format!("input.joints.{name} must be a number (radians)"))
+            })?;
             goal.push((name.clone(), position));
         }
         return Ok(Request::Joints(goal));
@@ -112,20 +135,33 @@ pub struct Interact {
 
 impl Interact {
     pub fn new(actuators: &Actuators) -> Self {
-        let poses: Vec<String> = NAMED_POSES.iter().map(|(name, _, about)| format!("{name}: {about}")).collect();
+        let poses: Vec<String> =
+            NAMED_POSES.iter().map(|(name, _, about)| format!("{name}: {about}")).collect();
         let description = format!(
             "Move the arm or use the gripper. Give ONE of: `pose` (a named arm pose), `joints` {{{}: radians, any subset; the others stay}}, or `gripper`: \"open\" | \"close\" (optional `effort_n`, default {DEFAULT_GRIPPER_EFFORT_N} N, at most the URDF limit). Goals outside the URDF joint limits are refused without moving. Returns the controller's outcome and the positions reached; a close that stops on an object reports holding: true. Poses: {}.",
             actuators.arm_joints.join(", "),
             poses.join("; ")
         );
         // Once per registry (at start-up), not per call.
-        Self { arm_joints: actuators.arm_joints.clone(), description: Box::leak(description.into_boxed_str()) }
+        Self {
+            arm_joints: actuators.arm_joints.clone(),
+            description: Box::leak(description.into_boxed_str()),
+        }
     }
 }
 
 impl Tool for Interact {
     fn descriptor(&self) -> ToolDescriptor {
-        let joint_properties: Map<String, Value> = self.arm_joints.iter().map(|name| (name.clone(), json!({ "type": "number", "description": "radians; the URDF limits apply" }))).collect();
+        let joint_properties: Map<String, Value> = self
+            .arm_joints
+            .iter()
+            .map(|name| {
+                (
+                    name.clone(),
+                    json!({ "type": "number", "description": "radians; the URDF limits apply" }),
+                )
+            })
+            .collect();
         ToolDescriptor {
             id: "interact",
             class: ToolClass::Actuator,
@@ -163,7 +199,11 @@ impl Tool for Interact {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, now: Instant) -> Option<String> {
-        joint_tool_unavailable(ctx, now, &[&ctx.config.actuators.arm_action, &ctx.config.actuators.gripper_action])
+        joint_tool_unavailable(
+            ctx,
+            now,
+            &[&ctx.config.actuators.arm_action, &ctx.config.actuators.gripper_action],
+        )
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
@@ -196,9 +236,18 @@ impl Tool for Interact {
 
 /// Moves the arm to `goal` (a subset of `arm_joints`; the others keep
 /// their measured positions, since not every controller accepts partial goals).
-async fn move_arm(ctx: &ToolContext, arm_joints: &[String], goal: Vec<(String, f64)>, speed: Option<f64>, requested: Value) -> Result<ToolSuccess, AiccError> {
+async fn move_arm(
+    ctx: &ToolContext,
+    arm_joints: &[String],
+    goal: Vec<(String, f64)>,
+    speed: Option<f64>,
+    requested: Value,
+) -> Result<ToolSuccess, AiccError> {
     if ctx.config.actuators.arm_action.is_empty() || arm_joints.is_empty() {
-        return Err(AiccError::execution_failed(false, "no arm is configured (actuators.arm_action and arm_joints)"));
+        return Err(AiccError::execution_failed(
+            false,
+            "no arm is configured (actuators.arm_action and arm_joints)",
+        ));
     }
     // Every goal is checked first: nothing moves if any is refused.
     for (name, position) in &goal {
@@ -207,17 +256,36 @@ async fn move_arm(ctx: &ToolContext, arm_joints: &[String], goal: Vec<(String, f
     let halts = ctx.joints.begin_motion();
     let started = Instant::now();
     let states = fresh_joint_states(ctx)?;
-    let now = arm_joints.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
+    let now =
+        arm_joints.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
     let target: Vec<f64> = arm_joints
         .iter()
         .zip(&now)
-        .map(|(name, now)| goal.iter().find(|(n, _)| n == name).map_or_else(|| ctx.joints.clamp_to_limits(name, *now), |(_, p)| *p))
+        .map(|(name, now)| {
+            goal.iter()
+                .find(|(n, _)| n == name)
+                .map_or_else(|| ctx.joints.clamp_to_limits(name, *now), |(_, p)| *p)
+        })
         .collect();
-    let (speed_radps, speed_clamped) = joint_speed(ctx, arm_joints, speed, DEFAULT_ARM_SPEED_RADPS)?;
-    let sent = run_motion(ctx, Controller::Arm, arm_joints, &target, speed_radps, MIN_ARM_DURATION_S, "arm", halts).await?;
-    let (outcome, from, duration_s) = (sent.outcome, sent.start.positions().to_vec(), sent.duration_s);
+    let (speed_radps, speed_clamped) =
+        joint_speed(ctx, arm_joints, speed, DEFAULT_ARM_SPEED_RADPS)?;
+    let sent = run_motion(
+        ctx,
+        Controller::Arm,
+        arm_joints,
+        &target,
+        speed_radps,
+        MIN_ARM_DURATION_S,
+        "arm",
+        halts,
+    )
+    .await?;
+    let (outcome, from, duration_s) =
+        (sent.outcome, sent.start.positions().to_vec(), sent.duration_s);
     let (actual, settled) = settle(ctx, arm_joints, &target).await?;
-    let by_name = |values: &[f64]| -> Map<String, Value> { arm_joints.iter().cloned().zip(values.iter().map(|v| json!(v))).collect() };
+    let by_name = |values: &[f64]| -> Map<String, Value> {
+        arm_joints.iter().cloned().zip(values.iter().map(|v| json!(v))).collect()
+    };
     let errors: Vec<f64> = actual.iter().zip(&target).map(|(a, t)| a - t).collect();
     Ok(ToolSuccess {
         output: json!({
@@ -229,22 +297,41 @@ async fn move_arm(ctx: &ToolContext, arm_joints: &[String], goal: Vec<(String, f
             "settled": settled,
             "duration_s": started.elapsed().as_secs_f64(),
         }),
-        source: format!("{} {}", ctx.joints.endpoint(Endpoint::Arm), ctx.sensors.topic(Sensor::JointStates)),
+        source: format!(
+            "{} {}",
+            ctx.joints.endpoint(Endpoint::Arm),
+            ctx.sensors.topic(Sensor::JointStates)
+        ),
     })
 }
 
 /// Whether a gripper result means something is between the fingers: a
 /// close that stalled short of closed.
 pub fn holding(close: bool, outcome: &GripperOutcome, closed_position_m: f64) -> bool {
-    close && outcome.stalled && !outcome.reached_goal && outcome.position_m > closed_position_m + HOLDING_MIN_GAP_M
+    close
+        && outcome.stalled
+        && !outcome.reached_goal
+        && outcome.position_m > closed_position_m + HOLDING_MIN_GAP_M
 }
 
-async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> Result<ToolSuccess, AiccError> {
+async fn use_gripper(
+    ctx: &ToolContext,
+    close: bool,
+    effort_n: Option<f64>,
+) -> Result<ToolSuccess, AiccError> {
     let joint_name = ctx.config.actuators.gripper_joint.clone();
     if ctx.config.actuators.gripper_action.is_empty() || joint_name.is_empty() {
-        return Err(AiccError::execution_failed(false, "no gripper is configured (actuators.gripper_action and gripper_joint)"));
+        return Err(AiccError::execution_failed(
+            false,
+            "no gripper is configured (actuators.gripper_action and gripper_joint)",
+        ));
     }
-    let joint = ctx.joints.limits().joint(&joint_name).map_err(|e| AiccError::execution_failed(false, format!("actuators.gripper_joint: {e}")))?.clone();
+    let joint = ctx
+        .joints
+        .limits()
+        .joint(&joint_name)
+        .map_err(|e| AiccError::execution_failed(false, format!("actuators.gripper_joint: {e}")))?
+        .clone();
     let (closed_m, open_m) = (joint.lower.unwrap_or(0.0), joint.upper.unwrap_or(0.0));
     let effort = effort_n.unwrap_or(DEFAULT_GRIPPER_EFFORT_N.min(joint.max_effort));
     if effort > joint.max_effort {
@@ -258,12 +345,29 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
     ctx.joints.limits().check_position(&joint_name, goal_m).map_err(joint_error)?;
     let halts = ctx.joints.begin_motion();
     let started = Instant::now();
-    let motion = ctx.joints.gripper(goal_m, effort, halts).map_err(|e| refused_error(e, "gripper"))?;
+    let motion =
+        ctx.joints.gripper(goal_m, effort, halts).map_err(|e| refused_error(e, "gripper"))?;
     let deadline = Duration::from_secs_f64(motion.duration_s() + GRIPPER_SLACK_S);
     let outcome = match tokio::time::timeout(deadline, motion.outcome).await {
-        Err(_) => return Err(AiccError::new(ErrorCode::Timeout, true, format!("the gripper did not finish within {:.1} s; the goal was cancelled", deadline.as_secs_f64()))),
-        Ok(Err(error @ PortError::HaltedBeforeSending { .. })) => return Err(stopped_error(&format!("the gripper motion ({error})"))),
-        Ok(Err(error)) => return Err(AiccError::execution_failed(error.retryable(), format!("the gripper controller: {error}"))),
+        Err(_) => {
+            return Err(AiccError::new(
+                ErrorCode::Timeout,
+                true,
+                format!(
+                    "the gripper did not finish within {:.1} s; the goal was cancelled",
+                    deadline.as_secs_f64()
+                ),
+            ))
+        }
+        Ok(Err(error @ PortError::HaltedBeforeSending { .. })) => {
+            return Err(stopped_error(&format!("the gripper motion ({error})")))
+        }
+        Ok(Err(error)) => {
+            return Err(AiccError::execution_failed(
+                error.retryable(),
+                format!("the gripper controller: {error}"),
+            ))
+        }
         Ok(Ok(outcome)) => outcome,
     };
     if !outcome.reached_goal && !outcome.stalled {
@@ -278,7 +382,9 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
     let holding = holding(close, &outcome, closed_m);
     let actual = fresh_joint_states(ctx).ok().and_then(|s| s.position(&joint_name));
     let note = match (close, outcome.stalled, holding) {
-        (true, _, true) => "closed on an object: holding it (the gripper keeps squeezing at the effort limit)",
+        (true, _, true) => {
+            "closed on an object: holding it (the gripper keeps squeezing at the effort limit)"
+        }
         (true, _, false) => "closed fully: nothing between the fingers",
         (false, true, _) => "stopped before fully open: something blocks the fingers",
         (false, false, _) => "open",
@@ -300,16 +406,20 @@ async fn use_gripper(ctx: &ToolContext, close: bool, effort_n: Option<f64>) -> R
             "actual": { joint_name.clone(): actual },
             "duration_s": started.elapsed().as_secs_f64(),
         }),
-        source: format!("{} {}", ctx.joints.endpoint(Endpoint::Gripper), ctx.sensors.topic(Sensor::JointStates)),
+        source: format!(
+            "{} {}",
+            ctx.joints.endpoint(Endpoint::Gripper),
+            ctx.sensors.topic(Sensor::JointStates)
+        ),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::input::input_map;
     use crate::governor::JointLimits;
     use crate::robot::kinematics::Kinematics;
+    use crate::tools::input::input_map;
     use nalgebra::Vector3;
 
     const URDF: &str = include_str!("../../../../urdf/aicc_bot.urdf");
@@ -334,31 +444,66 @@ mod tests {
         let k = Kinematics::from_urdf(URDF).unwrap();
         let gripper = |positions: &[f64; 4]| -> Vector3<f64> {
             let joints = arm();
-            k.transform("base_footprint", "end_effector_link", &|j| joints.iter().position(|n| n == j).map(|i| positions[i])).unwrap().translation.vector
+            k.transform("base_footprint", "end_effector_link", &|j| {
+                joints.iter().position(|n| n == j).map(|i| positions[i])
+            })
+            .unwrap()
+            .translation
+            .vector
         };
-        let expected = [("home", 0.31, 0.0, 0.333), ("ready", 0.235, 0.0, 0.225), ("look", 0.171, 0.137, 0.432), ("pick_front", 0.373, 0.0, 0.124), ("stow", 0.102, 0.0, 0.165)];
+        let expected = [
+            ("home", 0.31, 0.0, 0.333),
+            ("ready", 0.235, 0.0, 0.225),
+            ("look", 0.171, 0.137, 0.432),
+            ("pick_front", 0.373, 0.0, 0.124),
+            ("stow", 0.102, 0.0, 0.165),
+        ];
         for ((name, positions, _), (expected_name, x, y, z)) in NAMED_POSES.iter().zip(expected) {
             assert_eq!(*name, expected_name);
             let at = gripper(positions);
-            assert!((at.x - x).abs() < 0.005 && (at.y - y).abs() < 0.005 && (at.z - z).abs() < 0.005, "{name}: {at}");
+            assert!(
+                (at.x - x).abs() < 0.005 && (at.y - y).abs() < 0.005 && (at.z - z).abs() < 0.005,
+                "{name}: {at}"
+            );
             assert!(at.z > 0.1, "{name} keeps the gripper off the floor: {at}");
         }
     }
 
     #[test]
     fn requests_are_a_pose_joints_or_the_gripper() {
-        assert_eq!(parse_request(&input_map(json!({"pose": "ready"})), &arm()).unwrap(), Request::Pose("ready", NAMED_POSES[1].1));
-        assert_eq!(parse_request(&input_map(json!({"joints": {"joint2": 0.5}})), &arm()).unwrap(), Request::Joints(vec![("joint2".into(), 0.5)]));
-        assert_eq!(parse_request(&input_map(json!({"gripper": "close", "effort_n": 3})), &arm()).unwrap(), Request::Gripper { close: true, effort_n: Some(3.0) });
-        assert_eq!(parse_request(&input_map(json!({"gripper": "open"})), &arm()).unwrap(), Request::Gripper { close: false, effort_n: None });
+        assert_eq!(
+            parse_request(&input_map(json!({"pose": "ready"})), &arm()).unwrap(),
+            Request::Pose("ready", NAMED_POSES[1].1)
+        );
+        assert_eq!(
+            parse_request(&input_map(json!({"joints": {"joint2": 0.5}})), &arm()).unwrap(),
+            Request::Joints(vec![("joint2".into(), 0.5)])
+        );
+        assert_eq!(
+            parse_request(&input_map(json!({"gripper": "close", "effort_n": 3})), &arm()).unwrap(),
+            Request::Gripper { close: true, effort_n: Some(3.0) }
+        );
+        assert_eq!(
+            parse_request(&input_map(json!({"gripper": "open"})), &arm()).unwrap(),
+            Request::Gripper { close: false, effort_n: None }
+        );
     }
 
     #[test]
     fn bad_requests_name_the_field_and_what_is_allowed() {
         let cases = [
-            (json!({"pose": "dance"}), vec!["input.pose", "'dance'", "home, ready, look, pick_front, stow"]),
-            (json!({"joints": {"elbow": 0.1}}), vec!["input.joints.elbow", "joint1, joint2, joint3, joint4"]),
-            (json!({"joints": {"head_pan_joint": 0.1}}), vec!["input.joints.head_pan_joint", "not an arm joint"]),
+            (
+                json!({"pose": "dance"}),
+                vec!["input.pose", "'dance'", "home, ready, look, pick_front, stow"],
+            ),
+            (
+                json!({"joints": {"elbow": 0.1}}),
+                vec!["input.joints.elbow", "joint1, joint2, joint3, joint4"],
+            ),
+            (
+                json!({"joints": {"head_pan_joint": 0.1}}),
+                vec!["input.joints.head_pan_joint", "not an arm joint"],
+            ),
             (json!({"joints": {"joint1": "x"}}), vec!["input.joints.joint1", "number"]),
             (json!({"joints": {}}), vec!["input.joints is empty"]),
             (json!({"pose": "home", "gripper": "open"}), vec!["exactly one"]),
@@ -371,7 +516,11 @@ mod tests {
             let error = parse_request(&input_map(input.clone()), &arm()).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidInput);
             for needle in needles {
-                assert!(error.message.contains(needle), "{input}: {needle} not in {}", error.message);
+                assert!(
+                    error.message.contains(needle),
+                    "{input}: {needle} not in {}",
+                    error.message
+                );
             }
         }
     }
@@ -394,26 +543,57 @@ mod tests {
         let valid = catalog.validate("interact", input_map(json!({"pose": "dance"}))).unwrap();
         let error = parse_request(&valid.input, &arm()).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidInput);
-        assert!(tool.descriptor().input_schema["properties"]["pose"]["description"].as_str().unwrap().contains("home, ready, look, pick_front, stow"));
+        assert!(tool.descriptor().input_schema["properties"]["pose"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("home, ready, look, pick_front, stow"));
         for needle in ["input.pose", "home", "ready", "look", "pick_front", "stow"] {
             assert!(error.message.contains(needle), "{needle}: {}", error.message);
         }
-        let error = catalog.validate("interact", input_map(json!({"joints": {"elbow": 1.0}}))).unwrap_err();
-        assert!(error.message.contains("input.joints") && error.message.contains("elbow"), "{}", error.message);
-        assert!(catalog.validate("interact", input_map(json!({"joints": {"joint1": 0.5}, "speed_radps": 0.5}))).is_ok());
-        assert!(catalog.validate("interact", input_map(json!({"gripper": "close", "effort_n": 5}))).is_ok());
+        let error =
+            catalog.validate("interact", input_map(json!({"joints": {"elbow": 1.0}}))).unwrap_err();
+        assert!(
+            error.message.contains("input.joints") && error.message.contains("elbow"),
+            "{}",
+            error.message
+        );
+        assert!(catalog
+            .validate("interact", input_map(json!({"joints": {"joint1": 0.5}, "speed_radps": 0.5})))
+            .is_ok());
+        assert!(catalog
+            .validate("interact", input_map(json!({"gripper": "close", "effort_n": 5})))
+            .is_ok());
         assert!(tool.descriptor().description.contains("pick_front: "));
     }
 
     #[test]
     fn a_close_that_stalls_short_of_closed_is_holding() {
-        let on_cube = GripperOutcome { position_m: 0.0175, effort_n: -5.0, stalled: true, reached_goal: false };
+        let on_cube = GripperOutcome {
+            position_m: 0.0175,
+            effort_n: -5.0,
+            stalled: true,
+            reached_goal: false,
+        };
         assert!(holding(true, &on_cube, 0.0));
-        let empty = GripperOutcome { position_m: 0.0004, effort_n: 0.0, stalled: false, reached_goal: true };
+        let empty = GripperOutcome {
+            position_m: 0.0004,
+            effort_n: 0.0,
+            stalled: false,
+            reached_goal: true,
+        };
         assert!(!holding(true, &empty, 0.0));
-        let blocked_open = GripperOutcome { position_m: 0.02, effort_n: 1.0, stalled: true, reached_goal: false };
+        let blocked_open =
+            GripperOutcome { position_m: 0.02, effort_n: 1.0, stalled: true, reached_goal: false };
         assert!(!holding(false, &blocked_open, 0.0), "opening never means holding");
-        let squeezed_shut = GripperOutcome { position_m: 0.0005, effort_n: -5.0, stalled: true, reached_goal: false };
-        assert!(!holding(true, &squeezed_shut, 0.0), "stalled at closed: nothing between the fingers");
+        let squeezed_shut = GripperOutcome {
+            position_m: 0.0005,
+            effort_n: -5.0,
+            stalled: true,
+            reached_goal: false,
+        };
+        assert!(
+            !holding(true, &squeezed_shut, 0.0),
+            "stalled at closed: nothing between the fingers"
+        );
     }
 }

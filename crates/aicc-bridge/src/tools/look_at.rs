@@ -20,7 +20,9 @@ use serde_json::{json, Map, Value};
 
 use super::input::{optional_number, reject_unknown_fields};
 use super::shared::fresh::{check_fresh, fresh_joint_states, fresh_odometry, measured};
-use super::shared::head::{head_joints, plan_head, run_head, HeadModel, BASE_FRAME, DEFAULT_CAMERA_FRAME};
+use super::shared::head::{
+    head_joints, plan_head, run_head, HeadModel, BASE_FRAME, DEFAULT_CAMERA_FRAME,
+};
 use super::shared::joints::{deg, joint_tool_unavailable};
 use super::{Tool, ToolContext, ToolFuture};
 use crate::protocol::core::ToolSuccess;
@@ -54,33 +56,54 @@ enum Target {
 fn parse_target(input: &Map<String, Value>) -> Result<Target, AiccError> {
     let pan = optional_number(input, "pan_deg", -180.0, 180.0)?;
     let tilt = optional_number(input, "tilt_deg", -90.0, 90.0)?;
-    let modes = [pan.is_some() || tilt.is_some(), input.contains_key("point"), input.contains_key("pixel")];
+    let modes =
+        [pan.is_some() || tilt.is_some(), input.contains_key("point"), input.contains_key("pixel")];
     if modes.iter().filter(|m| **m).count() != 1 {
         return Err(AiccError::invalid_input("give exactly one target: pan_deg and/or tilt_deg, or point {x, y, z, frame}, or pixel {u, v}"));
     }
     if let Some(point) = input.get("point") {
-        let point = point.as_object().ok_or_else(|| AiccError::invalid_input("input.point must be an object {x, y, z, frame}"))?;
-        reject_unknown_fields(point, &["x", "y", "z", "frame"]).map_err(|e| AiccError::invalid_input(e.message.replacen("input.", "input.point.", 1)))?;
+        let point = point.as_object().ok_or_else(|| {
+            AiccError::invalid_input("input.point must be an object {x, y, z, frame}")
+        })?;
+        reject_unknown_fields(point, &["x", "y", "z", "frame"]).map_err(|e| {
+            AiccError::invalid_input(e.message.replacen("input.", "input.point.", 1))
+        })?;
         let coordinate = |name: &str| -> Result<f64, AiccError> {
             optional_number(point, name, -MAX_POINT_COORDINATE_M, MAX_POINT_COORDINATE_M)
-                .map_err(|e| AiccError::invalid_input(e.message.replacen("input.", "input.point.", 1)))?
-                .ok_or_else(|| AiccError::invalid_input(format!("input.point.{name} is required (metres)")))
+                .map_err(|e| {
+                    AiccError::invalid_input(e.message.replacen("input.", "input.point.", 1))
+                })?
+                .ok_or_else(|| {
+                    AiccError::invalid_input(format!("input.point.{name} is required (metres)"))
+                })
         };
         let xyz = Vector3::new(coordinate("x")?, coordinate("y")?, coordinate("z")?);
         let frame = match point.get("frame") {
             None => BASE_FRAME.to_string(),
             Some(Value::String(frame)) if frame == BASE_FRAME || frame == "odom" => frame.clone(),
-            Some(other) => return Err(AiccError::invalid_input(format!("input.point.frame must be \"{BASE_FRAME}\" or \"odom\", got {other}"))),
+            Some(other) => {
+                return Err(AiccError::invalid_input(format!(
+                    "input.point.frame must be \"{BASE_FRAME}\" or \"odom\", got {other}"
+                )))
+            }
         };
         return Ok(Target::Point { point: xyz, frame });
     }
     if let Some(pixel) = input.get("pixel") {
-        let pixel = pixel.as_object().ok_or_else(|| AiccError::invalid_input("input.pixel must be an object {u, v}"))?;
-        reject_unknown_fields(pixel, &["u", "v"]).map_err(|e| AiccError::invalid_input(e.message.replacen("input.", "input.pixel.", 1)))?;
+        let pixel = pixel
+            .as_object()
+            .ok_or_else(|| AiccError::invalid_input("input.pixel must be an object {u, v}"))?;
+        reject_unknown_fields(pixel, &["u", "v"]).map_err(|e| {
+            AiccError::invalid_input(e.message.replacen("input.", "input.pixel.", 1))
+        })?;
         let coordinate = |name: &str| -> Result<f64, AiccError> {
             optional_number(pixel, name, 0.0, 100_000.0)
-                .map_err(|e| AiccError::invalid_input(e.message.replacen("input.", "input.pixel.", 1)))?
-                .ok_or_else(|| AiccError::invalid_input(format!("input.pixel.{name} is required (pixels)")))
+                .map_err(|e| {
+                    AiccError::invalid_input(e.message.replacen("input.", "input.pixel.", 1))
+                })?
+                .ok_or_else(|| {
+                    AiccError::invalid_input(format!("input.pixel.{name} is required (pixels)"))
+                })
         };
         return Ok(Target::Pixel { u: coordinate("u")?, v: coordinate("v")? });
     }
@@ -90,8 +113,14 @@ fn parse_target(input: &Map<String, Value>) -> Result<Target, AiccError> {
 /// The camera frame and intrinsics for pixel targets, checked for age.
 fn fresh_camera_info(ctx: &ToolContext) -> Result<(CameraInfo, String), AiccError> {
     let source = ctx.sensors.topic(Sensor::CameraInfo);
-    let info = ctx.sensors.camera_info().ok_or_else(|| AiccError::execution_failed(true, format!("no camera_info received yet on {source}")))?;
-    check_fresh(&source, info.age(ctx.sensors.now()).effective(), Duration::from_secs_f64(ctx.config.sensors.camera_info.max_age_s))?;
+    let info = ctx.sensors.camera_info().ok_or_else(|| {
+        AiccError::execution_failed(true, format!("no camera_info received yet on {source}"))
+    })?;
+    check_fresh(
+        &source,
+        info.age(ctx.sensors.now()).effective(),
+        Duration::from_secs_f64(ctx.config.sensors.camera_info.max_age_s),
+    )?;
     Ok((info.value, info.frame_id))
 }
 
@@ -234,16 +263,28 @@ mod tests {
     #[test]
     fn targets_are_one_of_angles_point_or_pixel() {
         let map = input_map;
-        assert_eq!(parse_target(&map(json!({"pan_deg": 30}))).unwrap(), Target::Angles { pan: Some(30f64.to_radians()), tilt: None });
-        assert!(matches!(parse_target(&map(json!({"point": {"x": 1, "y": 0, "z": 0.2}}))).unwrap(), Target::Point { ref frame, .. } if frame == BASE_FRAME));
-        assert!(matches!(parse_target(&map(json!({"pixel": {"u": 10, "v": 20}}))).unwrap(), Target::Pixel { u, v } if u == 10.0 && v == 20.0));
-        let both = parse_target(&map(json!({"pan_deg": 30, "pixel": {"u": 1, "v": 2}}))).unwrap_err();
+        assert_eq!(
+            parse_target(&map(json!({"pan_deg": 30}))).unwrap(),
+            Target::Angles { pan: Some(30f64.to_radians()), tilt: None }
+        );
+        assert!(
+            matches!(parse_target(&map(json!({"point": {"x": 1, "y": 0, "z": 0.2}}))).unwrap(), Target::Point { ref frame, .. } if frame == BASE_FRAME)
+        );
+        assert!(
+            matches!(parse_target(&map(json!({"pixel": {"u": 10, "v": 20}}))).unwrap(), Target::Pixel { u, v } if u == 10.0 && v == 20.0)
+        );
+        let both =
+            parse_target(&map(json!({"pan_deg": 30, "pixel": {"u": 1, "v": 2}}))).unwrap_err();
         assert!(both.message.contains("exactly one"), "{}", both.message);
         assert!(parse_target(&map(json!({}))).unwrap_err().message.contains("exactly one"));
         let bad = parse_target(&map(json!({"point": {"x": 1, "y": 0}}))).unwrap_err();
         assert!(bad.message.contains("input.point.z"), "{}", bad.message);
-        let frame = parse_target(&map(json!({"point": {"x": 1, "y": 0, "z": 0, "frame": "map"}}))).unwrap_err();
+        let frame = parse_target(&map(json!({"point": {"x": 1, "y": 0, "z": 0, "frame": "map"}})))
+            .unwrap_err();
         assert!(frame.message.contains("input.point.frame"), "{}", frame.message);
-        assert!(parse_target(&map(json!({"pan_deg": 400}))).unwrap_err().message.contains("input.pan_deg"));
+        assert!(parse_target(&map(json!({"pan_deg": 400})))
+            .unwrap_err()
+            .message
+            .contains("input.pan_deg"));
     }
 }

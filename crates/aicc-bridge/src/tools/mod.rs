@@ -3,10 +3,10 @@
 //! returns JSON output. Tool files import from `shared` and the layers
 //! below (governor, robot, perception, protocol), never from each other.
 pub mod input;
+pub mod move_base;
 pub mod shared;
 #[cfg(test)]
 pub(crate) mod testing;
-pub mod move_base;
 // Generators (simulated worlds only).
 pub mod place_object;
 pub mod proprioception;
@@ -34,8 +34,8 @@ use serde_json::{Map, Value};
 
 use crate::config::Config;
 use crate::protocol::catalog::Catalog;
-use crate::protocol::manifest::ToolDescriptor;
 use crate::protocol::core::ToolSuccess;
+use crate::protocol::manifest::ToolDescriptor;
 use crate::protocol::AiccError;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::joint_driver::JointDriver;
@@ -72,7 +72,11 @@ pub struct ToolContext {
 impl ToolContext {
     /// Raises an event for this call's session.
     pub fn event_for_session(&self, topic: &str, payload: Value) {
-        if self.events.try_send(RobotEvent::for_session(topic, payload, self.session.clone())).is_err() {
+        if self
+            .events
+            .try_send(RobotEvent::for_session(topic, payload, self.session.clone()))
+            .is_err()
+        {
             tracing::warn!(topic, "tool event dropped: the event queue is full");
         }
     }
@@ -156,7 +160,8 @@ impl Registry {
     /// The catalog of every tool: these, plus those the protocol core
     /// answers itself (tick_now, bridge_status).
     pub fn catalog(&self) -> Result<Catalog, crate::protocol::catalog::CatalogError> {
-        let mut descriptors: Vec<ToolDescriptor> = self.tools.iter().map(|t| t.descriptor()).collect();
+        let mut descriptors: Vec<ToolDescriptor> =
+            self.tools.iter().map(|t| t.descriptor()).collect();
         descriptors.extend(crate::protocol::core::core_tool_descriptors());
         descriptors.extend(crate::protocol::core::approval_tool_descriptors());
         Catalog::new(descriptors)
@@ -199,22 +204,46 @@ mod layering {
         TOOL_FILES
             .iter()
             .map(|(name, _)| *name)
-            .filter(|name| [format!("super::{name}"), format!("tools::{name}")].iter().any(|path| source.match_indices(path.as_str()).any(|(at, _)| !source[at + path.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_'))))
+            .filter(|name| {
+                [format!("super::{name}"), format!("tools::{name}")].iter().any(|path| {
+                    source.match_indices(path.as_str()).any(|(at, _)| {
+                        !source[at + path.len()..]
+                            .starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                    })
+                })
+            })
             .collect()
     }
 
     #[test]
     fn tools_import_only_downward_never_from_each_other() {
         for (tool, source) in TOOL_FILES {
-            assert_eq!(tools_named_in(source), Vec::<&str>::new(), "{tool}.rs imports from another tool file: move what they share to tools/shared");
+            assert_eq!(
+                tools_named_in(source),
+                Vec::<&str>::new(),
+                "{tool}.rs imports from another tool file: move what they share to tools/shared"
+            );
         }
         for (helper, source) in SHARED_FILES {
-            assert_eq!(tools_named_in(source), Vec::<&str>::new(), "{helper}.rs imports from a tool file: helpers sit below the tools");
+            assert_eq!(
+                tools_named_in(source),
+                Vec::<&str>::new(),
+                "{helper}.rs imports from a tool file: helpers sit below the tools"
+            );
         }
         // Every registered tool has its file listed here (one file per tool).
-        assert_eq!(super::Registry::new(&crate::config::Config::default()).tools().len(), TOOL_FILES.len(), "a tool file is missing from TOOL_FILES");
+        assert_eq!(
+            super::Registry::new(&crate::config::Config::default()).tools().len(),
+            TOOL_FILES.len(),
+            "a tool file is missing from TOOL_FILES"
+        );
         // The check itself can fail.
-        assert_eq!(tools_named_in("use super::look_at::plan_head;\nuse crate::tools::turn::X;"), ["look_at", "turn"]);
-        assert!(tools_named_in("use super::shared::head::plan_head; // super::stopwatch").is_empty());
+        assert_eq!(
+            tools_named_in("use super::look_at::plan_head;\nuse crate::tools::turn::X;"),
+            ["look_at", "turn"]
+        );
+        assert!(
+            tools_named_in("use super::shared::head::plan_head; // super::stopwatch").is_empty()
+        );
     }
 }

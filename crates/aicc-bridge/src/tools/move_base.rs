@@ -142,5 +142,3 @@ impl Tool for Move {
         .boxed()
     }
 }
-
-

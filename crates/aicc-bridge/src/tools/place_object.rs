@@ -35,12 +35,16 @@ pub fn place_command(input: &Map<String, Value>) -> Result<Value, AiccError> {
         None => return Err(AiccError::invalid_input("input.object is required")),
     };
     let coordinate = |key: &str| -> Result<f64, AiccError> {
-        optional_number(input, key, -MAX_COORDINATE_M, MAX_COORDINATE_M)?.ok_or_else(|| AiccError::invalid_input(format!("input.{key} is required (metres, world frame)")))
+        optional_number(input, key, -MAX_COORDINATE_M, MAX_COORDINATE_M)?.ok_or_else(|| {
+            AiccError::invalid_input(format!("input.{key} is required (metres, world frame)"))
+        })
     };
     let (x_m, y_m) = (coordinate("x_m")?, coordinate("y_m")?);
     let z_m = optional_number(input, "z_m", 0.0, MAX_COORDINATE_M)?;
     let yaw_rad = optional_number(input, "yaw_deg", -360.0, 360.0)?.map(f64::to_radians);
-    Ok(json!({ "place": { "object": name, "x_m": x_m, "y_m": y_m, "z_m": z_m, "yaw_rad": yaw_rad } }))
+    Ok(
+        json!({ "place": { "object": name, "x_m": x_m, "y_m": y_m, "z_m": z_m, "yaw_rad": yaw_rad } }),
+    )
 }
 
 impl Tool for PlaceObject {
@@ -81,8 +85,13 @@ impl Tool for PlaceObject {
             reject_unknown_fields(&input, &["object", "x_m", "y_m", "z_m", "yaw_deg"])?;
             let command = place_command(&input)?;
             let topic = ctx.signals.world_topic();
-            ctx.signals.world_command(&command.to_string()).map_err(|e| AiccError::execution_failed(true, format!("publishing on {topic}: {e}")))?;
-            Ok(ToolSuccess { output: json!({ "requested": command["place"], "topic": topic }), source: topic })
+            ctx.signals.world_command(&command.to_string()).map_err(|e| {
+                AiccError::execution_failed(true, format!("publishing on {topic}: {e}"))
+            })?;
+            Ok(ToolSuccess {
+                output: json!({ "requested": command["place"], "topic": topic }),
+                source: topic,
+            })
         }
         .boxed()
     }
@@ -95,35 +104,61 @@ mod tests {
 
     #[test]
     fn a_placement_is_checked_and_named() {
-        let command = place_command(&input_map(json!({"object": "red_cube", "x_m": 1.0, "y_m": -0.5, "yaw_deg": 90}))).unwrap();
+        let command = place_command(&input_map(
+            json!({"object": "red_cube", "x_m": 1.0, "y_m": -0.5, "yaw_deg": 90}),
+        ))
+        .unwrap();
         assert_eq!(command["place"]["object"], "red_cube");
-        assert!((command["place"]["yaw_rad"].as_f64().unwrap() - std::f64::consts::FRAC_PI_2).abs() < 1e-9);
+        assert!(
+            (command["place"]["yaw_rad"].as_f64().unwrap() - std::f64::consts::FRAC_PI_2).abs()
+                < 1e-9
+        );
         assert_eq!(command["place"]["z_m"], Value::Null);
         let error = |input: Value| place_command(&input_map(input)).unwrap_err().message;
         assert!(error(json!({"x_m": 1, "y_m": 0})).contains("input.object is required"));
         assert!(error(json!({"object": "a b", "x_m": 1, "y_m": 0})).contains("input.object"));
         assert!(error(json!({"object": "cube", "y_m": 0})).contains("input.x_m is required"));
         assert!(error(json!({"object": "cube", "x_m": 11, "y_m": 0})).contains("input.x_m"));
-        assert!(error(json!({"object": "cube", "x_m": 1, "y_m": 0, "z_m": -1})).contains("input.z_m"));
+        assert!(
+            error(json!({"object": "cube", "x_m": 1, "y_m": 0, "z_m": -1})).contains("input.z_m")
+        );
     }
 
     #[tokio::test]
     async fn absent_without_a_world_topic_as_on_every_real_robot() {
         use crate::tools::testing::{context, context_with, FakeRobot};
         let robot = std::sync::Arc::new(FakeRobot::default());
-        let reason = PlaceObject.unavailable_reason(&context(robot.clone()), Instant::now()).expect("unavailable by default");
+        let reason = PlaceObject
+            .unavailable_reason(&context(robot.clone()), Instant::now())
+            .expect("unavailable by default");
         assert!(reason.contains("actuators.world_topic"), "{reason}");
         let ctx = context_with(robot.clone(), |c| c.actuators.world_topic = "/sim_world".into());
         assert_eq!(PlaceObject.unavailable_reason(&ctx, Instant::now()), None);
         // The port has no world publisher here: a clear error, nothing published.
-        let error = PlaceObject.call(input_map(json!({"object": "red_cube", "x_m": 1, "y_m": 0})), ctx).await.unwrap_err();
+        let error = PlaceObject
+            .call(input_map(json!({"object": "red_cube", "x_m": 1, "y_m": 0})), ctx)
+            .await
+            .unwrap_err();
         assert!(error.message.contains("world topic"), "{}", error.message);
         assert!(robot.signals.world_commands().is_empty());
-        for profile in [include_str!("../../../../config/turtlebot3.yaml"), include_str!("../../../../config/turtlebot4.yaml"), include_str!("../../../../config/default.yaml")] {
-            let config = crate::config::Config::from_params_yaml(profile, crate::config::DEFAULT_NODE_NAME).unwrap();
-            assert_eq!(config.actuators.world_topic, "", "a real robot's profile names a world topic");
+        for profile in [
+            include_str!("../../../../config/turtlebot3.yaml"),
+            include_str!("../../../../config/turtlebot4.yaml"),
+            include_str!("../../../../config/default.yaml"),
+        ] {
+            let config =
+                crate::config::Config::from_params_yaml(profile, crate::config::DEFAULT_NODE_NAME)
+                    .unwrap();
+            assert_eq!(
+                config.actuators.world_topic, "",
+                "a real robot's profile names a world topic"
+            );
         }
-        let sim = crate::config::Config::from_params_yaml(include_str!("../../../../config/sim.yaml"), crate::config::DEFAULT_NODE_NAME).unwrap();
+        let sim = crate::config::Config::from_params_yaml(
+            include_str!("../../../../config/sim.yaml"),
+            crate::config::DEFAULT_NODE_NAME,
+        )
+        .unwrap();
         assert_eq!(sim.actuators.world_topic, "/sim_world");
     }
 }

@@ -10,11 +10,13 @@ use futures::FutureExt;
 use serde_json::{json, Map, Value};
 
 use super::input::reject_unknown_fields;
+use super::shared::fresh::{
+    check_fresh, fresh_sample, max_age, odometry_missing, quaternion_json, vector_json,
+};
 use super::{Tool, ToolContext, ToolFuture};
-use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::core::ToolSuccess;
+use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use super::shared::fresh::{check_fresh, fresh_sample, max_age, odometry_missing, quaternion_json, vector_json};
 use crate::robot::{Age, Now, Sensor};
 
 pub struct Proprioception;
@@ -88,10 +90,17 @@ impl Tool for Proprioception {
             reject_unknown_fields(&input, &[])?;
             let now = ctx.sensors.now();
             let odom = ctx.sensors.odometry().ok_or_else(|| {
-                AiccError::execution_failed(true, format!("no odometry received yet on {}", ctx.sensors.topic(Sensor::Odometry)))
+                AiccError::execution_failed(
+                    true,
+                    format!("no odometry received yet on {}", ctx.sensors.topic(Sensor::Odometry)),
+                )
             })?;
             let odom_age = odom.age(now);
-            check_fresh(&ctx.sensors.topic(Sensor::Odometry), odom_age.effective(), ctx.odom_max_age())?;
+            check_fresh(
+                &ctx.sensors.topic(Sensor::Odometry),
+                odom_age.effective(),
+                ctx.odom_max_age(),
+            )?;
             let imu_max_age = Duration::from_secs_f64(ctx.config.sensors.imu.max_age_s);
             let imu = ctx.sensors.imu().map(|imu| {
                 let age = imu.age(now);
@@ -117,7 +126,8 @@ impl Tool for Proprioception {
             fields.insert("position_m".into(), vector_json(&odom.position_m));
             fields.insert("orientation".into(), quaternion_json(&odom.orientation));
             fields.insert("linear_velocity_mps".into(), vector_json(&odom.linear_velocity_mps));
-            fields.insert("angular_velocity_radps".into(), vector_json(&odom.angular_velocity_radps));
+            fields
+                .insert("angular_velocity_radps".into(), vector_json(&odom.angular_velocity_radps));
             fields.insert("imu".into(), imu.unwrap_or(Value::Null));
             fields.insert("health".into(), health_json(&ctx, now));
             fields.extend(odom_age.fields_with_prefix("odom_"));
@@ -132,7 +142,11 @@ impl Tool for Proprioception {
                     fields.insert("joints_error".into(), json!(error.message));
                 }
             }
-            let mut sources = vec![ctx.sensors.topic(Sensor::Odometry), ctx.sensors.topic(Sensor::Imu), ctx.sensors.topic(Sensor::JointStates)];
+            let mut sources = vec![
+                ctx.sensors.topic(Sensor::Odometry),
+                ctx.sensors.topic(Sensor::Imu),
+                ctx.sensors.topic(Sensor::JointStates),
+            ];
             if ctx.config.sensors.battery.is_configured() {
                 sources.push(ctx.sensors.topic(Sensor::Battery));
             }
@@ -150,7 +164,13 @@ fn joints_json(ctx: &ToolContext, now: Now) -> Result<(Value, Age), AiccError> {
     if !ctx.config.sensors.joint_states.is_configured() {
         return Err(AiccError::execution_failed(false, "no joint_states topic is configured"));
     }
-    let (states, age) = fresh_sample(ctx.sensors.joint_states(), "joint states", &topic, max_age(&ctx.config.sensors.joint_states), now)?;
+    let (states, age) = fresh_sample(
+        ctx.sensors.joint_states(),
+        "joint states",
+        &topic,
+        max_age(&ctx.config.sensors.joint_states),
+        now,
+    )?;
     let states = states.value;
     let joints: Map<String, Value> = states
         .names
@@ -176,7 +196,13 @@ fn health_json(ctx: &ToolContext, now: Now) -> Value {
     if !sensors.battery.is_configured() {
         return Value::Null;
     }
-    match fresh_sample(ctx.sensors.battery(), "battery state", &ctx.sensors.topic(Sensor::Battery), max_age(&sensors.battery), now) {
+    match fresh_sample(
+        ctx.sensors.battery(),
+        "battery state",
+        &ctx.sensors.topic(Sensor::Battery),
+        max_age(&sensors.battery),
+        now,
+    ) {
         Err(error) => json!({ "error": error.message }),
         Ok((battery, age)) => {
             let fraction = battery.value.fraction;
@@ -196,13 +222,17 @@ fn health_json(ctx: &ToolContext, now: Now) -> Value {
 mod tests {
     use std::sync::Arc;
 
-    use crate::tools::testing::*;
     use super::*;
     use crate::robot::{Battery, JointStates, Stamped};
+    use crate::tools::testing::*;
 
     fn joint_states(age: Duration) -> Stamped<JointStates> {
         let value = JointStates {
-            names: vec!["head_pan_joint".into(), "gripper_left_joint".into(), "mystery_joint".into()],
+            names: vec![
+                "head_pan_joint".into(),
+                "gripper_left_joint".into(),
+                "mystery_joint".into(),
+            ],
             positions: vec![0.25, 0.01, 1.0],
             velocities: vec![0.5, 0.0, 0.0],
             efforts: vec![],
@@ -217,9 +247,16 @@ mod tests {
         robot.samples.lock().joint_states = Some(joint_states(Duration::from_millis(20)));
         let out = Proprioception.call(Map::new(), context(robot.clone())).await.unwrap().output;
         assert_eq!(out["position_m"]["x"], 1.5);
-        assert_eq!(out["joints"]["head_pan_joint"], json!({ "position": 0.25, "velocity": 0.5, "effort": null, "unit": "rad" }));
+        assert_eq!(
+            out["joints"]["head_pan_joint"],
+            json!({ "position": 0.25, "velocity": 0.5, "effort": null, "unit": "rad" })
+        );
         assert_eq!(out["joints"]["gripper_left_joint"]["unit"], "m");
-        assert_eq!(out["joints"]["mystery_joint"]["unit"], Value::Null, "not in the URDF: unit unknown");
+        assert_eq!(
+            out["joints"]["mystery_joint"]["unit"],
+            Value::Null,
+            "not in the URDF: unit unknown"
+        );
         assert!(out["joints_age_ms"].as_f64().unwrap() >= 20.0);
         assert_eq!(out["health"], Value::Null, "no battery topic configured");
 
@@ -227,16 +264,43 @@ mod tests {
         robot.samples.lock().joint_states = Some(joint_states(Duration::from_secs(3)));
         let out = Proprioception.call(Map::new(), context(robot.clone())).await.unwrap().output;
         assert_eq!(out["joints"], Value::Null);
-        assert!(out["joints_error"].as_str().unwrap().contains("joint_states is 3"), "{}", out["joints_error"]);
+        assert!(
+            out["joints_error"].as_str().unwrap().contains("joint_states is 3"),
+            "{}",
+            out["joints_error"]
+        );
 
-        let with_battery = |robot: Arc<FakeRobot>| context_with(robot, |c| c.sensors.battery.topic = "battery_state".into());
-        let out = Proprioception.call(Map::new(), with_battery(robot.clone())).await.unwrap().output;
+        let with_battery = |robot: Arc<FakeRobot>| {
+            context_with(robot, |c| c.sensors.battery.topic = "battery_state".into())
+        };
+        let out =
+            Proprioception.call(Map::new(), with_battery(robot.clone())).await.unwrap().output;
         assert_eq!(out["health"]["error"], "no battery state received yet on battery");
-        robot.samples.lock().battery = Some(stamped(Battery { fraction: 0.15, voltage_v: 11.1, charging: false }, "", Duration::from_millis(5)));
-        let out = Proprioception.call(Map::new(), with_battery(robot.clone())).await.unwrap().output;
-        assert_eq!((out["health"]["battery_fraction"].as_f64(), out["health"]["low"].as_bool(), out["health"]["charging"].as_bool()), (Some(0.15), Some(true), Some(false)));
-        robot.samples.lock().battery = Some(stamped(Battery { fraction: f64::NAN, voltage_v: 11.1, charging: true }, "", Duration::from_millis(5)));
+        robot.samples.lock().battery = Some(stamped(
+            Battery { fraction: 0.15, voltage_v: 11.1, charging: false },
+            "",
+            Duration::from_millis(5),
+        ));
+        let out =
+            Proprioception.call(Map::new(), with_battery(robot.clone())).await.unwrap().output;
+        assert_eq!(
+            (
+                out["health"]["battery_fraction"].as_f64(),
+                out["health"]["low"].as_bool(),
+                out["health"]["charging"].as_bool()
+            ),
+            (Some(0.15), Some(true), Some(false))
+        );
+        robot.samples.lock().battery = Some(stamped(
+            Battery { fraction: f64::NAN, voltage_v: 11.1, charging: true },
+            "",
+            Duration::from_millis(5),
+        ));
         let out = Proprioception.call(Map::new(), with_battery(robot)).await.unwrap().output;
-        assert_eq!((&out["health"]["battery_fraction"], &out["health"]["low"]), (&Value::Null, &Value::Null), "unknown charge is null, not NaN");
+        assert_eq!(
+            (&out["health"]["battery_fraction"], &out["health"]["low"]),
+            (&Value::Null, &Value::Null),
+            "unknown charge is null, not NaN"
+        );
     }
 }

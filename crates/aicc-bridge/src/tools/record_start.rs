@@ -48,19 +48,38 @@ impl Tool for RecordStart {
             let with_ring = match input.get("include_flight_ring") {
                 None => true,
                 Some(Value::Bool(with_ring)) => *with_ring,
-                Some(_) => return Err(AiccError::invalid_input("input.include_flight_ring must be a boolean")),
+                Some(_) => {
+                    return Err(AiccError::invalid_input(
+                        "input.include_flight_ring must be a boolean",
+                    ))
+                }
             };
             let note = match input.get("note") {
                 None => String::new(),
                 Some(Value::String(note)) if note.chars().count() <= MAX_NOTE_CHARS => note.clone(),
-                Some(Value::String(_)) => return Err(AiccError::invalid_input(format!("input.note is longer than {MAX_NOTE_CHARS} characters"))),
+                Some(Value::String(_)) => {
+                    return Err(AiccError::invalid_input(format!(
+                        "input.note is longer than {MAX_NOTE_CHARS} characters"
+                    )))
+                }
                 Some(_) => return Err(AiccError::invalid_input("input.note must be a string")),
             };
-            let detail = format!("record_start by session {}{}{}", ctx.session, if note.is_empty() { "" } else { ": " }, note);
-            let status = ctx.recorder.start_recording(with_ring, detail).await.map_err(|reason| AiccError::execution_failed(true, format!("recording did not start: {reason}")))?;
+            let detail = format!(
+                "record_start by session {}{}{}",
+                ctx.session,
+                if note.is_empty() { "" } else { ": " },
+                note
+            );
+            let status =
+                ctx.recorder.start_recording(with_ring, detail).await.map_err(|reason| {
+                    AiccError::execution_failed(true, format!("recording did not start: {reason}"))
+                })?;
             let path = status.path.map(|p| p.display().to_string()).unwrap_or_default();
             let parts: Vec<String> = status.parts.iter().map(|p| p.display().to_string()).collect();
-            Ok(ToolSuccess { output: json!({ "path": path, "parts": parts, "recording": true }), source: "recorder".into() })
+            Ok(ToolSuccess {
+                output: json!({ "path": path, "parts": parts, "recording": true }),
+                source: "recorder".into(),
+            })
         }
         .boxed()
     }

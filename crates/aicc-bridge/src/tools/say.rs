@@ -29,12 +29,20 @@ pub fn clean_text(input: &Map<String, Value>) -> Result<(String, bool), AiccErro
     };
     let length = text.chars().count();
     if length > MAX_TEXT_CHARS {
-        return Err(AiccError::invalid_input(format!("input.text is {length} characters long; the limit is {MAX_TEXT_CHARS}")));
+        return Err(AiccError::invalid_input(format!(
+            "input.text is {length} characters long; the limit is {MAX_TEXT_CHARS}"
+        )));
     }
-    let cleaned: String = text.chars().map(|c| if c == '\n' || c == '\t' { ' ' } else { c }).filter(|c| !c.is_control()).collect();
+    let cleaned: String = text
+        .chars()
+        .map(|c| if c == '\n' || c == '\t' { ' ' } else { c })
+        .filter(|c| !c.is_control())
+        .collect();
     let cleaned = cleaned.trim().to_string();
     if cleaned.is_empty() {
-        return Err(AiccError::invalid_input("input.text has nothing to say (empty, or only spaces and control characters)"));
+        return Err(AiccError::invalid_input(
+            "input.text has nothing to say (empty, or only spaces and control characters)",
+        ));
     }
     let changed = cleaned != *text;
     Ok((cleaned, changed))
@@ -64,15 +72,27 @@ impl Tool for Say {
     }
 
     fn unavailable_reason(&self, ctx: &ToolContext, _now: Instant) -> Option<String> {
-        ctx.config.actuators.say_topic.is_empty().then(|| "no say topic is configured (actuators.say_topic)".to_string())
+        ctx.config
+            .actuators
+            .say_topic
+            .is_empty()
+            .then(|| "no say topic is configured (actuators.say_topic)".to_string())
     }
 
     fn call(&self, input: Map<String, Value>, ctx: ToolContext) -> ToolFuture {
         async move {
             reject_unknown_fields(&input, &["text"])?;
             let (text, cleaned) = clean_text(&input)?;
-            ctx.signals.say(&text).map_err(|e| AiccError::execution_failed(true, format!("publishing on {}: {e}", ctx.signals.say_topic())))?;
-            Ok(ToolSuccess { output: json!({ "said": text, "chars": text.chars().count(), "cleaned": cleaned }), source: ctx.signals.say_topic() })
+            ctx.signals.say(&text).map_err(|e| {
+                AiccError::execution_failed(
+                    true,
+                    format!("publishing on {}: {e}", ctx.signals.say_topic()),
+                )
+            })?;
+            Ok(ToolSuccess {
+                output: json!({ "said": text, "chars": text.chars().count(), "cleaned": cleaned }),
+                source: ctx.signals.say_topic(),
+            })
         }
         .boxed()
     }
@@ -85,14 +105,33 @@ mod tests {
 
     #[test]
     fn text_is_bounded_and_cleaned() {
-        assert_eq!(clean_text(&input_map(json!({"text": "Hello there"}))).unwrap(), ("Hello there".to_string(), false));
-        assert_eq!(clean_text(&input_map(json!({"text": " two\nlines\u{7} "}))).unwrap(), ("two lines".to_string(), true));
+        assert_eq!(
+            clean_text(&input_map(json!({"text": "Hello there"}))).unwrap(),
+            ("Hello there".to_string(), false)
+        );
+        assert_eq!(
+            clean_text(&input_map(json!({"text": " two\nlines\u{7} "}))).unwrap(),
+            ("two lines".to_string(), true)
+        );
         let long = "x".repeat(MAX_TEXT_CHARS + 1);
         let error = clean_text(&input_map(json!({ "text": long }))).unwrap_err();
-        assert!(error.message.contains("input.text") && error.message.contains("500"), "{}", error.message);
-        assert!(clean_text(&input_map(json!({"text": "ü".repeat(MAX_TEXT_CHARS)}))).is_ok(), "characters, not bytes");
-        assert!(clean_text(&input_map(json!({"text": " \u{1b} "}))).unwrap_err().message.contains("nothing to say"));
-        assert!(clean_text(&input_map(json!({"text": 5}))).unwrap_err().message.contains("must be a string"));
+        assert!(
+            error.message.contains("input.text") && error.message.contains("500"),
+            "{}",
+            error.message
+        );
+        assert!(
+            clean_text(&input_map(json!({"text": "ü".repeat(MAX_TEXT_CHARS)}))).is_ok(),
+            "characters, not bytes"
+        );
+        assert!(clean_text(&input_map(json!({"text": " \u{1b} "})))
+            .unwrap_err()
+            .message
+            .contains("nothing to say"));
+        assert!(clean_text(&input_map(json!({"text": 5})))
+            .unwrap_err()
+            .message
+            .contains("must be a string"));
         assert!(clean_text(&input_map(json!({}))).unwrap_err().message.contains("required"));
     }
 }

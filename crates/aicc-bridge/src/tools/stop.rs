@@ -39,11 +39,17 @@ pub fn short_id(session: &str) -> &str {
 }
 
 /// What became of one controller's goals under the halt.
-fn joint_report(halted: &[HaltedGoal], endpoint: Endpoint, action: &str, joints: &[String]) -> Value {
+fn joint_report(
+    halted: &[HaltedGoal],
+    endpoint: Endpoint,
+    action: &str,
+    joints: &[String],
+) -> Value {
     if action.is_empty() || joints.is_empty() {
         return json!("not configured");
     }
-    let hows: Vec<&str> = halted.iter().filter(|h| h.endpoint == endpoint).map(|h| h.how.as_str()).collect();
+    let hows: Vec<&str> =
+        halted.iter().filter(|h| h.endpoint == endpoint).map(|h| h.how.as_str()).collect();
     if hows.is_empty() {
         return json!("no goal was running: the controller holds where the joints are");
     }
@@ -139,10 +145,23 @@ mod tests {
     #[test]
     fn each_controller_is_reported_by_what_became_of_its_goals() {
         let joints = vec!["j".to_string()];
-        let halted = [HaltedGoal { endpoint: Endpoint::Arm, how: "arm: stopped by a stop (goal cancelled)".into() }];
-        assert_eq!(joint_report(&halted, Endpoint::Arm, "arm_controller/follow_joint_trajectory", &joints), json!("arm: stopped by a stop (goal cancelled)"));
-        assert_eq!(joint_report(&halted, Endpoint::Head, "head_controller/follow_joint_trajectory", &joints), json!("no goal was running: the controller holds where the joints are"));
+        let halted = [HaltedGoal {
+            endpoint: Endpoint::Arm,
+            how: "arm: stopped by a stop (goal cancelled)".into(),
+        }];
+        assert_eq!(
+            joint_report(&halted, Endpoint::Arm, "arm_controller/follow_joint_trajectory", &joints),
+            json!("arm: stopped by a stop (goal cancelled)")
+        );
+        assert_eq!(
+            joint_report(
+                &halted,
+                Endpoint::Head,
+                "head_controller/follow_joint_trajectory",
+                &joints
+            ),
+            json!("no goal was running: the controller holds where the joints are")
+        );
         assert_eq!(joint_report(&halted, Endpoint::Head, "", &joints), json!("not configured"));
     }
-
 }

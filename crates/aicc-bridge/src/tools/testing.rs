@@ -29,11 +29,23 @@ pub struct FakeRobot {
 impl Default for FakeRobot {
     fn default() -> Self {
         // Short topic names, as the tests' messages expect them.
-        let names = [(Sensor::Camera, "camera/image_raw"), (Sensor::CameraInfo, "camera/camera_info"), (Sensor::Depth, "camera/depth/image_raw"), (Sensor::DepthInfo, "camera/depth/camera_info")]
-            .into_iter()
-            .fold(Names::default(), |names, (sensor, topic)| names.with_sensor(sensor, topic));
-        let names = [Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper, Sensor::Battery].into_iter().fold(names, |names, sensor| names.with_sensor(sensor, sensor.key()));
-        Self { samples: Arc::new(SampleStore::with_system_clock(names)), actuators: Arc::default(), signals: Arc::default() }
+        let names = [
+            (Sensor::Camera, "camera/image_raw"),
+            (Sensor::CameraInfo, "camera/camera_info"),
+            (Sensor::Depth, "camera/depth/image_raw"),
+            (Sensor::DepthInfo, "camera/depth/camera_info"),
+        ]
+        .into_iter()
+        .fold(Names::default(), |names, (sensor, topic)| names.with_sensor(sensor, topic));
+        let names =
+            [Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper, Sensor::Battery]
+                .into_iter()
+                .fold(names, |names, sensor| names.with_sensor(sensor, sensor.key()));
+        Self {
+            samples: Arc::new(SampleStore::with_system_clock(names)),
+            actuators: Arc::default(),
+            signals: Arc::default(),
+        }
     }
 }
 
@@ -59,20 +71,48 @@ pub fn odometry(x: f64, age: Duration) -> OdometrySample {
 pub fn context_with(robot: Arc<FakeRobot>, configure: impl FnOnce(&mut Config)) -> ToolContext {
     let mut config = Config::default();
     configure(&mut config);
-    let limits = BaseLimits { max_linear_mps: 0.2, max_angular_radps: 1.0, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 1.0 };
-    let settings = BaseSettings { limits, emergency: crate::governor::EmergencyLimits::DEFAULT, safety: crate::governor::SafetyConfig::DEFAULT, geofence_radius_m: None, setpoint_timeout: Duration::from_millis(200), control_rate_hz: 50.0, scan_guards_turning: false, coverage: crate::robot::base_driver::CoverageSettings::from_config(&config) };
+    let limits = BaseLimits {
+        max_linear_mps: 0.2,
+        max_angular_radps: 1.0,
+        max_linear_accel_mps2: 1.0,
+        max_angular_accel_radps2: 1.0,
+    };
+    let settings = BaseSettings {
+        limits,
+        emergency: crate::governor::EmergencyLimits::DEFAULT,
+        safety: crate::governor::SafetyConfig::DEFAULT,
+        geofence_radius_m: None,
+        setpoint_timeout: Duration::from_millis(200),
+        control_rate_hz: 50.0,
+        scan_guards_turning: false,
+        coverage: crate::robot::base_driver::CoverageSettings::from_config(&config),
+    };
     let (events, _) = tokio::sync::mpsc::channel(8);
     let halts = Arc::new(Halts::default());
-    let joint_limits = Arc::new(JointLimits::from_urdf(URDF).unwrap().with_max_accelerations(&config.actuators.max_accelerations()).unwrap());
+    let joint_limits = Arc::new(
+        JointLimits::from_urdf(URDF)
+            .unwrap()
+            .with_max_accelerations(&config.actuators.max_accelerations())
+            .unwrap(),
+    );
     ToolContext {
         base: Arc::new(BaseDriver::new(settings, robot.actuators.clone(), halts.clone())),
-        joints: Arc::new(JointDriver::new(robot.actuators.clone(), robot.samples.clone(), joint_limits, halts, JointSettings::from_config(&config))),
+        joints: Arc::new(JointDriver::new(
+            robot.actuators.clone(),
+            robot.samples.clone(),
+            joint_limits,
+            halts,
+            JointSettings::from_config(&config),
+        )),
         signals: robot.signals.clone(),
         sensors: robot.samples.clone(),
         live: Arc::new(crate::live::Live::from_config(&config)),
         config: Arc::new(config),
         kinematics: Arc::new(Kinematics::from_urdf(URDF).unwrap()),
-        recorder: crate::recorder::Recorder::new(&crate::config::RecordConfig::default(), events.clone()),
+        recorder: crate::recorder::Recorder::new(
+            &crate::config::RecordConfig::default(),
+            events.clone(),
+        ),
         events,
         session: "s".into(),
         call_id: "c".into(),

@@ -13,11 +13,11 @@ use serde_json::{json, Map, Value};
 
 use super::shared::fresh::{fresh_sample, max_age, sensor_missing, vector_json};
 use super::{Tool, ToolContext, ToolFuture};
+use crate::config::SensorTopic;
+use crate::governor::hazards::{kind, Hazard};
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::AiccError;
-use crate::config::SensorTopic;
-use crate::governor::hazards::{kind, Hazard};
 use crate::robot::{ContactPoint, Contacts, Sensor, Stamped};
 use nalgebra::Vector3;
 
@@ -32,7 +32,11 @@ pub fn bump_contacts(hazards: &[Hazard]) -> Contacts {
         .iter()
         .filter(|hazard| hazard.kind == kind::BUMP)
         .map(|hazard| ContactPoint {
-            part: if hazard.frame_id.is_empty() { "bump".to_string() } else { hazard.frame_id.clone() },
+            part: if hazard.frame_id.is_empty() {
+                "bump".to_string()
+            } else {
+                hazard.frame_id.clone()
+            },
             other: HAZARD_OTHER.to_string(),
             position_m: Vector3::zeros(),
             normal: Vector3::zeros(),
@@ -85,7 +89,12 @@ impl Source {
     fn sample(self, ctx: &ToolContext) -> Option<Stamped<Contacts>> {
         match self {
             Source::Bumper => ctx.sensors.contacts(),
-            Source::Hazards => ctx.sensors.hazards().map(|s| Stamped { value: bump_contacts(&s.value), frame_id: s.frame_id, stamp_s: s.stamp_s, received: s.received }),
+            Source::Hazards => ctx.sensors.hazards().map(|s| Stamped {
+                value: bump_contacts(&s.value),
+                frame_id: s.frame_id,
+                stamp_s: s.stamp_s,
+                received: s.received,
+            }),
         }
     }
 }
@@ -109,7 +118,12 @@ pub struct ContactTracker {
 
 impl ContactTracker {
     pub fn new(in_contact: bool, received: Instant) -> Self {
-        ContactTracker { in_contact, since: received, since_first_look: true, last_received: received }
+        ContactTracker {
+            in_contact,
+            since: received,
+            since_first_look: true,
+            last_received: received,
+        }
     }
 
     /// Takes a sample received at `received`.
@@ -119,7 +133,12 @@ impl ContactTracker {
         }
         self.last_received = received;
         if in_contact != self.in_contact {
-            *self = ContactTracker { in_contact, since: received, since_first_look: false, last_received: received };
+            *self = ContactTracker {
+                in_contact,
+                since: received,
+                since_first_look: false,
+                last_received: received,
+            };
         }
     }
 
@@ -139,7 +158,11 @@ impl Touch {
         Touch { tracker: Mutex::new(None) }
     }
 
-    fn observe(tracker: &Mutex<Option<ContactTracker>>, contacts: &Contacts, received: Instant) -> ContactTracker {
+    fn observe(
+        tracker: &Mutex<Option<ContactTracker>>,
+        contacts: &Contacts,
+        received: Instant,
+    ) -> ContactTracker {
         let in_contact = !contacts.points.is_empty();
         let mut tracker = tracker.lock();
         match tracker.as_mut() {
@@ -224,7 +247,13 @@ impl Tool for Touch {
         let source = Source::of(&ctx);
         let topic = ctx.sensors.topic(source.sensor());
         let now = ctx.sensors.now();
-        let sample = fresh_sample(source.sample(&ctx), source.what(), &topic, max_age(source.topic_config(&ctx)), now);
+        let sample = fresh_sample(
+            source.sample(&ctx),
+            source.what(),
+            &topic,
+            max_age(source.topic_config(&ctx)),
+            now,
+        );
         let result = sample.map(|(sample, age)| {
             let tracker = Self::observe(&self.tracker, &sample.value, sample.received);
             (sample, age, tracker)
@@ -281,11 +310,19 @@ mod tests {
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut tracker = ContactTracker::new(false, t0);
         tracker.observe(false, at(250));
-        assert_eq!(tracker.duration(at(500)), (Duration::from_millis(500), true), "unchanged since the first look: a lower bound");
+        assert_eq!(
+            tracker.duration(at(500)),
+            (Duration::from_millis(500), true),
+            "unchanged since the first look: a lower bound"
+        );
         tracker.observe(true, at(750));
         assert_eq!(tracker.duration(at(1000)), (Duration::from_millis(250), false));
         tracker.observe(false, at(600));
-        assert_eq!(tracker.duration(at(1000)), (Duration::from_millis(250), false), "an older sample changes nothing");
+        assert_eq!(
+            tracker.duration(at(1000)),
+            (Duration::from_millis(250), false),
+            "an older sample changes nothing"
+        );
         tracker.observe(true, at(1250));
         assert_eq!(tracker.duration(at(1500)), (Duration::from_millis(750), false));
         tracker.observe(false, at(1500));
@@ -293,7 +330,14 @@ mod tests {
     }
 
     fn point(part: &str, other: &str) -> ContactPoint {
-        ContactPoint { part: part.into(), other: other.into(), position_m: Vector3::new(1.0, 0.0, 0.05), normal: Vector3::x(), depth_m: 0.001, force_n: Some(3.5) }
+        ContactPoint {
+            part: part.into(),
+            other: other.into(),
+            position_m: Vector3::new(1.0, 0.0, 0.05),
+            normal: Vector3::x(),
+            depth_m: 0.001,
+            force_n: Some(3.5),
+        }
     }
 
     #[tokio::test]
@@ -303,25 +347,52 @@ mod tests {
         let touch = Touch::new();
         let err = touch.call(Map::new(), ctx.clone()).await.unwrap_err();
         assert_eq!(err.message, "no bumper contacts received yet on bumper");
-        assert_eq!(touch.unavailable_reason(&ctx, Instant::now()).unwrap(), "no bumper contacts received on bumper");
+        assert_eq!(
+            touch.unavailable_reason(&ctx, Instant::now()).unwrap(),
+            "no bumper contacts received on bumper"
+        );
 
         // Samples arrive in order: this one 400 ms ago, the contact 300 ms ago.
-        robot.samples.lock().contacts = Some(stamped(Contacts::default(), "world", Duration::from_millis(400)));
+        robot.samples.lock().contacts =
+            Some(stamped(Contacts::default(), "world", Duration::from_millis(400)));
         let out = touch.call(Map::new(), ctx.clone()).await.unwrap().output;
-        assert_eq!((out["in_contact"].as_bool(), out["contacts_total"].as_u64(), out["since_s_is_lower_bound"].as_bool()), (Some(false), Some(0), Some(true)));
+        assert_eq!(
+            (
+                out["in_contact"].as_bool(),
+                out["contacts_total"].as_u64(),
+                out["since_s_is_lower_bound"].as_bool()
+            ),
+            (Some(false), Some(0), Some(true))
+        );
 
         let bumper = "aicc_bot::bumper_link::bumper_collision";
-        let contacts = Contacts { points: vec![point(bumper, "red_box::red_box"), point(bumper, "wall_east::wall_east")] };
-        robot.samples.lock().contacts = Some(stamped(contacts, "world", Duration::from_millis(300)));
-        assert_eq!(touch.unavailable_reason(&ctx, Instant::now()), None, "the poll sees the change");
+        let contacts = Contacts {
+            points: vec![point(bumper, "red_box::red_box"), point(bumper, "wall_east::wall_east")],
+        };
+        robot.samples.lock().contacts =
+            Some(stamped(contacts, "world", Duration::from_millis(300)));
+        assert_eq!(
+            touch.unavailable_reason(&ctx, Instant::now()),
+            None,
+            "the poll sees the change"
+        );
         robot.samples.lock().contacts.as_mut().unwrap().received = Instant::now();
         let out = touch.call(Map::new(), ctx).await.unwrap().output;
-        assert_eq!((out["in_contact"].as_bool(), out["contacts_total"].as_u64()), (Some(true), Some(2)));
+        assert_eq!(
+            (out["in_contact"].as_bool(), out["contacts_total"].as_u64()),
+            (Some(true), Some(2))
+        );
         assert_eq!(out["parts"], json!([bumper]));
         assert_eq!(out["contacts"][1]["other"], "wall_east::wall_east");
-        assert_eq!((out["contacts"][0]["force_n"].as_f64(), out["contacts"][0]["normal"]["x"].as_f64()), (Some(3.5), Some(1.0)));
+        assert_eq!(
+            (out["contacts"][0]["force_n"].as_f64(), out["contacts"][0]["normal"]["x"].as_f64()),
+            (Some(3.5), Some(1.0))
+        );
         let since = out["since_s"].as_f64().unwrap();
-        assert!((0.3..0.5).contains(&since) && out["since_s_is_lower_bound"] == false, "timed from the poll's sample: {since}");
+        assert!(
+            (0.3..0.5).contains(&since) && out["since_s_is_lower_bound"] == false,
+            "timed from the poll's sample: {since}"
+        );
     }
 
     #[tokio::test]
@@ -332,25 +403,55 @@ mod tests {
             config.sensors.hazards.topic = "hazard_detection".into();
         });
         let touch = Touch::new();
-        assert!(touch.unavailable_reason(&ctx, Instant::now()).unwrap().contains("hazard reports"), "waits for the hazards, not the bumper");
+        assert!(
+            touch.unavailable_reason(&ctx, Instant::now()).unwrap().contains("hazard reports"),
+            "waits for the hazards, not the bumper"
+        );
         let hazard = |kind: u8, frame: &str| Hazard { kind, frame_id: frame.into() };
         // A cliff and a proximity report are no contact.
-        robot.samples.lock().hazards = Some(stamped(vec![hazard(kind::CLIFF, "cliff_front_left"), hazard(kind::OBJECT_PROXIMITY, "ir_intensity_front_center_left")], "base_link", Duration::from_millis(50)));
+        robot.samples.lock().hazards = Some(stamped(
+            vec![
+                hazard(kind::CLIFF, "cliff_front_left"),
+                hazard(kind::OBJECT_PROXIMITY, "ir_intensity_front_center_left"),
+            ],
+            "base_link",
+            Duration::from_millis(50),
+        ));
         let out = touch.call(Map::new(), ctx.clone()).await.unwrap().output;
-        assert_eq!((out["in_contact"].as_bool(), out["contacts_total"].as_u64()), (Some(false), Some(0)));
-        robot.samples.lock().hazards = Some(stamped(vec![hazard(kind::BUMP, "bump_front_left"), hazard(kind::BUMP, "bump_front_center")], "base_link", Duration::from_millis(10)));
+        assert_eq!(
+            (out["in_contact"].as_bool(), out["contacts_total"].as_u64()),
+            (Some(false), Some(0))
+        );
+        robot.samples.lock().hazards = Some(stamped(
+            vec![hazard(kind::BUMP, "bump_front_left"), hazard(kind::BUMP, "bump_front_center")],
+            "base_link",
+            Duration::from_millis(10),
+        ));
         let out = touch.call(Map::new(), ctx).await.unwrap().output;
-        assert_eq!((out["in_contact"].as_bool(), out["contacts_total"].as_u64()), (Some(true), Some(2)));
+        assert_eq!(
+            (out["in_contact"].as_bool(), out["contacts_total"].as_u64()),
+            (Some(true), Some(2))
+        );
         assert_eq!(out["parts"], json!(["bump_front_left", "bump_front_center"]));
-        assert_eq!((out["contacts"][0]["other"].as_str(), out["contacts"][0]["force_n"].is_null()), (Some(HAZARD_OTHER), true));
+        assert_eq!(
+            (out["contacts"][0]["other"].as_str(), out["contacts"][0]["force_n"].is_null()),
+            (Some(HAZARD_OTHER), true)
+        );
         assert_eq!(out["frame_id"], "base_link");
     }
 
     #[tokio::test]
     async fn stale_contacts_are_an_error() {
         let robot = Arc::new(FakeRobot::default());
-        robot.samples.lock().contacts = Some(stamped(Contacts::default(), "world", Duration::from_secs(1)));
+        robot.samples.lock().contacts =
+            Some(stamped(Contacts::default(), "world", Duration::from_secs(1)));
         let err = Touch::new().call(Map::new(), context(robot)).await.unwrap_err();
-        assert!(err.retryable && err.message.contains("bumper is 10") && err.message.contains("(maximum 500 ms)"), "{}", err.message);
+        assert!(
+            err.retryable
+                && err.message.contains("bumper is 10")
+                && err.message.contains("(maximum 500 ms)"),
+            "{}",
+            err.message
+        );
     }
 }

@@ -143,15 +143,32 @@ mod tests {
     #[test]
     fn the_schema_refuses_absurd_yaws_naming_the_field_and_the_limit() {
         use crate::protocol::catalog::Catalog;
-        let catalog = Catalog::new(vec![Turn::new(&BaseConfig::default()).descriptor()]).expect("the schema compiles");
+        let catalog = Catalog::new(vec![Turn::new(&BaseConfig::default()).descriptor()])
+            .expect("the schema compiles");
         let input = input_map;
         let error = catalog.validate("turn", input(json!({"yaw": 1e9}))).unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidInput);
-        assert!(error.message.contains("input.yaw") && error.message.contains("360"), "{}", error.message);
-        assert!(catalog.validate("turn", input(json!({"yaw": -45}))).is_ok(), "Appendix A's example");
-        assert!(catalog.validate("turn", input(json!({"yaw": 90, "pitch": 10, "speed_dps": 30}))).is_ok());
-        assert!(catalog.validate("turn", input(json!({"yaw": 90, "roll": 1}))).unwrap_err().message.contains("roll"));
-        assert!(catalog.validate("turn", input(json!({"pitch": 10}))).unwrap_err().message.contains("yaw"));
+        assert!(
+            error.message.contains("input.yaw") && error.message.contains("360"),
+            "{}",
+            error.message
+        );
+        assert!(
+            catalog.validate("turn", input(json!({"yaw": -45}))).is_ok(),
+            "Appendix A's example"
+        );
+        assert!(catalog
+            .validate("turn", input(json!({"yaw": 90, "pitch": 10, "speed_dps": 30})))
+            .is_ok());
+        assert!(catalog
+            .validate("turn", input(json!({"yaw": 90, "roll": 1})))
+            .unwrap_err()
+            .message
+            .contains("roll"));
+        assert!(catalog
+            .validate("turn", input(json!({"pitch": 10})))
+            .unwrap_err()
+            .message
+            .contains("yaw"));
     }
-
 }

@@ -39,9 +39,13 @@ impl Wait {
 pub fn wait_duration(input: &Map<String, Value>, tick_rate_hz: f64) -> Result<f64, AiccError> {
     let max_ticks = (MAX_WAIT_S * tick_rate_hz).floor().max(1.0);
     match (input.get("ticks"), input.get("seconds")) {
-        (Some(_), Some(_)) | (None, None) => Err(AiccError::invalid_input("give exactly one of input.ticks or input.seconds")),
+        (Some(_), Some(_)) | (None, None) => {
+            Err(AiccError::invalid_input("give exactly one of input.ticks or input.seconds"))
+        }
         (Some(ticks), None) => {
-            let ticks = ticks.as_u64().ok_or_else(|| AiccError::invalid_input("input.ticks must be a whole number of ticks"))?;
+            let ticks = ticks.as_u64().ok_or_else(|| {
+                AiccError::invalid_input("input.ticks must be a whole number of ticks")
+            })?;
             if ticks == 0 || ticks as f64 > max_ticks {
                 return Err(AiccError::invalid_input(format!("input.ticks = {ticks} is outside [1, {max_ticks}] ({MAX_WAIT_S} s at {tick_rate_hz} ticks/s)")));
             }
@@ -108,12 +112,24 @@ mod tests {
     fn ticks_and_seconds_are_bounded_and_exclusive() {
         assert_eq!(wait_duration(&input_map(json!({"ticks": 5})), 10.0).unwrap(), 0.5);
         assert_eq!(wait_duration(&input_map(json!({"seconds": 1.5})), 10.0).unwrap(), 1.5);
-        assert!(wait_duration(&input_map(json!({"ticks": 601})), 10.0).unwrap_err().message.contains("[1, 600]"));
+        assert!(wait_duration(&input_map(json!({"ticks": 601})), 10.0)
+            .unwrap_err()
+            .message
+            .contains("[1, 600]"));
         assert!(wait_duration(&input_map(json!({"ticks": 0})), 10.0).is_err());
-        assert!(wait_duration(&input_map(json!({"ticks": 1.5})), 10.0).unwrap_err().message.contains("whole number"));
-        assert!(wait_duration(&input_map(json!({"seconds": 61})), 10.0).unwrap_err().message.contains("input.seconds"));
+        assert!(wait_duration(&input_map(json!({"ticks": 1.5})), 10.0)
+            .unwrap_err()
+            .message
+            .contains("whole number"));
+        assert!(wait_duration(&input_map(json!({"seconds": 61})), 10.0)
+            .unwrap_err()
+            .message
+            .contains("input.seconds"));
         assert!(wait_duration(&input_map(json!({"seconds": 0})), 10.0).is_err());
-        assert!(wait_duration(&input_map(json!({"seconds": 1, "ticks": 1})), 10.0).unwrap_err().message.contains("exactly one"));
+        assert!(wait_duration(&input_map(json!({"seconds": 1, "ticks": 1})), 10.0)
+            .unwrap_err()
+            .message
+            .contains("exactly one"));
         assert!(wait_duration(&input_map(json!({})), 10.0).is_err());
     }
 

@@ -25,7 +25,9 @@ pub fn config(parameters: &str) -> Config {
 /// tokens are read from.
 pub fn start(config: Config, env: &[(&str, &str)]) -> InProcessBridge {
     capture_logs();
-    TestBridge::start(config, |name| env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
+    TestBridge::start(config, |name| {
+        env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+    })
 }
 
 /// Everything the bridges of this test process logged.
@@ -36,9 +38,11 @@ pub fn logs() -> String {
 /// Whether `text` is logged within 2 s (a connection's task logs its end
 /// just after closing the socket the test saw close).
 pub fn logged_soon(text: &str) -> bool {
-    (0..40).any(|_| logs().contains(text) || {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        false
+    (0..40).any(|_| {
+        logs().contains(text) || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            false
+        }
     })
 }
 
@@ -53,7 +57,11 @@ fn capture_logs() {
     ONCE.call_once(|| {
         let buffer = log_buffer().clone();
         let writer = move || Tee(buffer.clone());
-        let _ = tracing_subscriber::fmt().with_ansi(false).with_writer(writer).with_env_filter("debug").try_init();
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(writer)
+            .with_env_filter("debug")
+            .try_init();
     });
 }
 

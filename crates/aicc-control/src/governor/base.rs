@@ -38,7 +38,11 @@ pub struct Clamps {
 
 impl Clamps {
     pub fn any(&self) -> bool {
-        self.non_finite || self.linear_velocity || self.angular_velocity || self.linear_acceleration || self.angular_acceleration
+        self.non_finite
+            || self.linear_velocity
+            || self.angular_velocity
+            || self.linear_acceleration
+            || self.angular_acceleration
     }
 }
 
@@ -55,7 +59,12 @@ pub const MAX_STEP_S: f64 = 0.1;
 
 /// Limits `requested` to the velocity limits, then to what the acceleration
 /// limits allow from `previous` over `dt_s` seconds.
-pub fn govern_base(limits: &BaseLimits, previous: BaseVelocity, requested: BaseVelocity, dt_s: f64) -> Governed {
+pub fn govern_base(
+    limits: &BaseLimits,
+    previous: BaseVelocity,
+    requested: BaseVelocity,
+    dt_s: f64,
+) -> Governed {
     let mut clamps = Clamps::default();
     let requested = if requested.linear_mps.is_finite() && requested.angular_radps.is_finite() {
         requested
@@ -64,10 +73,14 @@ pub fn govern_base(limits: &BaseLimits, previous: BaseVelocity, requested: BaseV
         BaseVelocity::ZERO
     };
     let dt_s = if dt_s.is_finite() { dt_s.clamp(0.0, MAX_STEP_S) } else { 0.0 };
-    let (linear, linear_velocity_clamped) = clamp_symmetric(requested.linear_mps, limits.max_linear_mps);
-    let (angular, angular_velocity_clamped) = clamp_symmetric(requested.angular_radps, limits.max_angular_radps);
-    let (linear, linear_accel_clamped) = rate_limit(previous.linear_mps, linear, limits.max_linear_accel_mps2 * dt_s);
-    let (angular, angular_accel_clamped) = rate_limit(previous.angular_radps, angular, limits.max_angular_accel_radps2 * dt_s);
+    let (linear, linear_velocity_clamped) =
+        clamp_symmetric(requested.linear_mps, limits.max_linear_mps);
+    let (angular, angular_velocity_clamped) =
+        clamp_symmetric(requested.angular_radps, limits.max_angular_radps);
+    let (linear, linear_accel_clamped) =
+        rate_limit(previous.linear_mps, linear, limits.max_linear_accel_mps2 * dt_s);
+    let (angular, angular_accel_clamped) =
+        rate_limit(previous.angular_radps, angular, limits.max_angular_accel_radps2 * dt_s);
     clamps.linear_velocity = linear_velocity_clamped;
     clamps.angular_velocity = angular_velocity_clamped;
     clamps.linear_acceleration = linear_accel_clamped;
@@ -95,29 +108,64 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const LIMITS: BaseLimits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+    const LIMITS: BaseLimits = BaseLimits {
+        max_linear_mps: 0.22,
+        max_angular_radps: 1.5,
+        max_linear_accel_mps2: 1.0,
+        max_angular_accel_radps2: 3.0,
+    };
 
     #[test]
     fn clamps_velocity_then_acceleration() {
-        let out = govern_base(&LIMITS, BaseVelocity::ZERO, BaseVelocity { linear_mps: 5.0, angular_radps: -9.0 }, 0.02);
-        assert!((out.command.linear_mps - 0.02).abs() < 1e-12, "1 m/s^2 over 20 ms: {:?}", out.command);
+        let out = govern_base(
+            &LIMITS,
+            BaseVelocity::ZERO,
+            BaseVelocity { linear_mps: 5.0, angular_radps: -9.0 },
+            0.02,
+        );
+        assert!(
+            (out.command.linear_mps - 0.02).abs() < 1e-12,
+            "1 m/s^2 over 20 ms: {:?}",
+            out.command
+        );
         assert!((out.command.angular_radps + 0.06).abs() < 1e-12);
-        assert!(out.clamps.linear_velocity && out.clamps.angular_velocity && out.clamps.linear_acceleration);
-        let steady = govern_base(&LIMITS, BaseVelocity { linear_mps: 0.22, angular_radps: 0.0 }, BaseVelocity { linear_mps: 0.3, angular_radps: 0.0 }, 0.02);
+        assert!(
+            out.clamps.linear_velocity
+                && out.clamps.angular_velocity
+                && out.clamps.linear_acceleration
+        );
+        let steady = govern_base(
+            &LIMITS,
+            BaseVelocity { linear_mps: 0.22, angular_radps: 0.0 },
+            BaseVelocity { linear_mps: 0.3, angular_radps: 0.0 },
+            0.02,
+        );
         assert_eq!(steady.command.linear_mps, 0.22);
     }
 
     #[test]
     fn non_finite_requests_become_a_stop() {
         let previous = BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 };
-        let out = govern_base(&LIMITS, previous, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }, 0.02);
+        let out = govern_base(
+            &LIMITS,
+            previous,
+            BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 },
+            0.02,
+        );
         assert!(out.clamps.non_finite);
         assert!(out.command.linear_mps < previous.linear_mps, "decelerates towards zero");
     }
 
     fn velocity() -> impl Strategy<Value = BaseVelocity> {
-        let component = prop_oneof![-10.0..10.0f64, Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(0.0)];
-        (component.clone(), component).prop_map(|(linear_mps, angular_radps)| BaseVelocity { linear_mps, angular_radps })
+        let component = prop_oneof![
+            -10.0..10.0f64,
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(0.0)
+        ];
+        (component.clone(), component)
+            .prop_map(|(linear_mps, angular_radps)| BaseVelocity { linear_mps, angular_radps })
     }
 
     proptest! {

@@ -39,7 +39,8 @@ pub struct EmergencyLimits {
 impl EmergencyLimits {
     /// 3 m/s^2 and 10 rad/s^2: a TurtleBot3-class base stops from full speed
     /// (0.22 m/s, 1.5 rad/s) in 73 ms and 150 ms.
-    pub const DEFAULT: EmergencyLimits = EmergencyLimits { max_emergency_decel_mps2: 3.0, max_emergency_decel_radps2: 10.0 };
+    pub const DEFAULT: EmergencyLimits =
+        EmergencyLimits { max_emergency_decel_mps2: 3.0, max_emergency_decel_radps2: 10.0 };
 
     /// The linear deceleration actually used: the larger of the emergency
     /// and the normal limit (0 if neither is a positive finite number).
@@ -134,7 +135,8 @@ pub fn govern_base_step(
         BaseVelocity::ZERO
     };
     let dt_s = if dt_s.is_finite() { dt_s.clamp(0.0, MAX_STEP_S) } else { 0.0 };
-    let accel_dt_s = if max_accel_step_s.is_finite() { dt_s.min(max_accel_step_s.max(0.0)) } else { dt_s };
+    let accel_dt_s =
+        if max_accel_step_s.is_finite() { dt_s.min(max_accel_step_s.max(0.0)) } else { dt_s };
     let linear = govern_component(
         previous.linear_mps,
         requested.linear_mps,
@@ -174,10 +176,19 @@ struct Component {
     braking: bool,
 }
 
-fn govern_component(previous: f64, requested: f64, max: f64, envelope: (f64, f64), max_change: f64, max_slowdown: f64, max_brake: f64) -> Component {
+fn govern_component(
+    previous: f64,
+    requested: f64,
+    max: f64,
+    envelope: (f64, f64),
+    max_change: f64,
+    max_slowdown: f64,
+    max_brake: f64,
+) -> Component {
     let max = if max.is_finite() { max.max(0.0) } else { 0.0 };
     let max_change = if max_change.is_finite() { max_change.max(0.0) } else { 0.0 };
-    let max_slowdown = if max_slowdown.is_finite() { max_slowdown.max(max_change) } else { max_change };
+    let max_slowdown =
+        if max_slowdown.is_finite() { max_slowdown.max(max_change) } else { max_change };
     let max_brake = if max_brake.is_finite() { max_brake.max(max_change) } else { max_change };
     let previous = if previous.is_finite() { previous } else { 0.0 };
     // The envelope within the velocity limits; both contain zero.
@@ -199,21 +210,40 @@ fn govern_component(previous: f64, requested: f64, max: f64, envelope: (f64, f64
     };
     // The velocity limit wins over any rate limit (as in govern_base).
     let value = value.clamp(-max, max);
-    Component { value, velocity_clamped: within_limits != requested, envelope_clamped: target != within_limits, acceleration_clamped, braking }
+    Component {
+        value,
+        velocity_clamped: within_limits != requested,
+        envelope_clamped: target != within_limits,
+        acceleration_clamped,
+        braking,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::base::govern_base;
-    use super::super::safety::{safety_envelope, is_commanded_to_move, Geofence, Pose2D, SafetyConfig, SafetyInputs, SafetyState};
+    use super::super::safety::{
+        is_commanded_to_move, safety_envelope, Geofence, Pose2D, SafetyConfig, SafetyInputs,
+        SafetyState,
+    };
     use super::*;
     use proptest::prelude::*;
 
-    const LIMITS: BaseLimits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+    const LIMITS: BaseLimits = BaseLimits {
+        max_linear_mps: 0.22,
+        max_angular_radps: 1.5,
+        max_linear_accel_mps2: 1.0,
+        max_angular_accel_radps2: 3.0,
+    };
     const EMERGENCY: EmergencyLimits = EmergencyLimits::DEFAULT;
 
     fn stop_envelope() -> Envelope {
-        let inputs = SafetyInputs { odometry_age_s: Some(0.62), imu_age_s: Some(0.0), commanded_to_move: true, ..SafetyInputs::default() };
+        let inputs = SafetyInputs {
+            odometry_age_s: Some(0.62),
+            imu_age_s: Some(0.0),
+            commanded_to_move: true,
+            ..SafetyInputs::default()
+        };
         safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), &inputs)
     }
 
@@ -225,7 +255,15 @@ mod tests {
     fn ticks_to_stop(from: BaseVelocity, envelope: &Envelope, dt_s: f64) -> usize {
         let mut v = from;
         for tick in 1..10_000 {
-            v = govern_base_with_envelope(&LIMITS, &EMERGENCY, v, BaseVelocity { linear_mps: 0.22, angular_radps: 1.5 }, envelope, dt_s).command;
+            v = govern_base_with_envelope(
+                &LIMITS,
+                &EMERGENCY,
+                v,
+                BaseVelocity { linear_mps: 0.22, angular_radps: 1.5 },
+                envelope,
+                dt_s,
+            )
+            .command;
             if v.is_zero() {
                 return tick;
             }
@@ -236,19 +274,36 @@ mod tests {
     #[test]
     fn an_emergency_stop_from_full_speed_takes_about_75_ms() {
         let full = BaseVelocity { linear_mps: 0.22, angular_radps: 0.0 };
-        assert!((braking_time_s(&LIMITS, &EMERGENCY) - 0.15).abs() < 1e-12, "angular 1.5 rad/s at 10 rad/s^2 dominates");
+        assert!(
+            (braking_time_s(&LIMITS, &EMERGENCY) - 0.15).abs() < 1e-12,
+            "angular 1.5 rad/s at 10 rad/s^2 dominates"
+        );
         assert_eq!(ticks_to_stop(full, &stop_envelope(), 0.005), 15, "75 ms at 200 Hz");
         assert_eq!(ticks_to_stop(full, &stop_envelope(), 0.01), 8, "80 ms at 100 Hz");
         assert_eq!(ticks_to_stop(full, &stop_envelope(), 0.02), 4, "80 ms at 50 Hz");
-        let first = govern_base_with_envelope(&LIMITS, &EMERGENCY, full, full, &stop_envelope(), 0.02);
-        assert!((first.command.linear_mps - 0.16).abs() < 1e-12 && first.emergency_braking && first.envelope_clamped, "{first:?}");
+        let first =
+            govern_base_with_envelope(&LIMITS, &EMERGENCY, full, full, &stop_envelope(), 0.02);
+        assert!(
+            (first.command.linear_mps - 0.16).abs() < 1e-12
+                && first.emergency_braking
+                && first.envelope_clamped,
+            "{first:?}"
+        );
         assert_eq!(first.restrictions[0].name(), "odometry_stale");
         assert!(first.clamped());
         // An ordinary stop (request zero, nothing restricted) keeps the normal 1 m/s^2: 220 ms.
         let mut v = full;
         let mut ticks = 0;
         while !v.is_zero() {
-            v = govern_base_with_envelope(&LIMITS, &EMERGENCY, v, BaseVelocity::ZERO, &open_envelope(), 0.02).command;
+            v = govern_base_with_envelope(
+                &LIMITS,
+                &EMERGENCY,
+                v,
+                BaseVelocity::ZERO,
+                &open_envelope(),
+                0.02,
+            )
+            .command;
             ticks += 1;
         }
         assert!((11..=12).contains(&ticks), "220 ms (plus one tick of rounding): {ticks}");
@@ -257,56 +312,160 @@ mod tests {
     #[test]
     fn a_late_tick_brakes_for_the_time_lost_but_does_not_catch_up_on_acceleration() {
         let turning = BaseVelocity { linear_mps: 0.0, angular_radps: 1.5 };
-        let from_rest = govern_base_step(&LIMITS, &EMERGENCY, BaseVelocity::ZERO, turning, &open_envelope(), 0.1, 0.03);
-        assert!((from_rest.command.angular_radps - 0.09).abs() < 1e-12, "3 rad/s^2 over 30 ms, not 100: {from_rest:?}");
-        let braking = govern_base_step(&LIMITS, &EMERGENCY, turning, turning, &stop_envelope(), 0.1, 0.03);
-        assert!((braking.command.angular_radps - 0.5).abs() < 1e-12, "10 rad/s^2 over the 100 ms lost: {braking:?}");
+        let from_rest = govern_base_step(
+            &LIMITS,
+            &EMERGENCY,
+            BaseVelocity::ZERO,
+            turning,
+            &open_envelope(),
+            0.1,
+            0.03,
+        );
+        assert!(
+            (from_rest.command.angular_radps - 0.09).abs() < 1e-12,
+            "3 rad/s^2 over 30 ms, not 100: {from_rest:?}"
+        );
+        let braking =
+            govern_base_step(&LIMITS, &EMERGENCY, turning, turning, &stop_envelope(), 0.1, 0.03);
+        assert!(
+            (braking.command.angular_radps - 0.5).abs() < 1e-12,
+            "10 rad/s^2 over the 100 ms lost: {braking:?}"
+        );
         assert!(braking.emergency_braking);
-        let slowing = govern_base_step(&LIMITS, &EMERGENCY, turning, BaseVelocity::ZERO, &open_envelope(), 0.1, 0.03);
-        assert!((slowing.command.angular_radps - 1.2).abs() < 1e-12, "an ordinary stop, over the 100 ms lost: {slowing:?}");
-        let unbounded = govern_base_with_envelope(&LIMITS, &EMERGENCY, BaseVelocity::ZERO, turning, &open_envelope(), 0.1);
+        let slowing = govern_base_step(
+            &LIMITS,
+            &EMERGENCY,
+            turning,
+            BaseVelocity::ZERO,
+            &open_envelope(),
+            0.1,
+            0.03,
+        );
+        assert!(
+            (slowing.command.angular_radps - 1.2).abs() < 1e-12,
+            "an ordinary stop, over the 100 ms lost: {slowing:?}"
+        );
+        let unbounded = govern_base_with_envelope(
+            &LIMITS,
+            &EMERGENCY,
+            BaseVelocity::ZERO,
+            turning,
+            &open_envelope(),
+            0.1,
+        );
         assert!((unbounded.command.angular_radps - 0.3).abs() < 1e-12, "{unbounded:?}");
     }
 
     #[test]
     fn accelerating_uses_the_normal_limit_even_inside_a_restriction() {
         let mut state = SafetyState::new();
-        let inputs = SafetyInputs { odometry_age_s: Some(0.0), imu_age_s: Some(0.0), commanded_to_move: true, in_contact: true, ..SafetyInputs::default() };
+        let inputs = SafetyInputs {
+            odometry_age_s: Some(0.0),
+            imu_age_s: Some(0.0),
+            commanded_to_move: true,
+            in_contact: true,
+            ..SafetyInputs::default()
+        };
         state.update(&SafetyConfig::DEFAULT, &inputs, 0.0);
         let latched = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
-        let out = govern_base_with_envelope(&LIMITS, &EMERGENCY, BaseVelocity::ZERO, BaseVelocity { linear_mps: -0.2, angular_radps: 1.0 }, &latched, 0.02);
-        assert!((out.command.linear_mps + 0.02).abs() < 1e-12 && (out.command.angular_radps - 0.06).abs() < 1e-12, "{out:?}");
+        let out = govern_base_with_envelope(
+            &LIMITS,
+            &EMERGENCY,
+            BaseVelocity::ZERO,
+            BaseVelocity { linear_mps: -0.2, angular_radps: 1.0 },
+            &latched,
+            0.02,
+        );
+        assert!(
+            (out.command.linear_mps + 0.02).abs() < 1e-12
+                && (out.command.angular_radps - 0.06).abs() < 1e-12,
+            "{out:?}"
+        );
         assert!(!out.emergency_braking && out.clamps.linear_acceleration);
         // Moving forward into a contact: braked at 3 m/s^2 to zero, not into reverse in the same step.
-        let out = govern_base_with_envelope(&LIMITS, &EMERGENCY, BaseVelocity { linear_mps: 0.05, angular_radps: 0.0 }, BaseVelocity { linear_mps: -0.2, angular_radps: 0.0 }, &latched, 0.02);
+        let out = govern_base_with_envelope(
+            &LIMITS,
+            &EMERGENCY,
+            BaseVelocity { linear_mps: 0.05, angular_radps: 0.0 },
+            BaseVelocity { linear_mps: -0.2, angular_radps: 0.0 },
+            &latched,
+            0.02,
+        );
         assert_eq!(out.command.linear_mps, 0.0);
         assert!(out.emergency_braking);
     }
 
     #[test]
     fn braking_stops_at_the_edge_of_a_slow_down_then_continues_normally() {
-        let inputs = SafetyInputs { odometry_age_s: Some(0.0), imu_age_s: Some(0.0), commanded_to_move: true, obstacle_ahead_m: Some(0.35), ..SafetyInputs::default() };
+        let inputs = SafetyInputs {
+            odometry_age_s: Some(0.0),
+            imu_age_s: Some(0.0),
+            commanded_to_move: true,
+            obstacle_ahead_m: Some(0.35),
+            ..SafetyInputs::default()
+        };
         let slow = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), &inputs);
         let mut v = BaseVelocity { linear_mps: 0.22, angular_radps: 0.0 };
-        v = govern_base_with_envelope(&LIMITS, &EMERGENCY, v, BaseVelocity { linear_mps: 0.0, angular_radps: 0.0 }, &slow, 0.02).command;
+        v = govern_base_with_envelope(
+            &LIMITS,
+            &EMERGENCY,
+            v,
+            BaseVelocity { linear_mps: 0.0, angular_radps: 0.0 },
+            &slow,
+            0.02,
+        )
+        .command;
         assert!((v.linear_mps - 0.16).abs() < 1e-12);
-        let step = govern_base_with_envelope(&LIMITS, &EMERGENCY, v, BaseVelocity::ZERO, &slow, 0.02);
-        assert!((step.command.linear_mps - 0.11).abs() < 1e-12, "emergency rate only down to the 0.11 m/s edge: {step:?}");
-        let step = govern_base_with_envelope(&LIMITS, &EMERGENCY, step.command, BaseVelocity::ZERO, &slow, 0.02);
-        assert!((step.command.linear_mps - 0.09).abs() < 1e-12 && !step.emergency_braking, "then the normal 1 m/s^2: {step:?}");
+        let step =
+            govern_base_with_envelope(&LIMITS, &EMERGENCY, v, BaseVelocity::ZERO, &slow, 0.02);
+        assert!(
+            (step.command.linear_mps - 0.11).abs() < 1e-12,
+            "emergency rate only down to the 0.11 m/s edge: {step:?}"
+        );
+        let step = govern_base_with_envelope(
+            &LIMITS,
+            &EMERGENCY,
+            step.command,
+            BaseVelocity::ZERO,
+            &slow,
+            0.02,
+        );
+        assert!(
+            (step.command.linear_mps - 0.09).abs() < 1e-12 && !step.emergency_braking,
+            "then the normal 1 m/s^2: {step:?}"
+        );
     }
 
     #[test]
     fn without_restrictions_it_matches_govern_base() {
         let cases = [
             (BaseVelocity::ZERO, BaseVelocity { linear_mps: 5.0, angular_radps: -9.0 }, 0.02),
-            (BaseVelocity { linear_mps: 0.22, angular_radps: 0.0 }, BaseVelocity { linear_mps: 0.3, angular_radps: 0.0 }, 0.02),
-            (BaseVelocity { linear_mps: 0.1, angular_radps: 1.0 }, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }, 0.5),
-            (BaseVelocity { linear_mps: -0.2, angular_radps: 1.0 }, BaseVelocity { linear_mps: 0.2, angular_radps: -1.0 }, f64::NAN),
+            (
+                BaseVelocity { linear_mps: 0.22, angular_radps: 0.0 },
+                BaseVelocity { linear_mps: 0.3, angular_radps: 0.0 },
+                0.02,
+            ),
+            (
+                BaseVelocity { linear_mps: 0.1, angular_radps: 1.0 },
+                BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 },
+                0.5,
+            ),
+            (
+                BaseVelocity { linear_mps: -0.2, angular_radps: 1.0 },
+                BaseVelocity { linear_mps: 0.2, angular_radps: -1.0 },
+                f64::NAN,
+            ),
         ];
         for (previous, requested, dt) in cases {
             let a = govern_base(&LIMITS, previous, requested, dt);
-            let b = govern_base_with_envelope(&LIMITS, &EMERGENCY, previous, requested, &open_envelope(), dt);
+            let b = govern_base_with_envelope(
+                &LIMITS,
+                &EMERGENCY,
+                previous,
+                requested,
+                &open_envelope(),
+                dt,
+            );
             assert_eq!(a.command, b.command);
             assert_eq!(a.clamps, b.clamps);
             assert!(!b.emergency_braking && !b.envelope_clamped && b.restrictions.is_empty());
@@ -315,7 +474,8 @@ mod tests {
 
     #[test]
     fn weak_emergency_limits_are_raised_to_the_normal_ones() {
-        let weak = EmergencyLimits { max_emergency_decel_mps2: 0.1, max_emergency_decel_radps2: f64::NAN };
+        let weak =
+            EmergencyLimits { max_emergency_decel_mps2: 0.1, max_emergency_decel_radps2: f64::NAN };
         assert_eq!(weak.linear_decel(&LIMITS), 1.0);
         assert_eq!(weak.angular_decel(&LIMITS), 3.0);
         assert!((braking_time_s(&LIMITS, &weak) - 0.5).abs() < 1e-12);
@@ -332,7 +492,8 @@ mod tests {
     fn request() -> impl Strategy<Value = BaseVelocity> {
         let linear = prop_oneof![4 => -0.5..0.5f64, 1 => Just(0.0), 1 => Just(0.22), 1 => Just(f64::NAN), 1 => Just(f64::INFINITY)];
         let angular = prop_oneof![4 => -3.0..3.0f64, 2 => Just(0.0), 1 => Just(f64::NEG_INFINITY)];
-        (linear, angular).prop_map(|(linear_mps, angular_radps)| BaseVelocity { linear_mps, angular_radps })
+        (linear, angular)
+            .prop_map(|(linear_mps, angular_radps)| BaseVelocity { linear_mps, angular_radps })
     }
 
     fn age() -> impl Strategy<Value = Option<f64>> {
@@ -346,26 +507,45 @@ mod tests {
     /// Sensor state held for a segment of steps (`commanded_to_move` is
     /// filled in per step from the previous command and the request).
     fn sensors() -> impl Strategy<Value = SafetyInputs> {
-        (age(), age(), prop::bool::weighted(0.3), distance(), distance(), proptest::option::weighted(0.9, (-3.0..3.0f64, -3.0..3.0f64, -4.0..4.0f64)))
-            .prop_map(|(odometry_age_s, imu_age_s, in_contact, obstacle_ahead_m, obstacle_behind_m, pose)| SafetyInputs {
-                odometry_age_s,
-                imu_age_s,
-                commanded_to_move: false,
-                in_contact,
-                obstacle_ahead_m,
-                obstacle_behind_m,
-                obstacle_turning_m: None,
-                cliff_ahead: false,
-                backup_limit: false,
-                hazard_stop: false,
-                pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }),
-                arm: Default::default(),
-            })
+        (
+            age(),
+            age(),
+            prop::bool::weighted(0.3),
+            distance(),
+            distance(),
+            proptest::option::weighted(0.9, (-3.0..3.0f64, -3.0..3.0f64, -4.0..4.0f64)),
+        )
+            .prop_map(
+                |(
+                    odometry_age_s,
+                    imu_age_s,
+                    in_contact,
+                    obstacle_ahead_m,
+                    obstacle_behind_m,
+                    pose,
+                )| SafetyInputs {
+                    odometry_age_s,
+                    imu_age_s,
+                    commanded_to_move: false,
+                    in_contact,
+                    obstacle_ahead_m,
+                    obstacle_behind_m,
+                    obstacle_turning_m: None,
+                    cliff_ahead: false,
+                    backup_limit: false,
+                    hazard_stop: false,
+                    pose: pose.map(|(x_m, y_m, yaw_rad)| Pose2D { x_m, y_m, yaw_rad }),
+                    arm: Default::default(),
+                },
+            )
     }
 
     fn segments() -> impl Strategy<Value = Vec<(SafetyInputs, Vec<(BaseVelocity, f64)>)>> {
         let dt = prop_oneof![8 => 0.001..0.05f64, 1 => Just(0.0), 1 => 0.05..0.3f64];
-        proptest::collection::vec((sensors(), proptest::collection::vec((request(), dt), 1..40)), 1..12)
+        proptest::collection::vec(
+            (sensors(), proptest::collection::vec((request(), dt), 1..40)),
+            1..12,
+        )
     }
 
     fn is_stale(age: Option<f64>, max: f64) -> bool {

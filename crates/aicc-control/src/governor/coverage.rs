@@ -88,7 +88,9 @@ pub const DEFAULT_CELL_M: f64 = 0.02;
 impl ZoneGrid {
     pub fn new(footprint: Footprint, margin_m: f64, reach_m: f64, cell_m: f64) -> Self {
         let (front_m, rear_m, half_width_m) = match footprint {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => (front_m, rear_m, half_width_m),
+            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
+                (front_m, rear_m, half_width_m)
+            }
             Footprint::Circle { radius_m } => (radius_m, radius_m, radius_m),
         };
         ZoneGrid { front_m, rear_m, half_width_m: half_width_m + margin_m, reach_m, cell_m }
@@ -158,7 +160,11 @@ impl ZoneGrid {
 
     /// Checks that every size is finite and positive where it must be.
     pub fn validate(&self) -> Result<(), String> {
-        let ok = [self.front_m, self.rear_m, self.half_width_m, self.reach_m].iter().all(|v| v.is_finite() && *v >= 0.0) && self.cell_m.is_finite() && self.cell_m > 0.0;
+        let ok = [self.front_m, self.rear_m, self.half_width_m, self.reach_m]
+            .iter()
+            .all(|v| v.is_finite() && *v >= 0.0)
+            && self.cell_m.is_finite()
+            && self.cell_m > 0.0;
         ok.then_some(()).ok_or_else(|| format!("the zones are not usable: {self:?}"))
     }
 }
@@ -199,7 +205,11 @@ pub struct Unseen {
 
 impl Unseen {
     pub fn total(&self) -> usize {
-        self.out_of_view + self.no_return + self.self_occluded + self.floor_missing + self.hidden_above
+        self.out_of_view
+            + self.no_return
+            + self.self_occluded
+            + self.floor_missing
+            + self.hidden_above
     }
 
     /// The counts in words, largest first, e.g. "30 out of view, 6 with
@@ -213,7 +223,12 @@ impl Unseen {
             (self.hidden_above, "hidden by something above the robot"),
         ];
         parts.sort_by_key(|part| std::cmp::Reverse(part.0));
-        parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect::<Vec<_>>().join(", ")
+        parts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -245,15 +260,27 @@ pub struct Observation {
 
 impl Observation {
     /// An observation of nothing yet, for `grid`.
-    pub fn empty(source: SourceKind, sees_down_to_m: f64, pose: Pose2D, captured: Instant, grid: &ZoneGrid) -> Self {
+    pub fn empty(
+        source: SourceKind,
+        sees_down_to_m: f64,
+        pose: Pose2D,
+        captured: Instant,
+        grid: &ZoneGrid,
+    ) -> Self {
         Observation {
             source,
             sees_down_to_m,
             pose,
             grid: *grid,
             captured,
-            observed: [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]],
-            clear: [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]],
+            observed: [
+                vec![false; grid.cells(Direction::Ahead)],
+                vec![false; grid.cells(Direction::Behind)],
+            ],
+            clear: [
+                vec![false; grid.cells(Direction::Ahead)],
+                vec![false; grid.cells(Direction::Behind)],
+            ],
             unseen: [Unseen::default(); 2],
         }
     }
@@ -268,7 +295,13 @@ impl Observation {
 
     /// The centres (base frame at capture) of the cells observed clear.
     pub fn clear_centres(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
-        Direction::BOTH.into_iter().flat_map(move |d| self.clear[d.index()].iter().enumerate().filter(|(_, c)| **c).map(move |(cell, _)| self.grid.centre(d, cell)))
+        Direction::BOTH.into_iter().flat_map(move |d| {
+            self.clear[d.index()]
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c)
+                .map(move |(cell, _)| self.grid.centre(d, cell))
+        })
     }
 
     pub fn observed(&self, direction: Direction) -> &[bool] {
@@ -291,7 +324,9 @@ impl Observation {
 
     /// Whether the point (in the base frame at capture) lies in a cell this frame observed.
     fn saw(&self, x: f64, y: f64) -> bool {
-        self.grid.locate(x, y).is_some_and(|(direction, cell)| self.observed[direction.index()][cell])
+        self.grid
+            .locate(x, y)
+            .is_some_and(|(direction, cell)| self.observed[direction.index()][cell])
     }
 
     /// The fraction of a direction's cells observed.
@@ -383,13 +418,16 @@ pub fn zone_view(
     let fresh: Vec<bool> = (0..rows * columns)
         .map(|cell| {
             let centre = grid.centre(direction, cell);
-            pose_now.is_some_and(|now| usable.iter().any(|o| {
-                let (x, y) = rebase(centre, &now, &o.pose);
-                o.saw(x, y)
-            }))
+            pose_now.is_some_and(|now| {
+                usable.iter().any(|o| {
+                    let (x, y) = rebase(centre, &now, &o.pose);
+                    o.saw(x, y)
+                })
+            })
         })
         .collect();
-    let watched = fresh.iter().filter(|f| **f).count() as f64 >= MIN_WATCHED_FRACTION * fresh.len() as f64;
+    let watched =
+        fresh.iter().filter(|f| **f).count() as f64 >= MIN_WATCHED_FRACTION * fresh.len() as f64;
     let mut observed_cells = 0;
     let mut first_unobserved_m = None;
     for row in 0..rows {
@@ -412,12 +450,21 @@ pub fn zone_view(
         }
     }
     let observed_fraction = observed_cells as f64 / (rows * columns) as f64;
-    let why = if first_unobserved_m.is_none() { String::new() } else { explain(direction, sources, pose_now.is_some(), required_height_m) };
+    let why = if first_unobserved_m.is_none() {
+        String::new()
+    } else {
+        explain(direction, sources, pose_now.is_some(), required_height_m)
+    };
     ZoneView { direction, first_unobserved_m, observed_fraction, watched, why }
 }
 
 /// Each source's part in a zone left unobserved, in words.
-fn explain(direction: Direction, sources: &[SourceState], pose_known: bool, required_height_m: f64) -> String {
+fn explain(
+    direction: Direction,
+    sources: &[SourceState],
+    pose_known: bool,
+    required_height_m: f64,
+) -> String {
     if !pose_known {
         return "the robot's pose is unknown (no fresh odometry)".into();
     }
@@ -485,7 +532,10 @@ pub struct CameraView {
 /// the direction), else the pose that observes the most. `camera_at`
 /// gives the optical frame's pose in the base frame at (pan, tilt); the
 /// ranges are the joints' limits. Searched on a grid of `step_rad`.
-#[allow(clippy::too_many_arguments, reason = "the geometry of the search: zone, camera, joint ranges and grid step")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the geometry of the search: zone, camera, joint ranges and grid step"
+)]
 pub fn covering_head_pose(
     grid: &ZoneGrid,
     direction: Direction,
@@ -520,7 +570,11 @@ pub fn covering_head_pose(
                     if p.z >= camera.min_range_m.max(1e-3) {
                         let u = camera.fx * p.x / p.z + camera.cx;
                         let v = camera.fy * p.y / p.z + camera.cy;
-                        if u >= 0.0 && v >= 0.0 && u < camera.width as f64 && v < camera.height as f64 {
+                        if u >= 0.0
+                            && v >= 0.0
+                            && u < camera.width as f64
+                            && v < camera.height as f64
+                        {
                             in_row += 1;
                         }
                     }
@@ -528,12 +582,19 @@ pub fn covering_head_pose(
                 in_view += in_row;
                 complete &= (columns - in_row) as f64 / columns as f64 <= max_unobserved_fraction;
             }
-            let candidate = HeadCover { pan_rad: pan, tilt_rad: tilt, fraction: in_view as f64 / (rows * columns) as f64, complete };
+            let candidate = HeadCover {
+                pan_rad: pan,
+                tilt_rad: tilt,
+                fraction: in_view as f64 / (rows * columns) as f64,
+                complete,
+            };
             let off = |c: &HeadCover| crate::governor::safety::wrap_angle(c.pan_rad - facing).abs();
             let better = match &best {
                 None => true,
                 Some(b) if candidate.complete != b.complete => candidate.complete,
-                Some(b) if candidate.complete => (candidate.tilt_rad.abs(), off(&candidate)) < (b.tilt_rad.abs(), off(b)),
+                Some(b) if candidate.complete => {
+                    (candidate.tilt_rad.abs(), off(&candidate)) < (b.tilt_rad.abs(), off(b))
+                }
                 Some(b) => candidate.fraction > b.fraction + 1e-9,
             };
             if better {
@@ -550,7 +611,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn grid() -> ZoneGrid {
-        ZoneGrid::new(Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 }, 0.03, 0.5, 0.02)
+        ZoneGrid::new(
+            Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 },
+            0.03,
+            0.5,
+            0.02,
+        )
     }
 
     const ORIGIN: Pose2D = Pose2D { x_m: 0.0, y_m: 0.0, yaw_rad: 0.0 };
@@ -574,7 +640,10 @@ mod tests {
     #[test]
     fn the_zones_start_at_the_footprint_and_reach_the_slow_down_distance() {
         let g = grid();
-        assert_eq!((g.rows(Direction::Ahead), g.rows(Direction::Behind), g.columns()), (18, 19, 17));
+        assert_eq!(
+            (g.rows(Direction::Ahead), g.rows(Direction::Behind), g.columns()),
+            (18, 19, 17)
+        );
         let (x, y) = g.centre(Direction::Ahead, 0);
         assert!((x - 0.15).abs() < 1e-9 && (y + 0.16).abs() < 1e-9, "{x} {y}");
         let (x, y) = g.centre(Direction::Behind, g.cells(Direction::Behind) - 1);
@@ -592,17 +661,36 @@ mod tests {
         }
         // A round footprint: the zone starts at its radius.
         let round = ZoneGrid::new(Footprint::Circle { radius_m: 0.175 }, 0.03, 0.6, 0.02);
-        assert_eq!((round.start_m(Direction::Ahead), round.start_m(Direction::Behind), round.half_width_m), (0.175, 0.175, 0.205));
+        assert_eq!(
+            (round.start_m(Direction::Ahead), round.start_m(Direction::Behind), round.half_width_m),
+            (0.175, 0.175, 0.205)
+        );
     }
 
     #[test]
     fn a_fully_observed_zone_has_no_unobserved_row_and_nothing_observes_without_a_pose() {
         let g = grid();
         let depth = full(SourceKind::DepthCamera, 0.02, ORIGIN);
-        let view = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let view = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert_eq!((view.first_unobserved_m, view.observed_fraction), (None, 1.0));
         assert!(view.why.is_empty());
-        let blind = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], None, 0.05, 0.1, &NOTHING);
+        let blind = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            None,
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert_eq!(blind.first_unobserved_m, Some(0.14));
         assert!(blind.why.contains("pose is unknown"), "{}", blind.why);
         let nothing = zone_view(&g, Direction::Behind, &[], Some(ORIGIN), 0.05, 0.1, &NOTHING);
@@ -614,18 +702,39 @@ mod tests {
     fn a_lidar_above_the_required_height_observes_nothing_and_says_why() {
         let g = grid();
         let laser = full(SourceKind::Laser, 0.25, ORIGIN);
-        let view = zone_view(&g, Direction::Behind, &[SourceState::Fresh(&laser)], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let view = zone_view(
+            &g,
+            Direction::Behind,
+            &[SourceState::Fresh(&laser)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert_eq!(view.first_unobserved_m, Some(0.12));
         assert!(view.why.contains("the LiDAR sees nothing lower than 0.25 m"), "{}", view.why);
         // Asked only for obstacles of 0.25 m and taller, it observes all.
-        assert_eq!(zone_view(&g, Direction::Behind, &[SourceState::Fresh(&laser)], Some(ORIGIN), 0.25, 0.1, &NOTHING).first_unobserved_m, None);
+        assert_eq!(
+            zone_view(
+                &g,
+                Direction::Behind,
+                &[SourceState::Fresh(&laser)],
+                Some(ORIGIN),
+                0.25,
+                0.1,
+                &NOTHING
+            )
+            .first_unobserved_m,
+            None
+        );
     }
 
     #[test]
     fn the_first_unobserved_row_is_where_the_view_ends() {
         let g = grid();
         // A level camera: it sees the floor only from 0.30 m on.
-        let mut depth = Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
+        let mut depth =
+            Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
         for cell in 0..g.cells(Direction::Ahead) {
             let (x, _) = g.centre(Direction::Ahead, cell);
             if x > 0.30 {
@@ -634,20 +743,59 @@ mod tests {
                 depth.unseen_mut(Direction::Ahead).out_of_view += 1;
             }
         }
-        let view = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let view = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert_eq!(view.first_unobserved_m, Some(0.14));
         assert!(view.why.contains("cells 136 out of view"), "{}", view.why);
         // Driven 0.16 m on, the rows it saw are now the first ones: the
         // observation was placed where it was taken.
         let moved = Pose2D { x_m: 0.16, ..ORIGIN };
-        let view = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], Some(moved), 0.05, 0.1, &NOTHING);
+        let view = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            Some(moved),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         let first = view.first_unobserved_m.expect("the far end, never seen");
         assert!((first - 0.34).abs() < 1e-9, "{first}");
         // A stale or unmeasured source observes nothing, and says why.
-        let stale = zone_view(&g, Direction::Ahead, &[SourceState::Stale { source: SourceKind::DepthCamera, age_s: Some(0.7), max_age_s: 0.2 }], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let stale = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Stale {
+                source: SourceKind::DepthCamera,
+                age_s: Some(0.7),
+                max_age_s: 0.2,
+            }],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert_eq!(stale.first_unobserved_m, Some(0.14));
         assert!(stale.why.contains("0.70 s old (max 0.20 s)"), "{}", stale.why);
-        let unmeasured = zone_view(&g, Direction::Ahead, &[SourceState::Unmeasured { source: SourceKind::DepthCamera, why: "frame 'x' is not in the TF tree" }], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let unmeasured = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Unmeasured {
+                source: SourceKind::DepthCamera,
+                why: "frame 'x' is not in the TF tree",
+            }],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert!(unmeasured.why.contains("not in the TF tree"), "{}", unmeasured.why);
     }
 
@@ -656,22 +804,50 @@ mod tests {
         let g = grid();
         // The camera sees the zone from 0.28 m on (the robot's own arm hides
         // the rest); the free-space memory has the near band seen clear.
-        let mut depth = Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
+        let mut depth =
+            Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
         for cell in 0..g.cells(Direction::Ahead) {
             if g.centre(Direction::Ahead, cell).0 > 0.28 {
                 depth.mark_clear(Direction::Ahead, cell);
             }
         }
         let near_band = |x: f64, _: f64| x < 0.3;
-        let view = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], Some(ORIGIN), 0.05, 0.1, &near_band);
+        let view = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &near_band,
+        );
         assert!(view.watched && view.first_unobserved_m.is_none(), "{view:?}");
-        let forgotten = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let forgotten = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert!(forgotten.watched && forgotten.first_unobserved_m == Some(0.14), "{forgotten:?}");
         // The camera turned away: the memory does not count.
         let away = Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
-        let unwatched = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&away)], Some(ORIGIN), 0.05, 0.1, &|_, _| true);
+        let unwatched = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&away)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &|_, _| true,
+        );
         assert!(!unwatched.watched && unwatched.first_unobserved_m == Some(0.14), "{unwatched:?}");
-        assert_eq!(depth.clear_centres().count(), depth.observed(Direction::Ahead).iter().filter(|o| **o).count());
+        assert_eq!(
+            depth.clear_centres().count(),
+            depth.observed(Direction::Ahead).iter().filter(|o| **o).count()
+        );
     }
 
     #[test]
@@ -683,20 +859,37 @@ mod tests {
         depth.observed[0][3 * columns + 4] = false;
         depth.observed[0][5 * columns + 4] = false;
         depth.observed[0][5 * columns + 9] = false;
-        let view = zone_view(&g, Direction::Ahead, &[SourceState::Fresh(&depth)], Some(ORIGIN), 0.05, 0.1, &NOTHING);
+        let view = zone_view(
+            &g,
+            Direction::Ahead,
+            &[SourceState::Fresh(&depth)],
+            Some(ORIGIN),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         assert!((view.first_unobserved_m.unwrap() - 0.24).abs() < 1e-9, "{view:?}");
     }
 
     #[test]
     fn turned_half_round_the_zone_behind_is_what_was_seen_ahead() {
         let g = grid();
-        let mut depth = Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
+        let mut depth =
+            Observation::empty(SourceKind::DepthCamera, 0.02, ORIGIN, Instant::now(), &g);
         for cell in 0..g.cells(Direction::Ahead) {
             depth.mark(Direction::Ahead, cell);
         }
         // Turned in place by pi, shifted 2 cm back (the zones differ in start: 0.14 ahead, 0.12 behind).
         let turned = Pose2D { x_m: 0.02, y_m: 0.0, yaw_rad: std::f64::consts::PI };
-        let view = zone_view(&g, Direction::Behind, &[SourceState::Fresh(&depth)], Some(turned), 0.05, 0.1, &NOTHING);
+        let view = zone_view(
+            &g,
+            Direction::Behind,
+            &[SourceState::Fresh(&depth)],
+            Some(turned),
+            0.05,
+            0.1,
+            &NOTHING,
+        );
         // Behind now starts at 0.12 m; the old ahead zone covers from 0.12 m (0.14 - 0.02) to 0.48 m.
         assert!(view.first_unobserved_m.is_some_and(|m| m >= 0.47), "{view:?}");
     }
@@ -705,9 +898,22 @@ mod tests {
     /// about y 0.045 m above, the optical frame 0.025 m ahead of the tilt axis.
     fn aicc_bot_camera(pan: f64, tilt: f64) -> Option<nalgebra::Isometry3<f64>> {
         use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
-        let pan = Isometry3::from_parts(Translation3::new(-0.10, 0.0, 0.583), UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan));
-        let tilt = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.045), UnitQuaternion::from_axis_angle(&Vector3::y_axis(), tilt));
-        let optical = Isometry3::from_parts(Translation3::new(0.025, 0.0, 0.0), UnitQuaternion::from_euler_angles(-std::f64::consts::FRAC_PI_2, 0.0, -std::f64::consts::FRAC_PI_2));
+        let pan = Isometry3::from_parts(
+            Translation3::new(-0.10, 0.0, 0.583),
+            UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan),
+        );
+        let tilt = Isometry3::from_parts(
+            Translation3::new(0.0, 0.0, 0.045),
+            UnitQuaternion::from_axis_angle(&Vector3::y_axis(), tilt),
+        );
+        let optical = Isometry3::from_parts(
+            Translation3::new(0.025, 0.0, 0.0),
+            UnitQuaternion::from_euler_angles(
+                -std::f64::consts::FRAC_PI_2,
+                0.0,
+                -std::f64::consts::FRAC_PI_2,
+            ),
+        );
         Some(pan * tilt * optical)
     }
 
@@ -716,18 +922,62 @@ mod tests {
         let g = grid();
         // 320x240, 62.2 degrees horizontal.
         let f = 160.0 / (1.085595f64 / 2.0).tan();
-        let camera = CameraView { fx: f, fy: f, cx: 159.5, cy: 119.5, width: 320, height: 240, min_range_m: 0.1 };
-        let ahead = covering_head_pose(&g, Direction::Ahead, &aicc_bot_camera, &camera, (-2.5, 2.5), (-0.6, 1.2), 0.05, 0.1).unwrap();
+        let camera = CameraView {
+            fx: f,
+            fy: f,
+            cx: 159.5,
+            cy: 119.5,
+            width: 320,
+            height: 240,
+            min_range_m: 0.1,
+        };
+        let ahead = covering_head_pose(
+            &g,
+            Direction::Ahead,
+            &aicc_bot_camera,
+            &camera,
+            (-2.5, 2.5),
+            (-0.6, 1.2),
+            0.05,
+            0.1,
+        )
+        .unwrap();
         assert!(ahead.complete && ahead.pan_rad.abs() < 0.051, "{ahead:?}");
         assert!((0.5..1.0).contains(&ahead.tilt_rad), "tilted down: {ahead:?}");
-        assert!(ahead.remedy(Direction::Ahead).starts_with("look_at pan 0°, tilt "), "{}", ahead.remedy(Direction::Ahead));
+        assert!(
+            ahead.remedy(Direction::Ahead).starts_with("look_at pan 0°, tilt "),
+            "{}",
+            ahead.remedy(Direction::Ahead)
+        );
         // Level, it sees none of the zone (the floor is in view from ~0.9 m).
-        let level = covering_head_pose(&g, Direction::Ahead, &aicc_bot_camera, &camera, (0.0, 0.0), (0.0, 0.0), 0.05, 0.1).unwrap();
+        let level = covering_head_pose(
+            &g,
+            Direction::Ahead,
+            &aicc_bot_camera,
+            &camera,
+            (0.0, 0.0),
+            (0.0, 0.0),
+            0.05,
+            0.1,
+        )
+        .unwrap();
         assert_eq!((level.fraction, level.complete), (0.0, false));
         // Behind: the pan stops at 2.5 rad; at best part of it.
-        let behind = covering_head_pose(&g, Direction::Behind, &aicc_bot_camera, &camera, (-2.5, 2.5), (-0.6, 1.2), 0.05, 0.1).unwrap();
+        let behind = covering_head_pose(
+            &g,
+            Direction::Behind,
+            &aicc_bot_camera,
+            &camera,
+            (-2.5, 2.5),
+            (-0.6, 1.2),
+            0.05,
+            0.1,
+        )
+        .unwrap();
         assert!(!behind.complete && behind.fraction < 0.95, "{behind:?}");
-        assert!(behind.remedy(Direction::Behind).contains("nothing on this robot observes the rest"));
+        assert!(behind
+            .remedy(Direction::Behind)
+            .contains("nothing on this robot observes the rest"));
     }
 
     proptest! {

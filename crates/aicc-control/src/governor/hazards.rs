@@ -58,7 +58,12 @@ pub struct HazardFlags {
 
 impl HazardState {
     pub fn flags(&self) -> HazardFlags {
-        HazardFlags { contact: self.contact.is_some(), cliff: self.cliff.is_some(), backup_limit: self.backup_limit, stop: self.stop.is_some() }
+        HazardFlags {
+            contact: self.contact.is_some(),
+            cliff: self.cliff.is_some(),
+            backup_limit: self.backup_limit,
+            stop: self.stop.is_some(),
+        }
     }
 }
 
@@ -72,7 +77,11 @@ pub fn hazard_state(hazards: &[Hazard]) -> HazardState {
         });
     };
     for hazard in hazards {
-        let at = if hazard.frame_id.is_empty() { "an unnamed sensor".to_string() } else { hazard.frame_id.clone() };
+        let at = if hazard.frame_id.is_empty() {
+            "an unnamed sensor".to_string()
+        } else {
+            hazard.frame_id.clone()
+        };
         match hazard.kind {
             kind::BUMP => join(&mut state.contact, format!("bump at {at}")),
             kind::STALL => join(&mut state.contact, format!("wheel stall ({at})")),
@@ -97,15 +106,24 @@ mod tests {
     #[test]
     fn each_hazard_type_asks_for_its_rule() {
         assert_eq!(hazard_state(&[]), HazardState::default(), "no hazard, no rule");
-        let bump = hazard_state(&[hazard(kind::BUMP, "bump_front_left"), hazard(kind::BUMP, "bump_front_right")]);
-        assert_eq!(bump.contact.as_deref(), Some("bump at bump_front_left, bump at bump_front_right"));
+        let bump = hazard_state(&[
+            hazard(kind::BUMP, "bump_front_left"),
+            hazard(kind::BUMP, "bump_front_right"),
+        ]);
+        assert_eq!(
+            bump.contact.as_deref(),
+            Some("bump at bump_front_left, bump at bump_front_right")
+        );
         assert_eq!((bump.cliff, bump.backup_limit, bump.stop), (None, false, None));
         let cliff = hazard_state(&[hazard(kind::CLIFF, "cliff_front_left")]);
         assert_eq!(cliff.cliff.as_deref(), Some("cliff at cliff_front_left"));
         assert!(hazard_state(&[hazard(kind::BACKUP_LIMIT, "base_link")]).backup_limit);
         assert!(hazard_state(&[hazard(kind::WHEEL_DROP, "wheel_drop_left")]).stop.is_some());
         assert!(hazard_state(&[hazard(kind::STALL, "base_link")]).contact.is_some());
-        assert_eq!(hazard_state(&[hazard(kind::OBJECT_PROXIMITY, "ir_intensity_front_center_left")]), HazardState::default());
+        assert_eq!(
+            hazard_state(&[hazard(kind::OBJECT_PROXIMITY, "ir_intensity_front_center_left")]),
+            HazardState::default()
+        );
     }
 
     #[test]

@@ -56,12 +56,16 @@ pub fn spline_peaks(q0: f64, v0: f64, q1: f64, v1: f64, duration_s: f64) -> (f64
 /// leader: (largest velocity, largest acceleration).
 fn leader_limits(limits: &JointLimits, joint: &JointLimit) -> Result<(f64, f64), JointError> {
     let mut velocity = joint.max_velocity;
-    let mut acceleration = joint.max_acceleration.ok_or_else(|| JointError::NoAccelerationLimit { joint: joint.name.clone() })?;
+    let mut acceleration = joint
+        .max_acceleration
+        .ok_or_else(|| JointError::NoAccelerationLimit { joint: joint.name.clone() })?;
     for follower in limits.followers(&joint.name) {
         let multiplier = follower.mimic.as_ref().map_or(1.0, |m| m.multiplier.abs());
         if multiplier > 0.0 {
             velocity = velocity.min(follower.max_velocity / multiplier);
-            let follower_acceleration = follower.max_acceleration.ok_or_else(|| JointError::NoAccelerationLimit { joint: follower.name.clone() })?;
+            let follower_acceleration = follower
+                .max_acceleration
+                .ok_or_else(|| JointError::NoAccelerationLimit { joint: follower.name.clone() })?;
             acceleration = acceleration.min(follower_acceleration / multiplier);
         }
     }
@@ -80,25 +84,46 @@ impl JointLimits {
     /// effort limit; no spline segment (the first from `start`) exceeds a
     /// joint's velocity or acceleration limit; and the last waypoint is at
     /// rest.
-    pub fn check_trajectory(&self, joints: &[String], points: &[Waypoint], start: &JointMotionState) -> Result<(), JointError> {
+    pub fn check_trajectory(
+        &self,
+        joints: &[String],
+        points: &[Waypoint],
+        start: &JointMotionState,
+    ) -> Result<(), JointError> {
         if points.is_empty() {
             return Err(malformed("no waypoints".into()));
         }
         if start.positions.len() != joints.len() || start.velocities.len() != joints.len() {
-            return Err(malformed(format!("{} start positions and {} start velocities for {} joints", start.positions.len(), start.velocities.len(), joints.len())));
+            return Err(malformed(format!(
+                "{} start positions and {} start velocities for {} joints",
+                start.positions.len(),
+                start.velocities.len(),
+                joints.len()
+            )));
         }
-        let limits: Vec<&JointLimit> = joints.iter().map(|name| self.joint(name)).collect::<Result<_, _>>()?;
-        for (joint, (position, velocity)) in limits.iter().zip(start.positions.iter().zip(&start.velocities)) {
+        let limits: Vec<&JointLimit> =
+            joints.iter().map(|name| self.joint(name)).collect::<Result<_, _>>()?;
+        for (joint, (position, velocity)) in
+            limits.iter().zip(start.positions.iter().zip(&start.velocities))
+        {
             for (field, value) in [("start position", position), ("start velocity", velocity)] {
                 if !value.is_finite() {
-                    return Err(JointError::NotFinite { joint: joint.name.clone(), field, value: *value });
+                    return Err(JointError::NotFinite {
+                        joint: joint.name.clone(),
+                        field,
+                        value: *value,
+                    });
                 }
             }
         }
         let mut previous = (&start.positions, &start.velocities, 0.0);
         for (index, point) in points.iter().enumerate() {
             if point.positions.len() != joints.len() {
-                return Err(malformed(format!("waypoint {index} has {} positions for {} joints", point.positions.len(), joints.len())));
+                return Err(malformed(format!(
+                    "waypoint {index} has {} positions for {} joints",
+                    point.positions.len(),
+                    joints.len()
+                )));
             }
             if point.velocities.len() != joints.len() {
                 return Err(malformed(format!(
@@ -108,25 +133,48 @@ impl JointLimits {
                 )));
             }
             if !point.efforts.is_empty() && point.efforts.len() != joints.len() {
-                return Err(malformed(format!("waypoint {index} has {} efforts for {} joints", point.efforts.len(), joints.len())));
+                return Err(malformed(format!(
+                    "waypoint {index} has {} efforts for {} joints",
+                    point.efforts.len(),
+                    joints.len()
+                )));
             }
             if !(point.time_s.is_finite() && point.time_s > previous.2) {
-                return Err(malformed(format!("waypoint {index} at {} s does not come after the one before", point.time_s)));
+                return Err(malformed(format!(
+                    "waypoint {index} at {} s does not come after the one before",
+                    point.time_s
+                )));
             }
             let duration_s = point.time_s - previous.2;
             for (j, joint) in limits.iter().enumerate() {
                 self.check_position(&joint.name, point.positions[j])?;
                 let velocity = point.velocities[j];
                 if !velocity.is_finite() {
-                    return Err(JointError::NotFinite { joint: joint.name.clone(), field: "velocity", value: velocity });
+                    return Err(JointError::NotFinite {
+                        joint: joint.name.clone(),
+                        field: "velocity",
+                        value: velocity,
+                    });
                 }
                 if let Some(effort) = point.efforts.get(j) {
                     self.check_effort(&joint.name, *effort)?;
                 }
                 let (max_velocity, max_acceleration) = leader_limits(self, joint)?;
-                let (peak_velocity, peak_acceleration) = spline_peaks(previous.0[j], previous.1[j], point.positions[j], velocity, duration_s);
+                let (peak_velocity, peak_acceleration) = spline_peaks(
+                    previous.0[j],
+                    previous.1[j],
+                    point.positions[j],
+                    velocity,
+                    duration_s,
+                );
                 if peak_velocity > max_velocity {
-                    return Err(JointError::TooFast { joint: joint.name.clone(), waypoint: index, velocity: peak_velocity, max_velocity, unit: joint.kind.velocity_unit() });
+                    return Err(JointError::TooFast {
+                        joint: joint.name.clone(),
+                        waypoint: index,
+                        velocity: peak_velocity,
+                        max_velocity,
+                        unit: joint.kind.velocity_unit(),
+                    });
                 }
                 if peak_acceleration > max_acceleration {
                     return Err(JointError::TooHardAcceleration {
@@ -142,7 +190,11 @@ impl JointLimits {
         }
         for (joint, velocity) in limits.iter().zip(previous.1) {
             if *velocity != 0.0 {
-                return Err(JointError::EndsMoving { joint: joint.name.clone(), velocity: *velocity, unit: joint.kind.velocity_unit() });
+                return Err(JointError::EndsMoving {
+                    joint: joint.name.clone(),
+                    velocity: *velocity,
+                    unit: joint.kind.velocity_unit(),
+                });
             }
         }
         Ok(())
@@ -156,25 +208,54 @@ impl JointLimits {
     /// fast as the slowest joint's limits allow. The result passes
     /// [`JointLimits::check_trajectory`] from `start` (a joint that is
     /// still moving stretches it until it does), or the error says why not.
-    pub fn plan_motion(&self, joints: &[String], start: &JointMotionState, goal: &[f64], speed: f64, min_duration_s: f64) -> Result<Vec<Waypoint>, JointError> {
+    pub fn plan_motion(
+        &self,
+        joints: &[String],
+        start: &JointMotionState,
+        goal: &[f64],
+        speed: f64,
+        min_duration_s: f64,
+    ) -> Result<Vec<Waypoint>, JointError> {
         if goal.len() != joints.len() || start.positions.len() != joints.len() {
-            return Err(malformed(format!("{} goal and {} start positions for {} joints", goal.len(), start.positions.len(), joints.len())));
+            return Err(malformed(format!(
+                "{} goal and {} start positions for {} joints",
+                goal.len(),
+                start.positions.len(),
+                joints.len()
+            )));
         }
         let mut profiles = Vec::with_capacity(joints.len());
         for (j, name) in joints.iter().enumerate() {
             let joint = self.joint(name)?;
             self.check_position(name, goal[j])?;
             if !start.positions[j].is_finite() {
-                return Err(JointError::NotFinite { joint: name.clone(), field: "start position", value: start.positions[j] });
+                return Err(JointError::NotFinite {
+                    joint: name.clone(),
+                    field: "start position",
+                    value: start.positions[j],
+                });
             }
             if !speed.is_finite() {
-                return Err(JointError::NotFinite { joint: name.clone(), field: "velocity", value: speed });
+                return Err(JointError::NotFinite {
+                    joint: name.clone(),
+                    field: "velocity",
+                    value: speed,
+                });
             }
             if speed <= 0.0 {
-                return Err(JointError::NotPositive { joint: name.clone(), field: "velocity", value: speed, unit: joint.kind.velocity_unit() });
+                return Err(JointError::NotPositive {
+                    joint: name.clone(),
+                    field: "velocity",
+                    value: speed,
+                    unit: joint.kind.velocity_unit(),
+                });
             }
             let (max_velocity, max_acceleration) = leader_limits(self, joint)?;
-            profiles.push(((goal[j] - start.positions[j]).abs(), speed.min(max_velocity), max_acceleration));
+            profiles.push((
+                (goal[j] - start.positions[j]).abs(),
+                speed.min(max_velocity),
+                max_acceleration,
+            ));
         }
         let (fraction, fastest_s) = fastest_shared_profile(&profiles);
         let base_s = fastest_s.max(min_duration_s).max(MIN_MOTION_S);
@@ -184,7 +265,9 @@ impl JointLimits {
             let points = trapezoid_waypoints(&start.positions, goal, fraction, base_s * stretch);
             match self.check_trajectory(joints, &points, start) {
                 Ok(()) => return Ok(points),
-                Err(error @ (JointError::TooFast { .. } | JointError::TooHardAcceleration { .. })) => last_error = Some(error),
+                Err(
+                    error @ (JointError::TooFast { .. } | JointError::TooHardAcceleration { .. }),
+                ) => last_error = Some(error),
                 Err(other) => return Err(other),
             }
             // The first try fails only by rounding at the limit; then a
@@ -214,7 +297,10 @@ fn fastest_shared_profile(profiles: &[(f64, f64, f64)]) -> (f64, f64) {
             // Peak velocity d / (T (1 - f)), acceleration d / (T^2 f (1 - f)).
             let duration_s = profiles
                 .iter()
-                .map(|(distance, velocity, acceleration)| (distance / (velocity * (1.0 - fraction))).max((distance / (acceleration * fraction * (1.0 - fraction))).sqrt()))
+                .map(|(distance, velocity, acceleration)| {
+                    (distance / (velocity * (1.0 - fraction)))
+                        .max((distance / (acceleration * fraction * (1.0 - fraction))).sqrt())
+                })
                 .fold(0.0, f64::max);
             (fraction, duration_s)
         })
@@ -233,7 +319,11 @@ fn trapezoid_waypoints(from: &[f64], to: &[f64], fraction: f64, duration_s: f64)
     let accelerated = fraction / (2.0 * (1.0 - fraction));
     let cruised = accelerated + (1.0 - 2.0 * fraction) / (1.0 - fraction);
     let point = |share: f64, velocity: f64, time_s: f64| Waypoint {
-        positions: from.iter().zip(to).map(|(a, b)| if share >= 1.0 { *b } else { a + (b - a) * share }).collect(),
+        positions: from
+            .iter()
+            .zip(to)
+            .map(|(a, b)| if share >= 1.0 { *b } else { a + (b - a) * share })
+            .collect(),
         velocities: from.iter().zip(to).map(|(a, b)| (b - a) * velocity).collect(),
         efforts: Vec::new(),
         time_s,
@@ -254,8 +344,17 @@ mod tests {
     const URDF: &str = include_str!("../../../../urdf/aicc_bot.urdf");
 
     fn robot() -> JointLimits {
-        let accelerations = [("head_pan_joint", 15.0), ("head_tilt_joint", 15.0), ("joint1", 20.0), ("joint2", 20.0), ("joint3", 20.0), ("joint4", 20.0), ("gripper_left_joint", 0.5)];
-        let accelerations: Vec<(String, f64)> = accelerations.iter().map(|(n, a)| (n.to_string(), *a)).collect();
+        let accelerations = [
+            ("head_pan_joint", 15.0),
+            ("head_tilt_joint", 15.0),
+            ("joint1", 20.0),
+            ("joint2", 20.0),
+            ("joint3", 20.0),
+            ("joint4", 20.0),
+            ("gripper_left_joint", 0.5),
+        ];
+        let accelerations: Vec<(String, f64)> =
+            accelerations.iter().map(|(n, a)| (n.to_string(), *a)).collect();
         JointLimits::from_urdf(URDF).unwrap().with_max_accelerations(&accelerations).unwrap()
     }
 
@@ -268,7 +367,12 @@ mod tests {
     }
 
     fn waypoint(positions: &[f64], velocities: &[f64], time_s: f64) -> Waypoint {
-        Waypoint { positions: positions.to_vec(), velocities: velocities.to_vec(), efforts: Vec::new(), time_s }
+        Waypoint {
+            positions: positions.to_vec(),
+            velocities: velocities.to_vec(),
+            efforts: Vec::new(),
+            time_s,
+        }
     }
 
     /// Samples a trajectory's splines densely: the largest |velocity| and
@@ -279,8 +383,13 @@ mod tests {
         for point in points {
             let h = point.time_s - previous.2;
             for (j, peak) in peaks.iter_mut().enumerate() {
-                let (q0, v0, q1, v1) = (previous.0[j], previous.1[j], point.positions[j], point.velocities[j]);
-                let velocity = |s: f64| (6.0 * s - 6.0 * s * s) * (q1 - q0) / h + (3.0 * s * s - 4.0 * s + 1.0) * v0 + (3.0 * s * s - 2.0 * s) * v1;
+                let (q0, v0, q1, v1) =
+                    (previous.0[j], previous.1[j], point.positions[j], point.velocities[j]);
+                let velocity = |s: f64| {
+                    (6.0 * s - 6.0 * s * s) * (q1 - q0) / h
+                        + (3.0 * s * s - 4.0 * s + 1.0) * v0
+                        + (3.0 * s * s - 2.0 * s) * v1
+                };
                 let steps = 400;
                 for k in 0..=steps {
                     let s = k as f64 / steps as f64;
@@ -304,41 +413,89 @@ mod tests {
         let plan = l.plan_motion(&head, &rest, &[0.5, 0.1], 1.5, 0.2).unwrap();
         assert_eq!(l.check_trajectory(&head, &plan, &rest), Ok(()));
         // A position-only jump: no velocities.
-        let no_velocities = Waypoint { velocities: Vec::new(), ..waypoint(&[0.5, 0.1], &[0.0, 0.0], 1.0) };
-        assert!(matches!(l.check_trajectory(&head, &[no_velocities], &rest), Err(JointError::MalformedTrajectory(ref m)) if m.contains("unbounded acceleration")));
+        let no_velocities =
+            Waypoint { velocities: Vec::new(), ..waypoint(&[0.5, 0.1], &[0.0, 0.0], 1.0) };
+        assert!(
+            matches!(l.check_trajectory(&head, &[no_velocities], &rest), Err(JointError::MalformedTrajectory(ref m)) if m.contains("unbounded acceleration"))
+        );
         // 0.5 rad in 0.2 s from rest: the spline peaks at 3.75 rad/s.
-        let too_fast = l.check_trajectory(&head, &[waypoint(&[0.5, 0.0], &[0.0, 0.0], 0.2)], &rest).unwrap_err();
-        assert!(matches!(too_fast, JointError::TooFast { ref joint, waypoint: 0, .. } if joint == "head_pan_joint"), "{too_fast}");
+        let too_fast = l
+            .check_trajectory(&head, &[waypoint(&[0.5, 0.0], &[0.0, 0.0], 0.2)], &rest)
+            .unwrap_err();
+        assert!(
+            matches!(too_fast, JointError::TooFast { ref joint, waypoint: 0, .. } if joint == "head_pan_joint"),
+            "{too_fast}"
+        );
         // 0.1 rad in 0.15 s: slow enough (1 rad/s) but 26.7 rad/s^2 at the ends.
-        let too_hard = l.check_trajectory(&head, &[waypoint(&[0.1, 0.0], &[0.0, 0.0], 0.15)], &rest).unwrap_err();
-        assert!(matches!(too_hard, JointError::TooHardAcceleration { ref joint, acceleration, .. } if joint == "head_pan_joint" && (acceleration - 26.666).abs() < 0.01), "{too_hard}");
-        assert!(too_hard.to_string().contains("rad/s^2") && too_hard.to_string().contains("acceleration limit of 15"), "{too_hard}");
+        let too_hard = l
+            .check_trajectory(&head, &[waypoint(&[0.1, 0.0], &[0.0, 0.0], 0.15)], &rest)
+            .unwrap_err();
+        assert!(
+            matches!(too_hard, JointError::TooHardAcceleration { ref joint, acceleration, .. } if joint == "head_pan_joint" && (acceleration - 26.666).abs() < 0.01),
+            "{too_hard}"
+        );
+        assert!(
+            too_hard.to_string().contains("rad/s^2")
+                && too_hard.to_string().contains("acceleration limit of 15"),
+            "{too_hard}"
+        );
         // The start counts: the same motion is too hard for a head already turning the other way.
         let slow = [waypoint(&[0.5, 0.0], &[0.0, 0.0], 0.8)];
         assert_eq!(l.check_trajectory(&head, &slow, &rest), Ok(()));
-        let turning_away = JointMotionState { positions: vec![0.0, 0.0], velocities: vec![-2.9, 0.0] };
-        assert!(matches!(l.check_trajectory(&head, &slow, &turning_away), Err(JointError::TooHardAcceleration { waypoint: 0, .. })));
+        let turning_away =
+            JointMotionState { positions: vec![0.0, 0.0], velocities: vec![-2.9, 0.0] };
+        assert!(matches!(
+            l.check_trajectory(&head, &slow, &turning_away),
+            Err(JointError::TooHardAcceleration { waypoint: 0, .. })
+        ));
         // Ending in motion, out of range, bad times, NaN.
-        assert!(matches!(l.check_trajectory(&head, &[waypoint(&[0.5, 0.0], &[0.1, 0.0], 1.0)], &rest), Err(JointError::EndsMoving { .. })));
-        assert!(matches!(l.check_trajectory(&head, &[waypoint(&[9.0, 0.0], &[0.0, 0.0], 30.0)], &rest), Err(JointError::OutOfRange { .. })));
-        assert!(matches!(l.check_trajectory(&head, &[], &rest), Err(JointError::MalformedTrajectory(_))));
-        assert!(matches!(l.check_trajectory(&head, &[waypoint(&[0.1, 0.0], &[0.0, 0.0], 1.0), waypoint(&[0.1, 0.0], &[0.0, 0.0], 1.0)], &rest), Err(JointError::MalformedTrajectory(_))));
-        assert!(matches!(l.check_trajectory(&head, &[waypoint(&[0.1, 0.0], &[0.0, 0.0], f64::NAN)], &rest), Err(JointError::MalformedTrajectory(_))));
-        let nan_start = JointMotionState { positions: vec![f64::NAN, 0.0], velocities: vec![0.0, 0.0] };
-        assert!(matches!(l.check_trajectory(&head, &slow, &nan_start), Err(JointError::NotFinite { field: "start position", .. })));
+        assert!(matches!(
+            l.check_trajectory(&head, &[waypoint(&[0.5, 0.0], &[0.1, 0.0], 1.0)], &rest),
+            Err(JointError::EndsMoving { .. })
+        ));
+        assert!(matches!(
+            l.check_trajectory(&head, &[waypoint(&[9.0, 0.0], &[0.0, 0.0], 30.0)], &rest),
+            Err(JointError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            l.check_trajectory(&head, &[], &rest),
+            Err(JointError::MalformedTrajectory(_))
+        ));
+        assert!(matches!(
+            l.check_trajectory(
+                &head,
+                &[waypoint(&[0.1, 0.0], &[0.0, 0.0], 1.0), waypoint(&[0.1, 0.0], &[0.0, 0.0], 1.0)],
+                &rest
+            ),
+            Err(JointError::MalformedTrajectory(_))
+        ));
+        assert!(matches!(
+            l.check_trajectory(&head, &[waypoint(&[0.1, 0.0], &[0.0, 0.0], f64::NAN)], &rest),
+            Err(JointError::MalformedTrajectory(_))
+        ));
+        let nan_start =
+            JointMotionState { positions: vec![f64::NAN, 0.0], velocities: vec![0.0, 0.0] };
+        assert!(matches!(
+            l.check_trajectory(&head, &slow, &nan_start),
+            Err(JointError::NotFinite { field: "start position", .. })
+        ));
         // Efforts within the URDF limit only.
         let gripper = names(&["gripper_left_joint"]);
         let mut close = l.plan_motion(&gripper, &at_rest(&[0.03]), &[0.0], 1.0, 0.0).unwrap();
         close.iter_mut().for_each(|p| p.efforts = vec![5.0]);
         assert_eq!(l.check_trajectory(&gripper, &close, &at_rest(&[0.03])), Ok(()));
         close.iter_mut().for_each(|p| p.efforts = vec![11.0]);
-        assert!(matches!(l.check_trajectory(&gripper, &close, &at_rest(&[0.03])), Err(JointError::EffortTooHigh { .. })));
+        assert!(matches!(
+            l.check_trajectory(&gripper, &close, &at_rest(&[0.03])),
+            Err(JointError::EffortTooHigh { .. })
+        ));
     }
 
     #[test]
     fn a_joint_without_an_acceleration_limit_is_never_given_a_goal() {
         let l = JointLimits::from_urdf(URDF).unwrap();
-        let err = l.plan_motion(&names(&["joint1"]), &at_rest(&[0.0]), &[0.5], 1.0, 0.0).unwrap_err();
+        let err =
+            l.plan_motion(&names(&["joint1"]), &at_rest(&[0.0]), &[0.5], 1.0, 0.0).unwrap_err();
         assert_eq!(err, JointError::NoAccelerationLimit { joint: "joint1".into() });
         assert!(err.to_string().contains("arm_max_accel_radps2"), "{err}");
         // A follower (the right finger mimics the left) takes its leader's limit.
@@ -356,9 +513,15 @@ mod tests {
         // 2.8 rad at 4.8 rad/s and 20 rad/s^2: 0.24 s up, 0.34 s cruising, 0.24 s down.
         let end = plan.last().unwrap();
         assert!((end.time_s - (2.8 / 4.8 + 4.8 / 20.0)).abs() < 0.02, "{}", end.time_s);
-        assert_eq!((end.positions.clone(), end.velocities.clone()), (vec![1.4, 0.3], vec![0.0, 0.0]));
+        assert_eq!(
+            (end.positions.clone(), end.velocities.clone()),
+            (vec![1.4, 0.3], vec![0.0, 0.0])
+        );
         assert!((plan[0].velocities[0] - 4.8).abs() < 0.15, "cruise {}", plan[0].velocities[0]);
-        assert!((plan[0].velocities[1] / plan[0].velocities[0] - 0.3 / 2.8).abs() < 1e-9, "joints arrive together");
+        assert!(
+            (plan[0].velocities[1] / plan[0].velocities[0] - 0.3 / 2.8).abs() < 1e-9,
+            "joints arrive together"
+        );
         // No motion at all: the goal, at rest, after the shortest time.
         let still = l.plan_motion(&arm, &at_rest(&[0.2, 0.1]), &[0.2, 0.1], 1.0, 0.5).unwrap();
         assert_eq!(still.last().unwrap().time_s, 0.5);
@@ -375,7 +538,10 @@ mod tests {
         let at_rest_plan = l.plan_motion(&head, &at_rest(&[0.0]), &[0.3], 3.0, 0.0).unwrap();
         assert!(plan.last().unwrap().time_s > at_rest_plan.last().unwrap().time_s);
         let over = JointMotionState { positions: vec![0.0], velocities: vec![3.2] };
-        assert!(matches!(l.plan_motion(&head, &over, &[0.3], 3.0, 0.0), Err(JointError::TooFast { .. })));
+        assert!(matches!(
+            l.plan_motion(&head, &over, &[0.3], 3.0, 0.0),
+            Err(JointError::TooFast { .. })
+        ));
     }
 
     proptest! {

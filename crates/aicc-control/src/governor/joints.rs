@@ -106,7 +106,9 @@ pub struct JointLimit {
 impl JointLimit {
     /// Whether `value` is a finite position within this joint's range.
     pub fn contains(&self, value: f64) -> bool {
-        value.is_finite() && self.lower.is_none_or(|lower| value >= lower) && self.upper.is_none_or(|upper| value <= upper)
+        value.is_finite()
+            && self.lower.is_none_or(|lower| value >= lower)
+            && self.upper.is_none_or(|upper| value <= upper)
     }
 }
 
@@ -154,13 +156,28 @@ pub enum JointError {
     NotFinite { joint: String, field: &'static str, value: f64 },
     /// A position outside the joint's `[lower, upper]`.
     #[error("joint {joint}: {field} {value} {unit} is outside the limits [lower {lower}, upper {upper}] {unit}")]
-    OutOfRange { joint: String, field: &'static str, value: f64, lower: f64, upper: f64, unit: &'static str },
+    OutOfRange {
+        joint: String,
+        field: &'static str,
+        value: f64,
+        lower: f64,
+        upper: f64,
+        unit: &'static str,
+    },
     /// Moving `leader` to `leader_value` would put the joint `joint`, which
     /// mimics it, outside its own limits.
     #[error(
         "joint {leader}: position {leader_value} would move joint {joint} (which mimics it) to {value} {unit}, outside its limits [lower {lower}, upper {upper}] {unit}"
     )]
-    FollowerOutOfRange { leader: String, leader_value: f64, joint: String, value: f64, lower: f64, upper: f64, unit: &'static str },
+    FollowerOutOfRange {
+        leader: String,
+        leader_value: f64,
+        joint: String,
+        value: f64,
+        lower: f64,
+        upper: f64,
+        unit: &'static str,
+    },
     /// A requested velocity that is zero or negative where a speed is needed.
     #[error("joint {joint}: {field} {value} {unit} must be positive")]
     NotPositive { joint: String, field: &'static str, value: f64, unit: &'static str },
@@ -169,7 +186,13 @@ pub enum JointError {
     TooFast { joint: String, waypoint: usize, velocity: f64, max_velocity: f64, unit: &'static str },
     /// A trajectory segment that would accelerate the joint beyond its limit.
     #[error("joint {joint}: waypoint {waypoint} needs {acceleration:.3} {unit}, above the acceleration limit of {max_acceleration} {unit}")]
-    TooHardAcceleration { joint: String, waypoint: usize, acceleration: f64, max_acceleration: f64, unit: &'static str },
+    TooHardAcceleration {
+        joint: String,
+        waypoint: usize,
+        acceleration: f64,
+        max_acceleration: f64,
+        unit: &'static str,
+    },
     /// A joint without an acceleration limit cannot be given a goal.
     #[error("joint {joint}: no acceleration limit is configured (actuators.head_max_accel_radps2, arm_max_accel_radps2, gripper_max_accel_mps2): its goals are refused")]
     NoAccelerationLimit { joint: String },
@@ -200,34 +223,62 @@ impl JointLimits {
     /// ignored) and, if they have no `<limit>`, are refused because the
     /// governor needs a velocity limit for every joint.
     pub fn from_urdf(text: &str) -> Result<JointLimits, UrdfError> {
-        let document = roxmltree::Document::parse(text).map_err(|e| UrdfError::Xml(e.to_string()))?;
+        let document =
+            roxmltree::Document::parse(text).map_err(|e| UrdfError::Xml(e.to_string()))?;
         let root = document.root_element();
         if !root.has_tag_name("robot") {
             return Err(UrdfError::NotARobot(root.tag_name().name().to_string()));
         }
         let mut joints: Vec<JointLimit> = Vec::new();
         for node in root.children().filter(|n| n.has_tag_name("joint")) {
-            let name = node.attribute("name").ok_or(UrdfError::MissingAttribute { joint: "<unnamed>".into(), attribute: "name" })?;
-            let joint_type = node.attribute("type").ok_or_else(|| UrdfError::MissingAttribute { joint: name.into(), attribute: "type" })?;
+            let name = node.attribute("name").ok_or(UrdfError::MissingAttribute {
+                joint: "<unnamed>".into(),
+                attribute: "name",
+            })?;
+            let joint_type = node.attribute("type").ok_or_else(|| UrdfError::MissingAttribute {
+                joint: name.into(),
+                attribute: "type",
+            })?;
             let kind = match joint_type {
                 "fixed" => continue,
                 "revolute" => JointKind::Revolute,
                 "continuous" => JointKind::Continuous,
                 "prismatic" => JointKind::Prismatic,
-                other => return Err(UrdfError::UnsupportedJointType { joint: name.into(), joint_type: other.into() }),
+                other => {
+                    return Err(UrdfError::UnsupportedJointType {
+                        joint: name.into(),
+                        joint_type: other.into(),
+                    })
+                }
             };
             if joints.iter().any(|j| j.name == name) {
                 return Err(UrdfError::DuplicateJoint(name.into()));
             }
-            let limit = node.children().find(|n| n.has_tag_name("limit")).ok_or_else(|| UrdfError::MissingLimit { joint: name.into(), kind })?;
-            let number = |element: roxmltree::Node<'_, '_>, field: &'static str, attribute: &str, default: Option<f64>| attribute_number(element, name, field, attribute, default);
+            let limit = node
+                .children()
+                .find(|n| n.has_tag_name("limit"))
+                .ok_or_else(|| UrdfError::MissingLimit { joint: name.into(), kind })?;
+            let number = |element: roxmltree::Node<'_, '_>,
+                          field: &'static str,
+                          attribute: &str,
+                          default: Option<f64>| {
+                attribute_number(element, name, field, attribute, default)
+            };
             let max_velocity = number(limit, "limit.velocity", "velocity", None)?;
             let max_effort = number(limit, "limit.effort", "effort", None)?;
             if max_velocity <= 0.0 {
-                return Err(UrdfError::BadLimit { joint: name.into(), field: "limit.velocity", problem: format!("{max_velocity} must be positive") });
+                return Err(UrdfError::BadLimit {
+                    joint: name.into(),
+                    field: "limit.velocity",
+                    problem: format!("{max_velocity} must be positive"),
+                });
             }
             if max_effort < 0.0 {
-                return Err(UrdfError::BadLimit { joint: name.into(), field: "limit.effort", problem: format!("{max_effort} must not be negative") });
+                return Err(UrdfError::BadLimit {
+                    joint: name.into(),
+                    field: "limit.effort",
+                    problem: format!("{max_effort} must not be negative"),
+                });
             }
             let (lower, upper) = match kind {
                 JointKind::Continuous => (None, None),
@@ -235,7 +286,11 @@ impl JointLimits {
                     let lower = number(limit, "limit.lower", "lower", Some(0.0))?;
                     let upper = number(limit, "limit.upper", "upper", Some(0.0))?;
                     if lower > upper {
-                        return Err(UrdfError::BadLimit { joint: name.into(), field: "limit.lower", problem: format!("{lower} is above limit.upper {upper}") });
+                        return Err(UrdfError::BadLimit {
+                            joint: name.into(),
+                            field: "limit.lower",
+                            problem: format!("{lower} is above limit.upper {upper}"),
+                        });
                     }
                     (Some(lower), Some(upper))
                 }
@@ -243,17 +298,35 @@ impl JointLimits {
             let mimic = match node.children().find(|n| n.has_tag_name("mimic")) {
                 None => None,
                 Some(m) => Some(Mimic {
-                    joint: m.attribute("joint").ok_or_else(|| UrdfError::MissingAttribute { joint: name.into(), attribute: "mimic.joint" })?.to_string(),
+                    joint: m
+                        .attribute("joint")
+                        .ok_or_else(|| UrdfError::MissingAttribute {
+                            joint: name.into(),
+                            attribute: "mimic.joint",
+                        })?
+                        .to_string(),
                     multiplier: number(m, "mimic.multiplier", "multiplier", Some(1.0))?,
                     offset: number(m, "mimic.offset", "offset", Some(0.0))?,
                 }),
             };
-            joints.push(JointLimit { name: name.into(), kind, lower, upper, max_velocity, max_effort, max_acceleration: None, mimic });
+            joints.push(JointLimit {
+                name: name.into(),
+                kind,
+                lower,
+                upper,
+                max_velocity,
+                max_effort,
+                max_acceleration: None,
+                mimic,
+            });
         }
         for joint in &joints {
             if let Some(mimic) = &joint.mimic {
                 if mimic.joint == joint.name || !joints.iter().any(|j| j.name == mimic.joint) {
-                    return Err(UrdfError::UnknownMimicTarget { joint: joint.name.clone(), target: mimic.joint.clone() });
+                    return Err(UrdfError::UnknownMimicTarget {
+                        joint: joint.name.clone(),
+                        target: mimic.joint.clone(),
+                    });
                 }
             }
         }
@@ -277,7 +350,8 @@ impl JointLimits {
 
     /// The limits of `name`, or an error listing the known joints.
     pub fn joint(&self, name: &str) -> Result<&JointLimit, JointError> {
-        self.get(name).ok_or_else(|| JointError::UnknownJoint { name: name.into(), known: self.names() })
+        self.get(name)
+            .ok_or_else(|| JointError::UnknownJoint { name: name.into(), known: self.names() })
     }
 
     /// The joints that mimic `name` (e.g. the right gripper finger for the left one).
@@ -292,13 +366,24 @@ impl JointLimits {
         for (name, max_acceleration) in limits {
             let joint = self.joint(name)?;
             if !max_acceleration.is_finite() {
-                return Err(JointError::NotFinite { joint: name.clone(), field: "max_acceleration", value: *max_acceleration });
+                return Err(JointError::NotFinite {
+                    joint: name.clone(),
+                    field: "max_acceleration",
+                    value: *max_acceleration,
+                });
             }
             if *max_acceleration <= 0.0 {
-                return Err(JointError::NotPositive { joint: name.clone(), field: "max_acceleration", value: *max_acceleration, unit: joint.kind.acceleration_unit() });
+                return Err(JointError::NotPositive {
+                    joint: name.clone(),
+                    field: "max_acceleration",
+                    value: *max_acceleration,
+                    unit: joint.kind.acceleration_unit(),
+                });
             }
             let followers: Vec<String> = self.followers(name).map(|f| f.name.clone()).collect();
-            for joint in self.joints.iter_mut().filter(|j| j.name == *name || followers.contains(&j.name)) {
+            for joint in
+                self.joints.iter_mut().filter(|j| j.name == *name || followers.contains(&j.name))
+            {
                 joint.max_acceleration = Some(*max_acceleration);
             }
         }
@@ -335,7 +420,11 @@ impl JointLimits {
     pub fn clamp_velocity(&self, name: &str, requested: f64) -> Result<(f64, bool), JointError> {
         let joint = self.joint(name)?;
         if !requested.is_finite() {
-            return Err(JointError::NotFinite { joint: name.into(), field: "velocity", value: requested });
+            return Err(JointError::NotFinite {
+                joint: name.into(),
+                field: "velocity",
+                value: requested,
+            });
         }
         let applied = requested.clamp(-joint.max_velocity, joint.max_velocity);
         Ok((applied, applied != requested))
@@ -347,17 +436,36 @@ impl JointLimits {
     /// need only be finite, since sensors may read slightly outside the
     /// limits. The result is never shorter than `|to - from| / max_velocity`:
     /// `|to - from| / duration <= max_velocity` holds exactly in f64.
-    pub fn plan_duration(&self, name: &str, from: f64, to: f64, requested_velocity: f64) -> Result<f64, JointError> {
+    pub fn plan_duration(
+        &self,
+        name: &str,
+        from: f64,
+        to: f64,
+        requested_velocity: f64,
+    ) -> Result<f64, JointError> {
         let joint = self.joint(name)?;
         if !from.is_finite() {
-            return Err(JointError::NotFinite { joint: name.into(), field: "start position", value: from });
+            return Err(JointError::NotFinite {
+                joint: name.into(),
+                field: "start position",
+                value: from,
+            });
         }
         self.check_position(name, to)?;
         if !requested_velocity.is_finite() {
-            return Err(JointError::NotFinite { joint: name.into(), field: "velocity", value: requested_velocity });
+            return Err(JointError::NotFinite {
+                joint: name.into(),
+                field: "velocity",
+                value: requested_velocity,
+            });
         }
         if requested_velocity <= 0.0 {
-            return Err(JointError::NotPositive { joint: name.into(), field: "velocity", value: requested_velocity, unit: joint.kind.velocity_unit() });
+            return Err(JointError::NotPositive {
+                joint: name.into(),
+                field: "velocity",
+                value: requested_velocity,
+                unit: joint.kind.velocity_unit(),
+            });
         }
         let speed = requested_velocity.min(joint.max_velocity);
         let distance = (to - from).abs();
@@ -378,22 +486,43 @@ impl JointLimits {
     pub fn check_effort(&self, name: &str, effort: f64) -> Result<(), JointError> {
         let joint = self.joint(name)?;
         if !effort.is_finite() {
-            return Err(JointError::NotFinite { joint: name.into(), field: "effort", value: effort });
+            return Err(JointError::NotFinite {
+                joint: name.into(),
+                field: "effort",
+                value: effort,
+            });
         }
         if effort <= 0.0 {
-            return Err(JointError::NotPositive { joint: name.into(), field: "effort", value: effort, unit: joint.kind.effort_unit() });
+            return Err(JointError::NotPositive {
+                joint: name.into(),
+                field: "effort",
+                value: effort,
+                unit: joint.kind.effort_unit(),
+            });
         }
         if effort > joint.max_effort {
-            return Err(JointError::EffortTooHigh { joint: name.into(), effort, max_effort: joint.max_effort, unit: joint.kind.effort_unit() });
+            return Err(JointError::EffortTooHigh {
+                joint: name.into(),
+                effort,
+                max_effort: joint.max_effort,
+                unit: joint.kind.effort_unit(),
+            });
         }
         Ok(())
     }
 }
 
 /// A finite number from `attribute` of `element`, `default` when it is absent.
-fn attribute_number(element: roxmltree::Node<'_, '_>, joint: &str, field: &'static str, attribute: &str, default: Option<f64>) -> Result<f64, UrdfError> {
+fn attribute_number(
+    element: roxmltree::Node<'_, '_>,
+    joint: &str,
+    field: &'static str,
+    attribute: &str,
+    default: Option<f64>,
+) -> Result<f64, UrdfError> {
     match element.attribute(attribute) {
-        None => default.ok_or_else(|| UrdfError::MissingAttribute { joint: joint.into(), attribute: field }),
+        None => default
+            .ok_or_else(|| UrdfError::MissingAttribute { joint: joint.into(), attribute: field }),
         Some(text) => match text.trim().parse::<f64>() {
             Ok(value) if value.is_finite() => Ok(value),
             _ => Err(UrdfError::BadNumber { joint: joint.into(), field, text: text.into() }),
@@ -434,12 +563,28 @@ mod tests {
         let l = robot();
         let max = l.get("gripper_left_joint").unwrap().max_effort;
         assert_eq!(l.check_effort("gripper_left_joint", max), Ok(()));
-        assert!(matches!(l.check_effort("gripper_left_joint", max + 0.1), Err(JointError::EffortTooHigh { .. })));
-        assert!(matches!(l.check_effort("gripper_left_joint", 0.0), Err(JointError::NotPositive { .. })));
-        assert!(matches!(l.check_effort("gripper_left_joint", f64::INFINITY), Err(JointError::NotFinite { .. })));
+        assert!(matches!(
+            l.check_effort("gripper_left_joint", max + 0.1),
+            Err(JointError::EffortTooHigh { .. })
+        ));
+        assert!(matches!(
+            l.check_effort("gripper_left_joint", 0.0),
+            Err(JointError::NotPositive { .. })
+        ));
+        assert!(matches!(
+            l.check_effort("gripper_left_joint", f64::INFINITY),
+            Err(JointError::NotFinite { .. })
+        ));
     }
 
-    fn assert_limit(limits: &JointLimits, name: &str, kind: JointKind, range: Option<(f64, f64)>, velocity: f64, effort: f64) {
+    fn assert_limit(
+        limits: &JointLimits,
+        name: &str,
+        kind: JointKind,
+        range: Option<(f64, f64)>,
+        velocity: f64,
+        effort: f64,
+    ) {
         let j = limits.get(name).unwrap_or_else(|| panic!("{name} is listed"));
         assert_eq!(j.kind, kind, "{name}");
         assert_eq!(j.lower, range.map(|r| r.0), "{name} lower");
@@ -476,11 +621,31 @@ mod tests {
         assert_limit(&l, "joint3", JointKind::Revolute, Some((-0.942, 1.382)), 4.8, 4.1);
         assert_limit(&l, "joint4", JointKind::Revolute, Some((-1.791, 2.042)), 4.8, 4.1);
         assert_limit(&l, "gripper_left_joint", JointKind::Prismatic, Some((0.0, 0.03)), 0.05, 10.0);
-        assert_limit(&l, "gripper_right_joint", JointKind::Prismatic, Some((0.0, 0.03)), 0.05, 10.0);
-        assert_eq!(l.get("gripper_right_joint").unwrap().mimic, Some(Mimic { joint: "gripper_left_joint".into(), multiplier: 1.0, offset: 0.0 }));
+        assert_limit(
+            &l,
+            "gripper_right_joint",
+            JointKind::Prismatic,
+            Some((0.0, 0.03)),
+            0.05,
+            10.0,
+        );
+        assert_eq!(
+            l.get("gripper_right_joint").unwrap().mimic,
+            Some(Mimic { joint: "gripper_left_joint".into(), multiplier: 1.0, offset: 0.0 })
+        );
         assert!(l.iter().filter(|j| j.name != "gripper_right_joint").all(|j| j.mimic.is_none()));
-        assert_eq!(l.followers("gripper_left_joint").map(|j| j.name.as_str()).collect::<Vec<_>>(), ["gripper_right_joint"]);
-        for fixed in ["base_joint", "camera_joint", "camera_optical_joint", "arm_base_joint", "end_effector_joint", "bumper_joint"] {
+        assert_eq!(
+            l.followers("gripper_left_joint").map(|j| j.name.as_str()).collect::<Vec<_>>(),
+            ["gripper_right_joint"]
+        );
+        for fixed in [
+            "base_joint",
+            "camera_joint",
+            "camera_optical_joint",
+            "arm_base_joint",
+            "end_effector_joint",
+            "bumper_joint",
+        ] {
             assert!(l.get(fixed).is_none(), "{fixed} is fixed");
         }
     }
@@ -511,13 +676,30 @@ mod tests {
         let err = l.check_position("head_tilt_joint", 1.3).unwrap_err();
         assert_eq!(
             err,
-            JointError::OutOfRange { joint: "head_tilt_joint".into(), field: "position", value: 1.3, lower: -0.6, upper: 1.2, unit: "rad" }
+            JointError::OutOfRange {
+                joint: "head_tilt_joint".into(),
+                field: "position",
+                value: 1.3,
+                lower: -0.6,
+                upper: 1.2,
+                unit: "rad"
+            }
         );
         let text = err.to_string();
-        assert!(text.contains("head_tilt_joint") && text.contains("position") && text.contains("-0.6") && text.contains("1.2") && text.contains("rad"), "{text}");
+        assert!(
+            text.contains("head_tilt_joint")
+                && text.contains("position")
+                && text.contains("-0.6")
+                && text.contains("1.2")
+                && text.contains("rad"),
+            "{text}"
+        );
 
         let text = l.check_position("gripper_left_joint", 0.05).unwrap_err().to_string();
-        assert!(text.contains("gripper_left_joint") && text.contains("0.03") && text.contains(" m"), "{text}");
+        assert!(
+            text.contains("gripper_left_joint") && text.contains("0.03") && text.contains(" m"),
+            "{text}"
+        );
         assert!(!text.contains("rad"), "prismatic joints are in metres: {text}");
 
         assert!(l.check_position("joint1", 2.828).is_err());
@@ -533,7 +715,10 @@ mod tests {
         let l = robot();
         for value in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let err = l.check_position("wheel_left_joint", value).unwrap_err();
-            assert!(matches!(err, JointError::NotFinite { ref joint, field: "position", .. } if joint == "wheel_left_joint"), "{err:?}");
+            assert!(
+                matches!(err, JointError::NotFinite { ref joint, field: "position", .. } if joint == "wheel_left_joint"),
+                "{err:?}"
+            );
             assert!(l.check_position("joint1", value).is_err());
         }
         assert!(l.check_position("joint1", f64::NAN).unwrap_err().to_string().contains("NaN"));
@@ -544,7 +729,13 @@ mod tests {
         let l = robot();
         let err = l.check_position("elbow", 0.0).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("'elbow'") && text.contains("joint1") && text.contains("gripper_left_joint") && text.contains("head_pan_joint"), "{text}");
+        assert!(
+            text.contains("'elbow'")
+                && text.contains("joint1")
+                && text.contains("gripper_left_joint")
+                && text.contains("head_pan_joint"),
+            "{text}"
+        );
         assert!(!text.contains("base_joint,"), "fixed joints are not offered: {text}");
         assert!(l.clamp_velocity("elbow", 1.0).is_err());
         assert!(l.plan_duration("elbow", 0.0, 1.0, 1.0).is_err());
@@ -561,7 +752,10 @@ mod tests {
         let l = JointLimits::from_urdf(urdf).unwrap();
         assert_eq!(l.check_position("a", 0.03), Ok(()));
         let err = l.check_position("a", 0.035).unwrap_err();
-        assert!(matches!(err, JointError::FollowerOutOfRange { ref joint, .. } if joint == "b"), "{err:?}");
+        assert!(
+            matches!(err, JointError::FollowerOutOfRange { ref joint, .. } if joint == "b"),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("joint b"), "{err}");
     }
 
@@ -573,7 +767,10 @@ mod tests {
         assert_eq!(l.clamp_velocity("joint1", 1.0), Ok((1.0, false)));
         assert_eq!(l.clamp_velocity("gripper_left_joint", 0.2), Ok((0.05, true)));
         assert_eq!(l.clamp_velocity("head_pan_joint", 3.0), Ok((3.0, false)));
-        assert!(matches!(l.clamp_velocity("joint1", f64::NAN), Err(JointError::NotFinite { field: "velocity", .. })));
+        assert!(matches!(
+            l.clamp_velocity("joint1", f64::NAN),
+            Err(JointError::NotFinite { field: "velocity", .. })
+        ));
     }
 
     #[test]
@@ -587,10 +784,16 @@ mod tests {
         // Opening the gripper fully takes at least 0.6 s at 0.05 m/s.
         assert!(l.plan_duration("gripper_left_joint", 0.0, 0.03, 1.0).unwrap() >= 0.6 - 1e-12);
         // The goal must be valid; the start only finite (it is a measurement).
-        assert!(matches!(l.plan_duration("joint1", 0.0, 3.0, 1.0), Err(JointError::OutOfRange { .. })));
+        assert!(matches!(
+            l.plan_duration("joint1", 0.0, 3.0, 1.0),
+            Err(JointError::OutOfRange { .. })
+        ));
         assert!(l.plan_duration("joint1", 2.9, 2.8, 1.0).is_ok());
         assert!(l.plan_duration("joint1", f64::NAN, 0.0, 1.0).is_err());
-        assert!(matches!(l.plan_duration("joint1", 0.0, 1.0, 0.0), Err(JointError::NotPositive { .. })));
+        assert!(matches!(
+            l.plan_duration("joint1", 0.0, 1.0, 0.0),
+            Err(JointError::NotPositive { .. })
+        ));
         assert!(l.plan_duration("joint1", 0.0, 1.0, -1.0).is_err());
         assert!(l.plan_duration("joint1", 0.0, 1.0, f64::INFINITY).is_err());
     }

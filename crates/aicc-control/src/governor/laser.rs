@@ -47,7 +47,9 @@ impl Footprint {
     /// (front, rear, half width) of the footprint's bounding box.
     fn extent(&self) -> (f64, f64, f64) {
         match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => (front_m, rear_m, half_width_m),
+            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
+                (front_m, rear_m, half_width_m)
+            }
             Footprint::Circle { radius_m } => (radius_m, radius_m, radius_m),
         }
     }
@@ -56,14 +58,18 @@ impl Footprint {
     /// How far (x, y) lies outside the outline, m (0 inside).
     pub fn distance_outside(&self, x: f64, y: f64) -> f64 {
         match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => (x - front_m).max(-rear_m - x).max(0.0).hypot((y.abs() - half_width_m).max(0.0)),
+            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
+                (x - front_m).max(-rear_m - x).max(0.0).hypot((y.abs() - half_width_m).max(0.0))
+            }
             Footprint::Circle { radius_m } => (x.hypot(y) - radius_m).max(0.0),
         }
     }
 
     pub fn contains(&self, x: f64, y: f64) -> bool {
         match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => x <= front_m && x >= -rear_m && y.abs() <= half_width_m,
+            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
+                x <= front_m && x >= -rear_m && y.abs() <= half_width_m
+            }
             Footprint::Circle { radius_m } => x.hypot(y) <= radius_m,
         }
     }
@@ -176,7 +182,8 @@ impl Tally {
             return Zone::At { distance_m: self.nearest };
         }
         // NaN-safe: a comparison that fails is blind.
-        let tolerated = self.beams > 0 && (self.unknown as f64) <= max_unknown_fraction * self.beams as f64;
+        let tolerated =
+            self.beams > 0 && (self.unknown as f64) <= max_unknown_fraction * self.beams as f64;
         if tolerated {
             Zone::Clear
         } else {
@@ -237,7 +244,10 @@ impl Footprint {
             return 0.0;
         }
         let span = match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => Aabb { min_x: -rear_m, max_x: front_m, min_y: -half_width_m, max_y: half_width_m }.span(ox, oy, dx, dy),
+            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
+                Aabb { min_x: -rear_m, max_x: front_m, min_y: -half_width_m, max_y: half_width_m }
+                    .span(ox, oy, dx, dy)
+            }
             Footprint::Circle { radius_m } => disc_span(ox, oy, dx, dy, radius_m),
         };
         span.map_or(0.0, |(_, far)| far)
@@ -247,17 +257,29 @@ impl Footprint {
 impl ScanZones {
     fn validate(&self) -> Result<(), ScanError> {
         let (front, rear, half_width) = self.footprint.extent();
-        let ok = [front, rear, half_width, self.margin_m, self.reach_m].iter().all(|v| v.is_finite() && *v >= 0.0)
+        let ok = [front, rear, half_width, self.margin_m, self.reach_m]
+            .iter()
+            .all(|v| v.is_finite() && *v >= 0.0)
             && (0.0..=1.0).contains(&self.max_unknown_fraction);
         ok.then_some(()).ok_or(ScanError::BadZones(*self))
     }
 }
 
 /// Reads a scan taken from `laser` (its pose in the base frame) against `zones`.
-pub fn read_scan(scan: &ScanView, laser: &LaserPose, zones: &ScanZones) -> Result<ScanReading, ScanError> {
+pub fn read_scan(
+    scan: &ScanView,
+    laser: &LaserPose,
+    zones: &ScanZones,
+) -> Result<ScanReading, ScanError> {
     zones.validate()?;
-    if !(scan.angle_min_rad.is_finite() && scan.angle_increment_rad.is_finite() && scan.angle_increment_rad != 0.0) {
-        return Err(ScanError::BadAngles { angle_min_rad: scan.angle_min_rad, angle_increment_rad: scan.angle_increment_rad });
+    if !(scan.angle_min_rad.is_finite()
+        && scan.angle_increment_rad.is_finite()
+        && scan.angle_increment_rad != 0.0)
+    {
+        return Err(ScanError::BadAngles {
+            angle_min_rad: scan.angle_min_rad,
+            angle_increment_rad: scan.angle_increment_rad,
+        });
     }
     if scan.ranges_m.is_empty() {
         return Err(ScanError::Empty);
@@ -268,14 +290,25 @@ pub fn read_scan(scan: &ScanView, laser: &LaserPose, zones: &ScanZones) -> Resul
     let (front, rear, half_width) = zones.footprint.extent();
     let side = half_width + zones.margin_m;
     let ahead_box = Aabb { min_x: 0.0, max_x: zones.reach_m.max(front), min_y: -side, max_y: side };
-    let behind_box = Aabb { min_x: -zones.reach_m.max(rear), max_x: 0.0, min_y: -side, max_y: side };
-    let turn_radius = zones.footprint.sweeps_when_turning().then(|| zones.footprint.swept_radius_m() + zones.margin_m);
+    let behind_box =
+        Aabb { min_x: -zones.reach_m.max(rear), max_x: 0.0, min_y: -side, max_y: side };
+    let turn_radius = zones
+        .footprint
+        .sweeps_when_turning()
+        .then(|| zones.footprint.swept_radius_m() + zones.margin_m);
     // A usable range: finite and within [range_min, range_max] (NaN fails every comparison).
     let (range_min, range_max) = (scan.range_min_m, scan.range_max_m);
     let mut ahead = Tally::new();
     let mut behind = Tally::new();
     let mut turning = Tally::new();
-    let mut reading = ScanReading { ahead: Zone::Clear, behind: Zone::Clear, turning: None, beams: scan.ranges_m.len(), valid: 0, self_hits: 0 };
+    let mut reading = ScanReading {
+        ahead: Zone::Clear,
+        behind: Zone::Clear,
+        turning: None,
+        beams: scan.ranges_m.len(),
+        valid: 0,
+        self_hits: 0,
+    };
     let (ox, oy) = (laser.x_m, laser.y_m);
     for (i, &range) in scan.ranges_m.iter().enumerate() {
         let angle = laser.yaw_rad + scan.angle_min_rad + scan.angle_increment_rad * i as f64;
@@ -293,7 +326,9 @@ pub fn read_scan(scan: &ScanView, laser: &LaserPose, zones: &ScanZones) -> Resul
         // The beam's evidence for each zone it crosses (outside the footprint).
         let leaves_footprint = zones.footprint.exit(ox, oy, dx, dy);
         let known = usable && !self_hit;
-        for (aabb, tally, behind_side) in [(&ahead_box, &mut ahead, false), (&behind_box, &mut behind, true)] {
+        for (aabb, tally, behind_side) in
+            [(&ahead_box, &mut ahead, false), (&behind_box, &mut behind, true)]
+        {
             let Some((near, far)) = aabb.span(ox, oy, dx, dy) else { continue };
             let entry = near.max(leaves_footprint);
             if entry >= far {
@@ -339,11 +374,18 @@ pub fn read_scan(scan: &ScanView, laser: &LaserPose, zones: &ScanZones) -> Resul
 /// beams crossed up to their return (a beam with no usable return, or one
 /// returning from inside the footprint, observes nothing), and how many
 /// it did not, per direction (ahead, behind).
-pub fn observe_zones(scan: &ScanView, laser: &LaserPose, footprint: &Footprint, grid: &ZoneGrid) -> ([Vec<bool>; 2], [Vec<bool>; 2], [Unseen; 2]) {
-    let mut observed = [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
+pub fn observe_zones(
+    scan: &ScanView,
+    laser: &LaserPose,
+    footprint: &Footprint,
+    grid: &ZoneGrid,
+) -> ([Vec<bool>; 2], [Vec<bool>; 2], [Unseen; 2]) {
+    let mut observed =
+        [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
     let mut clear = observed.clone();
     let mut hit = observed.clone();
-    let mut no_return = [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
+    let mut no_return =
+        [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
     let reach = grid.reach_m.max(grid.front_m).max(grid.rear_m) + grid.half_width_m;
     let step = grid.cell_m / 2.0;
     let (ox, oy) = (laser.x_m, laser.y_m);
@@ -354,7 +396,10 @@ pub fn observe_zones(scan: &ScanView, laser: &LaserPose, footprint: &Footprint, 
         }
         let (dx, dy) = (angle.cos(), angle.sin());
         let range = f64::from(range);
-        let usable = range.is_finite() && range >= scan.range_min_m && range <= scan.range_max_m && range >= 0.0;
+        let usable = range.is_finite()
+            && range >= scan.range_min_m
+            && range <= scan.range_max_m
+            && range >= 0.0;
         let hit_inside_robot = usable && footprint.contains(ox + range * dx, oy + range * dy);
         let leaves = footprint.exit(ox, oy, dx, dy);
         // How far along the beam the scan tells something: to the return.
@@ -422,7 +467,8 @@ mod tests {
 
     /// A TurtleBot 3 burger-like outline: axle at the origin, body from
     /// 0.10 m behind to 0.05 m ahead, 0.09 m each side.
-    const BURGER: Footprint = Footprint::Rectangle { front_m: 0.05, rear_m: 0.10, half_width_m: 0.09 };
+    const BURGER: Footprint =
+        Footprint::Rectangle { front_m: 0.05, rear_m: 0.10, half_width_m: 0.09 };
     const CREATE3: Footprint = Footprint::Circle { radius_m: 0.17 };
     const BEAMS: usize = 360;
 
@@ -443,24 +489,45 @@ mod tests {
                 let angle = laser.yaw_rad - PI + 2.0 * PI * i as f64 / BEAMS as f64;
                 let (dx, dy) = (angle.cos(), angle.sin());
                 let mut best = f64::INFINITY;
-                let walls = [(2.0, 2.1, -2.1, 2.1), (-2.1, -2.0, -2.1, 2.1), (-2.1, 2.1, 2.0, 2.1), (-2.1, 2.1, -2.1, -2.0)];
+                let walls = [
+                    (2.0, 2.1, -2.1, 2.1),
+                    (-2.1, -2.0, -2.1, 2.1),
+                    (-2.1, 2.1, 2.0, 2.1),
+                    (-2.1, 2.1, -2.1, -2.0),
+                ];
                 for &(min_x, max_x, min_y, max_y) in boxes.iter().chain(walls.iter()) {
-                    if let Some((t, _)) = (Aabb { min_x, max_x, min_y, max_y }).span(laser.x_m, laser.y_m, dx, dy) {
+                    if let Some((t, _)) =
+                        (Aabb { min_x, max_x, min_y, max_y }).span(laser.x_m, laser.y_m, dx, dy)
+                    {
                         if t > 0.0 {
                             best = best.min(t);
                         }
                     }
                 }
-                if best <= 3.5 { best as f32 } else { f32::INFINITY }
+                if best <= 3.5 {
+                    best as f32
+                } else {
+                    f32::INFINITY
+                }
             })
             .collect()
     }
 
     fn view(ranges: &[f32]) -> ScanView<'_> {
-        ScanView { angle_min_rad: -PI, angle_increment_rad: 2.0 * PI / BEAMS as f64, range_min_m: 0.12, range_max_m: 3.5, ranges_m: ranges }
+        ScanView {
+            angle_min_rad: -PI,
+            angle_increment_rad: 2.0 * PI / BEAMS as f64,
+            range_min_m: 0.12,
+            range_max_m: 3.5,
+            ranges_m: ranges,
+        }
     }
 
-    fn read(laser: &LaserPose, boxes: &[(f64, f64, f64, f64)], footprint: Footprint) -> ScanReading {
+    fn read(
+        laser: &LaserPose,
+        boxes: &[(f64, f64, f64, f64)],
+        footprint: Footprint,
+    ) -> ScanReading {
         let ranges = render(laser, boxes);
         read_scan(&view(&ranges), laser, &zones(footprint)).unwrap()
     }
@@ -475,7 +542,11 @@ mod tests {
     #[test]
     fn an_empty_room_is_clear_all_round() {
         let r = read(&at_origin(), &[], BURGER);
-        assert_eq!((r.ahead, r.behind, r.turning), (Zone::Clear, Zone::Clear, Some(Zone::Clear)), "{r:?}");
+        assert_eq!(
+            (r.ahead, r.behind, r.turning),
+            (Zone::Clear, Zone::Clear, Some(Zone::Clear)),
+            "{r:?}"
+        );
         assert_eq!((r.beams, r.valid, r.self_hits), (BEAMS, BEAMS, 0));
         let r = read(&at_origin(), &[], CREATE3);
         assert_eq!(r.turning, None, "a round robot has no turning zone");
@@ -513,10 +584,16 @@ mod tests {
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, 0.05, 99.0, -1.0] {
             let ranges = vec![bad; BEAMS];
             let r = read_scan(&view(&ranges), &at_origin(), &zones(BURGER)).unwrap();
-            assert!(matches!(r.ahead, Zone::Blind { .. }) && matches!(r.behind, Zone::Blind { .. }), "{bad}: {r:?}");
+            assert!(
+                matches!(r.ahead, Zone::Blind { .. }) && matches!(r.behind, Zone::Blind { .. }),
+                "{bad}: {r:?}"
+            );
             assert!(matches!(r.turning, Some(Zone::Blind { .. })), "{bad}: {r:?}");
             assert_eq!(r.valid, 0, "{bad}");
-            assert!(r.behind.obstacle_m().is_some_and(f64::is_nan), "blind reads as an obstacle at an unknown distance");
+            assert!(
+                r.behind.obstacle_m().is_some_and(f64::is_nan),
+                "blind reads as an obstacle at an unknown distance"
+            );
         }
     }
 
@@ -544,10 +621,20 @@ mod tests {
     fn a_scanner_that_does_not_look_behind_leaves_behind_blind() {
         // A 180-degree scanner facing forward.
         let ranges = vec![3.0f32; 180];
-        let front_only = ScanView { angle_min_rad: -PI / 2.0 + 0.01, angle_increment_rad: (PI - 0.02) / 180.0, range_min_m: 0.1, range_max_m: 3.5, ranges_m: &ranges };
+        let front_only = ScanView {
+            angle_min_rad: -PI / 2.0 + 0.01,
+            angle_increment_rad: (PI - 0.02) / 180.0,
+            range_min_m: 0.1,
+            range_max_m: 3.5,
+            ranges_m: &ranges,
+        };
         let r = read_scan(&front_only, &at_origin(), &zones(CREATE3)).unwrap();
         assert_eq!(r.ahead, Zone::Clear);
-        assert_eq!(r.behind, Zone::Blind { unknown: 0, beams: 0 }, "no beam crosses it: not sensed, not clear");
+        assert_eq!(
+            r.behind,
+            Zone::Blind { unknown: 0, beams: 0 },
+            "no beam crosses it: not sensed, not clear"
+        );
     }
 
     #[test]
@@ -556,18 +643,41 @@ mod tests {
         let scan = ScanView { range_min_m: 0.01, ..view(&ranges) };
         let r = read_scan(&scan, &at_origin(), &zones(BURGER)).unwrap();
         assert_eq!(r.self_hits, BEAMS);
-        assert!(matches!(r.ahead, Zone::Blind { .. }) && matches!(r.behind, Zone::Blind { .. }), "{r:?}");
+        assert!(
+            matches!(r.ahead, Zone::Blind { .. }) && matches!(r.behind, Zone::Blind { .. }),
+            "{r:?}"
+        );
     }
 
     #[test]
     fn unusable_scans_are_errors() {
         let ranges = vec![1.0f32; 10];
-        assert!(matches!(read_scan(&ScanView { angle_increment_rad: 0.0, ..view(&ranges) }, &at_origin(), &zones(BURGER)), Err(ScanError::BadAngles { .. })));
-        assert!(matches!(read_scan(&ScanView { angle_min_rad: f64::NAN, ..view(&ranges) }, &at_origin(), &zones(BURGER)), Err(ScanError::BadAngles { .. })));
+        assert!(matches!(
+            read_scan(
+                &ScanView { angle_increment_rad: 0.0, ..view(&ranges) },
+                &at_origin(),
+                &zones(BURGER)
+            ),
+            Err(ScanError::BadAngles { .. })
+        ));
+        assert!(matches!(
+            read_scan(
+                &ScanView { angle_min_rad: f64::NAN, ..view(&ranges) },
+                &at_origin(),
+                &zones(BURGER)
+            ),
+            Err(ScanError::BadAngles { .. })
+        ));
         assert_eq!(read_scan(&view(&[]), &at_origin(), &zones(BURGER)), Err(ScanError::Empty));
-        assert_eq!(read_scan(&view(&ranges), &LaserPose { x_m: f64::NAN, ..at_origin() }, &zones(BURGER)), Err(ScanError::BadPose));
+        assert_eq!(
+            read_scan(&view(&ranges), &LaserPose { x_m: f64::NAN, ..at_origin() }, &zones(BURGER)),
+            Err(ScanError::BadPose)
+        );
         let bad = ScanZones { max_unknown_fraction: 1.5, ..zones(BURGER) };
-        assert!(matches!(read_scan(&view(&ranges), &at_origin(), &bad), Err(ScanError::BadZones(_))));
+        assert!(matches!(
+            read_scan(&view(&ranges), &at_origin(), &bad),
+            Err(ScanError::BadZones(_))
+        ));
     }
 
     #[test]

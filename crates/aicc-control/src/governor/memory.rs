@@ -95,7 +95,12 @@ impl ObstacleMemory {
     /// Remembers obstacle points seen at `seen` (odometry frame, m). A
     /// non-finite point is skipped. When full, the points farthest from
     /// `near` are forgotten first (and counted).
-    pub fn remember(&mut self, points: impl IntoIterator<Item = (f64, f64, f64)>, seen: Instant, near: (f64, f64)) {
+    pub fn remember(
+        &mut self,
+        points: impl IntoIterator<Item = (f64, f64, f64)>,
+        seen: Instant,
+        near: (f64, f64),
+    ) {
         for (x, y, z) in points {
             if !(x.is_finite() && y.is_finite() && z.is_finite()) {
                 continue;
@@ -112,7 +117,11 @@ impl ObstacleMemory {
                 .or_insert(Remembered { x_m: x, y_m: y, z_m: z, top_m: z, seen, misses: 0 });
         }
         if self.cells.len() > self.capacity {
-            let mut by_distance: Vec<((i64, i64), f64)> = self.cells.iter().map(|(k, r)| (*k, (r.x_m - near.0).hypot(r.y_m - near.1))).collect();
+            let mut by_distance: Vec<((i64, i64), f64)> = self
+                .cells
+                .iter()
+                .map(|(k, r)| (*k, (r.x_m - near.0).hypot(r.y_m - near.1)))
+                .collect();
             by_distance.sort_by(|a, b| b.1.total_cmp(&a.1));
             let excess = self.cells.len() - self.capacity;
             for (key, _) in by_distance.into_iter().take(excess) {
@@ -158,20 +167,32 @@ impl ObstacleMemory {
     /// beyond the origin along the direction, within the zone's half width,
     /// outside the footprint (a point inside it is the robot itself, or
     /// already touching: the bumper's business).
-    pub fn nearest(&self, direction: Direction, pose: &Pose2D, grid: &ZoneGrid, footprint: &Footprint) -> Option<Nearest> {
+    pub fn nearest(
+        &self,
+        direction: Direction,
+        pose: &Pose2D,
+        grid: &ZoneGrid,
+        footprint: &Footprint,
+    ) -> Option<Nearest> {
         self.cells
             .values()
             .filter_map(|r| {
                 let (x, y) = odom_to_base((r.x_m, r.y_m), pose);
                 let along = direction.sign() * x;
-                (along > 0.0 && y.abs() <= grid.half_width_m && !footprint.contains(x, y)).then_some(Nearest { distance_m: along, point: *r })
+                (along > 0.0 && y.abs() <= grid.half_width_m && !footprint.contains(x, y))
+                    .then_some(Nearest { distance_m: along, point: *r })
             })
             .min_by(|a, b| a.distance_m.total_cmp(&b.distance_m))
     }
 
     /// The nearest remembered obstacle inside the circle of `radius_m` the
     /// footprint sweeps turning in place (outside the footprint), m from the origin.
-    pub fn nearest_in_sweep(&self, pose: &Pose2D, footprint: &Footprint, radius_m: f64) -> Option<f64> {
+    pub fn nearest_in_sweep(
+        &self,
+        pose: &Pose2D,
+        footprint: &Footprint,
+        radius_m: f64,
+    ) -> Option<f64> {
         self.cells
             .values()
             .filter_map(|r| {
@@ -223,7 +244,8 @@ impl FreeSpaceMemory {
             }
         }
         if self.cells.len() > self.capacity {
-            let mut by_age: Vec<((i64, i64), Instant)> = self.cells.iter().map(|(k, t)| (*k, *t)).collect();
+            let mut by_age: Vec<((i64, i64), Instant)> =
+                self.cells.iter().map(|(k, t)| (*k, *t)).collect();
             by_age.sort_by_key(|(_, t)| *t);
             for (key, _) in by_age.into_iter().take(self.cells.len() - self.capacity) {
                 self.cells.remove(&key);
@@ -241,7 +263,9 @@ impl FreeSpaceMemory {
 
     /// Whether the place was seen clear within `max_age` of `now`.
     pub fn is_clear(&self, x: f64, y: f64, now: Instant, max_age: std::time::Duration) -> bool {
-        self.cells.get(&self.key(x, y)).is_some_and(|seen| now.saturating_duration_since(*seen) <= max_age)
+        self.cells
+            .get(&self.key(x, y))
+            .is_some_and(|seen| now.saturating_duration_since(*seen) <= max_age)
     }
 
     /// Forgets what is older than `max_age`.
@@ -260,7 +284,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const FOOTPRINT: Footprint = Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
+    const FOOTPRINT: Footprint =
+        Footprint::Rectangle { front_m: 0.14, rear_m: 0.12, half_width_m: 0.14 };
 
     fn grid() -> ZoneGrid {
         ZoneGrid::new(FOOTPRINT, 0.03, 0.5, 0.02)
@@ -276,19 +301,34 @@ mod tests {
         let t0 = Instant::now();
         // The front face of a box 1.5 m ahead, seen from the origin.
         memory.remember((0..10).map(|i| (1.4, -0.09 + 0.02 * i as f64, 0.05)), t0, (0.0, 0.0));
-        let near = memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
+        let near =
+            memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
         assert!((near.distance_m - 1.4).abs() < 1e-9, "{near:?}");
         // 1.15 m on: 0.25 m ahead, although no frame has seen it since.
-        let near = memory.nearest(Direction::Ahead, &at(1.15, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
+        let near =
+            memory.nearest(Direction::Ahead, &at(1.15, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
         assert!((near.distance_m - 0.25).abs() < 1e-9, "{near:?}");
-        assert!(memory.nearest(Direction::Behind, &at(1.15, 0.0, 0.0), &grid(), &FOOTPRINT).is_none());
+        assert!(memory
+            .nearest(Direction::Behind, &at(1.15, 0.0, 0.0), &grid(), &FOOTPRINT)
+            .is_none());
         // Turned left by 90 degrees: it is beside the robot, not ahead.
-        assert!(memory.nearest(Direction::Ahead, &at(1.15, 0.0, std::f64::consts::FRAC_PI_2), &grid(), &FOOTPRINT).is_none());
+        assert!(memory
+            .nearest(
+                Direction::Ahead,
+                &at(1.15, 0.0, std::f64::consts::FRAC_PI_2),
+                &grid(),
+                &FOOTPRINT
+            )
+            .is_none());
         // Turned round: behind.
-        let behind = memory.nearest(Direction::Behind, &at(1.15, 0.0, std::f64::consts::PI), &grid(), &FOOTPRINT).unwrap();
+        let behind = memory
+            .nearest(Direction::Behind, &at(1.15, 0.0, std::f64::consts::PI), &grid(), &FOOTPRINT)
+            .unwrap();
         assert!((behind.distance_m - 0.25).abs() < 1e-9);
         // Past it and turned back: inside the footprint is not an obstacle ahead.
-        assert!(memory.nearest(Direction::Ahead, &at(1.35, 0.0, 0.0), &grid(), &FOOTPRINT).is_none());
+        assert!(memory
+            .nearest(Direction::Ahead, &at(1.35, 0.0, 0.0), &grid(), &FOOTPRINT)
+            .is_none());
     }
 
     #[test]
@@ -296,10 +336,21 @@ mod tests {
         let mut memory = ObstacleMemory::new(0.02, 1000);
         let t0 = Instant::now();
         memory.remember([(0.5, 0.0, 0.05), (0.7, 0.0, 0.05)], t0, (0.0, 0.0));
-        assert_eq!(memory.review(|r| if r.x_m < 0.6 { Verdict::SeenPast } else { Verdict::Unknown }), 0, "one miss is not enough");
+        assert_eq!(
+            memory.review(|r| if r.x_m < 0.6 { Verdict::SeenPast } else { Verdict::Unknown }),
+            0,
+            "one miss is not enough"
+        );
         assert_eq!(memory.review(|_| Verdict::Seen), 0);
-        assert_eq!(memory.review(|r| if r.x_m < 0.6 { Verdict::SeenPast } else { Verdict::Unknown }), 0, "the count restarted");
-        assert_eq!(memory.review(|r| if r.x_m < 0.6 { Verdict::SeenPast } else { Verdict::Unknown }), 1);
+        assert_eq!(
+            memory.review(|r| if r.x_m < 0.6 { Verdict::SeenPast } else { Verdict::Unknown }),
+            0,
+            "the count restarted"
+        );
+        assert_eq!(
+            memory.review(|r| if r.x_m < 0.6 { Verdict::SeenPast } else { Verdict::Unknown }),
+            1
+        );
         assert_eq!(memory.len(), 1);
         // Seeing it again resets the count.
         memory.review(|_| Verdict::SeenPast);
@@ -313,15 +364,28 @@ mod tests {
     fn a_full_memory_forgets_the_farthest_first_and_a_jump_forgets_everything() {
         let mut memory = ObstacleMemory::new(0.02, 3);
         let t0 = Instant::now();
-        memory.remember([(0.3, 0.0, 0.05), (2.0, 0.0, 0.05), (0.5, 0.0, 0.05), (0.4, 0.0, 0.05), (f64::NAN, 0.0, 0.0)], t0, (0.0, 0.0));
+        memory.remember(
+            [
+                (0.3, 0.0, 0.05),
+                (2.0, 0.0, 0.05),
+                (0.5, 0.0, 0.05),
+                (0.4, 0.0, 0.05),
+                (f64::NAN, 0.0, 0.0),
+            ],
+            t0,
+            (0.0, 0.0),
+        );
         assert_eq!((memory.len(), memory.dropped()), (3, 1));
         assert!(memory.points().all(|r| r.x_m < 1.0));
         assert_eq!(memory.forget_beyond((0.0, 0.0), 0.45), 1);
-        let near = memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
+        let near =
+            memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap();
         assert!((near.distance_m - 0.3).abs() < 1e-9);
         memory.clear();
         assert_eq!(memory.len(), 0);
-        assert!(memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).is_none());
+        assert!(memory
+            .nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT)
+            .is_none());
     }
 
     #[test]
@@ -331,7 +395,10 @@ mod tests {
         let ten = std::time::Duration::from_secs(10);
         free.mark([(0.30, 0.0), (0.32, 0.0), (f64::NAN, 0.0)], t0);
         assert!(free.is_clear(0.305, 0.005, t0 + std::time::Duration::from_secs(9), ten));
-        assert!(!free.is_clear(0.305, 0.005, t0 + std::time::Duration::from_secs(11), ten), "too old");
+        assert!(
+            !free.is_clear(0.305, 0.005, t0 + std::time::Duration::from_secs(11), ten),
+            "too old"
+        );
         assert!(!free.is_clear(0.5, 0.0, t0, ten), "never seen");
         free.unmark([(0.31, 0.01)]);
         assert!(!free.is_clear(0.30, 0.0, t0, ten));
@@ -348,7 +415,14 @@ mod tests {
         memory.remember([(0.05, 0.17, 0.05)], Instant::now(), (0.0, 0.0));
         let d = memory.nearest_in_sweep(&at(0.0, 0.0, 0.0), &FOOTPRINT, 0.228).unwrap();
         assert!((d - 0.05f64.hypot(0.17)).abs() < 1e-9);
-        assert!(memory.nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT).unwrap().distance_m < 0.06, "in the margin beside the front: ahead");
+        assert!(
+            memory
+                .nearest(Direction::Ahead, &at(0.0, 0.0, 0.0), &grid(), &FOOTPRINT)
+                .unwrap()
+                .distance_m
+                < 0.06,
+            "in the margin beside the front: ahead"
+        );
     }
 
     proptest! {

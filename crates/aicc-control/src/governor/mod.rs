@@ -13,7 +13,14 @@ pub mod odometry;
 pub mod safety;
 
 pub use base::{govern_base, BaseLimits, BaseVelocity, Governed};
-pub use braking::{braking_time_s, govern_base_step, govern_base_with_envelope, EmergencyLimits, GovernedStep};
+pub use braking::{
+    braking_time_s, govern_base_step, govern_base_with_envelope, EmergencyLimits, GovernedStep,
+};
 pub use joints::{JointError, JointKind, JointLimit, JointLimits, UrdfError};
-pub use obstacles::{nearest_obstacle_ahead, CameraIntrinsics, Corridor, DepthImage, DepthScan, ObstacleError};
-pub use safety::{apply_envelope, obstacle_speed_limit, safety_envelope, wrap_angle, Envelope, Pose2D, Restriction, Rule, SafetyConfig, SafetyInputs, SafetyState};
+pub use obstacles::{
+    nearest_obstacle_ahead, CameraIntrinsics, Corridor, DepthImage, DepthScan, ObstacleError,
+};
+pub use safety::{
+    apply_envelope, obstacle_speed_limit, safety_envelope, wrap_angle, Envelope, Pose2D,
+    Restriction, Rule, SafetyConfig, SafetyInputs, SafetyState,
+};

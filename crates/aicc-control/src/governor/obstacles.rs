@@ -35,9 +35,18 @@ impl CameraIntrinsics {
     /// Square pixels, principal point at the image centre, from the
     /// horizontal field of view (rad) and the image size: what Gazebo-style
     /// simulated cameras produce.
-    pub fn from_horizontal_fov(horizontal_fov_rad: f64, width: usize, height: usize) -> CameraIntrinsics {
+    pub fn from_horizontal_fov(
+        horizontal_fov_rad: f64,
+        width: usize,
+        height: usize,
+    ) -> CameraIntrinsics {
         let f = width as f64 / 2.0 / (horizontal_fov_rad / 2.0).tan();
-        CameraIntrinsics { fx: f, fy: f, cx: (width as f64 - 1.0) / 2.0, cy: (height as f64 - 1.0) / 2.0 }
+        CameraIntrinsics {
+            fx: f,
+            fy: f,
+            cx: (width as f64 - 1.0) / 2.0,
+            cy: (height as f64 - 1.0) / 2.0,
+        }
     }
 }
 
@@ -93,11 +102,25 @@ impl Corridor {
     /// For the aicc_bot base: 0.22 m wide body (half 0.11, wheels at 0.13 +
     /// 9 mm), 3 cm margin, floor band up to 2 cm, up to 0.45 m (camera head
     /// height plus margin), every second pixel.
-    pub const AICC_BOT: Corridor = Corridor { half_width_m: 0.14, margin_m: 0.03, min_z_m: 0.02, max_z_m: 0.45, min_x_m: 0.0, stride: 2 };
+    pub const AICC_BOT: Corridor = Corridor {
+        half_width_m: 0.14,
+        margin_m: 0.03,
+        min_z_m: 0.02,
+        max_z_m: 0.45,
+        min_x_m: 0.0,
+        stride: 2,
+    };
 
     fn validate(&self) -> Result<(), ObstacleError> {
-        let finite = [self.half_width_m, self.margin_m, self.min_z_m, self.max_z_m, self.min_x_m].iter().all(|v| v.is_finite());
-        if !finite || self.half_width_m < 0.0 || self.margin_m < 0.0 || self.min_z_m > self.max_z_m || self.stride == 0 {
+        let finite = [self.half_width_m, self.margin_m, self.min_z_m, self.max_z_m, self.min_x_m]
+            .iter()
+            .all(|v| v.is_finite());
+        if !finite
+            || self.half_width_m < 0.0
+            || self.margin_m < 0.0
+            || self.min_z_m > self.max_z_m
+            || self.stride == 0
+        {
             return Err(ObstacleError::BadCorridor(*self));
         }
         Ok(())
@@ -141,7 +164,11 @@ pub struct DepthScan {
 /// (`camera_link`, x forward): the URDF's `rpy="-pi/2 0 -pi/2"`. Compose a
 /// body pose with it to get the optical pose: `body * optical_rotation()`.
 pub fn optical_rotation() -> UnitQuaternion<f64> {
-    UnitQuaternion::from_euler_angles(-std::f64::consts::FRAC_PI_2, 0.0, -std::f64::consts::FRAC_PI_2)
+    UnitQuaternion::from_euler_angles(
+        -std::f64::consts::FRAC_PI_2,
+        0.0,
+        -std::f64::consts::FRAC_PI_2,
+    )
 }
 
 /// The optical frame's pose in the base frame, given the pose of the
@@ -163,11 +190,19 @@ pub fn nearest_obstacle_ahead(
 }
 
 /// [`nearest_obstacle_ahead`] with the sample counts.
-pub fn scan_depth_image(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, corridor: &Corridor) -> Result<DepthScan, ObstacleError> {
+pub fn scan_depth_image(
+    image: &DepthImage,
+    intrinsics: &CameraIntrinsics,
+    camera_in_base: &Isometry3<f64>,
+    corridor: &Corridor,
+) -> Result<DepthScan, ObstacleError> {
     let projector = Projector::new(intrinsics, camera_in_base, corridor)?;
     let stride = corridor.stride;
     // Column ray factors, computed once per column.
-    let columns: Vec<(usize, f64)> = (0..image.width).step_by(stride).map(|u| (u, (u as f64 - intrinsics.cx) / intrinsics.fx)).collect();
+    let columns: Vec<(usize, f64)> = (0..image.width)
+        .step_by(stride)
+        .map(|u| (u, (u as f64 - intrinsics.cx) / intrinsics.fx))
+        .collect();
     let mut scan = DepthScan::default();
     let mut nearest = f64::INFINITY;
     for v in (0..image.height).step_by(stride) {
@@ -198,7 +233,14 @@ pub fn scan_depth_samples(
             continue;
         }
         let row_ray = projector.row_ray(v);
-        projector.accumulate(depth, (u - intrinsics.cx) / intrinsics.fx, &row_ray, corridor, &mut nearest, &mut scan);
+        projector.accumulate(
+            depth,
+            (u - intrinsics.cx) / intrinsics.fx,
+            &row_ray,
+            corridor,
+            &mut nearest,
+            &mut scan,
+        );
     }
     scan.nearest_ahead_m = nearest.is_finite().then_some(nearest);
     Ok(scan)
@@ -218,9 +260,19 @@ struct Projector {
 }
 
 impl Projector {
-    fn new(intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, corridor: &Corridor) -> Result<Self, ObstacleError> {
+    fn new(
+        intrinsics: &CameraIntrinsics,
+        camera_in_base: &Isometry3<f64>,
+        corridor: &Corridor,
+    ) -> Result<Self, ObstacleError> {
         let i = intrinsics;
-        if !(i.fx.is_finite() && i.fy.is_finite() && i.fx > 0.0 && i.fy > 0.0 && i.cx.is_finite() && i.cy.is_finite()) {
+        if !(i.fx.is_finite()
+            && i.fy.is_finite()
+            && i.fx > 0.0
+            && i.fy > 0.0
+            && i.cx.is_finite()
+            && i.cy.is_finite())
+        {
             return Err(ObstacleError::BadIntrinsics(*intrinsics));
         }
         corridor.validate()?;
@@ -246,7 +298,15 @@ impl Projector {
     }
 
     #[inline]
-    fn accumulate(&self, depth: f64, a: f64, row_ray: &Vector3<f64>, corridor: &Corridor, nearest: &mut f64, scan: &mut DepthScan) {
+    fn accumulate(
+        &self,
+        depth: f64,
+        a: f64,
+        row_ray: &Vector3<f64>,
+        corridor: &Corridor,
+        nearest: &mut f64,
+        scan: &mut DepthScan,
+    ) {
         scan.examined += 1;
         if depth.is_nan() || depth == f64::INFINITY {
             return;
@@ -303,7 +363,8 @@ impl Capsule {
 
 impl SelfShape {
     pub fn contains(&self, p: &Point3<f64>) -> bool {
-        (p.z <= self.height_m && self.footprint.contains(p.x, p.y)) || self.capsules.iter().any(|c| c.contains(p))
+        (p.z <= self.height_m && self.footprint.contains(p.x, p.y))
+            || self.capsules.iter().any(|c| c.contains(p))
     }
 }
 
@@ -332,7 +393,16 @@ pub struct DepthReadSettings {
 }
 
 impl DepthReadSettings {
-    pub const DEFAULT: DepthReadSettings = DepthReadSettings { floor_band_m: 0.02, floor_band_per_m: 0.02, max_z_m: 0.45, window_m: 2.0, min_range_m: 0.1, stride: 2, noise_cell_m: 0.02, min_points: 2 };
+    pub const DEFAULT: DepthReadSettings = DepthReadSettings {
+        floor_band_m: 0.02,
+        floor_band_per_m: 0.02,
+        max_z_m: 0.45,
+        window_m: 2.0,
+        min_range_m: 0.1,
+        stride: 2,
+        noise_cell_m: 0.02,
+        min_points: 2,
+    };
 
     /// The floor band at `distance_m` (horizontal) from the camera.
     pub fn floor_band_at(&self, distance_m: f64) -> f64 {
@@ -367,12 +437,23 @@ pub fn read_depth_frame(
     grid: &ZoneGrid,
     body: &SelfShape,
 ) -> Result<DepthFrameReading, ObstacleError> {
-    let corridor = Corridor { half_width_m: grid.half_width_m, margin_m: 0.0, min_z_m: settings.floor_band_m, max_z_m: settings.max_z_m, min_x_m: grid.front_m, stride: settings.stride.max(1) };
+    let corridor = Corridor {
+        half_width_m: grid.half_width_m,
+        margin_m: 0.0,
+        min_z_m: settings.floor_band_m,
+        max_z_m: settings.max_z_m,
+        min_x_m: grid.front_m,
+        stride: settings.stride.max(1),
+    };
     let projector = Projector::new(intrinsics, camera_in_base, &corridor)?;
     let stride = corridor.stride;
     let mut counts = DepthScan::default();
-    let mut by_cell: std::collections::HashMap<(i64, i64), Vec<Point3<f64>>> = std::collections::HashMap::new();
-    let columns: Vec<(usize, f64)> = (0..image.width).step_by(stride).map(|u| (u, (u as f64 - intrinsics.cx) / intrinsics.fx)).collect();
+    let mut by_cell: std::collections::HashMap<(i64, i64), Vec<Point3<f64>>> =
+        std::collections::HashMap::new();
+    let columns: Vec<(usize, f64)> = (0..image.width)
+        .step_by(stride)
+        .map(|u| (u, (u as f64 - intrinsics.cx) / intrinsics.fx))
+        .collect();
     for v in (0..image.height).step_by(stride) {
         let row_ray = projector.row_ray(v as f64);
         let row = &image.data[v * image.width..(v + 1) * image.width];
@@ -388,27 +469,48 @@ pub fn read_depth_frame(
             }
             counts.valid += 1;
             let p = projector.origin + (projector.col0 * a + row_ray) * depth;
-            let band = settings.floor_band_at((p.x - projector.origin.x).hypot(p.y - projector.origin.y));
-            if !(p.z > band && p.z <= settings.max_z_m) || p.x.hypot(p.y) > settings.window_m || body.contains(&p) {
+            let band =
+                settings.floor_band_at((p.x - projector.origin.x).hypot(p.y - projector.origin.y));
+            if !(p.z > band && p.z <= settings.max_z_m)
+                || p.x.hypot(p.y) > settings.window_m
+                || body.contains(&p)
+            {
                 continue;
             }
             if p.x > corridor.min_x_m && p.y.abs() <= corridor.half_width_m {
                 counts.in_corridor += 1;
             }
-            let key = ((p.x / settings.noise_cell_m).floor() as i64, (p.y / settings.noise_cell_m).floor() as i64);
+            let key = (
+                (p.x / settings.noise_cell_m).floor() as i64,
+                (p.y / settings.noise_cell_m).floor() as i64,
+            );
             by_cell.entry(key).or_default().push(p);
         }
     }
-    let points: Vec<Point3<f64>> = by_cell.into_values().filter(|cell| cell.len() >= settings.min_points).flatten().collect();
-    counts.nearest_ahead_m = points.iter().filter(|p| p.x > corridor.min_x_m && p.y.abs() <= corridor.half_width_m).map(|p| p.x).min_by(f64::total_cmp);
-    let mut observed = [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
+    let points: Vec<Point3<f64>> =
+        by_cell.into_values().filter(|cell| cell.len() >= settings.min_points).flatten().collect();
+    counts.nearest_ahead_m = points
+        .iter()
+        .filter(|p| p.x > corridor.min_x_m && p.y.abs() <= corridor.half_width_m)
+        .map(|p| p.x)
+        .min_by(f64::total_cmp);
+    let mut observed =
+        [vec![false; grid.cells(Direction::Ahead)], vec![false; grid.cells(Direction::Behind)]];
     let mut clear = observed.clone();
     let mut unseen = [Unseen::default(); 2];
     let to_camera = camera_in_base.inverse();
     for (index, direction) in Direction::BOTH.into_iter().enumerate() {
         for cell in 0..grid.cells(direction) {
             let (x, y) = grid.centre(direction, cell);
-            match observe_floor_point(image, intrinsics, &to_camera, &projector, &Point3::new(x, y, 0.0), settings, body) {
+            match observe_floor_point(
+                image,
+                intrinsics,
+                &to_camera,
+                &projector,
+                &Point3::new(x, y, 0.0),
+                settings,
+                body,
+            ) {
                 CellSight::Clear => {
                     observed[index][cell] = true;
                     clear[index][cell] = true;
@@ -439,21 +541,33 @@ enum CellSight {
 }
 
 /// The floor point's pixel and expected depth, if it is in the frame.
-fn pixel_of(image: &DepthImage, intrinsics: &CameraIntrinsics, to_camera: &Isometry3<f64>, point: &Point3<f64>) -> Option<(usize, usize, f64)> {
+fn pixel_of(
+    image: &DepthImage,
+    intrinsics: &CameraIntrinsics,
+    to_camera: &Isometry3<f64>,
+    point: &Point3<f64>,
+) -> Option<(usize, usize, f64)> {
     let p = to_camera * point;
     if !(p.z > 1e-3) {
         return None;
     }
     let u = (intrinsics.fx * p.x / p.z + intrinsics.cx).round();
     let v = (intrinsics.fy * p.y / p.z + intrinsics.cy).round();
-    (u >= 0.0 && v >= 0.0 && u < image.width as f64 && v < image.height as f64).then_some((u as usize, v as usize, p.z))
+    (u >= 0.0 && v >= 0.0 && u < image.width as f64 && v < image.height as f64)
+        .then_some((u as usize, v as usize, p.z))
 }
 
 /// Whether a pixel's depth saw `point` (or past it) for [`super::memory`]:
 /// `Some(true)` seen past it by a clear margin, or its ray reaching the
 /// floor behind it; `Some(false)` seen at or before it; `None` not in the
 /// frame or no usable return.
-pub fn sees_past(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_base: &Isometry3<f64>, point: &Point3<f64>, min_range_m: f64) -> Option<bool> {
+pub fn sees_past(
+    image: &DepthImage,
+    intrinsics: &CameraIntrinsics,
+    camera_in_base: &Isometry3<f64>,
+    point: &Point3<f64>,
+    min_range_m: f64,
+) -> Option<bool> {
     let (u, v, expected) = pixel_of(image, intrinsics, &camera_in_base.inverse(), point)?;
     let measured = f64::from(image.depth(u, v)?);
     if measured.is_nan() || !(measured >= min_range_m) {
@@ -479,8 +593,18 @@ pub fn sees_past(image: &DepthImage, intrinsics: &CameraIntrinsics, camera_in_ba
     Some(false)
 }
 
-fn observe_floor_point(image: &DepthImage, intrinsics: &CameraIntrinsics, to_camera: &Isometry3<f64>, projector: &Projector, point: &Point3<f64>, settings: &DepthReadSettings, body: &SelfShape) -> CellSight {
-    let Some((u, v, expected)) = pixel_of(image, intrinsics, to_camera, point) else { return CellSight::OutOfView };
+fn observe_floor_point(
+    image: &DepthImage,
+    intrinsics: &CameraIntrinsics,
+    to_camera: &Isometry3<f64>,
+    projector: &Projector,
+    point: &Point3<f64>,
+    settings: &DepthReadSettings,
+    body: &SelfShape,
+) -> CellSight {
+    let Some((u, v, expected)) = pixel_of(image, intrinsics, to_camera, point) else {
+        return CellSight::OutOfView;
+    };
     let measured = image.depth(u, v).map_or(f64::NAN, f64::from);
     if measured.is_nan() || !(measured >= settings.min_range_m) {
         return CellSight::NoReturn;
@@ -525,8 +649,14 @@ mod tests {
     /// pitches down), camera_joint (x 0.025).
     fn camera_pose(pan: f64, tilt: f64) -> Isometry3<f64> {
         let base = Isometry3::translation(0.0, 0.0, 0.033);
-        let pan = Isometry3::from_parts(Translation3::new(-0.10, 0.0, 0.550), UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan));
-        let tilt = Isometry3::from_parts(Translation3::new(0.0, 0.0, 0.045), UnitQuaternion::from_axis_angle(&Vector3::y_axis(), tilt));
+        let pan = Isometry3::from_parts(
+            Translation3::new(-0.10, 0.0, 0.550),
+            UnitQuaternion::from_axis_angle(&Vector3::z_axis(), pan),
+        );
+        let tilt = Isometry3::from_parts(
+            Translation3::new(0.0, 0.0, 0.045),
+            UnitQuaternion::from_axis_angle(&Vector3::y_axis(), tilt),
+        );
         let camera = Isometry3::translation(0.025, 0.0, 0.0);
         optical_pose_from_body(&(base * pan * tilt * camera))
     }
@@ -548,7 +678,8 @@ mod tests {
         let mut image = vec![f32::INFINITY; WIDTH * HEIGHT];
         for v in 0..HEIGHT {
             for u in 0..WIDTH {
-                let dir = pose.rotation * Vector3::new((u as f64 - k.cx) / k.fx, (v as f64 - k.cy) / k.fy, 1.0);
+                let dir = pose.rotation
+                    * Vector3::new((u as f64 - k.cx) / k.fx, (v as f64 - k.cy) / k.fy, 1.0);
                 let mut best = f64::INFINITY;
                 for s in surfaces {
                     let hit = match s {
@@ -563,7 +694,10 @@ mod tests {
                         Surface::Box { min, max } => {
                             let (mut near, mut far) = (f64::NEG_INFINITY, f64::INFINITY);
                             for axis in 0..3 {
-                                let (t1, t2) = ((min[axis] - origin[axis]) / dir[axis], (max[axis] - origin[axis]) / dir[axis]);
+                                let (t1, t2) = (
+                                    (min[axis] - origin[axis]) / dir[axis],
+                                    (max[axis] - origin[axis]) / dir[axis],
+                                );
                                 near = near.max(t1.min(t2));
                                 far = far.min(t1.max(t2));
                             }
@@ -606,8 +740,15 @@ mod tests {
         let forward = pose.rotation * Vector3::z();
         let right = pose.rotation * Vector3::x();
         let down = pose.rotation * Vector3::y();
-        assert!((forward - Vector3::x()).norm() < 1e-6 && (right + Vector3::y()).norm() < 1e-6 && (down + Vector3::z()).norm() < 1e-6);
-        assert!((pose.translation.vector - Vector3::new(-0.075, 0.0, 0.628)).norm() < 1e-12, "camera 0.628 m above the ground");
+        assert!(
+            (forward - Vector3::x()).norm() < 1e-6
+                && (right + Vector3::y()).norm() < 1e-6
+                && (down + Vector3::z()).norm() < 1e-6
+        );
+        assert!(
+            (pose.translation.vector - Vector3::new(-0.075, 0.0, 0.628)).norm() < 1e-12,
+            "camera 0.628 m above the ground"
+        );
         // Positive tilt pitches the view down.
         assert!((camera_pose(0.0, 0.5).rotation * Vector3::z()).z < -0.4);
     }
@@ -617,37 +758,63 @@ mod tests {
         let pose = camera_pose(0.0, 0.8);
         let k = intrinsics();
         let point = Point3::new(0.35, 0.0, 0.05);
-        let with_box = render(&pose, &[floor(), Surface::Box { min: Vector3::new(0.35, -0.1, 0.0), max: Vector3::new(0.45, 0.1, 0.10) }]);
+        let with_box = render(
+            &pose,
+            &[
+                floor(),
+                Surface::Box {
+                    min: Vector3::new(0.35, -0.1, 0.0),
+                    max: Vector3::new(0.45, 0.1, 0.10),
+                },
+            ],
+        );
         let without = render(&pose, &[floor()]);
-        let see = |data: &[f32]| sees_past(&DepthImage::new(WIDTH, HEIGHT, data).unwrap(), &k, &pose, &point, 0.1);
+        let see = |data: &[f32]| {
+            sees_past(&DepthImage::new(WIDTH, HEIGHT, data).unwrap(), &k, &pose, &point, 0.1)
+        };
         assert_eq!(see(&with_box), Some(false), "the box's face is still there");
         assert_eq!(see(&without), Some(true), "the floor where the box stood");
     }
 
     #[test]
     fn a_wall_one_metre_ahead_of_a_level_camera() {
-        let d = nearest(&camera_pose(0.0, 0.0), &[floor(), wall(1.0)], &Corridor::AICC_BOT).expect("sees the wall");
+        let d = nearest(&camera_pose(0.0, 0.0), &[floor(), wall(1.0)], &Corridor::AICC_BOT)
+            .expect("sees the wall");
         assert!((d - 1.0).abs() <= 0.01, "{d}");
     }
 
     #[test]
     fn the_floor_alone_is_not_an_obstacle() {
         assert_eq!(nearest(&camera_pose(0.0, 0.0), &[floor()], &Corridor::AICC_BOT), None);
-        assert_eq!(nearest(&camera_pose(0.0, 0.8), &[floor()], &Corridor::AICC_BOT), None, "tilted down at the floor");
-        assert_eq!(nearest(&camera_pose(0.0, 0.0), &[], &Corridor::AICC_BOT), None, "nothing in range (+inf)");
+        assert_eq!(
+            nearest(&camera_pose(0.0, 0.8), &[floor()], &Corridor::AICC_BOT),
+            None,
+            "tilted down at the floor"
+        );
+        assert_eq!(
+            nearest(&camera_pose(0.0, 0.0), &[], &Corridor::AICC_BOT),
+            None,
+            "nothing in range (+inf)"
+        );
     }
 
     #[test]
     fn obstacles_outside_the_corridor_are_ignored() {
-        let beside = Surface::Box { min: Vector3::new(0.6, 0.25, 0.0), max: Vector3::new(0.8, 0.4, 0.3) };
+        let beside =
+            Surface::Box { min: Vector3::new(0.6, 0.25, 0.0), max: Vector3::new(0.8, 0.4, 0.3) };
         assert_eq!(nearest(&camera_pose(0.0, 0.0), &[floor(), beside], &Corridor::AICC_BOT), None);
         // The same box in the corridor is seen at its front face.
-        let ahead = Surface::Box { min: Vector3::new(0.6, -0.05, 0.0), max: Vector3::new(0.8, 0.1, 0.3) };
+        let ahead =
+            Surface::Box { min: Vector3::new(0.6, -0.05, 0.0), max: Vector3::new(0.8, 0.1, 0.3) };
         let d = nearest(&camera_pose(0.0, 0.3), &[floor(), ahead], &Corridor::AICC_BOT).unwrap();
         assert!((d - 0.6).abs() <= 0.01, "{d}");
         // Above the height band (a table top at 0.8 m) is ignored.
-        let overhang = Surface::Box { min: Vector3::new(0.5, -1.0, 0.8), max: Vector3::new(1.5, 1.0, 0.85) };
-        assert_eq!(nearest(&camera_pose(0.0, -0.3), &[floor(), overhang], &Corridor::AICC_BOT), None);
+        let overhang =
+            Surface::Box { min: Vector3::new(0.5, -1.0, 0.8), max: Vector3::new(1.5, 1.0, 0.85) };
+        assert_eq!(
+            nearest(&camera_pose(0.0, -0.3), &[floor(), overhang], &Corridor::AICC_BOT),
+            None
+        );
     }
 
     #[test]
@@ -657,7 +824,8 @@ mod tests {
             assert!(d.is_some_and(|d| (d - 1.0).abs() <= 0.01), "pan {pan}, tilt {tilt}: {d:?}");
         }
         // A low obstacle close ahead, seen with the head tilted down.
-        let low = Surface::Box { min: Vector3::new(0.45, -0.1, 0.0), max: Vector3::new(0.55, 0.1, 0.05) };
+        let low =
+            Surface::Box { min: Vector3::new(0.45, -0.1, 0.0), max: Vector3::new(0.55, 0.1, 0.05) };
         let d = nearest(&camera_pose(0.0, 0.7), &[floor(), low], &Corridor::AICC_BOT).unwrap();
         assert!((d - 0.45).abs() <= 0.01, "{d}");
     }
@@ -682,20 +850,45 @@ mod tests {
         assert_eq!(scan.valid, WIDTH * HEIGHT / 4);
         assert!(scan.nearest_ahead_m.is_some_and(|d| (d - 1.0).abs() <= 0.01), "{scan:?}");
         let blind = vec![f32::NAN; WIDTH * HEIGHT];
-        let scan = scan_depth_image(&DepthImage::new(WIDTH, HEIGHT, &blind).unwrap(), &intrinsics(), &pose, &corridor).unwrap();
-        assert_eq!((scan.nearest_ahead_m, scan.valid), (None, 0), "blind: no answer, and the counts say so");
+        let scan = scan_depth_image(
+            &DepthImage::new(WIDTH, HEIGHT, &blind).unwrap(),
+            &intrinsics(),
+            &pose,
+            &corridor,
+        )
+        .unwrap();
+        assert_eq!(
+            (scan.nearest_ahead_m, scan.valid),
+            (None, 0),
+            "blind: no answer, and the counts say so"
+        );
     }
 
     #[test]
     fn sparse_samples_give_the_same_answer() {
         let pose = camera_pose(0.0, 0.3);
         let data = render(&pose, &[floor(), wall(1.2)]);
-        let samples = (0..HEIGHT).flat_map(|v| (0..WIDTH).map(move |u| (u, v))).map(|(u, v)| (u as f64, v as f64, data[v * WIDTH + u] as f64));
-        let sparse = scan_depth_samples(samples, &intrinsics(), &pose, &Corridor::AICC_BOT).unwrap();
-        let dense = scan_depth_image(&DepthImage::new(WIDTH, HEIGHT, &data).unwrap(), &intrinsics(), &pose, &Corridor { stride: 1, ..Corridor::AICC_BOT }).unwrap();
+        let samples = (0..HEIGHT)
+            .flat_map(|v| (0..WIDTH).map(move |u| (u, v)))
+            .map(|(u, v)| (u as f64, v as f64, data[v * WIDTH + u] as f64));
+        let sparse =
+            scan_depth_samples(samples, &intrinsics(), &pose, &Corridor::AICC_BOT).unwrap();
+        let dense = scan_depth_image(
+            &DepthImage::new(WIDTH, HEIGHT, &data).unwrap(),
+            &intrinsics(),
+            &pose,
+            &Corridor { stride: 1, ..Corridor::AICC_BOT },
+        )
+        .unwrap();
         assert_eq!(sparse.nearest_ahead_m, dense.nearest_ahead_m);
         assert!(sparse.nearest_ahead_m.is_some_and(|d| (d - 1.2).abs() <= 0.01));
-        let odd = scan_depth_samples([(f64::NAN, 1.0, 1.0), (10.0, 10.0, -1.0)], &intrinsics(), &pose, &Corridor::AICC_BOT).unwrap();
+        let odd = scan_depth_samples(
+            [(f64::NAN, 1.0, 1.0), (10.0, 10.0, -1.0)],
+            &intrinsics(),
+            &pose,
+            &Corridor::AICC_BOT,
+        )
+        .unwrap();
         assert_eq!((odd.examined, odd.valid, odd.too_close, odd.nearest_ahead_m), (2, 0, 1, None));
     }
 
@@ -706,11 +899,19 @@ mod tests {
         let image = DepthImage::new(5, 2, &data).unwrap();
         let pose = camera_pose(0.0, 0.0);
         let bad_k = CameraIntrinsics { fx: 0.0, ..intrinsics() };
-        assert!(matches!(nearest_obstacle_ahead(&image, &bad_k, &pose, &Corridor::AICC_BOT), Err(ObstacleError::BadIntrinsics(_))));
+        assert!(matches!(
+            nearest_obstacle_ahead(&image, &bad_k, &pose, &Corridor::AICC_BOT),
+            Err(ObstacleError::BadIntrinsics(_))
+        ));
         let bad_corridor = Corridor { stride: 0, ..Corridor::AICC_BOT };
-        assert!(matches!(nearest_obstacle_ahead(&image, &intrinsics(), &pose, &bad_corridor), Err(ObstacleError::BadCorridor(_))));
+        assert!(matches!(
+            nearest_obstacle_ahead(&image, &intrinsics(), &pose, &bad_corridor),
+            Err(ObstacleError::BadCorridor(_))
+        ));
         let bad_pose = Isometry3::translation(f64::NAN, 0.0, 0.0);
-        assert!(matches!(nearest_obstacle_ahead(&image, &intrinsics(), &bad_pose, &Corridor::AICC_BOT), Err(ObstacleError::BadPose)));
+        assert!(matches!(
+            nearest_obstacle_ahead(&image, &intrinsics(), &bad_pose, &Corridor::AICC_BOT),
+            Err(ObstacleError::BadPose)
+        ));
     }
-
 }

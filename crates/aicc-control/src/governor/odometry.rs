@@ -24,7 +24,12 @@ pub struct ContinuityLimits {
 impl ContinuityLimits {
     /// Twice the base's limits are explained, plus 3 cm and 0.1 rad.
     pub fn for_base(max_linear_mps: f64, max_angular_radps: f64) -> Self {
-        ContinuityLimits { max_linear_mps: 2.0 * max_linear_mps, max_angular_radps: 2.0 * max_angular_radps, slack_m: 0.03, slack_rad: 0.1 }
+        ContinuityLimits {
+            max_linear_mps: 2.0 * max_linear_mps,
+            max_angular_radps: 2.0 * max_angular_radps,
+            slack_m: 0.03,
+            slack_rad: 0.1,
+        }
     }
 }
 
@@ -84,7 +89,11 @@ impl Jump {
 /// more than the limits explain over the time between their stamps, or
 /// the heading changed more than the IMU's rate (or, without one, the
 /// turn limit) explains. A stamp that does not advance compares nothing.
-pub fn check_continuity(previous: &OdometryPoint, next: &OdometryPoint, limits: &ContinuityLimits) -> Option<Jump> {
+pub fn check_continuity(
+    previous: &OdometryPoint,
+    next: &OdometryPoint,
+    limits: &ContinuityLimits,
+) -> Option<Jump> {
     let dt_s = next.stamp_s - previous.stamp_s;
     if !(dt_s > 0.0) {
         return None;
@@ -95,7 +104,9 @@ pub fn check_continuity(previous: &OdometryPoint, next: &OdometryPoint, limits: 
     // With an IMU: its rate, held over the interval (the larger of the two
     // ends), plus the slack; without: the turn limit.
     let explained_rad = match (previous.imu_yaw_rate_radps, next.imu_yaw_rate_radps) {
-        (Some(a), Some(b)) if a.is_finite() && b.is_finite() => a.abs().max(b.abs()) * dt_s + limits.slack_rad,
+        (Some(a), Some(b)) if a.is_finite() && b.is_finite() => {
+            a.abs().max(b.abs()) * dt_s + limits.slack_rad
+        }
         _ => limits.max_angular_radps * dt_s + limits.slack_rad,
     };
     let moved = dx_m.hypot(dy_m);
@@ -105,7 +116,16 @@ pub fn check_continuity(previous: &OdometryPoint, next: &OdometryPoint, limits: 
     if position_ok && heading_ok {
         return None;
     }
-    Some(Jump { dx_m, dy_m, dyaw_rad, dt_s, explained_m, explained_rad, before: previous.pose, after: next.pose })
+    Some(Jump {
+        dx_m,
+        dy_m,
+        dyaw_rad,
+        dt_s,
+        explained_m,
+        explained_rad,
+        before: previous.pose,
+        after: next.pose,
+    })
 }
 
 #[cfg(test)]
@@ -114,35 +134,104 @@ mod tests {
     use proptest::prelude::*;
 
     fn point(x: f64, y: f64, yaw: f64, stamp_s: f64, imu: Option<f64>) -> OdometryPoint {
-        OdometryPoint { pose: Pose2D { x_m: x, y_m: y, yaw_rad: yaw }, stamp_s, imu_yaw_rate_radps: imu }
+        OdometryPoint {
+            pose: Pose2D { x_m: x, y_m: y, yaw_rad: yaw },
+            stamp_s,
+            imu_yaw_rate_radps: imu,
+        }
     }
 
-    const LIMITS: ContinuityLimits = ContinuityLimits { max_linear_mps: 0.44, max_angular_radps: 3.0, slack_m: 0.03, slack_rad: 0.1 };
+    const LIMITS: ContinuityLimits = ContinuityLimits {
+        max_linear_mps: 0.44,
+        max_angular_radps: 3.0,
+        slack_m: 0.03,
+        slack_rad: 0.1,
+    };
 
     #[test]
     fn driving_and_turning_are_explained_and_a_reset_is_not() {
         // 20 ms at 0.22 m/s, turning at 1.5 rad/s with the IMU agreeing.
-        assert_eq!(check_continuity(&point(1.0, 0.0, 0.0, 10.0, Some(1.5)), &point(1.0044, 0.0, 0.03, 10.02, Some(1.5)), &LIMITS), None);
+        assert_eq!(
+            check_continuity(
+                &point(1.0, 0.0, 0.0, 10.0, Some(1.5)),
+                &point(1.0044, 0.0, 0.03, 10.02, Some(1.5)),
+                &LIMITS
+            ),
+            None
+        );
         // A reset to the origin from 1.5 m away.
-        let reset = check_continuity(&point(1.5, 0.2, 0.3, 10.0, Some(0.0)), &point(0.0, 0.0, 0.0, 10.02, Some(0.0)), &LIMITS).expect("a jump");
-        assert!((reset.dx_m + 1.5).abs() < 1e-12 && reset.describe().starts_with("odometry jumped 1.51 m and -0.30 rad in 0.02 s"), "{}", reset.describe());
+        let reset = check_continuity(
+            &point(1.5, 0.2, 0.3, 10.0, Some(0.0)),
+            &point(0.0, 0.0, 0.0, 10.02, Some(0.0)),
+            &LIMITS,
+        )
+        .expect("a jump");
+        assert!(
+            (reset.dx_m + 1.5).abs() < 1e-12
+                && reset.describe().starts_with("odometry jumped 1.51 m and -0.30 rad in 0.02 s"),
+            "{}",
+            reset.describe()
+        );
         // A yaw jump the IMU does not see, with no motion.
-        let yaw = check_continuity(&point(0.0, 0.0, 0.0, 10.0, Some(0.0)), &point(0.0, 0.0, 0.8, 10.02, Some(0.0)), &LIMITS).expect("a yaw jump");
+        let yaw = check_continuity(
+            &point(0.0, 0.0, 0.0, 10.0, Some(0.0)),
+            &point(0.0, 0.0, 0.8, 10.02, Some(0.0)),
+            &LIMITS,
+        )
+        .expect("a yaw jump");
         assert!((yaw.dyaw_rad - 0.8).abs() < 1e-12);
         // Without an IMU the turn limit explains up to 3 rad/s.
-        assert_eq!(check_continuity(&point(0.0, 0.0, 0.0, 10.0, None), &point(0.0, 0.0, 0.15, 10.02, None), &LIMITS), None);
+        assert_eq!(
+            check_continuity(
+                &point(0.0, 0.0, 0.0, 10.0, None),
+                &point(0.0, 0.0, 0.15, 10.02, None),
+                &LIMITS
+            ),
+            None
+        );
         // A long gap explains more: 0.5 m in 2 s is a drive.
-        assert_eq!(check_continuity(&point(0.0, 0.0, 0.0, 10.0, Some(0.0)), &point(0.5, 0.0, 0.0, 12.0, Some(0.0)), &LIMITS), None);
+        assert_eq!(
+            check_continuity(
+                &point(0.0, 0.0, 0.0, 10.0, Some(0.0)),
+                &point(0.5, 0.0, 0.0, 12.0, Some(0.0)),
+                &LIMITS
+            ),
+            None
+        );
         // A stamp that does not advance compares nothing; NaN is a jump.
-        assert_eq!(check_continuity(&point(0.0, 0.0, 0.0, 10.0, None), &point(9.0, 0.0, 0.0, 10.0, None), &LIMITS), None);
-        assert!(check_continuity(&point(0.0, 0.0, 0.0, 10.0, None), &point(f64::NAN, 0.0, 0.0, 10.02, None), &LIMITS).is_some());
+        assert_eq!(
+            check_continuity(
+                &point(0.0, 0.0, 0.0, 10.0, None),
+                &point(9.0, 0.0, 0.0, 10.0, None),
+                &LIMITS
+            ),
+            None
+        );
+        assert!(check_continuity(
+            &point(0.0, 0.0, 0.0, 10.0, None),
+            &point(f64::NAN, 0.0, 0.0, 10.02, None),
+            &LIMITS
+        )
+        .is_some());
         // Across the +-pi seam a small turn is small.
-        assert_eq!(check_continuity(&point(0.0, 0.0, 3.13, 10.0, Some(0.5)), &point(0.0, 0.0, -3.13, 10.02, Some(0.5)), &LIMITS), None);
+        assert_eq!(
+            check_continuity(
+                &point(0.0, 0.0, 3.13, 10.0, Some(0.5)),
+                &point(0.0, 0.0, -3.13, 10.02, Some(0.5)),
+                &LIMITS
+            ),
+            None
+        );
     }
 
     #[test]
     fn the_correction_keeps_the_world_where_it_was() {
-        let jump = check_continuity(&point(1.0, 1.0, std::f64::consts::FRAC_PI_2, 1.0, Some(0.0)), &point(0.0, 0.0, 0.0, 1.02, Some(0.0)), &LIMITS).unwrap();
+        let jump = check_continuity(
+            &point(1.0, 1.0, std::f64::consts::FRAC_PI_2, 1.0, Some(0.0)),
+            &point(0.0, 0.0, 0.0, 1.02, Some(0.0)),
+            &LIMITS,
+        )
+        .unwrap();
         let correct = jump.correction();
         // The robot's own place maps to its new place.
         let (x, y) = correct(1.0, 1.0);

@@ -160,14 +160,20 @@ impl SafetyConfig {
             }
         }
         if self.slow_down_distance_m < self.stop_distance_m {
-            return Err(format!("slow_down_distance_m = {} is below stop_distance_m = {}", self.slow_down_distance_m, self.stop_distance_m));
+            return Err(format!(
+                "slow_down_distance_m = {} is below stop_distance_m = {}",
+                self.slow_down_distance_m, self.stop_distance_m
+            ));
         }
         if let Some(fence) = self.geofence {
             if !(fence.centre_x_m.is_finite() && fence.centre_y_m.is_finite()) {
                 return Err("geofence centre must be finite".into());
             }
             if !(fence.radius_m.is_finite() && fence.radius_m >= 0.0) {
-                return Err(format!("geofence radius_m = {}: must be a finite number >= 0", fence.radius_m));
+                return Err(format!(
+                    "geofence radius_m = {}: must be a finite number >= 0",
+                    fence.radius_m
+                ));
             }
         }
         Ok(())
@@ -264,7 +270,15 @@ impl Rule {
     /// publisher's hiccup, a loaded computer, a lossy link): it ends by
     /// itself when the data comes again.
     pub fn is_late_data(self) -> bool {
-        matches!(self, Rule::OdometryStale | Rule::ImuStale | Rule::ObstacleSensingStale | Rule::ContactSensingStale | Rule::ScanSensingStale | Rule::ArmPoseUnknown)
+        matches!(
+            self,
+            Rule::OdometryStale
+                | Rule::ImuStale
+                | Rule::ObstacleSensingStale
+                | Rule::ContactSensingStale
+                | Rule::ScanSensingStale
+                | Rule::ArmPoseUnknown
+        )
     }
 
     /// The machine name, e.g. `"odometry_stale"`.
@@ -321,7 +335,8 @@ impl Restriction {
     /// `velocity` (its linear or its angular part); a zero or non-finite
     /// component asks for no direction.
     pub fn forbids_direction_of(&self, velocity: BaseVelocity) -> bool {
-        forbids(velocity.linear_mps, self.linear_mps) || forbids(velocity.angular_radps, self.angular_radps)
+        forbids(velocity.linear_mps, self.linear_mps)
+            || forbids(velocity.angular_radps, self.angular_radps)
     }
 }
 
@@ -352,12 +367,21 @@ impl Envelope {
     pub fn unrestricted(limits: &BaseLimits) -> Envelope {
         let linear = finite_non_negative(limits.max_linear_mps);
         let angular = finite_non_negative(limits.max_angular_radps);
-        Envelope { linear_min_mps: -linear, linear_max_mps: linear, angular_min_radps: -angular, angular_max_radps: angular, restrictions: Vec::new() }
+        Envelope {
+            linear_min_mps: -linear,
+            linear_max_mps: linear,
+            angular_min_radps: -angular,
+            angular_max_radps: angular,
+            restrictions: Vec::new(),
+        }
     }
 
     /// Whether only a standstill is allowed.
     pub fn is_stop(&self) -> bool {
-        self.linear_min_mps == 0.0 && self.linear_max_mps == 0.0 && self.angular_min_radps == 0.0 && self.angular_max_radps == 0.0
+        self.linear_min_mps == 0.0
+            && self.linear_max_mps == 0.0
+            && self.angular_min_radps == 0.0
+            && self.angular_max_radps == 0.0
     }
 
     /// Whether `velocity` is within the ranges.
@@ -384,7 +408,8 @@ impl Envelope {
     /// Whether the envelope allows no motion in the direction of `velocity`
     /// (its linear or its angular part).
     pub fn forbids_direction_of(&self, velocity: BaseVelocity) -> bool {
-        forbids(velocity.linear_mps, self.linear_range()) || forbids(velocity.angular_radps, self.angular_range())
+        forbids(velocity.linear_mps, self.linear_range())
+            || forbids(velocity.angular_radps, self.angular_range())
     }
 
     /// The allowed linear range, made well-formed: `min <= 0 <= max`, NaN
@@ -405,7 +430,14 @@ impl Envelope {
         self.linear_max_mps = self.linear_max_mps.min(linear.1);
         self.angular_min_radps = self.angular_min_radps.max(angular.0);
         self.angular_max_radps = self.angular_max_radps.min(angular.1);
-        self.restrictions.push(Restriction { rule, reason: why.reason, cause: why.cause, distance_m: why.distance_m, linear_mps: linear, angular_radps: angular });
+        self.restrictions.push(Restriction {
+            rule,
+            reason: why.reason,
+            cause: why.cause,
+            distance_m: why.distance_m,
+            linear_mps: linear,
+            angular_radps: angular,
+        });
     }
 }
 
@@ -494,8 +526,14 @@ impl SafetyState {
 
     /// Advances the latch to `now_s` (seconds on any monotonic clock) given
     /// the bumper state and pose in `inputs`; reports a change.
-    pub fn update(&mut self, config: &SafetyConfig, inputs: &SafetyInputs, now_s: f64) -> Option<LatchChange> {
-        let pose = inputs.pose.filter(|p| p.x_m.is_finite() && p.y_m.is_finite() && p.yaw_rad.is_finite());
+    pub fn update(
+        &mut self,
+        config: &SafetyConfig,
+        inputs: &SafetyInputs,
+        now_s: f64,
+    ) -> Option<LatchChange> {
+        let pose =
+            inputs.pose.filter(|p| p.x_m.is_finite() && p.y_m.is_finite() && p.yaw_rad.is_finite());
         if inputs.in_contact {
             let change = (!self.latched).then_some(LatchChange::Latched);
             self.latched = true;
@@ -572,14 +610,22 @@ pub fn wrap_angle(angle: f64) -> f64 {
 
 /// Combines every rule into the envelope of allowed velocities: the
 /// intersection of the full `limits` range with each active rule's range.
-pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &SafetyState, inputs: &SafetyInputs) -> Envelope {
+pub fn safety_envelope(
+    limits: &BaseLimits,
+    config: &SafetyConfig,
+    state: &SafetyState,
+    inputs: &SafetyInputs,
+) -> Envelope {
     let mut envelope = Envelope::unrestricted(limits);
     let full_linear = envelope.linear_max_mps;
     let full_angular = envelope.angular_max_radps;
     let any_angular = (-full_angular, full_angular);
 
     if inputs.commanded_to_move {
-        for (rule, what, age) in [(Rule::OdometryStale, "odometry", inputs.odometry_age_s), (Rule::ImuStale, "IMU", inputs.imu_age_s)] {
+        for (rule, what, age) in [
+            (Rule::OdometryStale, "odometry", inputs.odometry_age_s),
+            (Rule::ImuStale, "IMU", inputs.imu_age_s),
+        ] {
             if let Some(reason) = staleness(what, age, config.max_sensor_age_s) {
                 let cause = format!("stale {what} data (max age {:.2} s)", config.max_sensor_age_s);
                 envelope.restrict(rule, Why::new(reason, cause), (0.0, 0.0), (0.0, 0.0));
@@ -615,18 +661,34 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
                 config.contact_clear_time_s, config.contact_release_backoff_m, config.contact_release_turn_rad
             )
         };
-        let cause = if inputs.in_contact { "a bumper contact" } else { "a bumper contact (latched until clear, backed off or turned)" };
-        envelope.restrict(Rule::ContactLatched, Why::new(reason, cause.into()), (-full_linear, 0.0), any_angular);
+        let cause = if inputs.in_contact {
+            "a bumper contact"
+        } else {
+            "a bumper contact (latched until clear, backed off or turned)"
+        };
+        envelope.restrict(
+            Rule::ContactLatched,
+            Why::new(reason, cause.into()),
+            (-full_linear, 0.0),
+            any_angular,
+        );
     }
 
-    for (rule, direction, distance) in [(Rule::ObstacleAhead, "ahead", inputs.obstacle_ahead_m), (Rule::ObstacleBehind, "behind", inputs.obstacle_behind_m)] {
+    for (rule, direction, distance) in [
+        (Rule::ObstacleAhead, "ahead", inputs.obstacle_ahead_m),
+        (Rule::ObstacleBehind, "behind", inputs.obstacle_behind_m),
+    ] {
         let Some(distance) = distance else { continue };
         let Some(allowed) = obstacle_speed_limit(distance, full_linear, config) else { continue };
         let stop_m = config.stop_distance_m;
         let reason = if allowed == 0.0 {
             format!("obstacle {direction} at {distance:.2} m (stop at {stop_m:.2} m): stopped in that direction")
         } else {
-            let creeping = if allowed <= config.min_creep_speed_mps { " (the creep speed, to reach the stop distance)" } else { "" };
+            let creeping = if allowed <= config.min_creep_speed_mps {
+                " (the creep speed, to reach the stop distance)"
+            } else {
+                ""
+            };
             format!(
                 "obstacle {direction} at {distance:.2} m (slow down from {:.2} m, stop at {stop_m:.2} m): speed {direction} limited to {allowed:.3} m/s{creeping}",
                 config.slow_down_distance_m
@@ -638,8 +700,17 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
             // Three decimals: at the stop, "0.199" says inside where "0.20" would not.
             format!("an obstacle {distance:.3} m {direction} (stop distance {stop_m:.2} m)")
         };
-        let linear = if rule == Rule::ObstacleAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
-        envelope.restrict(rule, Why { reason, cause, distance_m: Some(distance) }, linear, any_angular);
+        let linear = if rule == Rule::ObstacleAhead {
+            (-full_linear, allowed)
+        } else {
+            (-allowed, full_linear)
+        };
+        envelope.restrict(
+            rule,
+            Why { reason, cause, distance_m: Some(distance) },
+            linear,
+            any_angular,
+        );
     }
 
     if inputs.cliff_ahead {
@@ -667,7 +738,12 @@ pub fn safety_envelope(limits: &BaseLimits, config: &SafetyConfig, state: &Safet
                 format!("an obstacle {distance:.3} m from the centre, inside the turning sweep"),
             )
         };
-        envelope.restrict(Rule::ObstacleTurning, Why { reason, cause, distance_m: Some(distance) }, (-full_linear, full_linear), (0.0, 0.0));
+        envelope.restrict(
+            Rule::ObstacleTurning,
+            Why { reason, cause, distance_m: Some(distance) },
+            (-full_linear, full_linear),
+            (0.0, 0.0),
+        );
     }
 
     if let Some(fence) = config.geofence {
@@ -769,7 +845,13 @@ impl SensingHealth {
 /// to move, a configured depth camera (bumper) without a reading within its
 /// max age holds forward motion at zero (`obstacle_sensing_stale`,
 /// `contact_sensing_stale`); reverse and turning stay allowed.
-pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, state: &SafetyState, inputs: &SafetyInputs, sensing: &SensingHealth) -> Envelope {
+pub fn safety_envelope_with_sensing(
+    limits: &BaseLimits,
+    config: &SafetyConfig,
+    state: &SafetyState,
+    inputs: &SafetyInputs,
+    sensing: &SensingHealth,
+) -> Envelope {
     let mut envelope = safety_envelope(limits, config, state, inputs);
     if !inputs.commanded_to_move {
         return envelope;
@@ -777,13 +859,21 @@ pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, 
     let full_linear = finite_non_negative(limits.max_linear_mps);
     let full_angular = finite_non_negative(limits.max_angular_radps);
     let sensors = [
-        (Rule::ObstacleSensingStale, "depth camera", "obstacle", sensing.depth, sensing.depth_unmeasured.as_deref()),
+        (
+            Rule::ObstacleSensingStale,
+            "depth camera",
+            "obstacle",
+            sensing.depth,
+            sensing.depth_unmeasured.as_deref(),
+        ),
         (Rule::ContactSensingStale, "bumper", "contact", sensing.bumper, None),
     ];
     for (rule, sensor, sensing_what, health, unmeasured) in sensors {
         let SensorHealth::Stale { age_s, max_age_s } = health else { continue };
         let mut age = match age_s {
-            Some(age) if age.is_finite() && age >= 0.0 => format!("its last reading is {age:.2} s old (max {max_age_s:.2} s)"),
+            Some(age) if age.is_finite() && age >= 0.0 => {
+                format!("its last reading is {age:.2} s old (max {max_age_s:.2} s)")
+            }
             Some(age) => format!("its reading's age is {age}, not a valid age"),
             None => format!("no reading received (max age {max_age_s:.2} s)"),
         };
@@ -792,35 +882,77 @@ pub fn safety_envelope_with_sensing(limits: &BaseLimits, config: &SafetyConfig, 
         }
         let reason = format!("{sensor} ({sensing_what} sensing): {age}: forward motion stopped (reverse and turning allowed)");
         let cause = format!("stale {sensing_what} sensing (the {sensor}: {age})");
-        envelope.restrict(rule, Why::new(reason, cause), (-full_linear, 0.0), (-full_angular, full_angular));
+        envelope.restrict(
+            rule,
+            Why::new(reason, cause),
+            (-full_linear, 0.0),
+            (-full_angular, full_angular),
+        );
     }
-    for (index, (rule, direction, policy)) in [(Rule::UnobservedAhead, "ahead", config.unobserved_ahead), (Rule::UnobservedBehind, "behind", config.unobserved_behind)].into_iter().enumerate() {
+    for (index, (rule, direction, policy)) in [
+        (Rule::UnobservedAhead, "ahead", config.unobserved_ahead),
+        (Rule::UnobservedBehind, "behind", config.unobserved_behind),
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let Some(zone) = &sensing.unobserved[index] else { continue };
         let allowed = match policy {
             UnobservedPolicy::Allow => continue,
             UnobservedPolicy::Refuse => obstacle_speed_limit(zone.from_m, full_linear, config),
             // Nobody watching the way: no creeping into it either.
-            UnobservedPolicy::Creep if !zone.watched => obstacle_speed_limit(zone.from_m, full_linear, config),
-            UnobservedPolicy::Creep => Some(if config.min_creep_speed_mps.is_finite() { config.min_creep_speed_mps.clamp(0.0, full_linear) } else { 0.0 }),
+            UnobservedPolicy::Creep if !zone.watched => {
+                obstacle_speed_limit(zone.from_m, full_linear, config)
+            }
+            UnobservedPolicy::Creep => Some(if config.min_creep_speed_mps.is_finite() {
+                config.min_creep_speed_mps.clamp(0.0, full_linear)
+            } else {
+                0.0
+            }),
         };
         let Some(allowed) = allowed else { continue };
         let remedy = zone.remedy.as_deref().map(|r| format!("; {r}")).unwrap_or_default();
-        let effect = if allowed == 0.0 { format!("motion {direction} stopped") } else { format!("speed {direction} limited to {allowed:.3} m/s") };
-        let reason = format!("the way {direction} is not observed from {:.2} m ({}){remedy}: {effect}", zone.from_m, zone.why);
-        let cause = format!("the way {direction} unobserved from {:.2} m ({}){remedy}", zone.from_m, zone.why);
-        let linear = if rule == Rule::UnobservedAhead { (-full_linear, allowed) } else { (-allowed, full_linear) };
-        envelope.restrict(rule, Why { reason, cause, distance_m: Some(zone.from_m) }, linear, (-full_angular, full_angular));
+        let effect = if allowed == 0.0 {
+            format!("motion {direction} stopped")
+        } else {
+            format!("speed {direction} limited to {allowed:.3} m/s")
+        };
+        let reason = format!(
+            "the way {direction} is not observed from {:.2} m ({}){remedy}: {effect}",
+            zone.from_m, zone.why
+        );
+        let cause = format!(
+            "the way {direction} unobserved from {:.2} m ({}){remedy}",
+            zone.from_m, zone.why
+        );
+        let linear = if rule == Rule::UnobservedAhead {
+            (-full_linear, allowed)
+        } else {
+            (-allowed, full_linear)
+        };
+        envelope.restrict(
+            rule,
+            Why { reason, cause, distance_m: Some(zone.from_m) },
+            linear,
+            (-full_angular, full_angular),
+        );
     }
     if let SensorHealth::Stale { age_s, max_age_s } = sensing.scan {
         let mut age = match age_s {
-            Some(age) if age.is_finite() && age >= 0.0 => format!("its last usable scan is {age:.2} s old (max {max_age_s:.2} s)"),
+            Some(age) if age.is_finite() && age >= 0.0 => {
+                format!("its last usable scan is {age:.2} s old (max {max_age_s:.2} s)")
+            }
             Some(age) => format!("its scan's age is {age}, not a valid age"),
             None => format!("no usable scan received (max age {max_age_s:.2} s)"),
         };
         if let Some(why) = sensing.scan_unmeasured.as_deref() {
             age = format!("{age}; its scans give no reading: {why}");
         }
-        let (angular, allowed) = if sensing.scan_guards_turning { ((0.0, 0.0), "stopped") } else { ((-full_angular, full_angular), "linear motion stopped (turning in place allowed)") };
+        let (angular, allowed) = if sensing.scan_guards_turning {
+            ((0.0, 0.0), "stopped")
+        } else {
+            ((-full_angular, full_angular), "linear motion stopped (turning in place allowed)")
+        };
         let reason = format!("laser scanner (obstacle sensing around the base): {age}: {allowed}");
         let cause = format!("stale obstacle sensing (the laser scanner: {age})");
         envelope.restrict(Rule::ScanSensingStale, Why::new(reason, cause), (0.0, 0.0), angular);
@@ -833,7 +965,9 @@ fn staleness(what: &str, age_s: Option<f64>, max_age_s: f64) -> Option<String> {
     match age_s {
         None => Some(format!("no {what} received: stopped")),
         Some(age) if age.is_finite() && age >= 0.0 && age <= max_age_s => None,
-        Some(age) if age.is_finite() && age >= 0.0 => Some(format!("{what} is {age:.2} s old (max {max_age_s:.2} s): stopped")),
+        Some(age) if age.is_finite() && age >= 0.0 => {
+            Some(format!("{what} is {age:.2} s old (max {max_age_s:.2} s): stopped"))
+        }
         Some(age) => Some(format!("{what} age is {age}, not a valid age: stopped")),
     }
 }
@@ -854,7 +988,11 @@ pub fn obstacle_speed_limit(distance: f64, full_mps: f64, config: &SafetyConfig)
     }
     let span = config.slow_down_distance_m - config.stop_distance_m;
     let ramp = full_mps * ((distance - config.stop_distance_m) / span).clamp(0.0, 1.0);
-    let creep = if config.min_creep_speed_mps.is_finite() { config.min_creep_speed_mps.clamp(0.0, full_mps) } else { 0.0 };
+    let creep = if config.min_creep_speed_mps.is_finite() {
+        config.min_creep_speed_mps.clamp(0.0, full_mps)
+    } else {
+        0.0
+    };
     Some(ramp.max(creep))
 }
 
@@ -863,13 +1001,20 @@ pub fn obstacle_speed_limit(distance: f64, full_mps: f64, config: &SafetyConfig)
 pub fn apply_envelope(envelope: &Envelope, requested: BaseVelocity) -> (BaseVelocity, bool) {
     let (linear_min, linear_max) = envelope.linear_range();
     let (angular_min, angular_max) = envelope.angular_range();
-    let clamp = |value: f64, min: f64, max: f64| if value.is_finite() { value.clamp(min, max) } else { 0.0 };
+    let clamp = |value: f64, min: f64, max: f64| {
+        if value.is_finite() {
+            value.clamp(min, max)
+        } else {
+            0.0
+        }
+    };
     let applied = BaseVelocity {
         linear_mps: clamp(requested.linear_mps, linear_min, linear_max),
         angular_radps: clamp(requested.angular_radps, angular_min, angular_max),
     };
     // Compare bitwise-equivalent values so that NaN counts as changed.
-    let clamped = !(applied.linear_mps == requested.linear_mps && applied.angular_radps == requested.angular_radps);
+    let clamped = !(applied.linear_mps == requested.linear_mps
+        && applied.angular_radps == requested.angular_radps);
     (applied, clamped)
 }
 
@@ -878,10 +1023,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const LIMITS: BaseLimits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
+    const LIMITS: BaseLimits = BaseLimits {
+        max_linear_mps: 0.22,
+        max_angular_radps: 1.5,
+        max_linear_accel_mps2: 1.0,
+        max_angular_accel_radps2: 3.0,
+    };
 
     fn fresh() -> SafetyInputs {
-        SafetyInputs { odometry_age_s: Some(0.02), imu_age_s: Some(0.01), commanded_to_move: true, ..SafetyInputs::default() }
+        SafetyInputs {
+            odometry_age_s: Some(0.02),
+            imu_age_s: Some(0.01),
+            commanded_to_move: true,
+            ..SafetyInputs::default()
+        }
     }
 
     fn envelope(inputs: &SafetyInputs) -> Envelope {
@@ -904,7 +1059,10 @@ mod tests {
         let e = envelope(&fresh());
         assert_eq!(e, Envelope::unrestricted(&LIMITS));
         assert!(e.restrictions.is_empty());
-        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, 0.22, -1.5, 1.5));
+        assert_eq!(
+            (e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps),
+            (-0.22, 0.22, -1.5, 1.5)
+        );
     }
 
     #[test]
@@ -918,20 +1076,38 @@ mod tests {
         assert!(e.is_stop() && e.has(Rule::ImuStale));
         assert_eq!(e.restrictions[0].reason, "no IMU received: stopped");
         for age in [f64::NAN, f64::INFINITY, -0.1] {
-            assert!(envelope(&SafetyInputs { odometry_age_s: Some(age), ..fresh() }).is_stop(), "{age}");
+            assert!(
+                envelope(&SafetyInputs { odometry_age_s: Some(age), ..fresh() }).is_stop(),
+                "{age}"
+            );
         }
         // At the threshold is still fresh.
-        assert!(!envelope(&SafetyInputs { odometry_age_s: Some(0.25), ..fresh() }).has(Rule::OdometryStale));
+        assert!(!envelope(&SafetyInputs { odometry_age_s: Some(0.25), ..fresh() })
+            .has(Rule::OdometryStale));
     }
 
     #[test]
     fn stale_sensors_do_not_raise_restrictions_while_parked() {
-        let e = envelope(&SafetyInputs { odometry_age_s: None, imu_age_s: Some(9.0), commanded_to_move: false, ..fresh() });
+        let e = envelope(&SafetyInputs {
+            odometry_age_s: None,
+            imu_age_s: Some(9.0),
+            commanded_to_move: false,
+            ..fresh()
+        });
         assert!(e.restrictions.is_empty(), "{e:?}");
         // ...but the moment motion is requested, it is a stop.
-        assert!(is_commanded_to_move(BaseVelocity::ZERO, BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }));
-        assert!(is_commanded_to_move(BaseVelocity { linear_mps: 0.0, angular_radps: 0.1 }, BaseVelocity::ZERO));
-        assert!(is_commanded_to_move(BaseVelocity::ZERO, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }));
+        assert!(is_commanded_to_move(
+            BaseVelocity::ZERO,
+            BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }
+        ));
+        assert!(is_commanded_to_move(
+            BaseVelocity { linear_mps: 0.0, angular_radps: 0.1 },
+            BaseVelocity::ZERO
+        ));
+        assert!(is_commanded_to_move(
+            BaseVelocity::ZERO,
+            BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }
+        ));
         assert!(!is_commanded_to_move(BaseVelocity::ZERO, BaseVelocity::ZERO));
     }
 
@@ -941,7 +1117,11 @@ mod tests {
         assert!(ahead(0.5).restrictions.is_empty(), "at the slow-down distance: full speed");
         let e = ahead(0.35);
         assert!((e.linear_max_mps - 0.11).abs() < 1e-12, "half way: half speed, {e:?}");
-        assert_eq!((e.linear_min_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, -1.5, 1.5), "reverse and turning unaffected");
+        assert_eq!(
+            (e.linear_min_mps, e.angular_min_radps, e.angular_max_radps),
+            (-0.22, -1.5, 1.5),
+            "reverse and turning unaffected"
+        );
         assert_eq!(e.restrictions[0].name(), "obstacle_ahead");
         assert!(e.restrictions[0].reason.contains("0.35 m"), "{}", e.restrictions[0].reason);
         assert_eq!(ahead(0.2).linear_max_mps, 0.0);
@@ -958,7 +1138,11 @@ mod tests {
         // The ramp alone would allow 0.22 * 0.01 / 0.3 = 0.0073 m/s at 0.21 m: the floor raises it.
         let e = ahead(0.21);
         assert_eq!(e.linear_max_mps, 0.04, "{e:?}");
-        assert!(e.restrictions[0].reason.contains("0.040 m/s (the creep speed"), "{}", e.restrictions[0].reason);
+        assert!(
+            e.restrictions[0].reason.contains("0.040 m/s (the creep speed"),
+            "{}",
+            e.restrictions[0].reason
+        );
         assert_eq!(ahead(0.2 + 1e-9).linear_max_mps, 0.04, "just beyond the stop distance");
         assert_eq!(ahead(0.2).linear_max_mps, 0.0, "at the stop distance: stopped");
         // Where the ramp is above the floor, the ramp applies: 0.04 m/s is reached at 0.2545 m.
@@ -967,10 +1151,22 @@ mod tests {
         assert_eq!((e.linear_min_mps, e.linear_max_mps), (-0.04, 0.22), "the same behind");
         // No floor configured: the old linear ramp.
         let no_floor = SafetyConfig { min_creep_speed_mps: 0.0, ..SafetyConfig::DEFAULT };
-        let e = safety_envelope(&LIMITS, &no_floor, &SafetyState::new(), &SafetyInputs { obstacle_ahead_m: Some(0.21), ..fresh() });
+        let e = safety_envelope(
+            &LIMITS,
+            &no_floor,
+            &SafetyState::new(),
+            &SafetyInputs { obstacle_ahead_m: Some(0.21), ..fresh() },
+        );
         assert!((e.linear_max_mps - 0.22 / 30.0).abs() < 1e-12, "{e:?}");
         // A floor above the base's limit is capped at the limit.
-        assert_eq!(obstacle_speed_limit(0.21, 0.22, &SafetyConfig { min_creep_speed_mps: 5.0, ..SafetyConfig::DEFAULT }), Some(0.22));
+        assert_eq!(
+            obstacle_speed_limit(
+                0.21,
+                0.22,
+                &SafetyConfig { min_creep_speed_mps: 5.0, ..SafetyConfig::DEFAULT }
+            ),
+            Some(0.22)
+        );
         assert_eq!(obstacle_speed_limit(0.21, 0.22, &SafetyConfig::DEFAULT), Some(0.04));
         assert_eq!(obstacle_speed_limit(0.6, 0.22, &SafetyConfig::DEFAULT), None);
     }
@@ -985,16 +1181,27 @@ mod tests {
         assert_eq!(blocking[0].cause, "an obstacle 0.190 m ahead (stop distance 0.20 m)");
         assert_eq!(blocking[0].distance_m, Some(0.19));
         assert!(e.forbids_direction_of(forward));
-        for free in [BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }, BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, BaseVelocity::ZERO] {
+        for free in [
+            BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 },
+            BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 },
+            BaseVelocity::ZERO,
+        ] {
             assert!(e.blocking(free).is_empty() && !e.forbids_direction_of(free), "{free:?}");
         }
         // Slowed down is not blocked.
-        assert!(envelope(&SafetyInputs { obstacle_ahead_m: Some(0.21), ..fresh() }).blocking(forward).is_empty());
+        assert!(envelope(&SafetyInputs { obstacle_ahead_m: Some(0.21), ..fresh() })
+            .blocking(forward)
+            .is_empty());
         let e = envelope(&SafetyInputs { obstacle_ahead_m: Some(f64::NAN), ..fresh() });
         assert!(e.blocking(forward)[0].cause.contains("unknown distance"), "{:?}", e.restrictions);
         // Only the rules that forbid the direction are named: the obstacle ahead, not the slow-down behind.
         let mut state = SafetyState::new();
-        let inputs = SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.1), obstacle_behind_m: Some(0.3), ..fresh() };
+        let inputs = SafetyInputs {
+            in_contact: true,
+            obstacle_ahead_m: Some(0.1),
+            obstacle_behind_m: Some(0.3),
+            ..fresh()
+        };
         state.update(&SafetyConfig::DEFAULT, &inputs, 0.0);
         let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
         let names: Vec<_> = e.blocking(forward).iter().map(|r| r.name()).collect();
@@ -1002,37 +1209,64 @@ mod tests {
         assert_eq!(e.blocking(forward)[0].cause, "a bumper contact");
         // Stale sensors hold turning too.
         let e = envelope(&SafetyInputs { imu_age_s: Some(1.0), ..fresh() });
-        assert_eq!(e.blocking(BaseVelocity { linear_mps: 0.0, angular_radps: -0.5 })[0].rule, Rule::ImuStale);
+        assert_eq!(
+            e.blocking(BaseVelocity { linear_mps: 0.0, angular_radps: -0.5 })[0].rule,
+            Rule::ImuStale
+        );
     }
 
     #[test]
     fn the_most_restrictive_rule_wins_and_all_are_reported() {
         let mut state = SafetyState::new();
-        let inputs = SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.4), obstacle_behind_m: Some(0.3), ..fresh() };
+        let inputs = SafetyInputs {
+            in_contact: true,
+            obstacle_ahead_m: Some(0.4),
+            obstacle_behind_m: Some(0.3),
+            ..fresh()
+        };
         assert_eq!(state.update(&SafetyConfig::DEFAULT, &inputs, 0.0), Some(LatchChange::Latched));
         let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
         assert_eq!(e.linear_max_mps, 0.0, "contact beats the slow-down");
-        assert!((e.linear_min_mps + 0.22 / 3.0).abs() < 1e-12, "the obstacle behind limits reverse: {e:?}");
+        assert!(
+            (e.linear_min_mps + 0.22 / 3.0).abs() < 1e-12,
+            "the obstacle behind limits reverse: {e:?}"
+        );
         let names: Vec<_> = e.restrictions.iter().map(|r| r.name()).collect();
         assert_eq!(names, ["contact_latched", "obstacle_ahead", "obstacle_behind"]);
-        let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &SafetyInputs { odometry_age_s: None, ..inputs });
+        let e = safety_envelope(
+            &LIMITS,
+            &SafetyConfig::DEFAULT,
+            &state,
+            &SafetyInputs { odometry_age_s: None, ..inputs },
+        );
         assert!(e.is_stop() && e.restrictions.len() == 4);
     }
 
     fn fenced() -> SafetyConfig {
-        SafetyConfig { geofence: Some(Geofence { centre_x_m: 1.0, centre_y_m: 2.0, radius_m: 3.0 }), ..SafetyConfig::DEFAULT }
+        SafetyConfig {
+            geofence: Some(Geofence { centre_x_m: 1.0, centre_y_m: 2.0, radius_m: 3.0 }),
+            ..SafetyConfig::DEFAULT
+        }
     }
 
     #[test]
     fn outside_the_geofence_only_motion_towards_the_centre_is_allowed() {
         let at = |x_m: f64, y_m: f64, yaw_rad: f64| {
-            safety_envelope(&LIMITS, &fenced(), &SafetyState::new(), &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() })
+            safety_envelope(
+                &LIMITS,
+                &fenced(),
+                &SafetyState::new(),
+                &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() },
+            )
         };
         assert!(at(1.0, 2.0, 0.0).restrictions.is_empty());
         assert!(at(3.9, 2.0, 0.0).restrictions.is_empty(), "inside");
         // On the fence (x = 4), facing outwards: reverse only.
         let e = at(4.0, 2.0, 0.0);
-        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, 0.0, -1.5, 1.5));
+        assert_eq!(
+            (e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps),
+            (-0.22, 0.0, -1.5, 1.5)
+        );
         assert_eq!(e.restrictions[0].name(), "geofence");
         // Outside, facing the centre: forward only.
         let e = at(5.0, 2.0, PI);
@@ -1042,7 +1276,12 @@ mod tests {
         assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_max_radps), (0.0, 0.0, 1.5));
         // No pose: no linear motion.
         let e = safety_envelope(&LIMITS, &fenced(), &SafetyState::new(), &fresh());
-        assert!(e.has(Rule::PositionUnknown) && e.linear_max_mps == 0.0 && e.linear_min_mps == 0.0 && e.angular_max_radps == 1.5);
+        assert!(
+            e.has(Rule::PositionUnknown)
+                && e.linear_max_mps == 0.0
+                && e.linear_min_mps == 0.0
+                && e.angular_max_radps == 1.5
+        );
     }
 
     fn pose(x_m: f64, yaw_rad: f64) -> Option<Pose2D> {
@@ -1053,15 +1292,25 @@ mod tests {
     fn the_contact_latch_needs_clear_time_and_backing_off_or_turning() {
         let config = SafetyConfig::DEFAULT;
         let mut s = SafetyState::new();
-        let step = |s: &mut SafetyState, in_contact: bool, pose: Option<Pose2D>, now_s: f64| s.update(&config, &SafetyInputs { in_contact, pose, ..fresh() }, now_s);
+        let step = |s: &mut SafetyState, in_contact: bool, pose: Option<Pose2D>, now_s: f64| {
+            s.update(&config, &SafetyInputs { in_contact, pose, ..fresh() }, now_s)
+        };
         assert_eq!(step(&mut s, false, pose(0.0, 0.0), 0.0), None);
         assert_eq!(step(&mut s, true, pose(1.0, 0.0), 1.0), Some(LatchChange::Latched));
-        assert_eq!(step(&mut s, true, pose(1.01, 0.0), 1.1), None, "still latched, reference moves with the contact");
+        assert_eq!(
+            step(&mut s, true, pose(1.01, 0.0), 1.1),
+            None,
+            "still latched, reference moves with the contact"
+        );
         assert!(s.contact_latched());
         // Backed off 10 cm at once, but not yet clear for 0.5 s.
         assert_eq!(step(&mut s, false, pose(0.91, 0.0), 1.2), None);
         assert_eq!(step(&mut s, false, pose(0.91, 0.0), 1.59), None);
-        assert_eq!(step(&mut s, false, pose(0.91, 0.0), 1.6), Some(LatchChange::Released), "clear for 0.5 s and 10 cm back");
+        assert_eq!(
+            step(&mut s, false, pose(0.91, 0.0), 1.6),
+            Some(LatchChange::Released),
+            "clear for 0.5 s and 10 cm back"
+        );
         assert!(!s.contact_latched());
 
         // Clear for long, but not backed off: stays latched.
@@ -1099,12 +1348,21 @@ mod tests {
         s.update(&config, &SafetyInputs { in_contact: true, pose: None, ..fresh() }, 0.0);
         // First pose after contact becomes the reference; must back off from there.
         assert_eq!(s.update(&config, &SafetyInputs { pose: pose(2.0, 0.0), ..fresh() }, 1.0), None);
-        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(1.96, 0.0), ..fresh() }, 1.1), None);
-        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(1.95, 0.0), ..fresh() }, 1.2), Some(LatchChange::Released));
+        assert_eq!(
+            s.update(&config, &SafetyInputs { pose: pose(1.96, 0.0), ..fresh() }, 1.1),
+            None
+        );
+        assert_eq!(
+            s.update(&config, &SafetyInputs { pose: pose(1.95, 0.0), ..fresh() }, 1.2),
+            Some(LatchChange::Released)
+        );
         // A non-finite clock never releases.
         let mut s = SafetyState::new();
         s.update(&config, &SafetyInputs { in_contact: true, pose: pose(0.0, 0.0), ..fresh() }, 0.0);
-        assert_eq!(s.update(&config, &SafetyInputs { pose: pose(-1.0, 0.0), ..fresh() }, f64::NAN), None);
+        assert_eq!(
+            s.update(&config, &SafetyInputs { pose: pose(-1.0, 0.0), ..fresh() }, f64::NAN),
+            None
+        );
         assert!(s.contact_latched());
     }
 
@@ -1114,71 +1372,169 @@ mod tests {
         let inputs = SafetyInputs { in_contact: true, ..fresh() };
         state.update(&SafetyConfig::DEFAULT, &inputs, 0.0);
         let e = safety_envelope(&LIMITS, &SafetyConfig::DEFAULT, &state, &inputs);
-        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: 0.1, angular_radps: 0.5 }), (BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, true));
-        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: -0.1, angular_radps: -0.5 }), (BaseVelocity { linear_mps: -0.1, angular_radps: -0.5 }, false));
-        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: -1.0, angular_radps: 9.0 }), (BaseVelocity { linear_mps: -0.22, angular_radps: 1.5 }, true));
-        assert_eq!(apply_envelope(&e, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }), (BaseVelocity::ZERO, true));
+        assert_eq!(
+            apply_envelope(&e, BaseVelocity { linear_mps: 0.1, angular_radps: 0.5 }),
+            (BaseVelocity { linear_mps: 0.0, angular_radps: 0.5 }, true)
+        );
+        assert_eq!(
+            apply_envelope(&e, BaseVelocity { linear_mps: -0.1, angular_radps: -0.5 }),
+            (BaseVelocity { linear_mps: -0.1, angular_radps: -0.5 }, false)
+        );
+        assert_eq!(
+            apply_envelope(&e, BaseVelocity { linear_mps: -1.0, angular_radps: 9.0 }),
+            (BaseVelocity { linear_mps: -0.22, angular_radps: 1.5 }, true)
+        );
+        assert_eq!(
+            apply_envelope(&e, BaseVelocity { linear_mps: f64::NAN, angular_radps: 0.0 }),
+            (BaseVelocity::ZERO, true)
+        );
         // A malformed, hand-built envelope still allows stopping and nothing it does not state.
-        let odd = Envelope { linear_min_mps: 0.1, linear_max_mps: f64::NAN, angular_min_radps: f64::NAN, angular_max_radps: -1.0, restrictions: vec![] };
-        assert_eq!(apply_envelope(&odd, BaseVelocity { linear_mps: 0.2, angular_radps: -0.3 }).0, BaseVelocity::ZERO);
+        let odd = Envelope {
+            linear_min_mps: 0.1,
+            linear_max_mps: f64::NAN,
+            angular_min_radps: f64::NAN,
+            angular_max_radps: -1.0,
+            restrictions: vec![],
+        };
+        assert_eq!(
+            apply_envelope(&odd, BaseVelocity { linear_mps: 0.2, angular_radps: -0.3 }).0,
+            BaseVelocity::ZERO
+        );
     }
 
     #[test]
     fn the_default_config_is_valid_and_bad_ones_are_named() {
         assert_eq!(SafetyConfig::DEFAULT.validate(), Ok(()));
-        assert!(SafetyConfig { stop_distance_m: 0.6, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("slow_down_distance_m"));
-        assert!(SafetyConfig { max_sensor_age_s: f64::NAN, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("max_sensor_age_s"));
+        assert!(SafetyConfig { stop_distance_m: 0.6, ..SafetyConfig::DEFAULT }
+            .validate()
+            .unwrap_err()
+            .contains("slow_down_distance_m"));
+        assert!(SafetyConfig { max_sensor_age_s: f64::NAN, ..SafetyConfig::DEFAULT }
+            .validate()
+            .unwrap_err()
+            .contains("max_sensor_age_s"));
         for creep in [-0.01, f64::NAN, f64::INFINITY] {
-            assert!(SafetyConfig { min_creep_speed_mps: creep, ..SafetyConfig::DEFAULT }.validate().unwrap_err().contains("min_creep_speed_mps"), "{creep}");
+            assert!(
+                SafetyConfig { min_creep_speed_mps: creep, ..SafetyConfig::DEFAULT }
+                    .validate()
+                    .unwrap_err()
+                    .contains("min_creep_speed_mps"),
+                "{creep}"
+            );
         }
-        assert_eq!(SafetyConfig { min_creep_speed_mps: 0.0, ..SafetyConfig::DEFAULT }.validate(), Ok(()), "0: no floor");
+        assert_eq!(
+            SafetyConfig { min_creep_speed_mps: 0.0, ..SafetyConfig::DEFAULT }.validate(),
+            Ok(()),
+            "0: no floor"
+        );
         assert!(fenced().validate().is_ok());
-        let bad_fence = SafetyConfig { geofence: Some(Geofence { centre_x_m: 0.0, centre_y_m: 0.0, radius_m: -1.0 }), ..SafetyConfig::DEFAULT };
+        let bad_fence = SafetyConfig {
+            geofence: Some(Geofence { centre_x_m: 0.0, centre_y_m: 0.0, radius_m: -1.0 }),
+            ..SafetyConfig::DEFAULT
+        };
         assert!(bad_fence.validate().unwrap_err().contains("radius"));
     }
 
-    const STALE_DEPTH: SensingHealth = SensingHealth { depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 }, bumper: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
+    const STALE_DEPTH: SensingHealth = SensingHealth {
+        depth: SensorHealth::Stale { age_s: Some(0.62), max_age_s: 0.5 },
+        bumper: SensorHealth::Fresh,
+        ..SensingHealth::NOT_CONFIGURED
+    };
 
     fn with_sensing(inputs: &SafetyInputs, sensing: &SensingHealth) -> Envelope {
-        safety_envelope_with_sensing(&LIMITS, &SafetyConfig::DEFAULT, &SafetyState::new(), inputs, sensing)
+        safety_envelope_with_sensing(
+            &LIMITS,
+            &SafetyConfig::DEFAULT,
+            &SafetyState::new(),
+            inputs,
+            sensing,
+        )
     }
 
     #[test]
     fn stale_obstacle_sensing_holds_forward_but_allows_turning_and_reverse() {
         let e = with_sensing(&fresh(), &STALE_DEPTH);
-        assert_eq!((e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps), (-0.22, 0.0, -1.5, 1.5));
-        assert_eq!(e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(), ["obstacle_sensing_stale"]);
+        assert_eq!(
+            (e.linear_min_mps, e.linear_max_mps, e.angular_min_radps, e.angular_max_radps),
+            (-0.22, 0.0, -1.5, 1.5)
+        );
+        assert_eq!(
+            e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(),
+            ["obstacle_sensing_stale"]
+        );
         let r = &e.restrictions[0];
-        assert!(r.reason.contains("depth camera") && r.reason.contains("0.62 s old") && r.reason.contains("max 0.50 s"), "{}", r.reason);
+        assert!(
+            r.reason.contains("depth camera")
+                && r.reason.contains("0.62 s old")
+                && r.reason.contains("max 0.50 s"),
+            "{}",
+            r.reason
+        );
         assert_eq!(r.cause, "stale obstacle sensing (the depth camera: its last reading is 0.62 s old (max 0.50 s))");
         assert!(e.forbids_direction_of(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }));
         assert!(!e.forbids_direction_of(BaseVelocity { linear_mps: -0.1, angular_radps: 0.5 }));
         // Never received: named as such.
-        let never = SensingHealth { depth: SensorHealth::Stale { age_s: None, max_age_s: 1.0 }, ..SensingHealth::NOT_CONFIGURED };
+        let never = SensingHealth {
+            depth: SensorHealth::Stale { age_s: None, max_age_s: 1.0 },
+            ..SensingHealth::NOT_CONFIGURED
+        };
         let e = with_sensing(&fresh(), &never);
         assert!(e.restrictions[0].reason.contains("no reading received"), "{:?}", e.restrictions);
         // A stale bumper: its own rule.
-        let bumper = SensingHealth { bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 }, depth: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
+        let bumper = SensingHealth {
+            bumper: SensorHealth::Stale { age_s: Some(2.0), max_age_s: 0.5 },
+            depth: SensorHealth::Fresh,
+            ..SensingHealth::NOT_CONFIGURED
+        };
         let e = with_sensing(&fresh(), &bumper);
-        assert_eq!(e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(), ["contact_sensing_stale"]);
-        assert!(e.restrictions[0].reason.starts_with("bumper (contact sensing): its last reading is 2.00 s old"), "{}", e.restrictions[0].reason);
+        assert_eq!(
+            e.restrictions.iter().map(|r| r.name()).collect::<Vec<_>>(),
+            ["contact_sensing_stale"]
+        );
+        assert!(
+            e.restrictions[0]
+                .reason
+                .starts_with("bumper (contact sensing): its last reading is 2.00 s old"),
+            "{}",
+            e.restrictions[0].reason
+        );
         assert_eq!(e.linear_max_mps, 0.0);
         // At rest nothing is reported (as for stale odometry); motion is refused once asked for.
-        assert!(with_sensing(&SafetyInputs { commanded_to_move: false, ..fresh() }, &STALE_DEPTH).restrictions.is_empty());
+        assert!(with_sensing(&SafetyInputs { commanded_to_move: false, ..fresh() }, &STALE_DEPTH)
+            .restrictions
+            .is_empty());
         // Frames arrive but give no measurement: the reason says why.
-        let unresolved = SensingHealth { depth_unmeasured: Some("frame 'oakd_optical' is not in the TF tree".into()), ..STALE_DEPTH };
+        let unresolved = SensingHealth {
+            depth_unmeasured: Some("frame 'oakd_optical' is not in the TF tree".into()),
+            ..STALE_DEPTH
+        };
         let e = with_sensing(&fresh(), &unresolved);
-        assert!(e.restrictions[0].cause.contains("its frames give no measurement: frame 'oakd_optical' is not in the TF tree"), "{}", e.restrictions[0].cause);
+        assert!(
+            e.restrictions[0].cause.contains(
+                "its frames give no measurement: frame 'oakd_optical' is not in the TF tree"
+            ),
+            "{}",
+            e.restrictions[0].cause
+        );
     }
 
     #[test]
     fn fresh_or_unconfigured_sensing_adds_no_rule() {
-        let fresh_sensing = SensingHealth { depth: SensorHealth::Fresh, bumper: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
+        let fresh_sensing = SensingHealth {
+            depth: SensorHealth::Fresh,
+            bumper: SensorHealth::Fresh,
+            ..SensingHealth::NOT_CONFIGURED
+        };
         for sensing in [fresh_sensing, SensingHealth::NOT_CONFIGURED] {
             let e = with_sensing(&fresh(), &sensing);
             assert_eq!(e, Envelope::unrestricted(&LIMITS), "{sensing:?}");
-            let (applied, clamped) = apply_envelope(&e, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 });
-            assert_eq!((applied.linear_mps, clamped), (0.2, false), "a forward command goes through: {sensing:?}");
+            let (applied, clamped) =
+                apply_envelope(&e, BaseVelocity { linear_mps: 0.2, angular_radps: 0.0 });
+            assert_eq!(
+                (applied.linear_mps, clamped),
+                (0.2, false),
+                "a forward command goes through: {sensing:?}"
+            );
         }
     }
 
@@ -1186,16 +1542,30 @@ mod tests {
         prop_oneof![
             Just(SensorHealth::NotConfigured),
             Just(SensorHealth::Fresh),
-            (proptest::option::of(prop_oneof![0.0..5.0f64, Just(f64::NAN), Just(-1.0)]), 0.01..2.0f64).prop_map(|(age_s, max_age_s)| SensorHealth::Stale { age_s, max_age_s }),
+            (
+                proptest::option::of(prop_oneof![0.0..5.0f64, Just(f64::NAN), Just(-1.0)]),
+                0.01..2.0f64
+            )
+                .prop_map(|(age_s, max_age_s)| SensorHealth::Stale { age_s, max_age_s }),
         ]
     }
 
     fn option_age() -> impl Strategy<Value = Option<f64>> {
-        prop_oneof![Just(None), (0.0..1.0f64).prop_map(Some), Just(Some(f64::NAN)), Just(Some(-0.5))]
+        prop_oneof![
+            Just(None),
+            (0.0..1.0f64).prop_map(Some),
+            Just(Some(f64::NAN)),
+            Just(Some(-0.5))
+        ]
     }
 
     fn option_distance() -> impl Strategy<Value = Option<f64>> {
-        prop_oneof![Just(None), (-0.1..1.0f64).prop_map(Some), Just(Some(f64::NAN)), Just(Some(f64::INFINITY))]
+        prop_oneof![
+            Just(None),
+            (-0.1..1.0f64).prop_map(Some),
+            Just(Some(f64::NAN)),
+            Just(Some(f64::INFINITY))
+        ]
     }
 
     prop_compose! {

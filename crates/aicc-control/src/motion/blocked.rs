@@ -45,7 +45,12 @@ impl BlockedWatch {
     /// from the start of the spell.
     /// A spell held only by late data ([`crate::governor::Rule::is_late_data`])
     /// is given [`LATE_DATA_PATIENCE`] instead of `settle`.
-    pub fn observe(&mut self, blocking: Vec<Restriction>, now: Instant, settle: Duration) -> Option<Vec<Restriction>> {
+    pub fn observe(
+        &mut self,
+        blocking: Vec<Restriction>,
+        now: Instant,
+        settle: Duration,
+    ) -> Option<Vec<Restriction>> {
         if blocking.is_empty() {
             if self.since.is_some() {
                 let free_since = *self.free_since.get_or_insert(now);
@@ -57,7 +62,11 @@ impl BlockedWatch {
         }
         self.free_since = None;
         let since = *self.since.get_or_insert(now);
-        let settle = if blocking.iter().all(|r| r.rule.is_late_data()) { settle.max(LATE_DATA_PATIENCE) } else { settle };
+        let settle = if blocking.iter().all(|r| r.rule.is_late_data()) {
+            settle.max(LATE_DATA_PATIENCE)
+        } else {
+            settle
+        };
         (now.saturating_duration_since(since) >= settle).then_some(blocking)
     }
 
@@ -75,25 +84,50 @@ mod tests {
 
     #[test]
     fn late_data_alone_is_waited_out_longer_than_an_obstacle() {
-        let late = blocking_forward(crate::governor::SafetyInputs { odometry_age_s: Some(0.3), ..fresh_inputs() }, false);
+        let late = blocking_forward(
+            crate::governor::SafetyInputs { odometry_age_s: Some(0.3), ..fresh_inputs() },
+            false,
+        );
         assert!(!late.is_empty() && late.iter().all(|r| r.rule.is_late_data()), "{late:?}");
-        let late_and_wall = blocking_forward(crate::governor::SafetyInputs { odometry_age_s: Some(0.3), obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
+        let late_and_wall = blocking_forward(
+            crate::governor::SafetyInputs {
+                odometry_age_s: Some(0.3),
+                obstacle_ahead_m: Some(0.19),
+                ..fresh_inputs()
+            },
+            false,
+        );
         assert!(late_and_wall.iter().any(|r| !r.rule.is_late_data()), "{late_and_wall:?}");
         let settle = Duration::from_millis(500);
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut watch = BlockedWatch::default();
         assert_eq!(watch.observe(late.clone(), at(0), settle), None);
-        assert_eq!(watch.observe(late.clone(), at(1000), settle), None, "late data: not given up after the settle time");
-        assert_eq!(watch.observe(late.clone(), at(1500), settle), Some(late.clone()), "given up after the patience");
+        assert_eq!(
+            watch.observe(late.clone(), at(1000), settle),
+            None,
+            "late data: not given up after the settle time"
+        );
+        assert_eq!(
+            watch.observe(late.clone(), at(1500), settle),
+            Some(late.clone()),
+            "given up after the patience"
+        );
         let mut watch = BlockedWatch::default();
         assert_eq!(watch.observe(late_and_wall.clone(), at(0), settle), None);
-        assert_eq!(watch.observe(late_and_wall.clone(), at(500), settle), Some(late_and_wall), "an obstacle as well: the settle time");
+        assert_eq!(
+            watch.observe(late_and_wall.clone(), at(500), settle),
+            Some(late_and_wall),
+            "an obstacle as well: the settle time"
+        );
     }
 
     #[test]
     fn a_direction_held_at_zero_for_the_settle_time_ends_the_motion() {
-        let wall = blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
+        let wall = blocking_forward(
+            crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() },
+            false,
+        );
         assert_eq!(wall.len(), 1);
         let settle = Duration::from_millis(500);
         let t0 = Instant::now();
@@ -104,11 +138,23 @@ mod tests {
         assert_eq!(watch.observe(wall.clone(), at(500), settle), None, "blocked for 480 ms");
         assert_eq!(watch.observe(Vec::new(), at(510), settle), None, "free");
         assert!(!watch.is_blocked(), "free at the last step");
-        assert_eq!(watch.observe(Vec::new(), at(710), settle), None, "free for 200 ms: the count starts over");
+        assert_eq!(
+            watch.observe(Vec::new(), at(710), settle),
+            None,
+            "free for 200 ms: the count starts over"
+        );
         assert_eq!(watch.observe(wall.clone(), at(720), settle), None);
-        assert_eq!(watch.observe(wall.clone(), at(1200), settle), None, "480 ms since it started over");
+        assert_eq!(
+            watch.observe(wall.clone(), at(1200), settle),
+            None,
+            "480 ms since it started over"
+        );
         assert!(watch.is_blocked(), "held, not yet for the settle time");
-        assert_eq!(watch.observe(wall.clone(), at(1220), settle), Some(wall.clone()), "held for 500 ms");
+        assert_eq!(
+            watch.observe(wall.clone(), at(1220), settle),
+            Some(wall.clone()),
+            "held for 500 ms"
+        );
         // Blocked from the first step (the way was blocked when the move began): 500 ms, not a timeout.
         let mut watch = BlockedWatch::default();
         assert_eq!(watch.observe(wall.clone(), at(0), settle), None);
@@ -117,15 +163,28 @@ mod tests {
 
     #[test]
     fn depth_noise_around_the_stop_distance_does_not_keep_a_move_going() {
-        let wall = blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.199), ..fresh_inputs() }, false);
-        assert!(blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.201), ..fresh_inputs() }, false).is_empty(), "0.201 m frees the way");
+        let wall = blocking_forward(
+            crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.199), ..fresh_inputs() },
+            false,
+        );
+        assert!(
+            blocking_forward(
+                crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.201), ..fresh_inputs() },
+                false
+            )
+            .is_empty(),
+            "0.201 m frees the way"
+        );
         let t0 = Instant::now();
         // Blocked and free by turns, one control step (20 ms) each: ends once 500 ms have passed since the spell began.
         let mut watch = BlockedWatch::default();
         let mut ended_at_ms = None;
         for step in 0..200u64 {
             let blocking = if step % 2 == 0 { wall.clone() } else { Vec::new() };
-            if watch.observe(blocking, t0 + Duration::from_millis(20 * step), BLOCKED_SETTLE).is_some() {
+            if watch
+                .observe(blocking, t0 + Duration::from_millis(20 * step), BLOCKED_SETTLE)
+                .is_some()
+            {
                 ended_at_ms = Some(20 * step);
                 break;
             }
@@ -135,16 +194,29 @@ mod tests {
         let mut watch = BlockedWatch::default();
         let ended = (0..100u64).find(|frame| {
             let blocking = if frame % 3 == 2 { Vec::new() } else { wall.clone() };
-            watch.observe(blocking, t0 + Duration::from_millis(67 * frame), BLOCKED_SETTLE).is_some()
+            watch
+                .observe(blocking, t0 + Duration::from_millis(67 * frame), BLOCKED_SETTLE)
+                .is_some()
         });
         assert_eq!(ended, Some(9), "603 ms: the first blocked frame past 500 ms");
         // Free for the grace time: the count starts over.
         let mut watch = BlockedWatch::default();
         watch.observe(wall.clone(), t0, BLOCKED_SETTLE);
         watch.observe(Vec::new(), t0 + Duration::from_millis(100), BLOCKED_SETTLE);
-        watch.observe(Vec::new(), t0 + Duration::from_millis(100) + BLOCKED_FREE_GRACE, BLOCKED_SETTLE);
+        watch.observe(
+            Vec::new(),
+            t0 + Duration::from_millis(100) + BLOCKED_FREE_GRACE,
+            BLOCKED_SETTLE,
+        );
         assert!(!watch.is_blocked());
-        assert_eq!(watch.observe(wall.clone(), t0 + Duration::from_millis(600), BLOCKED_SETTLE), None, "a new spell");
-        assert_eq!(watch.observe(wall.clone(), t0 + Duration::from_millis(1100), BLOCKED_SETTLE), Some(wall));
+        assert_eq!(
+            watch.observe(wall.clone(), t0 + Duration::from_millis(600), BLOCKED_SETTLE),
+            None,
+            "a new spell"
+        );
+        assert_eq!(
+            watch.observe(wall.clone(), t0 + Duration::from_millis(1100), BLOCKED_SETTLE),
+            Some(wall)
+        );
     }
 }

@@ -15,8 +15,9 @@ use nalgebra::Vector2;
 
 use super::blocked::{BlockedWatch, BLOCKED_SETTLE, LATE_DATA_PATIENCE};
 use super::profile::{
-    drive_budget, profile_rate, profile_speed, turn_budget, HEADING_GAIN_PER_S, MAX_HEADING_CORRECTION_RADPS, PLANNING_ACCEL_SHARE, SETTLED_RATE_RADPS, SETTLED_SPEED_MPS, SETTLE_TIMEOUT,
-    TOLERANCE_RAD,
+    drive_budget, profile_rate, profile_speed, turn_budget, HEADING_GAIN_PER_S,
+    MAX_HEADING_CORRECTION_RADPS, PLANNING_ACCEL_SHARE, SETTLED_RATE_RADPS, SETTLED_SPEED_MPS,
+    SETTLE_TIMEOUT, TOLERANCE_RAD,
 };
 use super::yaw::YawUnwrapper;
 use crate::governor::{wrap_angle, BaseLimits, BaseVelocity, Pose2D, Restriction};
@@ -140,9 +141,27 @@ enum Phase {
 
 #[derive(Debug)]
 enum Active {
-    Drive { goal_m: f64, speed_mps: f64, accel_mps2: f64, start: Pose2D, heading_rad: f64, done_m: f64 },
-    Rotate { goal_rad: f64, rate_radps: f64, accel_radps2: f64, turned: YawUnwrapper },
-    Timed { velocity_mps: f64, duration: Duration, start: Pose2D, heading_rad: f64, done_m: f64 },
+    Drive {
+        goal_m: f64,
+        speed_mps: f64,
+        accel_mps2: f64,
+        start: Pose2D,
+        heading_rad: f64,
+        done_m: f64,
+    },
+    Rotate {
+        goal_rad: f64,
+        rate_radps: f64,
+        accel_radps2: f64,
+        turned: YawUnwrapper,
+    },
+    Timed {
+        velocity_mps: f64,
+        duration: Duration,
+        start: Pose2D,
+        heading_rad: f64,
+        done_m: f64,
+    },
 }
 
 #[derive(Debug)]
@@ -182,7 +201,17 @@ pub fn displacement(start: &Pose2D, now: &Pose2D, heading_rad: f64) -> (f64, f64
 impl BaseMotion {
     /// A motion of `segments` from `start` (a fresh reading) at `now`.
     pub fn new(segments: Vec<Segment>, settings: Settings, start: Reading, now: Instant) -> Self {
-        let mut motion = Self { settings, pending: segments.into(), current: None, origin: start.pose, started: now, last_progress: now, rotated_rad: 0.0, last: start, odometry_late_since: None };
+        let mut motion = Self {
+            settings,
+            pending: segments.into(),
+            current: None,
+            origin: start.pose,
+            started: now,
+            last_progress: now,
+            rotated_rad: 0.0,
+            last: start,
+            odometry_late_since: None,
+        };
         // The first segment starts now, so that a failure at once still says where it stood.
         if let Some(first) = motion.pending.pop_front() {
             motion.current = Some(motion.begin(first, &start, now));
@@ -230,29 +259,75 @@ impl BaseMotion {
         let angular_accel = limits.max_angular_accel_radps2 * PLANNING_ACCEL_SHARE;
         let (active, budget) = match segment {
             Segment::Drive { distance_m, speed_mps } => {
-                let active = Active::Drive { goal_m: distance_m, speed_mps, accel_mps2: linear_accel, start: reading.pose, heading_rad: reading.pose.yaw_rad, done_m: 0.0 };
+                let active = Active::Drive {
+                    goal_m: distance_m,
+                    speed_mps,
+                    accel_mps2: linear_accel,
+                    start: reading.pose,
+                    heading_rad: reading.pose.yaw_rad,
+                    done_m: 0.0,
+                };
                 (active, Some(drive_budget(distance_m, speed_mps, linear_accel)))
             }
-            Segment::Rotate { angle_rad, rate_radps } => self.rotation(angle_rad, rate_radps, angular_accel, reading),
-            Segment::RotateTo { heading_rad, rate_radps } => self.rotation(wrap_angle(heading_rad - reading.pose.yaw_rad), rate_radps, angular_accel, reading),
-            Segment::Timed { velocity_mps, duration } => {
-                (Active::Timed { velocity_mps, duration, start: reading.pose, heading_rad: reading.pose.yaw_rad, done_m: 0.0 }, None)
+            Segment::Rotate { angle_rad, rate_radps } => {
+                self.rotation(angle_rad, rate_radps, angular_accel, reading)
             }
+            Segment::RotateTo { heading_rad, rate_radps } => self.rotation(
+                wrap_angle(heading_rad - reading.pose.yaw_rad),
+                rate_radps,
+                angular_accel,
+                reading,
+            ),
+            Segment::Timed { velocity_mps, duration } => (
+                Active::Timed {
+                    velocity_mps,
+                    duration,
+                    start: reading.pose,
+                    heading_rad: reading.pose.yaw_rad,
+                    done_m: 0.0,
+                },
+                None,
+            ),
         };
-        Current { active, phase: Phase::Running, started: now, budget, blocked: BlockedWatch::default() }
+        Current {
+            active,
+            phase: Phase::Running,
+            started: now,
+            budget,
+            blocked: BlockedWatch::default(),
+        }
     }
 
-    fn rotation(&self, angle_rad: f64, rate_radps: f64, accel_radps2: f64, reading: &Reading) -> (Active, Option<Duration>) {
-        let active = Active::Rotate { goal_rad: angle_rad, rate_radps, accel_radps2, turned: YawUnwrapper::new(reading.pose.yaw_rad) };
+    fn rotation(
+        &self,
+        angle_rad: f64,
+        rate_radps: f64,
+        accel_radps2: f64,
+        reading: &Reading,
+    ) -> (Active, Option<Duration>) {
+        let active = Active::Rotate {
+            goal_rad: angle_rad,
+            rate_radps,
+            accel_radps2,
+            turned: YawUnwrapper::new(reading.pose.yaw_rad),
+        };
         (active, Some(turn_budget(angle_rad, rate_radps, accel_radps2)))
     }
 
-    fn step_segment(&mut self, reading: &Reading, now: Instant, verdict: &dyn Fn(BaseVelocity) -> Vec<Restriction>) -> SegmentStep {
+    fn step_segment(
+        &mut self,
+        reading: &Reading,
+        now: Instant,
+        verdict: &dyn Fn(BaseVelocity) -> Vec<Restriction>,
+    ) -> SegmentStep {
         let tolerance_m = self.settings.tolerance_m;
         let current = self.current.as_mut().expect("a segment is active");
         // Measure first: every report below says where the segment stands now.
         match &mut current.active {
-            Active::Drive { start, heading_rad, done_m, .. } | Active::Timed { start, heading_rad, done_m, .. } => *done_m = displacement(start, &reading.pose, *heading_rad).0,
+            Active::Drive { start, heading_rad, done_m, .. }
+            | Active::Timed { start, heading_rad, done_m, .. } => {
+                *done_m = displacement(start, &reading.pose, *heading_rad).0
+            }
             Active::Rotate { turned, .. } => {
                 turned.update(reading.pose.yaw_rad);
             }
@@ -261,7 +336,9 @@ impl BaseMotion {
         if let Phase::Settling { since } = current.phase {
             let at_rest = match current.active {
                 Active::Rotate { .. } => reading.angular_rate_radps.abs() <= SETTLED_RATE_RADPS,
-                Active::Drive { .. } | Active::Timed { .. } => reading.linear_speed_mps <= SETTLED_SPEED_MPS,
+                Active::Drive { .. } | Active::Timed { .. } => {
+                    reading.linear_speed_mps <= SETTLED_SPEED_MPS
+                }
             };
             if at_rest || now.saturating_duration_since(since) >= SETTLE_TIMEOUT {
                 if let Active::Rotate { turned, .. } = &current.active {
@@ -271,7 +348,8 @@ impl BaseMotion {
             }
             return SegmentStep::Act(StepOutput { action: Action::Finish, progress: None });
         }
-        let progress = (now.saturating_duration_since(self.last_progress) >= PROGRESS_PERIOD).then_some(report);
+        let progress = (now.saturating_duration_since(self.last_progress) >= PROGRESS_PERIOD)
+            .then_some(report);
         if progress.is_some() {
             self.last_progress = now;
         }
@@ -283,8 +361,12 @@ impl BaseMotion {
                     return current.settle(now, progress);
                 }
                 let heading_error_rad = wrap_angle(heading_rad - reading.pose.yaw_rad);
-                let angular_radps = (HEADING_GAIN_PER_S * heading_error_rad).clamp(-MAX_HEADING_CORRECTION_RADPS, MAX_HEADING_CORRECTION_RADPS);
-                BaseVelocity { linear_mps: profile_speed(remaining_m, *speed_mps, *accel_mps2), angular_radps }
+                let angular_radps = (HEADING_GAIN_PER_S * heading_error_rad)
+                    .clamp(-MAX_HEADING_CORRECTION_RADPS, MAX_HEADING_CORRECTION_RADPS);
+                BaseVelocity {
+                    linear_mps: profile_speed(remaining_m, *speed_mps, *accel_mps2),
+                    angular_radps,
+                }
             }
             Active::Rotate { goal_rad, rate_radps, accel_radps2, turned } => {
                 if goal_rad.abs() <= TOLERANCE_RAD {
@@ -295,7 +377,10 @@ impl BaseMotion {
                 if remaining_rad.abs() <= TOLERANCE_RAD {
                     return current.settle(now, progress);
                 }
-                BaseVelocity { linear_mps: 0.0, angular_radps: profile_rate(remaining_rad, *rate_radps, *accel_radps2) }
+                BaseVelocity {
+                    linear_mps: 0.0,
+                    angular_radps: profile_rate(remaining_rad, *rate_radps, *accel_radps2),
+                }
             }
             Active::Timed { velocity_mps, duration, .. } => {
                 let command = BaseVelocity { linear_mps: *velocity_mps, angular_radps: 0.0 };
@@ -305,7 +390,9 @@ impl BaseMotion {
                     // end): not a success.
                     let blocking = verdict(command);
                     if current.blocked.is_blocked() && !blocking.is_empty() {
-                        return SegmentStep::Act(self.failure(FailureKind::Blocked(blocking), report));
+                        return SegmentStep::Act(
+                            self.failure(FailureKind::Blocked(blocking), report),
+                        );
                     }
                     return current.settle(now, progress);
                 }
@@ -340,7 +427,8 @@ impl BaseMotion {
     }
 
     fn failure(&mut self, kind: FailureKind, report: Report) -> StepOutput {
-        let settling = self.current.as_ref().is_some_and(|c| matches!(c.phase, Phase::Settling { .. }));
+        let settling =
+            self.current.as_ref().is_some_and(|c| matches!(c.phase, Phase::Settling { .. }));
         self.pending.clear();
         StepOutput { action: Action::Failed(Failure { kind, report, settling }), progress: None }
     }
@@ -372,9 +460,17 @@ impl Current {
 
     fn report(&self, now: Instant) -> Report {
         match &self.active {
-            Active::Drive { goal_m, done_m, .. } => Report::Drive { done_m: *done_m, goal_m: *goal_m },
-            Active::Rotate { goal_rad, turned, .. } => Report::Rotate { done_rad: turned.total(), goal_rad: *goal_rad },
-            Active::Timed { duration, done_m, .. } => Report::Timed { done_m: *done_m, elapsed_s: now.saturating_duration_since(self.started).as_secs_f64(), duration_s: duration.as_secs_f64() },
+            Active::Drive { goal_m, done_m, .. } => {
+                Report::Drive { done_m: *done_m, goal_m: *goal_m }
+            }
+            Active::Rotate { goal_rad, turned, .. } => {
+                Report::Rotate { done_rad: turned.total(), goal_rad: *goal_rad }
+            }
+            Active::Timed { duration, done_m, .. } => Report::Timed {
+                done_m: *done_m,
+                elapsed_s: now.saturating_duration_since(self.started).as_secs_f64(),
+                duration_s: duration.as_secs_f64(),
+            },
         }
     }
 }

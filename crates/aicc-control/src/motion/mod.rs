@@ -9,4 +9,7 @@ pub mod profile;
 pub mod yaw;
 
 pub use blocked::{BlockedWatch, BLOCKED_FREE_GRACE, BLOCKED_SETTLE, LATE_DATA_PATIENCE};
-pub use controller::{displacement, Achieved, Action, BaseMotion, Failure, FailureKind, Reading, Report, Segment, Settings, StepInput, StepOutput, PROGRESS_PERIOD};
+pub use controller::{
+    displacement, Achieved, Action, BaseMotion, Failure, FailureKind, Reading, Report, Segment,
+    Settings, StepInput, StepOutput, PROGRESS_PERIOD,
+};

@@ -58,13 +58,17 @@ pub fn profile_rate(remaining_rad: f64, max_rate_radps: f64, accel_radps2: f64) 
 
 /// Time allowed for a turn: three times the profile's, plus 5 s.
 pub fn turn_budget(yaw_rad: f64, rate_radps: f64, accel_radps2: f64) -> Duration {
-    Duration::from_secs_f64(3.0 * (yaw_rad.abs() / rate_radps + 2.0 * rate_radps / accel_radps2) + 5.0)
+    Duration::from_secs_f64(
+        3.0 * (yaw_rad.abs() / rate_radps + 2.0 * rate_radps / accel_radps2) + 5.0,
+    )
 }
 
 /// Time allowed for a straight drive: three times the profile's (cruise
 /// plus ramps), plus 5 s, for a slow simulator.
 pub fn drive_budget(distance_m: f64, speed_mps: f64, accel_mps2: f64) -> Duration {
-    Duration::from_secs_f64(3.0 * (distance_m.abs() / speed_mps + 2.0 * speed_mps / accel_mps2) + 5.0)
+    Duration::from_secs_f64(
+        3.0 * (distance_m.abs() / speed_mps + 2.0 * speed_mps / accel_mps2) + 5.0,
+    )
 }
 
 #[cfg(test)]

@@ -64,13 +64,26 @@ impl Book {
             let kind = message["type"].as_str().unwrap_or_default();
             match recorded.topic.as_str() {
                 "/aicc/in" if kind == "tool_call" => {
-                    let (Some(call_id), Some(tool)) = (message["call_id"].as_str(), message["tool"].as_str()) else { continue };
+                    let (Some(call_id), Some(tool)) =
+                        (message["call_id"].as_str(), message["tool"].as_str())
+                    else {
+                        continue;
+                    };
                     let input = match message.get("input") {
                         Some(input) => input.clone(),
                         None => json!({}),
                     };
                     pending.insert((conn, call_id.to_string()), calls.len());
-                    calls.push(Exchange { conn, call_id: call_id.into(), tool: tool.into(), input, call: message.clone(), offset: recorded.offset, result: None, result_offset: None });
+                    calls.push(Exchange {
+                        conn,
+                        call_id: call_id.into(),
+                        tool: tool.into(),
+                        input,
+                        call: message.clone(),
+                        offset: recorded.offset,
+                        result: None,
+                        result_offset: None,
+                    });
                 }
                 "/aicc/in" => {
                     if let Some(id) = message["message_id"].as_str() {
@@ -79,7 +92,9 @@ impl Book {
                         }
                     }
                 }
-                "/aicc/out" if kind == "session_init" && greeting.is_none() => greeting = Some(message.clone()),
+                "/aicc/out" if kind == "session_init" && greeting.is_none() => {
+                    greeting = Some(message.clone())
+                }
                 "/aicc/out" if kind == "tool_result" => {
                     let Some(call_id) = message["call_id"].as_str() else { continue };
                     if let Some(index) = pending.remove(&(conn, call_id.to_string())) {
@@ -96,15 +111,24 @@ impl Book {
                 _ => {}
             }
         }
-        let greeting = greeting.ok_or("the recording holds no session (no session_init on /aicc/out)")?;
+        let greeting =
+            greeting.ok_or("the recording holds no session (no session_init on /aicc/out)")?;
         let used = vec![false; calls.len()];
         Ok(Self { greeting, calls, replies, used })
     }
 
     /// The answer to a call of `tool` with `input`, named `call_id` and
     /// sent as message `message_id`.
-    pub fn answer(&mut self, tool: &str, input: &Value, call_id: &str, message_id: Option<&str>) -> Answer {
-        let found = self.calls.iter().enumerate().position(|(i, c)| !self.used[i] && c.result.is_some() && c.tool == tool && &c.input == input);
+    pub fn answer(
+        &mut self,
+        tool: &str,
+        input: &Value,
+        call_id: &str,
+        message_id: Option<&str>,
+    ) -> Answer {
+        let found = self.calls.iter().enumerate().position(|(i, c)| {
+            !self.used[i] && c.result.is_some() && c.tool == tool && &c.input == input
+        });
         let Some(index) = found else {
             let recorded = self.calls.iter().filter(|c| c.tool == tool).count();
             return Answer::Unmatched(format!("replay: no recorded call of '{tool}' with this input is left (the recording has {recorded} call(s) of '{tool}')"));
@@ -125,7 +149,9 @@ impl Book {
         let mut reply = match (self.replies.get(kind), kind) {
             (Some(reply), _) => reply.clone(),
             (None, "manifest_request") => self.greeting.clone(),
-            (None, "session_close") => json!({ "protocol": crate::PROTOCOL, "type": "session_close", "session_id": self.greeting["session_id"], "reason": "closed by agent" }),
+            (None, "session_close") => {
+                json!({ "protocol": crate::PROTOCOL, "type": "session_close", "session_id": self.greeting["session_id"], "reason": "closed by agent" })
+            }
             (None, _) => return None,
         };
         reply["in_reply_to"] = json!(message_id);
@@ -159,14 +185,26 @@ mod tests {
         Recording {
             metadata: BTreeMap::new(),
             messages: vec![
-                message("/aicc/out", 1, json!({ "conn": 1, "message": { "type": "session_init", "session_id": "s" } })),
+                message(
+                    "/aicc/out",
+                    1,
+                    json!({ "conn": 1, "message": { "type": "session_init", "session_id": "s" } }),
+                ),
                 message("/aicc/in", 2, call("a", "vision", json!({ "width": 64 }))),
                 message("/aicc/in", 3, call("b", "vision", json!({ "width": 64 }))),
                 message("/aicc/out", 4, result("a", json!("first"))),
                 message("/aicc/out", 5, result("b", json!("second"))),
                 message("/aicc/in", 6, call("c", "move", json!({ "forward_m": 0.2 }))),
-                message("/aicc/in", 7, json!({ "conn": 1, "message": { "type": "heartbeat", "message_id": "h1" } })),
-                message("/aicc/out", 8, json!({ "conn": 1, "message": { "type": "heartbeat", "in_reply_to": "h1", "n": 1 } })),
+                message(
+                    "/aicc/in",
+                    7,
+                    json!({ "conn": 1, "message": { "type": "heartbeat", "message_id": "h1" } }),
+                ),
+                message(
+                    "/aicc/out",
+                    8,
+                    json!({ "conn": 1, "message": { "type": "heartbeat", "in_reply_to": "h1", "n": 1 } }),
+                ),
             ],
         }
     }
@@ -177,18 +215,32 @@ mod tests {
         assert_eq!(book.greeting["session_id"], "s");
         assert_eq!(book.calls.len(), 3);
         assert!(book.calls[2].result.is_none(), "the move never answered");
-        let Answer::Recorded(first) = book.answer("vision", &json!({ "width": 64 }), "x1", None) else { panic!() };
+        let Answer::Recorded(first) = book.answer("vision", &json!({ "width": 64 }), "x1", None)
+        else {
+            panic!()
+        };
         assert_eq!((&first["output"], &first["call_id"]), (&json!("first"), &json!("x1")));
-        let Answer::Recorded(second) = book.answer("vision", &json!({ "width": 64 }), "x2", None) else { panic!() };
+        let Answer::Recorded(second) = book.answer("vision", &json!({ "width": 64 }), "x2", None)
+        else {
+            panic!()
+        };
         assert_eq!(second["output"], "second");
-        assert!(matches!(book.answer("vision", &json!({ "width": 64 }), "x3", None), Answer::Unmatched(why) if why.contains("has 2 call(s) of 'vision'")));
+        assert!(
+            matches!(book.answer("vision", &json!({ "width": 64 }), "x3", None), Answer::Unmatched(why) if why.contains("has 2 call(s) of 'vision'"))
+        );
     }
 
     #[test]
     fn another_input_or_an_unanswered_call_is_not_matched() {
         let mut book = Book::from_recording(&recording()).unwrap();
-        assert!(matches!(book.answer("vision", &json!({ "width": 32 }), "x", None), Answer::Unmatched(_)));
-        assert!(matches!(book.answer("move", &json!({ "forward_m": 0.2 }), "x", None), Answer::Unmatched(_)));
+        assert!(matches!(
+            book.answer("vision", &json!({ "width": 32 }), "x", None),
+            Answer::Unmatched(_)
+        ));
+        assert!(matches!(
+            book.answer("move", &json!({ "forward_m": 0.2 }), "x", None),
+            Answer::Unmatched(_)
+        ));
     }
 
     #[test]

@@ -18,7 +18,9 @@ pub mod serve;
 use std::path::Path;
 
 pub use book::{Answer, Book, Exchange};
-pub use reader::{read, read_file, ReadError, Recorded, Recording, FORMAT_VERSION, METADATA_NAME, PROFILE};
+pub use reader::{
+    read, read_file, ReadError, Recorded, Recording, FORMAT_VERSION, METADATA_NAME, PROFILE,
+};
 
 /// Reads `path` and makes its book; errors name the file (and the byte
 /// offset, for a truncated or corrupt one).

@@ -100,7 +100,10 @@ impl<'a> Cursor<'a> {
     /// length was checked against the file before).
     fn take(&mut self, count: usize) -> Result<&'a [u8], ReadError> {
         if self.bytes.len() - self.at < count {
-            return Err(ReadError::Corrupt { offset: self.offset(), what: format!("a field of {count} bytes runs past the end of {}", self.what) });
+            return Err(ReadError::Corrupt {
+                offset: self.offset(),
+                what: format!("a field of {count} bytes runs past the end of {}", self.what),
+            });
         }
         let out = &self.bytes[self.at..self.at + count];
         self.at += count;
@@ -123,13 +126,17 @@ impl<'a> Cursor<'a> {
         let at = self.offset();
         let length = self.u32()? as usize;
         let bytes = self.take(length)?;
-        String::from_utf8(bytes.to_vec()).map_err(|e| ReadError::Corrupt { offset: at + 4 + e.utf8_error().valid_up_to() as u64, what: format!("a string in {} is not UTF-8", self.what) })
+        String::from_utf8(bytes.to_vec()).map_err(|e| ReadError::Corrupt {
+            offset: at + 4 + e.utf8_error().valid_up_to() as u64,
+            what: format!("a string in {} is not UTF-8", self.what),
+        })
     }
 
     fn map(&mut self) -> Result<BTreeMap<String, String>, ReadError> {
         let length = self.u32()? as usize;
         let bytes = self.take(length)?;
-        let mut inner = Cursor { bytes, base: self.offset() - length as u64, at: 0, what: self.what };
+        let mut inner =
+            Cursor { bytes, base: self.offset() - length as u64, at: 0, what: self.what };
         let mut map = BTreeMap::new();
         while inner.at < bytes.len() {
             let key = inner.string()?;
@@ -159,7 +166,12 @@ fn frame<'a>(bytes: &'a [u8], at: usize, base: u64, inside: &str) -> Result<Fram
     let start = base + at as u64;
     let left = bytes.len() - at;
     if left < 9 {
-        return Err(ReadError::Truncated { offset: start, what: format!("{left} bytes where a record's opcode and length (9 bytes) should be{inside}") });
+        return Err(ReadError::Truncated {
+            offset: start,
+            what: format!(
+                "{left} bytes where a record's opcode and length (9 bytes) should be{inside}"
+            ),
+        });
     }
     let opcode = bytes[at];
     let length = u64::from_le_bytes(bytes[at + 1..at + 9].try_into().expect("eight bytes"));
@@ -225,8 +237,17 @@ impl State {
                     return Err(ReadError::Corrupt { offset: frame.start, what: format!("a message on channel {channel}, which no channel record declared before it") });
                 };
                 if encoding == "json" {
-                    let data: Value = serde_json::from_slice(data).map_err(|e| ReadError::Corrupt { offset: data_offset, what: format!("a message on {topic} is not JSON ({e})") })?;
-                    self.messages.push(Recorded { topic: topic.clone(), log_time_ns, offset: frame.start, data });
+                    let data: Value =
+                        serde_json::from_slice(data).map_err(|e| ReadError::Corrupt {
+                            offset: data_offset,
+                            what: format!("a message on {topic} is not JSON ({e})"),
+                        })?;
+                    self.messages.push(Recorded {
+                        topic: topic.clone(),
+                        log_time_ns,
+                        offset: frame.start,
+                        data,
+                    });
                 }
             }
             OP_METADATA => {
@@ -249,7 +270,12 @@ impl State {
                     return Err(ReadError::NotAicc(format!("the chunk at byte {} is compressed ({compression}); the bridge's recorder never compresses", frame.start)));
                 }
                 if size != length as u64 {
-                    return Err(ReadError::Corrupt { offset: frame.start, what: format!("the chunk says it holds {size} bytes of records but carries {length}") });
+                    return Err(ReadError::Corrupt {
+                        offset: frame.start,
+                        what: format!(
+                            "the chunk says it holds {size} bytes of records but carries {length}"
+                        ),
+                    });
                 }
                 if crc != 0 && crc32(records) != crc {
                     return Err(ReadError::Corrupt { offset: frame.start, what: format!("the chunk's CRC does not match its {length} bytes of records (bytes {records_offset}..{})", records_offset + length as u64) });
@@ -280,8 +306,13 @@ fn frame_in_chunk(records: &[u8], at: usize, base: u64) -> Result<Frame<'_>, Rea
 pub fn read(bytes: &[u8]) -> Result<Recording, ReadError> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return match bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
-            true => Err(ReadError::Truncated { offset: bytes.len() as u64, what: "the file ends inside the MCAP magic".into() }),
-            false => Err(ReadError::NotAicc("not an MCAP file (its first eight bytes are not the MCAP magic)".into())),
+            true => Err(ReadError::Truncated {
+                offset: bytes.len() as u64,
+                what: "the file ends inside the MCAP magic".into(),
+            }),
+            false => Err(ReadError::NotAicc(
+                "not an MCAP file (its first eight bytes are not the MCAP magic)".into(),
+            )),
         };
     }
     let mut state = State::default();
@@ -289,7 +320,10 @@ pub fn read(bytes: &[u8]) -> Result<Recording, ReadError> {
     let mut in_data = true;
     loop {
         if at == bytes.len() {
-            let what = match in_data { true => "the file ends before its data end record (the recording was not finished)", false => "the file ends before its footer" };
+            let what = match in_data {
+                true => "the file ends before its data end record (the recording was not finished)",
+                false => "the file ends before its footer",
+            };
             return Err(ReadError::Truncated { offset: at as u64, what: what.into() });
         }
         let frame = frame(bytes, at, 0, "")?;
@@ -299,9 +333,21 @@ pub fn read(bytes: &[u8]) -> Result<Recording, ReadError> {
         }
         if frame.opcode == OP_DATA_END && in_data {
             in_data = false;
-            let crc = Cursor { bytes: frame.content, base: frame.content_offset, at: 0, what: "the data end record" }.u32()?;
+            let crc = Cursor {
+                bytes: frame.content,
+                base: frame.content_offset,
+                at: 0,
+                what: "the data end record",
+            }
+            .u32()?;
             if crc != 0 && crc32(&bytes[..frame.start as usize]) != crc {
-                return Err(ReadError::Corrupt { offset: frame.start, what: format!("the data section's CRC (bytes 0..{}) does not match", frame.start) });
+                return Err(ReadError::Corrupt {
+                    offset: frame.start,
+                    what: format!(
+                        "the data section's CRC (bytes 0..{}) does not match",
+                        frame.start
+                    ),
+                });
             }
             continue;
         }
@@ -311,19 +357,40 @@ pub fn read(bytes: &[u8]) -> Result<Recording, ReadError> {
     }
     let tail = &bytes[at..];
     if tail.len() < MAGIC.len() {
-        return Err(ReadError::Truncated { offset: at as u64, what: "the file ends before its closing MCAP magic".into() });
+        return Err(ReadError::Truncated {
+            offset: at as u64,
+            what: "the file ends before its closing MCAP magic".into(),
+        });
     }
     if &tail[..MAGIC.len()] != MAGIC {
-        return Err(ReadError::Corrupt { offset: at as u64, what: "the closing MCAP magic is wrong".into() });
+        return Err(ReadError::Corrupt {
+            offset: at as u64,
+            what: "the closing MCAP magic is wrong".into(),
+        });
     }
     match state.profile.as_deref() {
         Some(PROFILE) => {}
-        Some(other) => return Err(ReadError::NotAicc(format!("its MCAP profile is '{other}', not '{PROFILE}'"))),
-        None => return Err(ReadError::Corrupt { offset: MAGIC.len() as u64, what: "the file has no header record".into() }),
+        Some(other) => {
+            return Err(ReadError::NotAicc(format!(
+                "its MCAP profile is '{other}', not '{PROFILE}'"
+            )))
+        }
+        None => {
+            return Err(ReadError::Corrupt {
+                offset: MAGIC.len() as u64,
+                what: "the file has no header record".into(),
+            })
+        }
     }
-    let metadata = state.metadata.ok_or_else(|| ReadError::NotAicc(format!("it has no '{METADATA_NAME}' metadata record")))?;
-    let version = metadata.get("format_version").ok_or_else(|| ReadError::NotAicc(format!("its '{METADATA_NAME}' metadata has no format_version")))?;
-    let found: u64 = version.parse().map_err(|_| ReadError::NotAicc(format!("its format_version '{version}' is not a number")))?;
+    let metadata = state.metadata.ok_or_else(|| {
+        ReadError::NotAicc(format!("it has no '{METADATA_NAME}' metadata record"))
+    })?;
+    let version = metadata.get("format_version").ok_or_else(|| {
+        ReadError::NotAicc(format!("its '{METADATA_NAME}' metadata has no format_version"))
+    })?;
+    let found: u64 = version.parse().map_err(|_| {
+        ReadError::NotAicc(format!("its format_version '{version}' is not a number"))
+    })?;
     if found > FORMAT_VERSION {
         return Err(ReadError::NewerFormat { found, known: FORMAT_VERSION });
     }
@@ -347,14 +414,25 @@ mod tests {
     /// A small recording as the recorder's sink writes it.
     pub(crate) fn sample(version: &str) -> Vec<u8> {
         let mut out = std::io::Cursor::new(Vec::new());
-        let mut writer = mcap::WriteOptions::new().profile(PROFILE).compression(None).create(&mut out).unwrap();
-        let schema = writer.add_schema("aicc.Inbound", "jsonschema", br#"{"type":"object"}"#).unwrap();
+        let mut writer =
+            mcap::WriteOptions::new().profile(PROFILE).compression(None).create(&mut out).unwrap();
+        let schema =
+            writer.add_schema("aicc.Inbound", "jsonschema", br#"{"type":"object"}"#).unwrap();
         let id = writer.add_channel(schema, "/aicc/in", "json", &BTreeMap::new()).unwrap();
-        let metadata = mcap::records::Metadata { name: METADATA_NAME.into(), metadata: BTreeMap::from([("format_version".to_string(), version.to_string())]) };
+        let metadata = mcap::records::Metadata {
+            name: METADATA_NAME.into(),
+            metadata: BTreeMap::from([("format_version".to_string(), version.to_string())]),
+        };
         writer.write_metadata(&metadata).unwrap();
         for (i, call) in ["a", "b"].iter().enumerate() {
-            let data = json!({ "conn": 1, "message": { "type": "tool_call", "call_id": call } }).to_string();
-            let header = mcap::records::MessageHeader { channel_id: id, sequence: i as u32, log_time: 10 + i as u64, publish_time: 10 + i as u64 };
+            let data = json!({ "conn": 1, "message": { "type": "tool_call", "call_id": call } })
+                .to_string();
+            let header = mcap::records::MessageHeader {
+                channel_id: id,
+                sequence: i as u32,
+                log_time: 10 + i as u64,
+                publish_time: 10 + i as u64,
+            };
             writer.write_to_known_channel(&header, data.as_bytes()).unwrap();
         }
         writer.finish().unwrap();
@@ -366,7 +444,8 @@ mod tests {
     fn a_whole_file_reads_back_in_order() {
         let recording = read(&sample("1")).unwrap();
         assert_eq!(recording.metadata["format_version"], "1");
-        let calls: Vec<&Value> = recording.on("/aicc/in").map(|m| &m.data["message"]["call_id"]).collect();
+        let calls: Vec<&Value> =
+            recording.on("/aicc/in").map(|m| &m.data["message"]["call_id"]).collect();
         assert_eq!(calls, [&json!("a"), &json!("b")]);
         assert!(recording.messages.iter().all(|m| m.offset > 8));
     }
@@ -376,7 +455,9 @@ mod tests {
         let bytes = sample("1");
         for cut in (0..bytes.len()).step_by(7).chain([bytes.len() - 1]) {
             match read(&bytes[..cut]) {
-                Err(ReadError::Truncated { offset, .. }) => assert!(offset <= cut as u64, "cut {cut}: offset {offset}"),
+                Err(ReadError::Truncated { offset, .. }) => {
+                    assert!(offset <= cut as u64, "cut {cut}: offset {offset}")
+                }
                 Err(ReadError::NotAicc(_)) if cut == 0 => {}
                 other => panic!("cut at {cut}: {other:?}"),
             }
@@ -392,7 +473,10 @@ mod tests {
         let error = read(&bad).unwrap_err();
         let ReadError::Corrupt { offset, what } = &error else { panic!("{error:?}") };
         assert!(*offset < at as u64 && what.contains("CRC"), "{error}");
-        assert!(error.to_string().starts_with(&format!("at byte {offset}: the file is corrupt")), "{error}");
+        assert!(
+            error.to_string().starts_with(&format!("at byte {offset}: the file is corrupt")),
+            "{error}"
+        );
     }
 
     #[test]

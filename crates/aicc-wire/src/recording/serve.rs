@@ -3,8 +3,8 @@
 //! what the agent reads is what the recorded agent read.
 use std::sync::Arc;
 
-use std::sync::Mutex;
 use serde_json::{json, Value};
+use std::sync::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -48,7 +48,8 @@ pub async fn serve(listener: TcpListener, book: Arc<Mutex<Book>>, access: Access
             let mut held = lock(&held);
             let total: usize = held.values().sum();
             let mine = held.entry(peer.ip()).or_default();
-            let admitted = total < access.max_connections && *mine < access.max_connections_per_address;
+            let admitted =
+                total < access.max_connections && *mine < access.max_connections_per_address;
             if admitted {
                 *mine += 1;
             }
@@ -96,11 +97,22 @@ async fn send(stream: &mut TcpStream, message: &Value) -> std::io::Result<()> {
     stream.write_all(&line).await
 }
 
-async fn serve_connection(mut stream: TcpStream, book: Arc<Mutex<Book>>, access: &Access) -> std::io::Result<()> {
+async fn serve_connection(
+    mut stream: TcpStream,
+    book: Arc<Mutex<Book>>,
+    access: &Access,
+) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let mut buffer = vec![0u8; 64 * 1024];
-    if !access.tokens.is_empty() && !tokio::time::timeout(AUTH_TIMEOUT, authenticate(&mut stream, &mut framer, &mut buffer, &access.tokens)).await.unwrap_or(Ok(false))? {
+    if !access.tokens.is_empty()
+        && !tokio::time::timeout(
+            AUTH_TIMEOUT,
+            authenticate(&mut stream, &mut framer, &mut buffer, &access.tokens),
+        )
+        .await
+        .unwrap_or(Ok(false))?
+    {
         return Ok(());
     }
     let greeting = lock(&book).greeting.clone();
@@ -129,18 +141,28 @@ async fn serve_connection(mut stream: TcpStream, book: Arc<Mutex<Book>>, access:
 /// Waits for a `manifest_request` carrying one of `tokens` (as the
 /// bridge asks); answers each other line with an error. False: the
 /// connection is to be closed (too many wrong tokens, or it closed).
-async fn authenticate(stream: &mut TcpStream, framer: &mut LineFramer, buffer: &mut [u8], tokens: &[String]) -> std::io::Result<bool> {
+async fn authenticate(
+    stream: &mut TcpStream,
+    framer: &mut LineFramer,
+    buffer: &mut [u8],
+    tokens: &[String],
+) -> std::io::Result<bool> {
     let mut failures = 0;
     loop {
         while let Some(frame) = framer.next_frame() {
             let Frame::Line(line) = frame else { return Ok(false) };
             let message: Value = serde_json::from_slice(&line).unwrap_or(Value::Null);
-            let presented = message["auth"]["token"].as_str().filter(|_| message["type"] == "manifest_request");
+            let presented =
+                message["auth"]["token"].as_str().filter(|_| message["type"] == "manifest_request");
             if presented.is_some_and(|token| token_matches(tokens, token)) {
                 return Ok(true);
             }
             failures += 1;
-            let why = if presented.is_some() { "authentication failed: token not accepted" } else { "authentication required: open with manifest_request carrying auth.token" };
+            let why = if presented.is_some() {
+                "authentication failed: token not accepted"
+            } else {
+                "authentication required: open with manifest_request carrying auth.token"
+            };
             send(stream, &json!({ "protocol": crate::PROTOCOL, "type": "error", "code": "invalid_input", "retryable": false, "message": why, "in_reply_to": message["message_id"] })).await?;
             if failures >= MAX_AUTH_FAILURES {
                 return Ok(false);
@@ -164,15 +186,20 @@ pub fn answer_line(book: &Mutex<Book>, line: &[u8]) -> (Option<Value>, bool) {
     let book_ref = lock(book);
     let session = book_ref.greeting["session_id"].clone();
     drop(book_ref);
-    let error = |message: String, in_reply_to: Option<&str>| {
-        json!({ "protocol": crate::PROTOCOL, "type": "error", "session_id": session, "in_reply_to": in_reply_to, "code": "invalid_input", "message": message, "retryable": false })
+    let error = |message: String, in_reply_to: Option<&str>| json!({ "protocol": crate::PROTOCOL, "type": "error", "session_id": session, "in_reply_to": in_reply_to, "code": "invalid_input", "message": message, "retryable": false });
+    let Ok(message) = serde_json::from_slice::<Value>(line) else {
+        return (Some(error("line is not valid JSON".into(), None)), false);
     };
-    let Ok(message) = serde_json::from_slice::<Value>(line) else { return (Some(error("line is not valid JSON".into(), None)), false) };
     let message_id = message["message_id"].as_str();
     match message["type"].as_str() {
         Some("tool_call") => {
-            let (Some(call_id), Some(tool)) = (message["call_id"].as_str(), message["tool"].as_str()) else {
-                return (Some(error("a tool_call needs call_id and tool".into(), message_id)), false);
+            let (Some(call_id), Some(tool)) =
+                (message["call_id"].as_str(), message["tool"].as_str())
+            else {
+                return (
+                    Some(error("a tool_call needs call_id and tool".into(), message_id)),
+                    false,
+                );
             };
             let input = message.get("input").cloned().unwrap_or_else(|| json!({}));
             let mut book = lock(book);
@@ -183,8 +210,12 @@ pub fn answer_line(book: &Mutex<Book>, line: &[u8]) -> (Option<Value>, bool) {
             (Some(result), false)
         }
         Some(kind @ "session_close") => (lock(book).reply(kind, message_id), true),
-        Some(kind @ ("heartbeat" | "manifest_request")) => (lock(book).reply(kind, message_id), false),
-        Some(other) => (Some(error(format!("a replay does not serve '{other}'"), message_id)), false),
+        Some(kind @ ("heartbeat" | "manifest_request")) => {
+            (lock(book).reply(kind, message_id), false)
+        }
+        Some(other) => {
+            (Some(error(format!("a replay does not serve '{other}'"), message_id)), false)
+        }
         None => (Some(error("a message needs a type".into(), message_id)), false),
     }
 }

@@ -55,7 +55,12 @@ pub struct ApprovalRules {
 
 impl Default for ApprovalRules {
     fn default() -> Self {
-        Self { tools: Vec::new(), move_longer_than_m: None, approval_mode: false, timeout: Duration::from_secs(60) }
+        Self {
+            tools: Vec::new(),
+            move_longer_than_m: None,
+            approval_mode: false,
+            timeout: Duration::from_secs(60),
+        }
     }
 }
 
@@ -76,7 +81,13 @@ impl Hold {
 impl ApprovalRules {
     /// Why a call of `descriptor` with `input` must wait, or None. `held`:
     /// the operator's hold, when one is on.
-    pub(super) fn reason_held(&self, descriptor: &ToolDescriptor, input: &Map<String, Value>, mode_on: bool, held: Option<&Hold>) -> Option<String> {
+    pub(super) fn reason_held(
+        &self,
+        descriptor: &ToolDescriptor,
+        input: &Map<String, Value>,
+        mode_on: bool,
+        held: Option<&Hold>,
+    ) -> Option<String> {
         match (held, self.reason(descriptor, input, mode_on)) {
             (_, Some(reason)) => Some(reason),
             (Some(hold), None) if descriptor.class == ToolClass::Actuator && !NEVER_HELD.contains(&descriptor.id) && descriptor.capability != "can_administer_bridge" => {
@@ -87,22 +98,34 @@ impl ApprovalRules {
     }
 
     /// Why a call of `descriptor` with `input` must wait, or None.
-    pub fn reason(&self, descriptor: &ToolDescriptor, input: &Map<String, Value>, mode_on: bool) -> Option<String> {
+    pub fn reason(
+        &self,
+        descriptor: &ToolDescriptor,
+        input: &Map<String, Value>,
+        mode_on: bool,
+    ) -> Option<String> {
         if NEVER_HELD.contains(&descriptor.id) || descriptor.capability == "can_administer_bridge" {
             return None;
         }
         if self.tools.iter().any(|t| t == descriptor.id) {
-            return Some(format!("'{}' needs an operator's approval (approvals.tools)", descriptor.id));
+            return Some(format!(
+                "'{}' needs an operator's approval (approvals.tools)",
+                descriptor.id
+            ));
         }
         if let (Some(limit), "move") = (self.move_longer_than_m, descriptor.id) {
             let number = |key: &str| input.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-            let planned = number("forward").hypot(number("left")).max(number("velocity_mps").abs() * number("duration_s"));
+            let planned = number("forward")
+                .hypot(number("left"))
+                .max(number("velocity_mps").abs() * number("duration_s"));
             if planned > limit {
                 return Some(format!("a move of {planned:.2} m is longer than {limit} m (approvals.move_longer_than_m)"));
             }
         }
         if mode_on && descriptor.class == ToolClass::Actuator {
-            return Some("approval mode is on: every actuator call needs an operator's approval".into());
+            return Some(
+                "approval mode is on: every actuator call needs an operator's approval".into(),
+            );
         }
         None
     }
@@ -130,7 +153,10 @@ impl Core {
     /// Where the call with approval id `approval_id` waits: (session, call_id).
     fn find_waiting(&self, approval_id: &str) -> Option<(String, String)> {
         self.sessions.iter().find_map(|(sid, s)| {
-            s.in_flight.iter().find(|(_, f)| f.awaiting.as_ref().is_some_and(|a| a.approval_id == approval_id)).map(|(cid, _)| (sid.clone(), cid.clone()))
+            s.in_flight
+                .iter()
+                .find(|(_, f)| f.awaiting.as_ref().is_some_and(|a| a.approval_id == approval_id))
+                .map(|(cid, _)| (sid.clone(), cid.clone()))
         })
     }
 
@@ -173,38 +199,77 @@ impl Core {
             return Some("it is this session's own call".into());
         }
         let (decider, waiting) = (self.sessions.get(decider)?, self.sessions.get(waiting_session)?);
-        (decider.credential == waiting.credential).then(|| format!("the call's session was opened with the same credential ({})", waiting.credential.describe()))
+        (decider.credential == waiting.credential).then(|| {
+            format!(
+                "the call's session was opened with the same credential ({})",
+                waiting.credential.describe()
+            )
+        })
     }
 
     /// The admin tools `approvals_list`, `approve`, `deny` and
     /// `approval_mode` (None for any other tool). `decider` is the admin's
     /// session.
-    pub(super) fn answer_approval_tool(&mut self, decider: &str, tool: &str, input: &Map<String, Value>, now: Instant, out: &mut Vec<Output>) -> Option<Result<Value, AiccError>> {
+    pub(super) fn answer_approval_tool(
+        &mut self,
+        decider: &str,
+        tool: &str,
+        input: &Map<String, Value>,
+        now: Instant,
+        out: &mut Vec<Output>,
+    ) -> Option<Result<Value, AiccError>> {
         let answer = match tool {
-            APPROVALS_LIST => Ok(json!({ "pending": self.pending_approvals(now), "approval_mode": self.approval_mode, "timeout_s": self.config.approvals.timeout.as_secs_f64() })),
+            APPROVALS_LIST => Ok(
+                json!({ "pending": self.pending_approvals(now), "approval_mode": self.approval_mode, "timeout_s": self.config.approvals.timeout.as_secs_f64() }),
+            ),
             APPROVAL_MODE => {
                 let on = input.get("on").and_then(Value::as_bool).unwrap_or(false);
                 self.approval_mode = on;
                 tracing::info!(by = short_id(decider), on, "approval mode switched");
-                self.tell_admins(json!({ "decision": "approval_mode", "on": on, "by": short_id(decider) }), now, out);
+                self.tell_admins(
+                    json!({ "decision": "approval_mode", "on": on, "by": short_id(decider) }),
+                    now,
+                    out,
+                );
                 // The operator's hold is not approval mode: it stays until released.
                 Ok(json!({ "approval_mode": on, "held": self.hold.is_some() }))
             }
             HOLD => {
                 let on = input.get("on").and_then(Value::as_bool).unwrap_or(false);
-                let reason = input.get("reason").and_then(Value::as_str).unwrap_or("held by an operator").to_string();
+                let reason = input
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("held by an operator")
+                    .to_string();
                 let was = self.hold.take();
                 if on {
-                    self.hold = Some(was.unwrap_or(Hold { by: short_id(decider).to_string(), since: now, reason }));
-                    tracing::warn!(by = short_id(decider), "operator's hold on: every actuator call waits for an operator");
+                    self.hold = Some(was.unwrap_or(Hold {
+                        by: short_id(decider).to_string(),
+                        since: now,
+                        reason,
+                    }));
+                    tracing::warn!(
+                        by = short_id(decider),
+                        "operator's hold on: every actuator call waits for an operator"
+                    );
                 } else if was.is_some() {
                     tracing::info!(by = short_id(decider), "operator's hold released");
                 }
-                self.tell_admins(json!({ "decision": "hold", "on": on, "by": short_id(decider) }), now, out);
-                Ok(json!({ "held": on, "approval_mode": self.approval_mode, "hold": self.hold.as_ref().map(|h| h.to_json(now)) }))
+                self.tell_admins(
+                    json!({ "decision": "hold", "on": on, "by": short_id(decider) }),
+                    now,
+                    out,
+                );
+                Ok(
+                    json!({ "held": on, "approval_mode": self.approval_mode, "hold": self.hold.as_ref().map(|h| h.to_json(now)) }),
+                )
             }
             APPROVE | DENY => {
-                let approval_id = input.get("approval_id").and_then(Value::as_str).unwrap_or_default().to_string();
+                let approval_id = input
+                    .get("approval_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 let reason = input.get("reason").and_then(Value::as_str).unwrap_or("").to_string();
                 let waiting = self.find_waiting(&approval_id).map(|(session, call_id)| {
                     let refusal = self.may_not_decide(decider, &session);
@@ -218,14 +283,26 @@ impl Core {
                     }
                     Some((session, call_id, Some(why))) => {
                         self.counters.decisions_refused += 1;
-                        tracing::warn!(by = short_id(decider), approval_id, tool, session = short_id(&session), call_id, why, "refused: a decision from the caller's own side");
+                        tracing::warn!(
+                            by = short_id(decider),
+                            approval_id,
+                            tool,
+                            session = short_id(&session),
+                            call_id,
+                            why,
+                            "refused: a decision from the caller's own side"
+                        );
                         self.tell_admins(json!({ "decision": "refused", "attempt": tool, "approval_id": approval_id, "session": short_id(&session), "call_id": call_id, "by": short_id(decider), "why": format!("who may decide: {why}") }), now, out);
                         Err(AiccError::new(ErrorCode::ToolUnavailable, false, format!("who may decide: approval '{approval_id}' may not be decided by this session: {why}. An operator decides it, from another session with another token (the console, or `aicc approvals` with AICC_OPERATOR_TOKEN); the attempt was audited")))
                     }
                     Some((session, call_id, None)) => {
-                        let decision = if tool == APPROVE { Decision::Approved } else { Decision::Denied };
-                        let decided = self.decide(&session, &call_id, decision, decider, &reason, now, out);
-                        Ok(json!({ "approval_id": approval_id, "decision": decision.as_str(), "call_id": call_id, "tool": decided }))
+                        let decision =
+                            if tool == APPROVE { Decision::Approved } else { Decision::Denied };
+                        let decided =
+                            self.decide(&session, &call_id, decision, decider, &reason, now, out);
+                        Ok(
+                            json!({ "approval_id": approval_id, "decision": decision.as_str(), "call_id": call_id, "tool": decided }),
+                        )
                     }
                 }
             }
@@ -238,8 +315,20 @@ impl Core {
     /// with a non-retryable error. Audited to the call's session (a
     /// `command` event), to every admin (an `approval` event) and the log.
     /// Returns the tool.
-    #[allow(clippy::too_many_arguments, reason = "the decision and its audit trail: each argument is one fact of it")]
-    pub(super) fn decide(&mut self, session_id: &str, call_id: &str, decision: Decision, decider: &str, reason: &str, now: Instant, out: &mut Vec<Output>) -> &'static str {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the decision and its audit trail: each argument is one fact of it"
+    )]
+    pub(super) fn decide(
+        &mut self,
+        session_id: &str,
+        call_id: &str,
+        decision: Decision,
+        decider: &str,
+        reason: &str,
+        now: Instant,
+        out: &mut Vec<Output>,
+    ) -> &'static str {
         let session = self.sessions.get_mut(session_id).expect("a waiting call's session");
         let flight = session.in_flight.get_mut(call_id).expect("a waiting call");
         let waiting: Awaiting = flight.awaiting.take().expect("waiting");
@@ -249,7 +338,15 @@ impl Core {
         }
         let tool = flight.tool;
         let conn = flight.conn;
-        tracing::info!(session = short_id(session_id), call_id, tool, decision = decision.as_str(), by = short_id(decider), reason, "approval decided");
+        tracing::info!(
+            session = short_id(session_id),
+            call_id,
+            tool,
+            decision = decision.as_str(),
+            by = short_id(decider),
+            reason,
+            "approval decided"
+        );
         let audit = json!({
             "decision": decision.as_str(), "approval_id": waiting.approval_id, "session": short_id(session_id), "call_id": call_id, "tool": tool,
             "by": short_id(decider), "reason": reason, "waited_s": now.saturating_duration_since(waiting.since).as_secs_f64(),
@@ -260,11 +357,22 @@ impl Core {
                 self.moved_since_stop = true;
                 let payload = json!({ "call_id": call_id, "tool": tool, "state": "accepted", "approved_by": short_id(decider), "deadline_ms": waiting.deadline.map(|d| d.as_millis() as u64) });
                 self.push_event(session_id, "command", payload, now, out);
-                out.push(Output::Execute { conn, session: session_id.to_string(), call_id: call_id.to_string(), tool: tool.to_string(), input: waiting.input, deadline: waiting.deadline });
+                out.push(Output::Execute {
+                    conn,
+                    session: session_id.to_string(),
+                    call_id: call_id.to_string(),
+                    tool: tool.to_string(),
+                    input: waiting.input,
+                    deadline: waiting.deadline,
+                });
             }
             Decision::Denied | Decision::TimedOut => {
                 let why = if decision == Decision::Denied {
-                    format!("denied by an operator{}{}; nothing was moved", if reason.is_empty() { "" } else { ": " }, reason)
+                    format!(
+                        "denied by an operator{}{}; nothing was moved",
+                        if reason.is_empty() { "" } else { ": " },
+                        reason
+                    )
                 } else {
                     format!("no operator approved it within {} s (approvals.timeout_s); nothing was moved", self.config.approvals.timeout.as_secs_f64())
                 };
@@ -280,18 +388,39 @@ impl Core {
         let expired: Vec<(String, String)> = self
             .sessions
             .iter()
-            .flat_map(|(sid, s)| s.in_flight.iter().filter(|(_, f)| f.awaiting.as_ref().is_some_and(|a| now >= a.expires)).map(move |(cid, _)| (sid.clone(), cid.clone())))
+            .flat_map(|(sid, s)| {
+                s.in_flight
+                    .iter()
+                    .filter(|(_, f)| f.awaiting.as_ref().is_some_and(|a| now >= a.expires))
+                    .map(move |(cid, _)| (sid.clone(), cid.clone()))
+            })
             .collect();
         for (session, call_id) in expired {
-            self.decide(&session, &call_id, Decision::TimedOut, "bridge", "approval timeout", now, out);
+            self.decide(
+                &session,
+                &call_id,
+                Decision::TimedOut,
+                "bridge",
+                "approval timeout",
+                now,
+                out,
+            );
         }
     }
 
     /// `stop` ends every waiting call too: a call approved after a stop
     /// would move a robot its operator meant to stop.
     pub(super) fn deny_all_waiting(&mut self, reason: &str, now: Instant, out: &mut Vec<Output>) {
-        let waiting: Vec<(String, String)> =
-            self.sessions.iter().flat_map(|(sid, s)| s.in_flight.iter().filter(|(_, f)| f.awaiting.is_some()).map(move |(cid, _)| (sid.clone(), cid.clone()))).collect();
+        let waiting: Vec<(String, String)> = self
+            .sessions
+            .iter()
+            .flat_map(|(sid, s)| {
+                s.in_flight
+                    .iter()
+                    .filter(|(_, f)| f.awaiting.is_some())
+                    .map(move |(cid, _)| (sid.clone(), cid.clone()))
+            })
+            .collect();
         for (session, call_id) in waiting {
             self.decide(&session, &call_id, Decision::Denied, "bridge", reason, now, out);
         }
@@ -299,16 +428,40 @@ impl Core {
 
     /// An `approval` event to every admin session.
     pub(super) fn tell_admins(&mut self, payload: Value, now: Instant, out: &mut Vec<Output>) {
-        let admins: Vec<String> = self.sessions.iter().filter(|(_, s)| s.scope == Scope::Admin).map(|(id, _)| id.clone()).collect();
+        let admins: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.scope == Scope::Admin)
+            .map(|(id, _)| id.clone())
+            .collect();
         for admin in admins {
             self.push_event(&admin, APPROVAL_TOPIC, payload.clone(), now, out);
         }
     }
 
     /// The audit of a call starting to wait.
-    pub(super) fn announce_waiting(&mut self, session_id: &str, call_id: &str, tool: &str, now: Instant, out: &mut Vec<Output>) {
-        let Some(entry) = self.pending_approvals(now).into_iter().find(|p| p["call_id"] == call_id && p["session"] == short_id(session_id)) else { return };
-        tracing::info!(session = short_id(session_id), call_id, tool, reason = entry["reason"].as_str(), "call awaiting an operator's approval");
+    pub(super) fn announce_waiting(
+        &mut self,
+        session_id: &str,
+        call_id: &str,
+        tool: &str,
+        now: Instant,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(entry) = self
+            .pending_approvals(now)
+            .into_iter()
+            .find(|p| p["call_id"] == call_id && p["session"] == short_id(session_id))
+        else {
+            return;
+        };
+        tracing::info!(
+            session = short_id(session_id),
+            call_id,
+            tool,
+            reason = entry["reason"].as_str(),
+            "call awaiting an operator's approval"
+        );
         let mut payload = entry.clone();
         payload["decision"] = json!("awaiting");
         self.tell_admins(payload, now, out);

@@ -51,13 +51,23 @@ pub(super) struct ShellFacts {
 pub(super) enum BuiltinAnswer {
     Output(Value),
     /// `cancel`: the call to stop (its connection) and the answer.
-    Cancel { target_conn: ConnId, cancelled: String, output: Value },
+    Cancel {
+        target_conn: ConnId,
+        cancelled: String,
+        output: Value,
+    },
 }
 
 impl Core {
     /// Runs `tool` if it is one of the core's own (its input validated);
     /// None for the tools the shell runs.
-    pub(super) fn answer_builtin(&mut self, session_id: &str, tool: &str, input: &Map<String, Value>, now: Instant) -> Option<Result<BuiltinAnswer, AiccError>> {
+    pub(super) fn answer_builtin(
+        &mut self,
+        session_id: &str,
+        tool: &str,
+        input: &Map<String, Value>,
+        now: Instant,
+    ) -> Option<Result<BuiltinAnswer, AiccError>> {
         let answer = match tool {
             TICK_NOW => {
                 self.extra_ticks += 1;
@@ -66,11 +76,18 @@ impl Core {
             BRIDGE_STATUS => BuiltinAnswer::Output(self.status(session_id, now)),
             MEMORY_QUERY => BuiltinAnswer::Output(self.sessions[session_id].memory.query(input)),
             CANCEL => {
-                let target = input.get("call_id").and_then(Value::as_str).unwrap_or_default().to_string();
+                let target =
+                    input.get("call_id").and_then(Value::as_str).unwrap_or_default().to_string();
                 let Some(flight) = self.sessions[session_id].in_flight.get(&target) else {
-                    return Some(Err(AiccError::invalid_input(format!("input.call_id: no call '{target}' is in flight in this session"))));
+                    return Some(Err(AiccError::invalid_input(format!(
+                        "input.call_id: no call '{target}' is in flight in this session"
+                    ))));
                 };
-                BuiltinAnswer::Cancel { output: json!({ "cancelled": target, "tool": flight.tool }), target_conn: flight.conn, cancelled: target }
+                BuiltinAnswer::Cancel {
+                    output: json!({ "cancelled": target, "tool": flight.tool }),
+                    target_conn: flight.conn,
+                    cancelled: target,
+                }
             }
             _ => return None,
         };
@@ -145,7 +162,12 @@ impl Core {
 
     /// Outbound queue occupancy per connection (messages, bytes), as the
     /// shell measured it, and the per-connection bounds.
-    pub fn note_outbound(&mut self, occupancy: Vec<(ConnId, usize, usize)>, max_messages: usize, max_bytes: usize) {
+    pub fn note_outbound(
+        &mut self,
+        occupancy: Vec<(ConnId, usize, usize)>,
+        max_messages: usize,
+        max_bytes: usize,
+    ) {
         self.shell.outbound = occupancy;
         self.shell.outbound_max = max_messages;
         self.shell.outbound_max_bytes = max_bytes;
@@ -231,6 +253,8 @@ mod tests {
         let descriptors = core_tool_descriptors();
         let ids: Vec<&str> = descriptors.iter().map(|d| d.id).collect();
         assert_eq!(ids, vec![TICK_NOW, CANCEL, MEMORY_QUERY, BRIDGE_STATUS]);
-        assert!(descriptors.iter().all(|d| d.class == ToolClass::Sensor && d.capability == "can_observe_world"));
+        assert!(descriptors
+            .iter()
+            .all(|d| d.class == ToolClass::Sensor && d.capability == "can_observe_world"));
     }
 }

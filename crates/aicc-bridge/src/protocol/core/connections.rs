@@ -26,7 +26,16 @@ pub(super) struct Connection {
 
 impl Connection {
     pub(super) fn new(granted: Option<(Scope, Credential)>, now: Instant) -> Self {
-        Self { session: None, scope: granted.map(|g| g.0), credential: granted.map(|g| g.1), auth_failures: 0, undecodable: 0, opened: now, last_inbound: now, last_heartbeat_sent: now }
+        Self {
+            session: None,
+            scope: granted.map(|g| g.0),
+            credential: granted.map(|g| g.1),
+            auth_failures: 0,
+            undecodable: 0,
+            opened: now,
+            last_inbound: now,
+            last_heartbeat_sent: now,
+        }
     }
 
     pub(super) fn is_authenticated(&self) -> bool {
@@ -64,7 +73,8 @@ impl Connection {
     /// Whether a heartbeat is due (never before authentication: nothing is
     /// sent until then); a due heartbeat counts as sent.
     pub(super) fn take_due_heartbeat(&mut self, now: Instant, interval: Duration) -> bool {
-        let due = self.is_authenticated() && now.saturating_duration_since(self.last_heartbeat_sent) >= interval;
+        let due = self.is_authenticated()
+            && now.saturating_duration_since(self.last_heartbeat_sent) >= interval;
         if due {
             self.last_heartbeat_sent = now;
         }
@@ -73,7 +83,12 @@ impl Connection {
 }
 
 impl Core {
-    pub(super) fn open_connection(&mut self, conn: ConnId, granted: Option<(Scope, Credential)>, now: Instant) -> Vec<Output> {
+    pub(super) fn open_connection(
+        &mut self,
+        conn: ConnId,
+        granted: Option<(Scope, Credential)>,
+        now: Instant,
+    ) -> Vec<Output> {
         self.counters.connections_total += 1;
         self.connections.insert(conn, Connection::new(granted, now));
         match granted {
@@ -86,11 +101,21 @@ impl Core {
     }
 
     /// Before authentication only messages carrying `auth.token` are heard.
-    pub(super) fn authenticate(&mut self, conn: ConnId, inbound: Inbound, now: Instant) -> Vec<Output> {
+    pub(super) fn authenticate(
+        &mut self,
+        conn: ConnId,
+        inbound: Inbound,
+        now: Instant,
+    ) -> Vec<Output> {
         let (message_id, token) = match &inbound {
-            Inbound::ManifestRequest { message_id, opening } | Inbound::SessionResume { message_id, opening, .. } => (message_id.clone(), opening.token.clone()),
+            Inbound::ManifestRequest { message_id, opening }
+            | Inbound::SessionResume { message_id, opening, .. } => {
+                (message_id.clone(), opening.token.clone())
+            }
             Inbound::ToolCall(call) => (call.message_id.clone(), None),
-            Inbound::Heartbeat { message_id } | Inbound::SessionClose { message_id } => (message_id.clone(), None),
+            Inbound::Heartbeat { message_id } | Inbound::SessionClose { message_id } => {
+                (message_id.clone(), None)
+            }
         };
         let correlation = Correlation { message_id, call_id: None };
         let Some(token) = token else {
@@ -106,7 +131,11 @@ impl Core {
                 self.dispatch(conn, inbound, now)
             }
             None => {
-                let close = self.connections.get_mut(&conn).expect("known connection").refuse_token(self.config.max_auth_failures);
+                let close = self
+                    .connections
+                    .get_mut(&conn)
+                    .expect("known connection")
+                    .refuse_token(self.config.max_auth_failures);
                 self.last_error = Some(format!("authentication failed on connection {conn}"));
                 let error = AiccError::invalid_input("authentication failed: token not accepted");
                 let mut out = vec![self.error_message(conn, error, &correlation, now)];
@@ -133,9 +162,19 @@ impl Core {
                 out.extend(self.on_disconnect(conn, now));
                 continue;
             }
-            let interval = state.session.as_ref().and_then(|s| self.sessions.get(s)).map_or(self.config.heartbeat_interval, |s| s.heartbeat_interval(self.config.heartbeat_interval));
+            let interval = state
+                .session
+                .as_ref()
+                .and_then(|s| self.sessions.get(s))
+                .map_or(self.config.heartbeat_interval, |s| {
+                    s.heartbeat_interval(self.config.heartbeat_interval)
+                });
             if state.is_silent(now, interval, self.config.dead_peer_intervals) {
-                tracing::info!(conn, "peer silent for {} heartbeat intervals: closing", self.config.dead_peer_intervals);
+                tracing::info!(
+                    conn,
+                    "peer silent for {} heartbeat intervals: closing",
+                    self.config.dead_peer_intervals
+                );
                 out.push(Output::Close { conn });
                 out.extend(self.on_disconnect(conn, now));
                 continue;
@@ -143,7 +182,11 @@ impl Core {
             let state = self.connections.get_mut(&conn).expect("listed");
             if state.take_due_heartbeat(now, interval) {
                 let session = state.session.clone().unwrap_or_default();
-                let message = self.message("heartbeat", &session, json!({ "interval_s": interval.as_secs_f64(), "meta": { "tick": tick } }));
+                let message = self.message(
+                    "heartbeat",
+                    &session,
+                    json!({ "interval_s": interval.as_secs_f64(), "meta": { "tick": tick } }),
+                );
                 out.push(Output::Send { conn, message, droppable: true });
             }
         }
@@ -158,21 +201,34 @@ mod tests {
     fn a_connection_is_silent_after_the_given_intervals_and_heartbeats_when_due() {
         let t0 = Instant::now();
         let second = Duration::from_secs(1);
-        let mut connection = Connection::new(Some((Scope::Observe, Credential::Unauthenticated)), t0);
-        assert!(!connection.is_silent(t0 + 3 * second, second, 3), "exactly three intervals is not yet silent");
+        let mut connection =
+            Connection::new(Some((Scope::Observe, Credential::Unauthenticated)), t0);
+        assert!(
+            !connection.is_silent(t0 + 3 * second, second, 3),
+            "exactly three intervals is not yet silent"
+        );
         assert!(connection.is_silent(t0 + 4 * second, second, 3));
         connection.heard(t0 + 4 * second);
         assert!(!connection.is_silent(t0 + 5 * second, second, 3));
         assert!(!connection.take_due_heartbeat(t0 + second / 2, second));
         assert!(connection.take_due_heartbeat(t0 + second, second));
-        assert!(!connection.take_due_heartbeat(t0 + second, second), "a due heartbeat counts as sent");
+        assert!(
+            !connection.take_due_heartbeat(t0 + second, second),
+            "a due heartbeat counts as sent"
+        );
     }
 
     #[test]
-    fn an_unauthenticated_connection_gets_no_heartbeat_and_is_closed_after_the_last_refused_token() {
+    fn an_unauthenticated_connection_gets_no_heartbeat_and_is_closed_after_the_last_refused_token()
+    {
         let t0 = Instant::now();
         let mut connection = Connection::new(None, t0);
-        assert!(!connection.take_due_heartbeat(t0 + Duration::from_secs(60), Duration::from_secs(1)));
-        assert_eq!((connection.refuse_token(3), connection.refuse_token(3), connection.refuse_token(3)), (false, false, true));
+        assert!(
+            !connection.take_due_heartbeat(t0 + Duration::from_secs(60), Duration::from_secs(1))
+        );
+        assert_eq!(
+            (connection.refuse_token(3), connection.refuse_token(3), connection.refuse_token(3)),
+            (false, false, true)
+        );
     }
 }

@@ -99,7 +99,10 @@ mod tests {
             keys.start(key, call);
         }
         assert!(keys.get("a").is_none());
-        assert_eq!((state(&keys, "b").as_deref(), state(&keys, "c").as_deref()), (Some("running 2"), Some("running 3")));
+        assert_eq!(
+            (state(&keys, "b").as_deref(), state(&keys, "c").as_deref()),
+            (Some("running 2"), Some("running 3"))
+        );
         assert_eq!(IdempotencyKeys::default().capacity, 256);
     }
 }

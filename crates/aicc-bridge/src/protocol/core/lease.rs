@@ -34,7 +34,9 @@ impl Lease {
     /// Whether `session` may move: the lease is free or already its own.
     pub(super) fn check(&self, session: &str) -> Result<(), LeaseError> {
         match self.holder() {
-            Some(holder) if holder != session => Err(LeaseError::HeldByAnother { holder: short_id(holder).to_string() }),
+            Some(holder) if holder != session => {
+                Err(LeaseError::HeldByAnother { holder: short_id(holder).to_string() })
+            }
             _ => Ok(()),
         }
     }
@@ -65,7 +67,12 @@ impl Lease {
 
     /// Frees a lease unused for longer than `timeout`, unless its holder is
     /// `busy` (has calls running); returns the holder it was taken from.
-    pub(super) fn lapse(&mut self, now: Instant, timeout: Duration, busy: impl FnOnce(&str) -> bool) -> Option<String> {
+    pub(super) fn lapse(
+        &mut self,
+        now: Instant,
+        timeout: Duration,
+        busy: impl FnOnce(&str) -> bool,
+    ) -> Option<String> {
         let held = self.held.as_ref()?;
         if busy(&held.session) || now.saturating_duration_since(held.renewed) <= timeout {
             return None;
@@ -86,7 +93,13 @@ impl Core {
     }
 
     /// Releases the lease if `session_id` holds it: the robot stops.
-    pub(super) fn release_lease_of(&mut self, session_id: &str, now: Instant, reason: &str, out: &mut Vec<Output>) {
+    pub(super) fn release_lease_of(
+        &mut self,
+        session_id: &str,
+        now: Instant,
+        reason: &str,
+        out: &mut Vec<Output>,
+    ) {
         if self.lease.release(session_id) {
             self.announce_release(session_id, now, reason, out);
         }
@@ -101,7 +114,13 @@ impl Core {
         }
     }
 
-    fn announce_release(&mut self, session_id: &str, now: Instant, reason: &str, out: &mut Vec<Output>) {
+    fn announce_release(
+        &mut self,
+        session_id: &str,
+        now: Instant,
+        reason: &str,
+        out: &mut Vec<Output>,
+    ) {
         out.push(Output::LeaseReleased { session: session_id.to_string() });
         tracing::info!(session = short_id(session_id), reason, "motion lease released");
         self.broadcast_lease(now, out);
@@ -138,9 +157,20 @@ mod tests {
         lease.acquire(A, t0);
         lease.renew(B, t0 + Duration::from_secs(20));
         lease.renew(A, t0 + Duration::from_secs(10));
-        assert_eq!(lease.lapse(t0 + Duration::from_secs(40), timeout, |_| false), None, "renewed at 10 s: 30 s later is not past the timeout");
-        assert_eq!(lease.lapse(t0 + Duration::from_secs(41), timeout, |_| true), None, "a busy holder keeps it");
-        assert_eq!(lease.lapse(t0 + Duration::from_secs(41), timeout, |_| false), Some(A.to_string()));
+        assert_eq!(
+            lease.lapse(t0 + Duration::from_secs(40), timeout, |_| false),
+            None,
+            "renewed at 10 s: 30 s later is not past the timeout"
+        );
+        assert_eq!(
+            lease.lapse(t0 + Duration::from_secs(41), timeout, |_| true),
+            None,
+            "a busy holder keeps it"
+        );
+        assert_eq!(
+            lease.lapse(t0 + Duration::from_secs(41), timeout, |_| false),
+            Some(A.to_string())
+        );
         assert_eq!(lease.holder(), None);
         assert_eq!(lease.lapse(t0 + Duration::from_secs(99), timeout, |_| false), None);
     }

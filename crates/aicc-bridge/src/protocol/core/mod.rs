@@ -47,9 +47,12 @@ mod lease;
 mod memory;
 mod sessions;
 
-pub use approvals::{approval_tool_descriptors, ApprovalRules, APPROVALS_LIST, APPROVAL_MODE, APPROVAL_TOPIC, APPROVE, DENY, HOLD};
-pub use junk::looks_like_http;
+pub use approvals::{
+    approval_tool_descriptors, ApprovalRules, APPROVALS_LIST, APPROVAL_MODE, APPROVAL_TOPIC,
+    APPROVE, DENY, HOLD,
+};
 pub use builtin::{core_tool_descriptors, BRIDGE_STATUS, CANCEL, MEMORY_QUERY, TICK_NOW};
+pub use junk::looks_like_http;
 pub use sessions::AgentModel;
 
 use builtin::{Counters, ShellFacts};
@@ -71,9 +74,31 @@ pub type ConnId = u64;
 /// Event topics every session is subscribed to unless it says otherwise:
 /// the reserved topics of AICC section 6 (but `tick`, which is opt-in) and
 /// the bridge's own.
-pub const DEFAULT_TOPICS: &[&str] = &["collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted", "approval"];
+pub const DEFAULT_TOPICS: &[&str] = &[
+    "collision",
+    "audio",
+    "state_change",
+    "agent_message",
+    "lease",
+    "command",
+    "governor",
+    "call_aborted",
+    "approval",
+];
 /// Every topic a session may subscribe to.
-pub const KNOWN_TOPICS: &[&str] = &["tick", "collision", "audio", "state_change", "agent_message", "lease", "command", "governor", "call_aborted", "tool_result", "approval"];
+pub const KNOWN_TOPICS: &[&str] = &[
+    "tick",
+    "collision",
+    "audio",
+    "state_change",
+    "agent_message",
+    "lease",
+    "command",
+    "governor",
+    "call_aborted",
+    "tool_result",
+    "approval",
+];
 
 /// How the tick advances (AICC section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -145,7 +170,14 @@ pub enum Output {
     Send { conn: ConnId, message: Value, droppable: bool },
     /// Run a tool; report with [`Core::on_tool_finished`]. `deadline` is
     /// the agent's own (`deadline_ms`), on top of the bridge's tool timeout.
-    Execute { conn: ConnId, session: String, call_id: String, tool: String, input: Map<String, Value>, deadline: Option<Duration> },
+    Execute {
+        conn: ConnId,
+        session: String,
+        call_id: String,
+        tool: String,
+        input: Map<String, Value>,
+        deadline: Option<Duration>,
+    },
     /// Stop running a call (cancelled): drop its task, which stops what it moved.
     Abort { conn: ConnId, call_id: String },
     /// Close the connection once what was sent before is written.
@@ -204,7 +236,12 @@ impl Core {
     /// A core drawing its ids from `ids`: with
     /// [`SequentialIds`](super::ids::SequentialIds) its output is the same
     /// on every run with the same input.
-    pub fn with_ids(config: CoreConfig, catalog: Arc<Catalog>, start: Instant, ids: impl IdSource + 'static) -> Self {
+    pub fn with_ids(
+        config: CoreConfig,
+        catalog: Arc<Catalog>,
+        start: Instant,
+        ids: impl IdSource + 'static,
+    ) -> Self {
         Self {
             approval_mode: config.approvals.approval_mode,
             clock: TickClock::new(start, config.tick_rate_hz),
@@ -249,7 +286,8 @@ impl Core {
     /// A new connection. Without tokens it gets a session at once;
     /// with tokens it must authenticate first, and is sent nothing until then.
     pub fn on_connect(&mut self, conn: ConnId, now: Instant) -> Vec<Output> {
-        let granted = (!self.auth_required()).then_some((self.config.unauthenticated_scope, Credential::Unauthenticated));
+        let granted = (!self.auth_required())
+            .then_some((self.config.unauthenticated_scope, Credential::Unauthenticated));
         self.open_connection(conn, granted, now)
     }
 
@@ -257,7 +295,13 @@ impl Core {
     /// such as the AI-control dialect, named `front_end`), granted `scope`
     /// without a token. Only code in this process can open one: no
     /// listener leads here.
-    pub fn on_connect_in_process(&mut self, conn: ConnId, scope: Scope, front_end: &'static str, now: Instant) -> Vec<Output> {
+    pub fn on_connect_in_process(
+        &mut self,
+        conn: ConnId,
+        scope: Scope,
+        front_end: &'static str,
+        now: Instant,
+    ) -> Vec<Output> {
         self.open_connection(conn, Some((scope, Credential::InProcess(front_end))), now)
     }
 
@@ -317,15 +361,27 @@ impl Core {
         // A message naming another session than the connection's is refused:
         // switching sessions is what session_resume is for.
         let own = self.connections[&conn].session.clone();
-        if let (Some(named), Some(own), false) = (&named_session, &own, matches!(inbound, Inbound::SessionResume { .. })) {
+        if let (Some(named), Some(own), false) =
+            (&named_session, &own, matches!(inbound, Inbound::SessionResume { .. }))
+        {
             if named != own {
                 self.counters.protocol_errors += 1;
                 let (message_id, call_id) = match &inbound {
-                    Inbound::ToolCall(call) => (call.message_id.clone(), Some(call.call_id.clone())),
-                    Inbound::ManifestRequest { message_id, .. } | Inbound::Heartbeat { message_id } | Inbound::SessionClose { message_id } | Inbound::SessionResume { message_id, .. } => (message_id.clone(), None),
+                    Inbound::ToolCall(call) => {
+                        (call.message_id.clone(), Some(call.call_id.clone()))
+                    }
+                    Inbound::ManifestRequest { message_id, .. }
+                    | Inbound::Heartbeat { message_id }
+                    | Inbound::SessionClose { message_id }
+                    | Inbound::SessionResume { message_id, .. } => (message_id.clone(), None),
                 };
                 let error = AiccError::new(ErrorCode::SessionExpired, false, format!("session_id '{named}' is not this connection's session; use session_resume to attach to another"));
-                return vec![self.error_message(conn, error, &Correlation { message_id, call_id }, now)];
+                return vec![self.error_message(
+                    conn,
+                    error,
+                    &Correlation { message_id, call_id },
+                    now,
+                )];
             }
         }
         self.dispatch(conn, inbound, now)
@@ -335,12 +391,20 @@ impl Core {
     fn dispatch(&mut self, conn: ConnId, inbound: Inbound, now: Instant) -> Vec<Output> {
         match inbound {
             Inbound::ToolCall(call) => self.on_tool_call(conn, call, now),
-            Inbound::ManifestRequest { message_id, opening } => vec![self.on_manifest_request(conn, message_id, &opening, now)],
-            Inbound::SessionResume { message_id, session_id, cursor, opening } => self.on_resume(conn, message_id, session_id, cursor, opening, now),
+            Inbound::ManifestRequest { message_id, opening } => {
+                vec![self.on_manifest_request(conn, message_id, &opening, now)]
+            }
+            Inbound::SessionResume { message_id, session_id, cursor, opening } => {
+                self.on_resume(conn, message_id, session_id, cursor, opening, now)
+            }
             Inbound::Heartbeat { message_id } => {
                 let session = self.connections[&conn].session.clone().unwrap_or_default();
                 let tick = self.tick(now);
-                let answer = self.message("heartbeat", &session, json!({ "in_reply_to": message_id, "meta": { "tick": tick } }));
+                let answer = self.message(
+                    "heartbeat",
+                    &session,
+                    json!({ "in_reply_to": message_id, "meta": { "tick": tick } }),
+                );
                 vec![self.reply(conn, answer)]
             }
             Inbound::SessionClose { message_id } => self.on_session_close(conn, message_id, now),
@@ -349,13 +413,25 @@ impl Core {
 
     /// A tool's outcome; its result goes to the session's connection, or
     /// into its event ring when the agent is away.
-    pub fn on_tool_finished(&mut self, session_id: &str, call_id: &str, outcome: Result<ToolSuccess, AiccError>, now: Instant) -> Vec<Output> {
+    pub fn on_tool_finished(
+        &mut self,
+        session_id: &str,
+        call_id: &str,
+        outcome: Result<ToolSuccess, AiccError>,
+        now: Instant,
+    ) -> Vec<Output> {
         self.finish_call(session_id, call_id, outcome, now)
     }
 
     /// Publishes an event to every session subscribed to `topic` (or only
     /// to `audience`).
-    pub fn publish(&mut self, topic: &str, payload: Value, audience: Option<&str>, now: Instant) -> Vec<Output> {
+    pub fn publish(
+        &mut self,
+        topic: &str,
+        payload: Value,
+        audience: Option<&str>,
+        now: Instant,
+    ) -> Vec<Output> {
         let targets: Vec<String> = match audience {
             Some(session) => vec![session.to_string()],
             None => self.sessions.keys().cloned().collect(),
@@ -371,7 +447,12 @@ impl Core {
     /// Marks a tool unavailable (its data source is gone) or available
     /// again, and pushes the manifest change to every agent in a heartbeat
     /// (AICC section 8).
-    pub fn set_tool_availability(&mut self, tool: &str, unavailable_reason: Option<String>, now: Instant) -> Vec<Output> {
+    pub fn set_tool_availability(
+        &mut self,
+        tool: &str,
+        unavailable_reason: Option<String>,
+        now: Instant,
+    ) -> Vec<Output> {
         self.set_tools_availability(vec![(tool.to_string(), unavailable_reason)], now)
     }
 
@@ -379,12 +460,23 @@ impl Core {
     /// tools): one manifest update per agent for all the changes, not one
     /// per tool, so that what a sensor dropout queues to each connection
     /// does not grow with the number of tools.
-    pub fn set_tools_availability(&mut self, changes: Vec<(String, Option<String>)>, now: Instant) -> Vec<Output> {
+    pub fn set_tools_availability(
+        &mut self,
+        changes: Vec<(String, Option<String>)>,
+        now: Instant,
+    ) -> Vec<Output> {
         let mut changed = Vec::new();
         for (tool, unavailable_reason) in changes {
             let change = match &unavailable_reason {
-                Some(reason) => self.unavailable.insert(tool.clone(), reason.clone()).is_none().then(|| json!({ "entity": tool, "change": "unavailable", "reason": reason })),
-                None => self.unavailable.remove(&tool).map(|was| json!({ "entity": tool, "change": "available", "was": was })),
+                Some(reason) => {
+                    self.unavailable.insert(tool.clone(), reason.clone()).is_none().then(
+                        || json!({ "entity": tool, "change": "unavailable", "reason": reason }),
+                    )
+                }
+                None => self
+                    .unavailable
+                    .remove(&tool)
+                    .map(|was| json!({ "entity": tool, "change": "available", "was": was })),
             };
             changed.extend(change);
         }
@@ -392,12 +484,17 @@ impl Core {
             return Vec::new();
         }
         let tick = self.tick(now);
-        let attached: Vec<(String, ConnId)> = self.sessions.iter().filter_map(|(id, s)| s.conn.map(|c| (id.clone(), c))).collect();
+        let attached: Vec<(String, ConnId)> =
+            self.sessions.iter().filter_map(|(id, s)| s.conn.map(|c| (id.clone(), c))).collect();
         let mut out: Vec<Output> = attached
             .into_iter()
             .map(|(session, conn)| {
                 let manifest = self.manifest_json(&session);
-                let update = self.message("heartbeat", &session, json!({ "manifest_update": manifest, "meta": { "tick": tick } }));
+                let update = self.message(
+                    "heartbeat",
+                    &session,
+                    json!({ "manifest_update": manifest, "meta": { "tick": tick } }),
+                );
                 self.reply(conn, update)
             })
             .collect();
@@ -433,8 +530,15 @@ impl Core {
     }
 
     /// A top-level `error`, correlated as far as the line allowed.
-    pub fn error_message(&mut self, conn: ConnId, error: AiccError, correlation: &Correlation, now: Instant) -> Output {
-        let session = self.connections.get(&conn).and_then(|c| c.session.clone()).unwrap_or_default();
+    pub fn error_message(
+        &mut self,
+        conn: ConnId,
+        error: AiccError,
+        correlation: &Correlation,
+        now: Instant,
+    ) -> Output {
+        let session =
+            self.connections.get(&conn).and_then(|c| c.session.clone()).unwrap_or_default();
         let mut body = error.to_json();
         body["in_reply_to"] = json!(correlation.message_id);
         if let Some(call_id) = &correlation.call_id {

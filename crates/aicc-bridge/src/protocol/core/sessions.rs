@@ -36,7 +36,11 @@ impl AgentModel {
             "cloud_large" => (500, 30),
             _ => return None,
         };
-        Some(Self { class: class.into(), event_batch: Duration::from_millis(batch_ms), heartbeat_interval: Duration::from_secs(heartbeat_s) })
+        Some(Self {
+            class: class.into(),
+            event_batch: Duration::from_millis(batch_ms),
+            heartbeat_interval: Duration::from_secs(heartbeat_s),
+        })
     }
 }
 
@@ -63,7 +67,13 @@ pub(super) struct Session {
 }
 
 impl Session {
-    pub(super) fn new(scope: Scope, credential: Credential, conn: ConnId, event_ring_capacity: usize, opening: &Opening) -> Self {
+    pub(super) fn new(
+        scope: Scope,
+        credential: Credential,
+        conn: ConnId,
+        event_ring_capacity: usize,
+        opening: &Opening,
+    ) -> Self {
         let mut session = Self {
             scope,
             credential,
@@ -117,16 +127,30 @@ impl Session {
 
 /// Unknown event topics are refused by name.
 pub(super) fn check_opening(opening: &Opening) -> Result<(), AiccError> {
-    if let Some(unknown) = opening.subscribe.iter().flatten().find(|t| !KNOWN_TOPICS.contains(&t.as_str())) {
-        return Err(AiccError::invalid_input(format!("subscribe: unknown event topic '{unknown}' (known: {})", KNOWN_TOPICS.join(", "))));
+    if let Some(unknown) =
+        opening.subscribe.iter().flatten().find(|t| !KNOWN_TOPICS.contains(&t.as_str()))
+    {
+        return Err(AiccError::invalid_input(format!(
+            "subscribe: unknown event topic '{unknown}' (known: {})",
+            KNOWN_TOPICS.join(", ")
+        )));
     }
     Ok(())
 }
 
 impl Core {
-    pub(super) fn new_session(&mut self, conn: ConnId, scope: Scope, credential: Credential, opening: &Opening) -> String {
+    pub(super) fn new_session(
+        &mut self,
+        conn: ConnId,
+        scope: Scope,
+        credential: Credential,
+        opening: &Opening,
+    ) -> String {
         let id = self.ids.next_id();
-        self.sessions.insert(id.clone(), Session::new(scope, credential, conn, self.config.event_ring_capacity, opening));
+        self.sessions.insert(
+            id.clone(),
+            Session::new(scope, credential, conn, self.config.event_ring_capacity, opening),
+        );
         if let Some(state) = self.connections.get_mut(&conn) {
             state.session = Some(id.clone());
         }
@@ -135,9 +159,20 @@ impl Core {
 
     /// `manifest_request`: opens a session on a connection without one, or
     /// adjusts (subscriptions, agent model) and re-sends the manifest.
-    pub(super) fn on_manifest_request(&mut self, conn: ConnId, message_id: Option<String>, opening: &Opening, now: Instant) -> Output {
+    pub(super) fn on_manifest_request(
+        &mut self,
+        conn: ConnId,
+        message_id: Option<String>,
+        opening: &Opening,
+        now: Instant,
+    ) -> Output {
         if let Err(error) = check_opening(opening) {
-            return self.error_message(conn, error, &Correlation { message_id, call_id: None }, now);
+            return self.error_message(
+                conn,
+                error,
+                &Correlation { message_id, call_id: None },
+                now,
+            );
         }
         let session = match self.connections[&conn].session.clone() {
             Some(session) => match self.sessions.get_mut(&session) {
@@ -147,24 +182,42 @@ impl Core {
                 }
                 None => {
                     let error = AiccError::new(ErrorCode::SessionExpired, false, "session is gone");
-                    return self.error_message(conn, error, &Correlation { message_id, call_id: None }, now);
+                    return self.error_message(
+                        conn,
+                        error,
+                        &Correlation { message_id, call_id: None },
+                        now,
+                    );
                 }
             },
             None => {
                 let state = &self.connections[&conn];
-                let (scope, credential) = (state.scope.expect("authenticated"), state.credential.expect("authenticated"));
+                let (scope, credential) =
+                    (state.scope.expect("authenticated"), state.credential.expect("authenticated"));
                 self.new_session(conn, scope, credential, opening)
             }
         };
         self.session_init(conn, &session, message_id, now)
     }
 
-    pub(super) fn on_resume(&mut self, conn: ConnId, message_id: Option<String>, session_id: String, cursor: u64, opening: Opening, now: Instant) -> Vec<Output> {
+    pub(super) fn on_resume(
+        &mut self,
+        conn: ConnId,
+        message_id: Option<String>,
+        session_id: String,
+        cursor: u64,
+        opening: Opening,
+        now: Instant,
+    ) -> Vec<Output> {
         let correlation = Correlation { message_id: message_id.clone(), call_id: None };
         if let Err(error) = check_opening(&opening) {
             return vec![self.error_message(conn, error, &correlation, now)];
         }
-        if !self.sessions.get(&session_id).is_some_and(|s| s.is_resumable(now, self.config.resume_window)) {
+        if !self
+            .sessions
+            .get(&session_id)
+            .is_some_and(|s| s.is_resumable(now, self.config.resume_window))
+        {
             let error = AiccError::new(ErrorCode::SessionExpired, false, format!("session '{session_id}' is unknown, closed or past its resume window; open a new one with manifest_request"));
             return vec![self.error_message(conn, error, &correlation, now)];
         }
@@ -174,15 +227,26 @@ impl Core {
         let target = &self.sessions[&session_id];
         if target.credential != credential {
             self.counters.resumes_refused += 1;
-            tracing::warn!(session = super::short_id(&session_id), by = credential.describe(), owner = target.credential.describe(), "refused: a resume with another credential than the session's");
+            tracing::warn!(
+                session = super::short_id(&session_id),
+                by = credential.describe(),
+                owner = target.credential.describe(),
+                "refused: a resume with another credential than the session's"
+            );
             let error = AiccError::new(ErrorCode::SessionExpired, false, format!("session '{}' was opened with another token: resuming a session needs the token that opened it", super::short_id(&session_id)));
             return vec![self.error_message(conn, error, &correlation, now)];
         }
         if let Some(owner) = target.conn.filter(|c| *c != conn) {
             self.counters.resumes_refused += 1;
-            let silent_for = self.connections.get(&owner).map_or(0.0, |c| c.silent_for(now).as_secs_f64());
-            let dead_after = (target.heartbeat_interval(self.config.heartbeat_interval) * self.config.dead_peer_intervals).as_secs_f64();
-            tracing::warn!(session = super::short_id(&session_id), "refused: a takeover of a session whose owner is connected");
+            let silent_for =
+                self.connections.get(&owner).map_or(0.0, |c| c.silent_for(now).as_secs_f64());
+            let dead_after = (target.heartbeat_interval(self.config.heartbeat_interval)
+                * self.config.dead_peer_intervals)
+                .as_secs_f64();
+            tracing::warn!(
+                session = super::short_id(&session_id),
+                "refused: a takeover of a session whose owner is connected"
+            );
             let error = AiccError::new(
                 ErrorCode::SessionExpired,
                 true,
@@ -205,7 +269,8 @@ impl Core {
         session.scope = scope;
         session.apply_opening(&opening);
         let replay = session.events.replay_after(cursor, usize::MAX);
-        self.connections.get_mut(&conn).expect("known connection").session = Some(session_id.clone());
+        self.connections.get_mut(&conn).expect("known connection").session =
+            Some(session_id.clone());
         // Replayed events go first, flagged, so that ticks on the wire never
         // go backwards; the reply that follows counts them.
         let replayed = replay.events.len();
@@ -215,22 +280,31 @@ impl Core {
             out.push(Output::Send { conn, message, droppable: false });
         }
         let tick = self.tick(now);
-        let answer = self.message("session_resume", &session_id, json!({
-            "in_reply_to": message_id,
-            "resumed": true,
-            "cursor": cursor,
-            "replayed": replayed,
-            "dropped": replay.dropped,
-            "next_cursor": replay.next_cursor,
-            "meta": { "tick": tick },
-        }));
+        let answer = self.message(
+            "session_resume",
+            &session_id,
+            json!({
+                "in_reply_to": message_id,
+                "resumed": true,
+                "cursor": cursor,
+                "replayed": replayed,
+                "dropped": replay.dropped,
+                "next_cursor": replay.next_cursor,
+                "meta": { "tick": tick },
+            }),
+        );
         out.push(self.reply(conn, answer));
         out
     }
 
     /// `session_close`: answered, then the session is forgotten and the
     /// connection closed.
-    pub(super) fn on_session_close(&mut self, conn: ConnId, message_id: Option<String>, now: Instant) -> Vec<Output> {
+    pub(super) fn on_session_close(
+        &mut self,
+        conn: ConnId,
+        message_id: Option<String>,
+        now: Instant,
+    ) -> Vec<Output> {
         let mut out = Vec::new();
         if let Some(session_id) = self.connections.get_mut(&conn).and_then(|c| c.session.take()) {
             let tick = self.tick(now);
@@ -245,7 +319,13 @@ impl Core {
 
     /// The session loses its connection: its calls in flight are aborted
     /// (recorded as events for a resumed agent) and it loses the lease.
-    pub(super) fn detach(&mut self, session_id: &str, now: Instant, reason: &str, out: &mut Vec<Output>) {
+    pub(super) fn detach(
+        &mut self,
+        session_id: &str,
+        now: Instant,
+        reason: &str,
+        out: &mut Vec<Output>,
+    ) {
         let Some(session) = self.sessions.get_mut(session_id) else { return };
         let aborted = session.detach(now);
         for (call_id, flight) in aborted {
@@ -258,11 +338,23 @@ impl Core {
     /// Keeps at most `max_detached_sessions` detached sessions: the ones
     /// detached longest ago go first.
     fn forget_detached_beyond_the_bound(&mut self) {
-        let mut detached: Vec<(Instant, String)> = self.sessions.iter().filter_map(|(id, s)| s.detached_at.map(|at| (at, id.clone()))).collect();
-        let Some(excess) = detached.len().checked_sub(self.config.max_detached_sessions).filter(|n| *n > 0) else { return };
+        let mut detached: Vec<(Instant, String)> = self
+            .sessions
+            .iter()
+            .filter_map(|(id, s)| s.detached_at.map(|at| (at, id.clone())))
+            .collect();
+        let Some(excess) =
+            detached.len().checked_sub(self.config.max_detached_sessions).filter(|n| *n > 0)
+        else {
+            return;
+        };
         detached.sort();
         for (_, id) in detached.into_iter().take(excess) {
-            tracing::info!(session = super::short_id(&id), "forgetting a detached session: more than {} are detached (max_detached_sessions)", self.config.max_detached_sessions);
+            tracing::info!(
+                session = super::short_id(&id),
+                "forgetting a detached session: more than {} are detached (max_detached_sessions)",
+                self.config.max_detached_sessions
+            );
             self.sessions.remove(&id);
         }
     }
@@ -276,16 +368,31 @@ impl Core {
     /// Whether the manifest lists a tool (`tick_now` only in hybrid mode;
     /// operator tools only where an operator's token is configured).
     pub(super) fn offered(&self, tool: &ToolDescriptor) -> bool {
-        (tool.id != super::TICK_NOW || self.config.tick_mode == super::TickMode::Hybrid) && self.exists(tool)
+        (tool.id != super::TICK_NOW || self.config.tick_mode == super::TickMode::Hybrid)
+            && self.exists(tool)
     }
 
     pub(super) fn manifest_json(&self, session_id: &str) -> Value {
         let session = self.sessions.get(session_id);
         let granted: Vec<&str> = session.map_or(Vec::new(), |s| self.capabilities_of(s.scope));
         let usable = |class: ToolClass| -> Vec<&str> {
-            self.catalog.descriptors().filter(|t| t.class == class && self.offered(t) && granted.contains(&t.capability) && !self.unavailable.contains_key(t.id)).map(|t| t.id).collect()
+            self.catalog
+                .descriptors()
+                .filter(|t| {
+                    t.class == class
+                        && self.offered(t)
+                        && granted.contains(&t.capability)
+                        && !self.unavailable.contains_key(t.id)
+                })
+                .map(|t| t.id)
+                .collect()
         };
-        let tools: Vec<Value> = self.catalog.descriptors().filter(|t| self.offered(t)).map(ToolDescriptor::to_json).collect();
+        let tools: Vec<Value> = self
+            .catalog
+            .descriptors()
+            .filter(|t| self.offered(t))
+            .map(ToolDescriptor::to_json)
+            .collect();
         json!({
             "tick_rate_hz": self.config.tick_rate_hz,
             "tick_mode": self.config.tick_mode.as_str(),
@@ -312,7 +419,13 @@ impl Core {
         })
     }
 
-    pub(super) fn session_init(&mut self, conn: ConnId, session_id: &str, in_reply_to: Option<String>, now: Instant) -> Output {
+    pub(super) fn session_init(
+        &mut self,
+        conn: ConnId,
+        session_id: &str,
+        in_reply_to: Option<String>,
+        now: Instant,
+    ) -> Output {
         let mut body = self.manifest_json(session_id);
         body["in_reply_to"] = json!(in_reply_to);
         body["meta"] = json!({ "tick": self.tick(now) });
@@ -326,21 +439,32 @@ mod tests {
     use super::*;
 
     fn opening(class: Option<&str>, subscribe: Option<&[&str]>) -> Opening {
-        Opening { token: None, agent_class: class.map(str::to_string), subscribe: subscribe.map(|t| t.iter().map(|s| s.to_string()).collect()) }
+        Opening {
+            token: None,
+            agent_class: class.map(str::to_string),
+            subscribe: subscribe.map(|t| t.iter().map(|s| s.to_string()).collect()),
+        }
     }
 
     #[test]
     fn agent_classes_set_batching_and_heartbeat_cadence() {
         let small = AgentModel::for_class("edge_small").unwrap();
-        assert_eq!((small.event_batch, small.heartbeat_interval), (Duration::ZERO, Duration::from_secs(5)));
+        assert_eq!(
+            (small.event_batch, small.heartbeat_interval),
+            (Duration::ZERO, Duration::from_secs(5))
+        );
         let large = AgentModel::for_class("cloud_large").unwrap();
-        assert_eq!((large.event_batch, large.heartbeat_interval), (Duration::from_millis(500), Duration::from_secs(30)));
+        assert_eq!(
+            (large.event_batch, large.heartbeat_interval),
+            (Duration::from_millis(500), Duration::from_secs(30))
+        );
         assert_eq!(AgentModel::for_class("huge"), None);
     }
 
     #[test]
     fn an_opening_replaces_subscriptions_and_sets_the_model_and_unknown_topics_are_refused() {
-        let mut session = Session::new(Scope::Observe, Credential::Unauthenticated, 1, 4, &Opening::default());
+        let mut session =
+            Session::new(Scope::Observe, Credential::Unauthenticated, 1, 4, &Opening::default());
         assert_eq!(session.subscriptions.len(), DEFAULT_TOPICS.len());
         assert_eq!(session.heartbeat_interval(Duration::from_secs(10)), Duration::from_secs(10));
         session.apply_opening(&opening(Some("edge_medium"), Some(&["tick"])));
@@ -357,11 +481,19 @@ mod tests {
     fn a_detached_session_is_resumable_within_the_window_only() {
         let t0 = Instant::now();
         let window = Duration::from_secs(60);
-        let mut session = Session::new(Scope::Observe, Credential::Unauthenticated, 1, 4, &Opening::default());
-        assert!(session.is_resumable(t0 + window * 10, window), "an attached session is always resumable");
+        let mut session =
+            Session::new(Scope::Observe, Credential::Unauthenticated, 1, 4, &Opening::default());
+        assert!(
+            session.is_resumable(t0 + window * 10, window),
+            "an attached session is always resumable"
+        );
         session.batch.push(json!({}));
         assert!(session.detach(t0).is_empty());
-        assert_eq!((session.conn, session.batch.len()), (None, 0), "a detached session has no connection and no pending batch");
+        assert_eq!(
+            (session.conn, session.batch.len()),
+            (None, 0),
+            "a detached session has no connection and no pending batch"
+        );
         assert!(session.is_resumable(t0 + window, window));
         assert!(!session.is_resumable(t0 + window + Duration::from_millis(1), window));
     }

@@ -50,7 +50,10 @@ impl PixelMap {
 
     fn is_identity(&self) -> bool {
         const EPS: f64 = 1e-9;
-        (self.su - 1.0).abs() < EPS && (self.sv - 1.0).abs() < EPS && self.ou.abs() < EPS && self.ov.abs() < EPS
+        (self.su - 1.0).abs() < EPS
+            && (self.sv - 1.0).abs() < EPS
+            && self.ou.abs() < EPS
+            && self.ov.abs() < EPS
     }
 }
 
@@ -65,7 +68,8 @@ pub fn align_depth(depth: &DepthImage, map: &PixelMap, width: u32, height: u32) 
     let mut metres = Vec::with_capacity(width as usize * height as usize);
     for v in 0..height {
         for u in 0..width {
-            let value = map.nearest(u, v, depth.width, depth.height).and_then(|(x, y)| depth.at(x, y));
+            let value =
+                map.nearest(u, v, depth.width, depth.height).and_then(|(x, y)| depth.at(x, y));
             metres.push(value.unwrap_or(f32::NAN));
         }
     }
@@ -93,12 +97,22 @@ pub(crate) fn intrinsics_for(info: &CameraInfo, size: (u32, u32)) -> Option<Came
 /// The map from the colour image (`colour_size`) into the depth image
 /// (`depth_size`): by the two intrinsics when both are known and valid,
 /// otherwise proportional.
-pub fn colour_to_depth(colour_info: Option<&CameraInfo>, depth_info: Option<&CameraInfo>, colour_size: (u32, u32), depth_size: (u32, u32)) -> Alignment {
+pub fn colour_to_depth(
+    colour_info: Option<&CameraInfo>,
+    depth_info: Option<&CameraInfo>,
+    colour_size: (u32, u32),
+    depth_size: (u32, u32),
+) -> Alignment {
     let colour = colour_info.and_then(|info| intrinsics_for(info, colour_size));
     let depth = depth_info.and_then(|info| intrinsics_for(info, depth_size));
     match (colour, depth) {
-        (Some(colour), Some(depth)) => Alignment { map: PixelMap::between(&colour, &depth), method: "intrinsics" },
-        _ => Alignment { map: PixelMap::proportional(colour_size, depth_size), method: "proportional" },
+        (Some(colour), Some(depth)) => {
+            Alignment { map: PixelMap::between(&colour, &depth), method: "intrinsics" }
+        }
+        _ => Alignment {
+            map: PixelMap::proportional(colour_size, depth_size),
+            method: "proportional",
+        },
     }
 }
 
@@ -113,19 +127,43 @@ pub(crate) struct AlignmentInputs {
 impl AlignmentInputs {
     pub fn gather(ctx: &ToolContext, now: Now) -> Self {
         let sensors = &ctx.config.sensors;
-        let info = |sample: Option<Stamped<CameraInfo>>, max| sample.filter(|s| s.age(now).effective() <= max).map(|s| s.value);
+        let info = |sample: Option<Stamped<CameraInfo>>, max| {
+            sample.filter(|s| s.age(now).effective() <= max).map(|s| s.value)
+        };
         let colour_info = info(ctx.sensors.camera_info(), max_age(&sensors.camera_info));
         // The frame's size, from the frame itself (what `vision` returns), else its camera_info.
-        let colour_size = ctx.sensors.camera().and_then(|frame| frame_size(&frame.value)).or(colour_info.as_ref().map(|i| (i.width, i.height)));
-        AlignmentInputs { colour_size, colour_info, depth_info: info(ctx.sensors.depth_info(), max_age(&sensors.depth_info)) }
+        let colour_size = ctx
+            .sensors
+            .camera()
+            .and_then(|frame| frame_size(&frame.value))
+            .or(colour_info.as_ref().map(|i| (i.width, i.height)));
+        AlignmentInputs {
+            colour_size,
+            colour_info,
+            depth_info: info(ctx.sensors.depth_info(), max_age(&sensors.depth_info)),
+        }
     }
 
     /// The colour grid size and the map into a depth image of `depth_size`
     /// (the depth image's own grid when there is no colour camera).
     pub fn alignment(&self, depth_size: (u32, u32)) -> ((u32, u32), Alignment) {
         match self.colour_size {
-            Some(colour_size) => (colour_size, colour_to_depth(self.colour_info.as_ref(), self.depth_info.as_ref(), colour_size, depth_size)),
-            None => (depth_size, Alignment { map: PixelMap::proportional(depth_size, depth_size), method: "none (no colour camera frame)" }),
+            Some(colour_size) => (
+                colour_size,
+                colour_to_depth(
+                    self.colour_info.as_ref(),
+                    self.depth_info.as_ref(),
+                    colour_size,
+                    depth_size,
+                ),
+            ),
+            None => (
+                depth_size,
+                Alignment {
+                    map: PixelMap::proportional(depth_size, depth_size),
+                    method: "none (no colour camera frame)",
+                },
+            ),
         }
     }
 }
@@ -144,7 +182,12 @@ mod tests {
     fn proportional_maps_agree_with_resize_nearest() {
         let depth = DepthImage { width: 5, height: 3, metres: (0..15).map(|i| i as f32).collect() };
         for (width, height) in [(10, 6), (3, 2), (7, 5), (5, 3)] {
-            let aligned = align_depth(&depth, &PixelMap::proportional((width, height), (5, 3)), width, height);
+            let aligned = align_depth(
+                &depth,
+                &PixelMap::proportional((width, height), (5, 3)),
+                width,
+                height,
+            );
             assert_eq!(aligned, depth.resize_nearest(width, height), "{width}x{height}");
         }
     }
@@ -163,11 +206,22 @@ mod tests {
         // A narrower depth camera (longer focal length) sees the centre
         // region: the colour centre maps to the depth centre, the colour
         // corners fall outside.
-        let narrow = CameraIntrinsics { fx: 1050.0, fy: 1050.0, cx: 319.5, cy: 239.5, width: 640, height: 480 };
+        let narrow = CameraIntrinsics {
+            fx: 1050.0,
+            fy: 1050.0,
+            cx: 319.5,
+            cy: 239.5,
+            width: 640,
+            height: 480,
+        };
         let map = PixelMap::between(&colour, &narrow);
         assert_eq!(map.apply(319.5, 239.5), (319.5, 239.5));
         assert_eq!(map.nearest(300, 200, 640, 480), Some((281, 161)));
-        assert_eq!(map.apply(419.5, 239.5), (519.5, 239.5), "100 px right of the centre is 200 px at twice the focal length");
+        assert_eq!(
+            map.apply(419.5, 239.5),
+            (519.5, 239.5),
+            "100 px right of the centre is 200 px at twice the focal length"
+        );
         assert_eq!(map.nearest(0, 0, 640, 480), None);
         // A known ray: the point (0.1, -0.05, 2) lands on both cameras' pixels.
         let point = nalgebra::Vector3::new(0.1, -0.05, 2.0);
@@ -181,10 +235,19 @@ mod tests {
     fn alignment_uses_intrinsics_only_when_both_are_known() {
         let colour = info(K, 640, 480);
         let depth = info([262.5, 0.0, 159.5, 0.0, 262.5, 119.5, 0.0, 0.0, 1.0], 320, 240);
-        assert_eq!(colour_to_depth(Some(&colour), Some(&depth), (640, 480), (320, 240)).method, "intrinsics");
-        assert_eq!(colour_to_depth(None, Some(&depth), (640, 480), (320, 240)).method, "proportional");
+        assert_eq!(
+            colour_to_depth(Some(&colour), Some(&depth), (640, 480), (320, 240)).method,
+            "intrinsics"
+        );
+        assert_eq!(
+            colour_to_depth(None, Some(&depth), (640, 480), (320, 240)).method,
+            "proportional"
+        );
         let uncalibrated = info([0.0; 9], 640, 480);
-        assert_eq!(colour_to_depth(Some(&uncalibrated), Some(&depth), (640, 480), (320, 240)).method, "proportional");
+        assert_eq!(
+            colour_to_depth(Some(&uncalibrated), Some(&depth), (640, 480), (320, 240)).method,
+            "proportional"
+        );
         // A camera_info for 640x480 describing a 320x240 stream is scaled to it.
         let aligned = colour_to_depth(Some(&colour), Some(&colour), (320, 240), (640, 480));
         assert_eq!(aligned.method, "intrinsics");

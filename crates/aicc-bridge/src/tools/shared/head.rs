@@ -43,9 +43,14 @@ pub fn pixel_ray(k: &[f64; 9], u: f64, v: f64) -> Vector3<f64> {
     Vector3::new((u - cx) / fx, (v - cy) / fy, 1.0)
 }
 
-
 /// Where the head's joints are, with pan and tilt overridden.
-fn head_positions<'a>(pan_joint: &'a str, tilt_joint: &'a str, pan: f64, tilt: f64, others: &'a dyn Fn(&str) -> Option<f64>) -> impl Fn(&str) -> Option<f64> + 'a {
+fn head_positions<'a>(
+    pan_joint: &'a str,
+    tilt_joint: &'a str,
+    pan: f64,
+    tilt: f64,
+    others: &'a dyn Fn(&str) -> Option<f64>,
+) -> impl Fn(&str) -> Option<f64> + 'a {
     move |joint: &str| {
         if joint == pan_joint {
             Some(pan)
@@ -67,8 +72,17 @@ pub struct HeadModel<'a> {
 
 impl HeadModel<'_> {
     /// The optical axis (origin, unit direction) in the base frame.
-    pub fn optical_axis(&self, pan: f64, tilt: f64, others: &dyn Fn(&str) -> Option<f64>) -> Result<(Vector3<f64>, Vector3<f64>), KinematicsError> {
-        let pose = self.kinematics.transform(BASE_FRAME, self.camera_frame, &head_positions(self.pan_joint, self.tilt_joint, pan, tilt, others))?;
+    pub fn optical_axis(
+        &self,
+        pan: f64,
+        tilt: f64,
+        others: &dyn Fn(&str) -> Option<f64>,
+    ) -> Result<(Vector3<f64>, Vector3<f64>), KinematicsError> {
+        let pose = self.kinematics.transform(
+            BASE_FRAME,
+            self.camera_frame,
+            &head_positions(self.pan_joint, self.tilt_joint, pan, tilt, others),
+        )?;
         Ok((pose.translation.vector, pose.rotation * Vector3::z()))
     }
 
@@ -77,11 +91,17 @@ impl HeadModel<'_> {
     /// camera to the point depends on the answer: iterate (a fixed point,
     /// converging fast while the point is far compared with the camera's
     /// offset from the axes: 2.5 cm on this robot, on the optical axis).
-    pub fn aim_at_point(&self, point: &Vector3<f64>, start: (f64, f64), others: &dyn Fn(&str) -> Option<f64>) -> Result<(f64, f64), KinematicsError> {
+    pub fn aim_at_point(
+        &self,
+        point: &Vector3<f64>,
+        start: (f64, f64),
+        others: &dyn Fn(&str) -> Option<f64>,
+    ) -> Result<(f64, f64), KinematicsError> {
         let (mut pan, mut tilt) = start;
         for _ in 0..20 {
             let (origin, _) = self.optical_axis(pan, tilt, others)?;
-            let (next_pan, next_tilt) = pan_tilt_of(&(point - origin)).ok_or(KinematicsError::NoDirection("the point is at the camera"))?;
+            let (next_pan, next_tilt) = pan_tilt_of(&(point - origin))
+                .ok_or(KinematicsError::NoDirection("the point is at the camera"))?;
             let change = (next_pan - pan).abs().max((next_tilt - tilt).abs());
             (pan, tilt) = (next_pan, next_tilt);
             if change < 1e-9 {
@@ -96,15 +116,32 @@ impl HeadModel<'_> {
     /// the camera, which sits 2.5 cm from the pan/tilt axes: aiming along
     /// it from the axes is off by at most ~0.025 m / distance rad (under
     /// 1.5° beyond 1 m).
-    pub fn aim_at_pixel(&self, k: &[f64; 9], u: f64, v: f64, current: (f64, f64), others: &dyn Fn(&str) -> Option<f64>) -> Result<(f64, f64), KinematicsError> {
-        let pose = self.kinematics.transform(BASE_FRAME, self.camera_frame, &head_positions(self.pan_joint, self.tilt_joint, current.0, current.1, others))?;
+    pub fn aim_at_pixel(
+        &self,
+        k: &[f64; 9],
+        u: f64,
+        v: f64,
+        current: (f64, f64),
+        others: &dyn Fn(&str) -> Option<f64>,
+    ) -> Result<(f64, f64), KinematicsError> {
+        let pose = self.kinematics.transform(
+            BASE_FRAME,
+            self.camera_frame,
+            &head_positions(self.pan_joint, self.tilt_joint, current.0, current.1, others),
+        )?;
         let ray = pose.rotation * pixel_ray(k, u, v);
         pan_tilt_of(&ray).ok_or(KinematicsError::NoDirection("the pixel gives no direction"))
     }
 
     /// The angle between the optical axis at (pan, tilt) and the direction
     /// from the camera to `point`, rad: how well the aim was met.
-    pub fn aim_error(&self, point: &Vector3<f64>, pan: f64, tilt: f64, others: &dyn Fn(&str) -> Option<f64>) -> Result<f64, KinematicsError> {
+    pub fn aim_error(
+        &self,
+        point: &Vector3<f64>,
+        pan: f64,
+        tilt: f64,
+        others: &dyn Fn(&str) -> Option<f64>,
+    ) -> Result<f64, KinematicsError> {
         let (origin, axis) = self.optical_axis(pan, tilt, others)?;
         Ok(axis.angle(&(point - origin)))
     }
@@ -124,19 +161,33 @@ pub struct HeadPlan {
 /// The head's joint names [pan, tilt] from the configuration.
 pub fn head_joints(ctx: &ToolContext) -> Result<(String, String), AiccError> {
     match ctx.config.actuators.head_joints.as_slice() {
-        [pan, tilt] if !ctx.config.actuators.head_action.is_empty() => Ok((pan.clone(), tilt.clone())),
-        _ => Err(AiccError::execution_failed(false, "no pan-tilt head is configured (actuators.head_action and head_joints [pan, tilt])")),
+        [pan, tilt] if !ctx.config.actuators.head_action.is_empty() => {
+            Ok((pan.clone(), tilt.clone()))
+        }
+        _ => Err(AiccError::execution_failed(
+            false,
+            "no pan-tilt head is configured (actuators.head_action and head_joints [pan, tilt])",
+        )),
     }
 }
 
 /// Checks a head goal against the URDF (no motion): pan/tilt of None keep
 /// the joint where it is.
-pub fn plan_head(ctx: &ToolContext, states: &JointStates, pan: Option<f64>, tilt: Option<f64>, speed_radps: Option<f64>) -> Result<HeadPlan, AiccError> {
+pub fn plan_head(
+    ctx: &ToolContext,
+    states: &JointStates,
+    pan: Option<f64>,
+    tilt: Option<f64>,
+    speed_radps: Option<f64>,
+) -> Result<HeadPlan, AiccError> {
     let (pan_joint, tilt_joint) = head_joints(ctx)?;
     let from = vec![measured(ctx, states, &pan_joint)?, measured(ctx, states, &tilt_joint)?];
     // A joint that keeps its place may read a hair outside its limits:
     // hold it just inside them.
-    let goal = vec![pan.unwrap_or(ctx.joints.clamp_to_limits(&pan_joint, from[0])), tilt.unwrap_or(ctx.joints.clamp_to_limits(&tilt_joint, from[1]))];
+    let goal = vec![
+        pan.unwrap_or(ctx.joints.clamp_to_limits(&pan_joint, from[0])),
+        tilt.unwrap_or(ctx.joints.clamp_to_limits(&tilt_joint, from[1])),
+    ];
     let joints = vec![pan_joint, tilt_joint];
     for (name, value) in joints.iter().zip(&goal) {
         ctx.joints.limits().check_position(name, *value).map_err(joint_error)?;
@@ -150,7 +201,17 @@ pub fn plan_head(ctx: &ToolContext, states: &JointStates, pan: Option<f64>, tilt
 /// sent) and reports the positions reached.
 pub async fn run_head(ctx: &ToolContext, plan: &HeadPlan, halts: u64) -> Result<Value, AiccError> {
     let started = Instant::now();
-    let sent = run_motion(ctx, Controller::Head, &plan.joints, &plan.goal, plan.speed_radps, MIN_HEAD_DURATION_S, "head", halts).await?;
+    let sent = run_motion(
+        ctx,
+        Controller::Head,
+        &plan.joints,
+        &plan.goal,
+        plan.speed_radps,
+        MIN_HEAD_DURATION_S,
+        "head",
+        halts,
+    )
+    .await?;
     let outcome = sent.outcome;
     let from = sent.start.positions().to_vec();
     let (actual, settled) = settle(ctx, &plan.joints, &plan.goal).await?;
@@ -183,7 +244,9 @@ mod tests {
         assert!((deg(pan) - 45.0).abs() < 1e-6, "{}", deg(pan));
         assert!(tilt.abs() < 1e-6);
         let right = Vector3::new(PIVOT.0 + 1.0, -1.0, PIVOT.2);
-        assert!((deg(model(&k).aim_at_point(&right, (0.0, 0.0), &zero).unwrap().0) + 45.0).abs() < 1e-6);
+        assert!(
+            (deg(model(&k).aim_at_point(&right, (0.0, 0.0), &zero).unwrap().0) + 45.0).abs() < 1e-6
+        );
     }
 
     fn kinematics() -> Kinematics {
@@ -191,7 +254,12 @@ mod tests {
     }
 
     fn model(k: &Kinematics) -> HeadModel<'_> {
-        HeadModel { kinematics: k, pan_joint: "head_pan_joint", tilt_joint: "head_tilt_joint", camera_frame: DEFAULT_CAMERA_FRAME }
+        HeadModel {
+            kinematics: k,
+            pan_joint: "head_pan_joint",
+            tilt_joint: "head_tilt_joint",
+            camera_frame: DEFAULT_CAMERA_FRAME,
+        }
     }
 
     fn zero(_: &str) -> Option<f64> {
@@ -212,7 +280,8 @@ mod tests {
     #[test]
     fn a_point_straight_ahead_at_camera_height_needs_no_pan_or_tilt() {
         let k = kinematics();
-        let (pan, tilt) = model(&k).aim_at_point(&Vector3::new(2.0, 0.0, PIVOT.2), (0.3, -0.2), &zero).unwrap();
+        let (pan, tilt) =
+            model(&k).aim_at_point(&Vector3::new(2.0, 0.0, PIVOT.2), (0.3, -0.2), &zero).unwrap();
         assert!(deg(pan).abs() < 1e-6 && deg(tilt).abs() < 1e-6, "{pan} {tilt}");
     }
 
@@ -223,7 +292,12 @@ mod tests {
         let point = Vector3::new(PIVOT.0 + 1.0, 0.0, PIVOT.2 - 1.0);
         let (pan, tilt) = m.aim_at_point(&point, (0.0, 0.0), &zero).unwrap();
         assert!(pan.abs() < 1e-9 && (deg(tilt) - 45.0).abs() < 1e-6, "{}", deg(tilt));
-        for target in [Vector3::new(1.0, 0.5, 0.2), Vector3::new(0.3, -0.4, 0.0), Vector3::new(-0.5, 1.5, 1.0), Vector3::new(0.5, 0.2, 0.12)] {
+        for target in [
+            Vector3::new(1.0, 0.5, 0.2),
+            Vector3::new(0.3, -0.4, 0.0),
+            Vector3::new(-0.5, 1.5, 1.0),
+            Vector3::new(0.5, 0.2, 0.12),
+        ] {
             let (pan, tilt) = m.aim_at_point(&target, (0.0, 0.0), &zero).unwrap();
             let error = m.aim_error(&target, pan, tilt, &zero).unwrap();
             assert!(error < 1e-6, "{target}: optical axis off by {} deg", deg(error));
@@ -240,9 +314,20 @@ mod tests {
         let (pan, tilt) = m.aim_at_pixel(&intrinsics, 160.0, 120.0, current, &zero).unwrap();
         assert!((pan - 0.4).abs() < 1e-6 && (tilt - 0.2).abs() < 1e-6, "{pan} {tilt}");
         // (The URDF gives the optical frame's rotation as 1.5707963, not pi/2: micro-degrees off.)
-        let (pan, tilt) = m.aim_at_pixel(&intrinsics, 160.0 + 290.0, 120.0, (0.0, 0.0), &zero).unwrap();
-        assert!((deg(pan) + 45.0).abs() < 1e-4 && deg(tilt).abs() < 1e-4, "right of centre pans right: {} {}", deg(pan), deg(tilt));
-        let (pan, tilt) = m.aim_at_pixel(&intrinsics, 160.0, 120.0 + 290.0, (0.0, 0.0), &zero).unwrap();
-        assert!(deg(pan).abs() < 1e-4 && (deg(tilt) - 45.0).abs() < 1e-4, "below the centre tilts down: {}", deg(tilt));
+        let (pan, tilt) =
+            m.aim_at_pixel(&intrinsics, 160.0 + 290.0, 120.0, (0.0, 0.0), &zero).unwrap();
+        assert!(
+            (deg(pan) + 45.0).abs() < 1e-4 && deg(tilt).abs() < 1e-4,
+            "right of centre pans right: {} {}",
+            deg(pan),
+            deg(tilt)
+        );
+        let (pan, tilt) =
+            m.aim_at_pixel(&intrinsics, 160.0, 120.0 + 290.0, (0.0, 0.0), &zero).unwrap();
+        assert!(
+            deg(pan).abs() < 1e-4 && (deg(tilt) - 45.0).abs() < 1e-4,
+            "below the centre tilts down: {}",
+            deg(tilt)
+        );
     }
 }

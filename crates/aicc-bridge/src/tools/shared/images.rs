@@ -22,11 +22,21 @@ pub(crate) fn decode_frame(frame: &CameraFrame, topic: &str) -> Result<RgbImage,
 pub(crate) fn frame_size(frame: &CameraFrame) -> Option<(u32, u32)> {
     match frame {
         CameraFrame::Raw(raw) => Some((raw.width, raw.height)),
-        CameraFrame::Compressed(compressed) => image::ImageReader::new(std::io::Cursor::new(&compressed.data)).with_guessed_format().ok()?.into_dimensions().ok(),
+        CameraFrame::Compressed(compressed) => {
+            image::ImageReader::new(std::io::Cursor::new(&compressed.data))
+                .with_guessed_format()
+                .ok()?
+                .into_dimensions()
+                .ok()
+        }
     }
 }
 
 /// Runs CPU-heavy work (decoding, encoding) off the async workers.
-pub(crate) async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, AiccError> + Send + 'static) -> Result<T, AiccError> {
-    tokio::task::spawn_blocking(work).await.map_err(|error| AiccError::execution_failed(false, format!("image processing failed: {error}")))?
+pub(crate) async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, AiccError> + Send + 'static,
+) -> Result<T, AiccError> {
+    tokio::task::spawn_blocking(work).await.map_err(|error| {
+        AiccError::execution_failed(false, format!("image processing failed: {error}"))
+    })?
 }

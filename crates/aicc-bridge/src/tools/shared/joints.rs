@@ -53,7 +53,13 @@ pub fn joint_tool_unavailable(ctx: &ToolContext, now: Instant, actions: &[&str])
     let topic = ctx.sensors.topic(Sensor::JointStates);
     // The topic is known to be configured here: say so only when it is empty.
     let topic = if topic.is_empty() { "joint_states (not configured)".to_string() } else { topic };
-    silence_reason("joint states", &topic, ctx.sensors.received(Sensor::JointStates), silent_after, now)
+    silence_reason(
+        "joint states",
+        &topic,
+        ctx.sensors.received(Sensor::JointStates),
+        silent_after,
+        now,
+    )
 }
 
 /// The name of a FollowJointTrajectory error code.
@@ -86,8 +92,12 @@ pub fn outcome_json(outcome: &TrajectoryOutcome) -> Value {
 pub fn refused_error(refused: GoalRefused, what: &str) -> AiccError {
     match refused {
         GoalRefused::Limits(error) => joint_error(error),
-        GoalRefused::StartUnknown(reason) => AiccError::execution_failed(true, format!("the {what} goal was not sent: {reason}")),
-        GoalRefused::Halted => stopped_error(&format!("the {what} motion (refused before it was sent)")),
+        GoalRefused::StartUnknown(reason) => {
+            AiccError::execution_failed(true, format!("the {what} goal was not sent: {reason}"))
+        }
+        GoalRefused::Halted => {
+            stopped_error(&format!("the {what} motion (refused before it was sent)"))
+        }
     }
 }
 
@@ -106,8 +116,20 @@ pub struct MotionSent {
 /// controller failure is `execution_failed` carrying its error code and
 /// string; an interruption by `stop` says so.
 #[allow(clippy::too_many_arguments)]
-pub async fn run_motion(ctx: &ToolContext, controller: Controller, joints: &[String], goal: &[f64], speed: f64, min_duration_s: f64, what: &str, halts: u64) -> Result<MotionSent, AiccError> {
-    let motion = ctx.joints.move_joints(controller, joints, goal, speed, min_duration_s, halts).map_err(|e| refused_error(e, what))?;
+pub async fn run_motion(
+    ctx: &ToolContext,
+    controller: Controller,
+    joints: &[String],
+    goal: &[f64],
+    speed: f64,
+    min_duration_s: f64,
+    what: &str,
+    halts: u64,
+) -> Result<MotionSent, AiccError> {
+    let motion = ctx
+        .joints
+        .move_joints(controller, joints, goal, speed, min_duration_s, halts)
+        .map_err(|e| refused_error(e, what))?;
     let planned_s = motion.duration_s();
     let deadline = Duration::from_secs_f64(planned_s + TRAJECTORY_SLACK_S);
     let start = motion.start;
@@ -123,7 +145,12 @@ pub async fn run_motion(ctx: &ToolContext, controller: Controller, joints: &[Str
         }
         return Err(AiccError::execution_failed(
             false,
-            format!("the {what} controller reported error_code {} ({}): {}", outcome.error_code, trajectory_error_name(outcome.error_code), outcome.error_string),
+            format!(
+                "the {what} controller reported error_code {} ({}): {}",
+                outcome.error_code,
+                trajectory_error_name(outcome.error_code),
+                outcome.error_string
+            ),
         ));
     }
     Ok(MotionSent { start, duration_s: planned_s, outcome })
@@ -132,13 +159,18 @@ pub async fn run_motion(ctx: &ToolContext, controller: Controller, joints: &[Str
 /// Reads joint_states until every joint of `names` is within
 /// `SETTLED_RAD` of `goal` or `SETTLE_TIMEOUT` passes: the positions last
 /// read and whether they settled.
-pub async fn settle(ctx: &ToolContext, names: &[String], goal: &[f64]) -> Result<(Vec<f64>, bool), AiccError> {
+pub async fn settle(
+    ctx: &ToolContext,
+    names: &[String],
+    goal: &[f64],
+) -> Result<(Vec<f64>, bool), AiccError> {
     let started = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_millis(20));
     loop {
         ticker.tick().await;
         let states = fresh_joint_states(ctx)?;
-        let actual = names.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
+        let actual =
+            names.iter().map(|n| measured(ctx, &states, n)).collect::<Result<Vec<f64>, _>>()?;
         let settled = actual.iter().zip(goal).all(|(a, g)| (a - g).abs() <= SETTLED_RAD);
         if settled || started.elapsed() >= SETTLE_TIMEOUT {
             return Ok((actual, settled));
@@ -148,11 +180,17 @@ pub async fn settle(ctx: &ToolContext, names: &[String], goal: &[f64]) -> Result
 
 /// A speed for joint motion: the request (or `default`), limited to the
 /// URDF velocity of every joint in `names`. (speed, clamped?)
-pub fn joint_speed(ctx: &ToolContext, names: &[String], requested: Option<f64>, default: f64) -> Result<(f64, bool), AiccError> {
+pub fn joint_speed(
+    ctx: &ToolContext,
+    names: &[String],
+    requested: Option<f64>,
+    default: f64,
+) -> Result<(f64, bool), AiccError> {
     let mut speed = requested.unwrap_or(default);
     let mut clamped = false;
     for name in names {
-        let (applied, was_clamped) = ctx.joints.limits().clamp_velocity(name, speed).map_err(joint_error)?;
+        let (applied, was_clamped) =
+            ctx.joints.limits().clamp_velocity(name, speed).map_err(joint_error)?;
         clamped |= was_clamped && requested.is_some();
         speed = applied.abs();
     }
@@ -162,14 +200,34 @@ pub fn joint_speed(ctx: &ToolContext, names: &[String], requested: Option<f64>, 
 /// How long a motion of `names` from where `states` has them to `to`
 /// will take within `speed` and every limit (the driver plans it again
 /// from the joint states when it is sent); `to` is checked against the limits.
-pub fn plan_motion(ctx: &ToolContext, names: &[String], states: &JointStates, to: &[f64], speed: f64, min_duration_s: f64) -> Result<f64, AiccError> {
-    let mut start = JointMotionState { positions: Vec::with_capacity(names.len()), velocities: Vec::with_capacity(names.len()) };
+pub fn plan_motion(
+    ctx: &ToolContext,
+    names: &[String],
+    states: &JointStates,
+    to: &[f64],
+    speed: f64,
+    min_duration_s: f64,
+) -> Result<f64, AiccError> {
+    let mut start = JointMotionState {
+        positions: Vec::with_capacity(names.len()),
+        velocities: Vec::with_capacity(names.len()),
+    };
     for name in names {
         start.positions.push(measured(ctx, states, name)?);
         let index = states.names.iter().position(|n| n == name);
-        start.velocities.push(index.and_then(|i| states.velocities.get(i)).copied().filter(|v| v.is_finite()).unwrap_or(0.0));
+        start.velocities.push(
+            index
+                .and_then(|i| states.velocities.get(i))
+                .copied()
+                .filter(|v| v.is_finite())
+                .unwrap_or(0.0),
+        );
     }
-    let points = ctx.joints.limits().plan_motion(names, &start, to, speed, min_duration_s).map_err(joint_error)?;
+    let points = ctx
+        .joints
+        .limits()
+        .plan_motion(names, &start, to, speed, min_duration_s)
+        .map_err(joint_error)?;
     Ok(points.last().map_or(0.0, |p| p.time_s))
 }
 
@@ -182,7 +240,8 @@ mod tests {
     #[test]
     fn joint_errors_name_the_joint_the_limit_and_degrees() {
         let limits = JointLimits::from_urdf(URDF).unwrap();
-        let error = joint_error(limits.check_position("head_pan_joint", 170f64.to_radians()).unwrap_err());
+        let error =
+            joint_error(limits.check_position("head_pan_joint", 170f64.to_radians()).unwrap_err());
         assert_eq!(error.code, ErrorCode::InvalidInput);
         for needle in ["head_pan_joint", "2.5", "170.0°", "143.2°", "URDF"] {
             assert!(error.message.contains(needle), "{needle}: {}", error.message);

@@ -9,7 +9,10 @@ use serde_json::{json, Value};
 use super::fresh::fresh_odometry;
 use super::joints::deg;
 use crate::governor::{BaseVelocity, Restriction, Rule};
-use crate::motion::{Achieved, Action, BaseMotion, Failure, FailureKind, Reading, Report, Segment, Settings, StepInput};
+use crate::motion::{
+    Achieved, Action, BaseMotion, Failure, FailureKind, Reading, Report, Segment, Settings,
+    StepInput,
+};
 use crate::protocol::{AiccError, ErrorCode};
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::OdometrySample;
@@ -17,7 +20,10 @@ use crate::tools::ToolContext;
 
 /// The error a motion tool ends with when a `stop` interrupts it.
 pub fn stopped_error(what: &str) -> AiccError {
-    AiccError::execution_failed(false, format!("{what} was interrupted by a `stop` call; the robot was halted"))
+    AiccError::execution_failed(
+        false,
+        format!("{what} was interrupted by a `stop` call; the robot was halted"),
+    )
 }
 
 /// The error of a motion the governor held at zero: `execution_failed`,
@@ -29,9 +35,18 @@ pub fn stopped_error(what: &str) -> AiccError {
 pub fn governor_stop_error(what: &str, blocking: &[Restriction], progress: &str) -> AiccError {
     let causes: Vec<&str> = blocking.iter().map(|r| r.cause.as_str()).collect();
     let rules: Vec<&str> = blocking.iter().map(|r| r.name()).collect();
-    let (causes, rules) = if causes.is_empty() { ("the safety governor".to_string(), "none".to_string()) } else { (causes.join(" and "), rules.join(", ")) };
+    let (causes, rules) = if causes.is_empty() {
+        ("the safety governor".to_string(), "none".to_string())
+    } else {
+        (causes.join(" and "), rules.join(", "))
+    };
     let plural = if blocking.len() > 1 { "s" } else { "" };
-    let in_the_way = blocking.iter().any(|r| matches!(r.rule, Rule::ObstacleAhead | Rule::ObstacleBehind | Rule::ContactLatched | Rule::Geofence));
+    let in_the_way = blocking.iter().any(|r| {
+        matches!(
+            r.rule,
+            Rule::ObstacleAhead | Rule::ObstacleBehind | Rule::ContactLatched | Rule::Geofence
+        )
+    });
     let arm_out = blocking.iter().any(|r| r.rule == Rule::ArmOutsideOutline);
     let remedy = if arm_out {
         "stow the arm (interact pose stow), then retry"
@@ -40,7 +55,10 @@ pub fn governor_stop_error(what: &str, blocking: &[Restriction], progress: &str)
     } else {
         "retry once the robot's data is fresh"
     };
-    AiccError::execution_failed(true, format!("{what} stopped by {causes} {progress} (governor rule{plural} {rules}): {remedy}"))
+    AiccError::execution_failed(
+        true,
+        format!("{what} stopped by {causes} {progress} (governor rule{plural} {rules}): {remedy}"),
+    )
 }
 
 /// The structured part of the last `command` progress event of a motion
@@ -54,7 +72,11 @@ pub fn blocked_fields(blocking: &[Restriction]) -> Value {
 /// has odometry noise of a millimetre either way).
 pub fn two_decimals(value: f64) -> String {
     let text = format!("{value:.2}");
-    if text == "-0.00" { "0.00".into() } else { text }
+    if text == "-0.00" {
+        "0.00".into()
+    } else {
+        text
+    }
 }
 
 /// Adds `extra`'s fields to the object `target`.
@@ -74,11 +96,14 @@ impl Drop for StopOnDrop {
     }
 }
 
-
 /// A reading for the motion controller.
 pub fn reading(sample: &OdometrySample) -> Reading {
     Reading {
-        pose: crate::governor::Pose2D { x_m: sample.position_m.x, y_m: sample.position_m.y, yaw_rad: sample.orientation.euler_angles().2 },
+        pose: crate::governor::Pose2D {
+            x_m: sample.position_m.x,
+            y_m: sample.position_m.y,
+            yaw_rad: sample.orientation.euler_angles().2,
+        },
         linear_speed_mps: sample.linear_velocity_mps.norm(),
         angular_rate_radps: sample.angular_velocity_radps.z,
     }
@@ -94,7 +119,11 @@ pub fn reading_now(sample: &OdometrySample, age_s: f64) -> Reading {
     let (v, w) = (sample.linear_velocity_mps.x, sample.angular_velocity_radps.z);
     let (v, w) = (if v.is_finite() { v } else { 0.0 }, if w.is_finite() { w } else { 0.0 });
     let heading = then.pose.yaw_rad + w * dt / 2.0;
-    let pose = crate::governor::Pose2D { x_m: then.pose.x_m + v * dt * heading.cos(), y_m: then.pose.y_m + v * dt * heading.sin(), yaw_rad: crate::governor::wrap_angle(then.pose.yaw_rad + w * dt) };
+    let pose = crate::governor::Pose2D {
+        x_m: then.pose.x_m + v * dt * heading.cos(),
+        y_m: then.pose.y_m + v * dt * heading.sin(),
+        yaw_rad: crate::governor::wrap_angle(then.pose.yaw_rad + w * dt),
+    };
     Reading { pose, ..then }
 }
 
@@ -105,9 +134,15 @@ const MAX_CARRY_S: f64 = 0.5;
 /// call in `ctx` (progress events go to its session, named `tool`), as
 /// the motion begun in stop generation `generation`. The base is stopped
 /// whichever way the motion ends but its goal.
-pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generation: u64) -> Result<Achieved, AiccError> {
+pub async fn run(
+    ctx: &ToolContext,
+    tool: &str,
+    segments: Vec<Segment>,
+    generation: u64,
+) -> Result<Achieved, AiccError> {
     let start = fresh_odometry(ctx)?;
-    let settings = Settings { limits: *ctx.base.limits(), tolerance_m: ctx.config.base.move_tolerance_m };
+    let settings =
+        Settings { limits: *ctx.base.limits(), tolerance_m: ctx.config.base.move_tolerance_m };
     let mut motion = BaseMotion::new(segments, settings, reading(&start), Instant::now());
     let _stop_guard = StopOnDrop(ctx.base.clone());
     let period = Duration::from_secs_f64(1.0 / ctx.config.base.control_rate_hz);
@@ -125,7 +160,11 @@ pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generati
         let now = Instant::now();
         let mut halted = ctx.base.halted_since(generation);
         loop {
-            let odometry = fresh_odometry(ctx).map(|sample| reading_now(&sample, sample.age(ctx.sensors.now()).effective().as_secs_f64())).map_err(|error| error.message);
+            let odometry = fresh_odometry(ctx)
+                .map(|sample| {
+                    reading_now(&sample, sample.age(ctx.sensors.now()).effective().as_secs_f64())
+                })
+                .map_err(|error| error.message);
             let output = motion.step(StepInput { now, odometry, verdict: &verdict, halted });
             if let Some(report) = output.progress {
                 ctx.event_for_session("command", progress_event(ctx, tool, &report, None));
@@ -149,7 +188,10 @@ pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generati
                     }
                     if let FailureKind::Blocked(blocking) = &failure.kind {
                         if !matches!(failure.report, Report::Rotate { .. }) {
-                            ctx.event_for_session("command", progress_event(ctx, tool, &failure.report, Some(blocking)));
+                            ctx.event_for_session(
+                                "command",
+                                progress_event(ctx, tool, &failure.report, Some(blocking)),
+                            );
                         }
                     }
                     return Err(motion_error(tool, &failure));
@@ -162,11 +204,20 @@ pub async fn run(ctx: &ToolContext, tool: &str, segments: Vec<Segment>, generati
 
 /// A `command` progress event: where the segment stands and, for a
 /// motion the governor stopped, the rules and the obstacle's distance.
-fn progress_event(ctx: &ToolContext, tool: &str, report: &Report, blocked: Option<&[Restriction]>) -> Value {
+fn progress_event(
+    ctx: &ToolContext,
+    tool: &str,
+    report: &Report,
+    blocked: Option<&[Restriction]>,
+) -> Value {
     let mut event = json!({ "call_id": ctx.call_id, "tool": tool, "state": "progress" });
     let fields = match *report {
-        Report::Drive { done_m, goal_m } => json!({ "done_m": done_m, "remaining_m": goal_m - done_m }),
-        Report::Rotate { done_rad, goal_rad } => json!({ "done_deg": deg(done_rad), "remaining_deg": deg(goal_rad - done_rad) }),
+        Report::Drive { done_m, goal_m } => {
+            json!({ "done_m": done_m, "remaining_m": goal_m - done_m })
+        }
+        Report::Rotate { done_rad, goal_rad } => {
+            json!({ "done_deg": deg(done_rad), "remaining_deg": deg(goal_rad - done_rad) })
+        }
         Report::Timed { done_m, elapsed_s, .. } => json!({ "done_m": done_m, "done_s": elapsed_s }),
     };
     merge(&mut event, fields);
@@ -186,28 +237,52 @@ pub fn motion_error(tool: &str, failure: &Failure) -> AiccError {
         // While driving or turning, data gone stale stops the base; while
         // settling (or in a timed move) the message is the sensor's own.
         FailureKind::Odometry(message) => match (failure.settling, failure.report) {
-            (false, Report::Drive { .. } | Report::Rotate { .. }) => AiccError::execution_failed(true, format!("stopped: {message}")),
+            (false, Report::Drive { .. } | Report::Rotate { .. }) => {
+                AiccError::execution_failed(true, format!("stopped: {message}"))
+            }
             _ => AiccError::execution_failed(true, message.clone()),
         },
         FailureKind::Halted => match failure.report {
-            Report::Rotate { done_rad, goal_rad } => stopped_error(&format!("the turn (after {:.1}° of {:.1}°)", deg(done_rad), deg(goal_rad))),
+            Report::Rotate { done_rad, goal_rad } => stopped_error(&format!(
+                "the turn (after {:.1}° of {:.1}°)",
+                deg(done_rad),
+                deg(goal_rad)
+            )),
             Report::Drive { .. } | Report::Timed { .. } => stopped_error(&format!("the {tool}")),
         },
         FailureKind::Blocked(blocking) => {
             let progress = match failure.report {
-                Report::Drive { done_m, goal_m } => format!("after {} of {} m", two_decimals(done_m), two_decimals(goal_m)),
-                Report::Rotate { done_rad, goal_rad } => format!("after {:.1}° of {:.1}°", deg(done_rad), deg(goal_rad)),
-                Report::Timed { done_m, elapsed_s, duration_s } => format!("after {elapsed_s:.1} of {duration_s:.1} s ({} m)", two_decimals(done_m)),
+                Report::Drive { done_m, goal_m } => {
+                    format!("after {} of {} m", two_decimals(done_m), two_decimals(goal_m))
+                }
+                Report::Rotate { done_rad, goal_rad } => {
+                    format!("after {:.1}° of {:.1}°", deg(done_rad), deg(goal_rad))
+                }
+                Report::Timed { done_m, elapsed_s, duration_s } => format!(
+                    "after {elapsed_s:.1} of {duration_s:.1} s ({} m)",
+                    two_decimals(done_m)
+                ),
             };
             governor_stop_error(what, blocking, &progress)
         }
         FailureKind::Timeout { budget } => {
             let done = match failure.report {
                 Report::Drive { done_m, goal_m } => format!("{done_m:.3} m of {goal_m:.3} m done"),
-                Report::Rotate { done_rad, goal_rad } => format!("{:.1}° of {:.1}° done", deg(done_rad), deg(goal_rad)),
-                Report::Timed { done_m, elapsed_s, .. } => format!("{done_m:.3} m in {elapsed_s:.1} s"),
+                Report::Rotate { done_rad, goal_rad } => {
+                    format!("{:.1}° of {:.1}° done", deg(done_rad), deg(goal_rad))
+                }
+                Report::Timed { done_m, elapsed_s, .. } => {
+                    format!("{done_m:.3} m in {elapsed_s:.1} s")
+                }
             };
-            AiccError::new(ErrorCode::Timeout, true, format!("{what} did not reach its goal within {:.1} s: {done}", budget.as_secs_f64()))
+            AiccError::new(
+                ErrorCode::Timeout,
+                true,
+                format!(
+                    "{what} did not reach its goal within {:.1} s: {done}",
+                    budget.as_secs_f64()
+                ),
+            )
         }
     }
 }
@@ -215,12 +290,15 @@ pub fn motion_error(tool: &str, failure: &Failure) -> AiccError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aicc_control::testing::{blocking_forward, fresh_inputs};
     use crate::motion::{BlockedWatch, BLOCKED_SETTLE, LATE_DATA_PATIENCE};
+    use aicc_control::testing::{blocking_forward, fresh_inputs};
 
     #[test]
     fn a_governor_stop_names_the_cause_the_rule_and_how_far_the_move_got() {
-        let wall = blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
+        let wall = blocking_forward(
+            crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() },
+            false,
+        );
         let error = governor_stop_error("move", &wall, "after 1.47 of 2.00 m");
         assert_eq!(error.code, ErrorCode::ExecutionFailed);
         assert!(error.retryable, "the agent may turn and retry");
@@ -228,17 +306,40 @@ mod tests {
             error.message,
             "move stopped by an obstacle 0.190 m ahead (stop distance 0.20 m) after 1.47 of 2.00 m (governor rule obstacle_ahead): turn or back away, then retry"
         );
-        assert_eq!(blocked_fields(&wall), json!({ "blocked_by": ["obstacle_ahead"], "obstacle_m": 0.19 }));
+        assert_eq!(
+            blocked_fields(&wall),
+            json!({ "blocked_by": ["obstacle_ahead"], "obstacle_m": 0.19 })
+        );
         // A contact and an obstacle together: both named.
-        let both = blocking_forward(crate::governor::SafetyInputs { in_contact: true, obstacle_ahead_m: Some(0.1), ..fresh_inputs() }, true);
+        let both = blocking_forward(
+            crate::governor::SafetyInputs {
+                in_contact: true,
+                obstacle_ahead_m: Some(0.1),
+                ..fresh_inputs()
+            },
+            true,
+        );
         let message = governor_stop_error("move", &both, "after 0.00 of 0.50 m").message;
-        assert!(message.starts_with("move stopped by a bumper contact and an obstacle 0.100 m ahead"), "{message}");
+        assert!(
+            message.starts_with("move stopped by a bumper contact and an obstacle 0.100 m ahead"),
+            "{message}"
+        );
         assert!(message.contains("(governor rules contact_latched, obstacle_ahead)"), "{message}");
         // Stale data holds turning too; the remedy differs.
-        let stale = blocking_forward(crate::governor::SafetyInputs { imu_age_s: Some(2.0), ..fresh_inputs() }, false);
+        let stale = blocking_forward(
+            crate::governor::SafetyInputs { imu_age_s: Some(2.0), ..fresh_inputs() },
+            false,
+        );
         let message = governor_stop_error("turn", &stale, "after 10.0° of 90.0°").message;
-        assert!(message.starts_with("turn stopped by stale IMU data") && message.ends_with("retry once the robot's data is fresh"), "{message}");
-        assert_eq!(blocked_fields(&stale), json!({ "blocked_by": ["imu_stale"], "obstacle_m": null }));
+        assert!(
+            message.starts_with("turn stopped by stale IMU data")
+                && message.ends_with("retry once the robot's data is fresh"),
+            "{message}"
+        );
+        assert_eq!(
+            blocked_fields(&stale),
+            json!({ "blocked_by": ["imu_stale"], "obstacle_m": null })
+        );
     }
 
     #[test]
@@ -255,36 +356,84 @@ mod tests {
             received: Instant::now(),
         };
         let now = reading_now(&sample, 0.3);
-        assert!((now.pose.x_m - 1.0).abs() < 1e-9 && (now.pose.y_m - 2.06).abs() < 1e-9, "0.3 s at 0.2 m/s along +y: {:?}", now.pose);
+        assert!(
+            (now.pose.x_m - 1.0).abs() < 1e-9 && (now.pose.y_m - 2.06).abs() < 1e-9,
+            "0.3 s at 0.2 m/s along +y: {:?}",
+            now.pose
+        );
         let (fresh, as_is) = (reading_now(&sample, 0.0), reading(&sample));
-        assert!((fresh.pose.x_m - as_is.pose.x_m).abs() + (fresh.pose.y_m - as_is.pose.y_m).abs() + (fresh.pose.yaw_rad - as_is.pose.yaw_rad).abs() < 1e-12, "a fresh sample as it is");
+        assert!(
+            (fresh.pose.x_m - as_is.pose.x_m).abs()
+                + (fresh.pose.y_m - as_is.pose.y_m).abs()
+                + (fresh.pose.yaw_rad - as_is.pose.yaw_rad).abs()
+                < 1e-12,
+            "a fresh sample as it is"
+        );
         let far = reading_now(&sample, 5.0);
         assert!((far.pose.y_m - 2.1).abs() < 1e-9, "carried at most 0.5 s: {:?}", far.pose);
-        let turning = OdometrySample { linear_velocity_mps: Vector3::zeros(), angular_velocity_radps: Vector3::new(0.0, 0.0, 1.0), ..sample };
-        assert!((reading_now(&turning, 0.2).pose.yaw_rad - (std::f64::consts::FRAC_PI_2 + 0.2)).abs() < 1e-9);
+        let turning = OdometrySample {
+            linear_velocity_mps: Vector3::zeros(),
+            angular_velocity_radps: Vector3::new(0.0, 0.0, 1.0),
+            ..sample
+        };
+        assert!(
+            (reading_now(&turning, 0.2).pose.yaw_rad - (std::f64::consts::FRAC_PI_2 + 0.2)).abs()
+                < 1e-9
+        );
     }
 
     #[test]
     fn a_move_held_by_stale_depth_fails_naming_the_sensing_rule() {
         use crate::governor::safety::{safety_envelope_with_sensing, SensingHealth, SensorHealth};
         use crate::governor::{BaseLimits, SafetyConfig, SafetyState};
-        let limits = BaseLimits { max_linear_mps: 0.22, max_angular_radps: 1.5, max_linear_accel_mps2: 1.0, max_angular_accel_radps2: 3.0 };
-        let sensing = SensingHealth { depth: SensorHealth::Stale { age_s: Some(3.0), max_age_s: 1.0 }, bumper: SensorHealth::Fresh, ..SensingHealth::NOT_CONFIGURED };
-        let envelope = safety_envelope_with_sensing(&limits, &SafetyConfig::DEFAULT, &SafetyState::new(), &fresh_inputs(), &sensing);
-        let blocking: Vec<Restriction> = envelope.blocking(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 }).into_iter().cloned().collect();
+        let limits = BaseLimits {
+            max_linear_mps: 0.22,
+            max_angular_radps: 1.5,
+            max_linear_accel_mps2: 1.0,
+            max_angular_accel_radps2: 3.0,
+        };
+        let sensing = SensingHealth {
+            depth: SensorHealth::Stale { age_s: Some(3.0), max_age_s: 1.0 },
+            bumper: SensorHealth::Fresh,
+            ..SensingHealth::NOT_CONFIGURED
+        };
+        let envelope = safety_envelope_with_sensing(
+            &limits,
+            &SafetyConfig::DEFAULT,
+            &SafetyState::new(),
+            &fresh_inputs(),
+            &sensing,
+        );
+        let blocking: Vec<Restriction> = envelope
+            .blocking(BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 })
+            .into_iter()
+            .cloned()
+            .collect();
         let mut watch = BlockedWatch::default();
         let t0 = Instant::now();
         assert_eq!(watch.observe(blocking.clone(), t0, BLOCKED_SETTLE), None);
-        assert_eq!(watch.observe(blocking.clone(), t0 + BLOCKED_SETTLE, BLOCKED_SETTLE), None, "late data is waited out longer");
-        let held = watch.observe(blocking.clone(), t0 + LATE_DATA_PATIENCE, BLOCKED_SETTLE).expect("held for the patience");
+        assert_eq!(
+            watch.observe(blocking.clone(), t0 + BLOCKED_SETTLE, BLOCKED_SETTLE),
+            None,
+            "late data is waited out longer"
+        );
+        let held = watch
+            .observe(blocking.clone(), t0 + LATE_DATA_PATIENCE, BLOCKED_SETTLE)
+            .expect("held for the patience");
         let error = governor_stop_error("move", &held, "after 0.00 of 1.00 m");
         assert_eq!(error.code, ErrorCode::ExecutionFailed);
         assert_eq!(
             error.message,
             "move stopped by stale obstacle sensing (the depth camera: its last reading is 3.00 s old (max 1.00 s)) after 0.00 of 1.00 m (governor rule obstacle_sensing_stale): retry once the robot's data is fresh"
         );
-        assert_eq!(blocked_fields(&held), json!({ "blocked_by": ["obstacle_sensing_stale"], "obstacle_m": null }));
-        assert!(envelope.blocking(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(), "backing up is not held");
+        assert_eq!(
+            blocked_fields(&held),
+            json!({ "blocked_by": ["obstacle_sensing_stale"], "obstacle_m": null })
+        );
+        assert!(
+            envelope.blocking(BaseVelocity { linear_mps: -0.1, angular_radps: 0.0 }).is_empty(),
+            "backing up is not held"
+        );
     }
 
     #[test]
@@ -303,21 +452,60 @@ mod tests {
     fn each_failure_keeps_the_wording_agents_and_scenarios_rely_on() {
         let drive = Report::Drive { done_m: 0.1234, goal_m: 0.5 };
         let failure = |kind, report, settling| Failure { kind, report, settling };
-        let stale = motion_error("move", &failure(FailureKind::Odometry("data on odom is 900 ms old".into()), drive, false));
-        assert_eq!((stale.code, stale.retryable, stale.message.as_str()), (ErrorCode::ExecutionFailed, true, "stopped: data on odom is 900 ms old"));
-        assert_eq!(motion_error("move", &failure(FailureKind::Odometry("gone".into()), drive, true)).message, "gone", "while settling: the sensor's own message");
+        let stale = motion_error(
+            "move",
+            &failure(FailureKind::Odometry("data on odom is 900 ms old".into()), drive, false),
+        );
+        assert_eq!(
+            (stale.code, stale.retryable, stale.message.as_str()),
+            (ErrorCode::ExecutionFailed, true, "stopped: data on odom is 900 ms old")
+        );
+        assert_eq!(
+            motion_error("move", &failure(FailureKind::Odometry("gone".into()), drive, true))
+                .message,
+            "gone",
+            "while settling: the sensor's own message"
+        );
         let timed = Report::Timed { done_m: 0.05, elapsed_s: 0.3, duration_s: 2.0 };
-        assert_eq!(motion_error("move", &failure(FailureKind::Odometry("gone".into()), timed, false)).message, "gone");
+        assert_eq!(
+            motion_error("move", &failure(FailureKind::Odometry("gone".into()), timed, false))
+                .message,
+            "gone"
+        );
         let halted = motion_error("move", &failure(FailureKind::Halted, drive, false));
-        assert_eq!((halted.retryable, halted.message.as_str()), (false, "the move was interrupted by a `stop` call; the robot was halted"));
+        assert_eq!(
+            (halted.retryable, halted.message.as_str()),
+            (false, "the move was interrupted by a `stop` call; the robot was halted")
+        );
         let turn = Report::Rotate { done_rad: 0.5, goal_rad: 1.0 };
-        assert!(motion_error("turn", &failure(FailureKind::Halted, turn, false)).message.starts_with("the turn (after 28.6° of 57.3°) was interrupted"));
-        let timeout = motion_error("move", &failure(FailureKind::Timeout { budget: Duration::from_secs(9) }, drive, false));
-        assert_eq!((timeout.code, timeout.message.as_str()), (ErrorCode::Timeout, "move did not reach its goal within 9.0 s: 0.123 m of 0.500 m done"));
-        let timeout = motion_error("turn", &failure(FailureKind::Timeout { budget: Duration::from_secs(9) }, turn, false));
-        assert_eq!(timeout.message, "turn did not reach its goal within 9.0 s: 28.6° of 57.3° done");
-        let wall = blocking_forward(crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() }, false);
-        let blocked = motion_error("move", &failure(FailureKind::Blocked(wall.clone()), timed, false));
+        assert!(motion_error("turn", &failure(FailureKind::Halted, turn, false))
+            .message
+            .starts_with("the turn (after 28.6° of 57.3°) was interrupted"));
+        let timeout = motion_error(
+            "move",
+            &failure(FailureKind::Timeout { budget: Duration::from_secs(9) }, drive, false),
+        );
+        assert_eq!(
+            (timeout.code, timeout.message.as_str()),
+            (
+                ErrorCode::Timeout,
+                "move did not reach its goal within 9.0 s: 0.123 m of 0.500 m done"
+            )
+        );
+        let timeout = motion_error(
+            "turn",
+            &failure(FailureKind::Timeout { budget: Duration::from_secs(9) }, turn, false),
+        );
+        assert_eq!(
+            timeout.message,
+            "turn did not reach its goal within 9.0 s: 28.6° of 57.3° done"
+        );
+        let wall = blocking_forward(
+            crate::governor::SafetyInputs { obstacle_ahead_m: Some(0.19), ..fresh_inputs() },
+            false,
+        );
+        let blocked =
+            motion_error("move", &failure(FailureKind::Blocked(wall.clone()), timed, false));
         assert!(blocked.message.starts_with("move stopped by an obstacle 0.190 m ahead (stop distance 0.20 m) after 0.3 of 2.0 s (0.05 m)"), "{}", blocked.message);
         let blocked = motion_error("move", &failure(FailureKind::Blocked(wall), drive, false));
         assert!(blocked.message.contains(" after 0.12 of 0.50 m "), "{}", blocked.message);

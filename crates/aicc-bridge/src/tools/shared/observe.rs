@@ -24,7 +24,11 @@ const OBSERVED_WAIT: Duration = Duration::from_millis(1500);
 
 /// Whether `direction`'s zone is observed now.
 fn observed(ctx: &ToolContext, direction: Direction) -> bool {
-    let pose = fresh_odometry(ctx).ok().map(|o| Pose2D { x_m: o.position_m.x, y_m: o.position_m.y, yaw_rad: o.orientation.euler_angles().2 });
+    let pose = fresh_odometry(ctx).ok().map(|o| Pose2D {
+        x_m: o.position_m.x,
+        y_m: o.position_m.y,
+        yaw_rad: o.orientation.euler_angles().2,
+    });
     ctx.base.surroundings().view(direction, pose, Instant::now()).first_unobserved_m.is_none()
 }
 
@@ -33,21 +37,47 @@ fn observed(ctx: &ToolContext, direction: Direction) -> bool {
 /// it; then waits for a frame that does. Returns what was done, for the
 /// motion's result (None: nothing was needed or possible: the governor
 /// then decides, and says why).
-pub async fn observe_way(ctx: &ToolContext, direction: Direction, generation: u64) -> Result<Option<Value>, AiccError> {
-    if ctx.config.safety.head_for_motion != HeadForMotion::Turn || ctx.config.actuators.head_action.is_empty() || observed(ctx, direction) {
+pub async fn observe_way(
+    ctx: &ToolContext,
+    direction: Direction,
+    generation: u64,
+) -> Result<Option<Value>, AiccError> {
+    if ctx.config.safety.head_for_motion != HeadForMotion::Turn
+        || ctx.config.actuators.head_action.is_empty()
+        || observed(ctx, direction)
+    {
         return Ok(None);
     }
     // The head poses that observe the zones are found from the first depth
     // frame: a motion asked for before it came waits for them a moment.
     let asked = Instant::now();
-    while ctx.config.sensors.depth.is_configured() && !ctx.base.surroundings().covers_known() && asked.elapsed() < OBSERVED_WAIT {
+    while ctx.config.sensors.depth.is_configured()
+        && !ctx.base.surroundings().covers_known()
+        && asked.elapsed() < OBSERVED_WAIT
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let Some(cover) = ctx.base.surroundings().cover(direction).filter(|c| c.complete) else { return Ok(None) };
+    let Some(cover) = ctx.base.surroundings().cover(direction).filter(|c| c.complete) else {
+        return Ok(None);
+    };
     let states = ctx.sensors.joint_states().map(|j| j.value).unwrap_or_default();
-    let plan = plan_head(ctx, &states, Some(cover.pan_rad), Some(cover.tilt_rad), None)
-        .map_err(|e| AiccError::execution_failed(e.retryable, format!("could not turn the head to observe the way {}: {}", direction.name(), e.message)))?;
-    let turned = run_head(ctx, &plan, generation).await.map_err(|e| AiccError::execution_failed(e.retryable, format!("turning the head to observe the way {}: {}", direction.name(), e.message)))?;
+    let plan =
+        plan_head(ctx, &states, Some(cover.pan_rad), Some(cover.tilt_rad), None).map_err(|e| {
+            AiccError::execution_failed(
+                e.retryable,
+                format!(
+                    "could not turn the head to observe the way {}: {}",
+                    direction.name(),
+                    e.message
+                ),
+            )
+        })?;
+    let turned = run_head(ctx, &plan, generation).await.map_err(|e| {
+        AiccError::execution_failed(
+            e.retryable,
+            format!("turning the head to observe the way {}: {}", direction.name(), e.message),
+        )
+    })?;
     let arrived = Instant::now();
     while !observed(ctx, direction) && arrived.elapsed() < OBSERVED_WAIT {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -61,6 +91,9 @@ pub async fn observe_way(ctx: &ToolContext, direction: Direction, generation: u6
         "head": turned,
     });
     // Said at once (the motion may still fail): agents see why the head moved.
-    ctx.event_for_session("command", json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "head_turned": done }));
+    ctx.event_for_session(
+        "command",
+        json!({ "call_id": ctx.call_id, "tool": "move", "state": "progress", "head_turned": done }),
+    );
     Ok(Some(done))
 }
