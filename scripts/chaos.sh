@@ -20,7 +20,7 @@ seeds=$(( (minutes * 60 + seed_s - 1) / seed_s ))
 if [ "${AICC_CHAOS_NO_BUILD:-}" != 1 ]; then
   bash scripts/setup.sh
   echo "[chaos] building the bridge and the chaos agent (release)" >&2
-  cargo build --release --bin aicc-ros2 --bin aicc-chaos
+  cargo build --release --locked --bin aicc-ros2 --bin aicc-chaos
 fi
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-chaos.XXXXXX")"

@@ -39,7 +39,7 @@ reports="target/conformance/$profile"
 if [ "${AICC_CONFORMANCE_NO_BUILD:-}" != 1 ]; then
   bash scripts/setup.sh
   echo "[conformance] building the bridge and the runner (release)" >&2
-  cargo build --release --bin aicc-ros2 --bin aicc-conformance
+  cargo build --release --locked --bin aicc-ros2 --bin aicc-conformance
 fi
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-conformance.XXXXXX")"

@@ -18,7 +18,7 @@ while true; do
 done
 bash scripts/setup.sh
 echo "[run] building the bridge and its client (release; the first build takes a few minutes)" >&2
-cargo build --release --bin aicc-ros2 --bin aicc
+cargo build --release --locked --bin aicc-ros2 --bin aicc
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/aicc-run.XXXXXX")"

@@ -281,6 +281,11 @@ impl Rule {
         )
     }
 
+    /// Whether it holds the base because a direction's zone is not observed.
+    pub fn is_unobserved(self) -> bool {
+        matches!(self, Rule::UnobservedAhead | Rule::UnobservedBehind)
+    }
+
     /// The machine name, e.g. `"odometry_stale"`.
     pub fn name(self) -> &'static str {
         match self {

@@ -62,7 +62,13 @@ impl BlockedWatch {
         }
         self.free_since = None;
         let since = *self.since.get_or_insert(now);
-        let settle = if blocking.iter().all(|r| r.rule.is_late_data()) {
+        // A way unobserved while a source is late is unobserved because it
+        // is late (its frames too old to count): waited out the same.
+        let any_late = blocking.iter().any(|r| r.rule.is_late_data());
+        let settle = if blocking
+            .iter()
+            .all(|r| r.rule.is_late_data() || (any_late && r.rule.is_unobserved()))
+        {
             settle.max(LATE_DATA_PATIENCE)
         } else {
             settle
@@ -119,6 +125,35 @@ mod tests {
             watch.observe(late_and_wall.clone(), at(500), settle),
             Some(late_and_wall),
             "an obstacle as well: the settle time"
+        );
+    }
+
+    #[test]
+    fn a_way_unobserved_while_a_source_is_late_is_waited_out_as_late_data() {
+        let held = |rule: crate::governor::Rule| Restriction {
+            rule,
+            reason: String::new(),
+            cause: String::new(),
+            distance_m: None,
+            linear_mps: (0.0, 0.0),
+            angular_radps: (-1.0, 1.0),
+        };
+        use crate::governor::Rule;
+        let late_and_blind = vec![held(Rule::ScanSensingStale), held(Rule::UnobservedBehind)];
+        let blind = vec![held(Rule::UnobservedBehind)];
+        let settle = Duration::from_millis(500);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut watch = BlockedWatch::default();
+        assert_eq!(watch.observe(late_and_blind.clone(), at(0), settle), None);
+        assert_eq!(watch.observe(late_and_blind.clone(), at(1000), settle), None, "late: waited");
+        assert_eq!(watch.observe(late_and_blind.clone(), at(1500), settle), Some(late_and_blind));
+        let mut watch = BlockedWatch::default();
+        assert_eq!(watch.observe(blind.clone(), at(0), settle), None);
+        assert_eq!(
+            watch.observe(blind.clone(), at(500), settle),
+            Some(blind),
+            "blind, nothing late"
         );
     }
 
