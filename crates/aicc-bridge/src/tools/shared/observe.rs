@@ -18,9 +18,16 @@ use crate::protocol::AiccError;
 use crate::tools::ToolContext;
 
 /// How long a motion waits, after turning the head, for a frame that
-/// observes its zone (several frames of a 15 Hz camera); then the
-/// governor decides.
-const OBSERVED_WAIT: Duration = Duration::from_millis(1500);
+/// observes its zone (many frames of a 15 Hz camera, and the camera must be
+/// still for one to count); then the governor decides.
+const OBSERVED_WAIT: Duration = Duration::from_millis(3000);
+
+/// How long a motion asked for right after start waits for the head poses
+/// that observe the zones: found from the first depth frame by a search
+/// over the head's range, which took over 1.5 s on a loaded machine (a move
+/// then failed, "look_at ... observes the way ahead", without the head
+/// having turned).
+const COVERS_WAIT: Duration = Duration::from_millis(6000);
 
 /// Whether `direction`'s zone is observed now.
 fn observed(ctx: &ToolContext, direction: Direction) -> bool {
@@ -53,7 +60,7 @@ pub async fn observe_way(
     let asked = Instant::now();
     while ctx.config.sensors.depth.is_configured()
         && !ctx.base.surroundings().covers_known()
-        && asked.elapsed() < OBSERVED_WAIT
+        && asked.elapsed() < COVERS_WAIT
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
