@@ -18,9 +18,9 @@ use crate::protocol::AiccError;
 use crate::tools::ToolContext;
 
 /// How long a motion waits, after turning the head, for a frame that
-/// observes its zone (many frames of a 15 Hz camera, and the camera must be
-/// still for one to count); then the governor decides.
-const OBSERVED_WAIT: Duration = Duration::from_millis(3000);
+/// observes its zone (several frames of a 15 Hz camera); then the
+/// governor decides.
+const OBSERVED_WAIT: Duration = Duration::from_millis(1500);
 
 /// How long a motion asked for right after start waits for the head poses
 /// that observe the zones: found from the first depth frame by a search
