@@ -366,7 +366,19 @@ class AiccSim:
             if "scene" in command:
                 return self._scene(command["scene"])
             if command.get("reset_world"):
+                # Back where the world began, except those named in `park`,
+                # parked at once: restored first, an object may stand where
+                # the robot is now (the pedestal inside the chassis threw the
+                # robot about when the next move began).
+                names = {o.name for o in self.sim.objects}
+                park = list(command.get("park", []))
+                unknown = [n for n in park if n not in names]
+                if unknown:
+                    return f"no object {unknown} to park (objects: {', '.join(sorted(names))})"
                 self.sim.reset_objects()
+                for index, obj in enumerate(self.sim.objects):
+                    if obj.name in park:
+                        self.sim.park_object(obj.name, *world.parking_spot(index))
                 return None
             if "place" in command:
                 p = command["place"]

@@ -281,7 +281,9 @@ async fn run_seed(
     }
     let park: Vec<&str> =
         ["pedestal", "cube"].into_iter().filter(|n| truth.hello.objects.contains_key(*n)).collect();
-    truth.command(&json!({ "reset_world": true }), Duration::from_secs(10)).await?;
+    // Parked in the same step as the reset: restored first, the pedestal may
+    // stand where the robot is now.
+    truth.command(&json!({ "reset_world": true, "park": park }), Duration::from_secs(10)).await?;
     let seq = truth
         .command(&json!({ "scene": { "park": park, "objects": objects } }), Duration::from_secs(10))
         .await?;
