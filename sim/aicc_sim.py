@@ -376,9 +376,7 @@ class AiccSim:
                 if unknown:
                     return f"no object {unknown} to park (objects: {', '.join(sorted(names))})"
                 self.sim.reset_objects()
-                for index, obj in enumerate(self.sim.objects):
-                    if obj.name in park:
-                        self.sim.park_object(obj.name, *world.parking_spot(index))
+                self._park(set(park))
                 return None
             if "place" in command:
                 p = command["place"]
@@ -396,6 +394,12 @@ class AiccSim:
             return problem
         except (KeyError, ValueError, TypeError, AttributeError) as error:
             return f"{type(error).__name__}: {error}"
+
+    def _park(self, names: set) -> None:
+        """Parks the objects named, each at its own spot outside the room."""
+        for index, obj in enumerate(self.sim.objects):
+            if obj.name in names:
+                self.sim.park_object(obj.name, *world.parking_spot(index))
 
     def _scene(self, scene: dict) -> str | None:
         """{"robot": {"x_m", "y_m"}, "clear": true, "park": [names], "objects": [{"object", "ahead_m", "left_m", "yaw_deg"}]}:
@@ -429,9 +433,8 @@ class AiccSim:
                 self._apply_odometry_faults([("jump", 0.0, 0.0, 0.0, ahead, left)])
         placed = {item["object"] for item in wanted}
         parked = set(scene.get("park", []))
-        for index, obj in enumerate(self.sim.objects):
-            if obj.name not in placed and (scene.get("clear") or obj.name in parked):
-                self.sim.park_object(obj.name, *world.parking_spot(index))
+        self._park({o.name for o in self.sim.objects
+                    if o.name not in placed and (scene.get("clear") or o.name in parked)})
         position, quat = self.sim.base_pose()
         yaw = quat_to_yaw(quat)
         for item in wanted:
