@@ -423,8 +423,13 @@ impl BaseDriver {
     /// as at a `stop`), and re-anchors what is kept in the odometry frame
     /// (the geofence's centre, the contact latch's reference, what the
     /// obstacle sources saw) so that it stays where it is in the world.
-    /// Returns what was re-anchored, in words, for the event.
-    pub fn note_odometry_jump(&self, jump: &crate::governor::odometry::Jump) -> String {
+    /// `jumped_at` is the jumped sample's capture. Returns what was
+    /// re-anchored, in words, for the event.
+    pub fn note_odometry_jump(
+        &self,
+        jump: &crate::governor::odometry::Jump,
+        jumped_at: Instant,
+    ) -> String {
         let correction = jump.correction();
         let yaw_change =
             crate::governor::safety::wrap_angle(jump.after.yaw_rad - jump.before.yaw_rad);
@@ -440,7 +445,7 @@ impl BaseDriver {
         let latched = state.safety.contact_latched();
         state.safety.reanchor(correction, yaw_change);
         drop(state);
-        let forgotten = self.surroundings.lock().forget_after_jump(correction);
+        let forgotten = self.surroundings.lock().forget_after_jump(correction, jumped_at);
         let mut parts: Vec<String> = fence.into_iter().collect();
         if latched {
             parts.push("the contact latch's reference pose".into());

@@ -493,7 +493,10 @@ pub async fn watch_odometry(
                 continue;
             }
             if let Some(jump) = check_continuity(&before, &point, &limits) {
-                let what = base.note_odometry_jump(&jump);
+                let now = robot.now();
+                let jumped_at =
+                    now.instant.checked_sub(odometry.age(now).effective()).unwrap_or(now.instant);
+                let what = base.note_odometry_jump(&jump, jumped_at);
                 tracing::warn!("{what}: motion stopped ({})", robot.topic(Sensor::Odometry));
                 let payload = json!({
                     "kind": "odometry_jump",

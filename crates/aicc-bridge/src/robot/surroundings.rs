@@ -63,6 +63,11 @@ pub struct Surroundings {
     covers_searched: bool,
     /// What each source was found to watch, said once (source, direction).
     announced: HashSet<(SourceKind, Direction)>,
+    /// When the last odometry jump happened (the jumped sample's capture):
+    /// a frame captured before it and taken after it (measured meanwhile)
+    /// was placed by the pose after the jump, so its points are not
+    /// remembered.
+    jumped_at: Option<Instant>,
 }
 
 /// What the governor reads at a control step.
@@ -104,6 +109,7 @@ impl Surroundings {
             covers: [None, None],
             covers_searched: false,
             announced: HashSet::new(),
+            jumped_at: None,
         }
     }
 
@@ -136,6 +142,12 @@ impl Surroundings {
         let mut said = Vec::new();
         let kind = observation.source;
         let (seen, pose) = (observation.captured, observation.pose);
+        if self.jumped_at.is_some_and(|jumped| seen < jumped) {
+            // Of the moment before an odometry jump: what it saw has no
+            // known place now (a pedestal left behind by a kidnapped robot
+            // would be remembered in its way, where it cannot be seen again).
+            return said;
+        }
         self.memory.review(verdict);
         if kind == SourceKind::DepthCamera {
             self.memory.remember(points.iter().copied(), seen, (pose.x_m, pose.y_m));
@@ -237,11 +249,15 @@ impl Surroundings {
     /// so where they lie now is unknown: what the sources do not observe
     /// again is unobserved, which the coverage rule treats as unknown);
     /// the sources' latest frames, of the moment before, are moved by
-    /// `correction` with the robot. Returns how many points were forgotten.
+    /// `correction` with the robot. Frames captured before `jumped_at` (the
+    /// jumped sample's capture) and taken later are not remembered. Returns
+    /// how many points were forgotten.
     pub fn forget_after_jump(
         &mut self,
         correction: impl Fn(f64, f64) -> (f64, f64) + Copy,
+        jumped_at: Instant,
     ) -> usize {
+        self.jumped_at = Some(self.jumped_at.map_or(jumped_at, |t| t.max(jumped_at)));
         let forgotten = self.memory.len();
         self.memory.clear();
         self.free.clear();
@@ -458,7 +474,7 @@ mod tests {
         assert_eq!(before.ahead_m.map(|d| (d * 1000.0).round() / 1000.0), Some(0.4));
         // The odometry frame jumped: the robot is now reported at x = 1.0
         // where it was at 0.0. What it remembered no longer has a place.
-        assert!(s.forget_after_jump(|x, y| (x + 1.0, y)) > 0);
+        assert!(s.forget_after_jump(|x, y| (x + 1.0, y), t0 + Duration::from_millis(40)) > 0);
         let moved = Pose2D { x_m: 1.0, ..ORIGIN };
         let reading = s.reading(Some(moved), t0 + Duration::from_millis(50), None);
         assert_eq!(reading.ahead_m, None, "{reading:?}");
@@ -466,5 +482,27 @@ mod tests {
             reading.unobserved[0], None,
             "the latest frame still observes the way, moved with the robot"
         );
+    }
+
+    #[test]
+    fn a_frame_captured_before_an_odometry_jump_and_taken_after_it_is_not_remembered() {
+        let mut s = surroundings();
+        let t0 = Instant::now();
+        let jumped_at = t0 + Duration::from_millis(30);
+        s.forget_after_jump(|x, y| (x + 1.0, y), jumped_at);
+        // Measured while the jump was noticed: captured 10 ms before it,
+        // placed by the pose after it.
+        let moved = Pose2D { x_m: 1.0, ..ORIGIN };
+        let mut late = seeing_all_ahead(&s, jumped_at - Duration::from_millis(10));
+        late.pose = moved;
+        s.note(late, &[(1.4, 0.0, 0.1), (1.4, 0.0, 0.1)], |_| Verdict::Unknown);
+        let now = jumped_at + Duration::from_millis(20);
+        assert_eq!(s.reading(Some(moved), now, None).ahead_m, None);
+        // A frame captured after the jump is remembered as ever.
+        let mut next = seeing_all_ahead(&s, jumped_at + Duration::from_millis(5));
+        next.pose = moved;
+        s.note(next, &[(1.4, 0.0, 0.1), (1.4, 0.0, 0.1)], |_| Verdict::Unknown);
+        let ahead = s.reading(Some(moved), now, None).ahead_m;
+        assert_eq!(ahead.map(|d| (d * 1000.0).round() / 1000.0), Some(0.4));
     }
 }
