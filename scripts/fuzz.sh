@@ -21,7 +21,7 @@ cd "$repo/fuzz"
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(framer aicc_line core_lines fonline_rpc config_yaml scenario_yaml mcp_inbound)
+[ ${#targets[@]} -gt 0 ] || targets=(framer aicc_line core_lines ai_control_rpc config_yaml scenario_yaml mcp_inbound)
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked
 export CARGO_TARGET_DIR="$repo/fuzz/target"

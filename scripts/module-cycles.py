@@ -3,7 +3,10 @@
 fails if it has a cycle. Reads every .rs file under the crate's src/ (test
 modules, from `#[cfg(test)]` on, are left out: a test may reach across),
 takes each `crate::<module>` it names, and groups files by their top-level
-module (src/<module>.rs or src/<module>/...).
+module (src/<module>.rs or src/<module>/...). Then the same one level down
+and further: among the modules of one parent (the files of
+`robot/`, of `tools/shared/`, ...), following `super::`, `self::` and
+`crate::` paths, so that two files that import each other are found too.
 
     scripts/module-cycles.py crates/aicc-bridge [--graph]
 """
@@ -73,6 +76,61 @@ def cycles(edges: dict) -> list:
     return found
 
 
+def module_path(src: pathlib.Path, path: pathlib.Path) -> list:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return parts[:-1] if parts[-1] == "mod" else parts
+
+
+def uses(text: str, here: list) -> set:
+    """The absolute module paths a file's `crate::`, `super::` and `self::`
+    paths name (groups expanded one level)."""
+    found = set()
+    own = here
+    for match in re.finditer(r"\b((?:crate|self|super)(?:::super)*)::((?:[a-z_][a-z0-9_]*::)*)(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)", text):
+        head, middle, last = match.groups()
+        steps = head.split("::")
+        if steps[0] == "crate":
+            base = []
+        elif steps[0] == "self":
+            base = list(own)
+        else:
+            base = list(own)[: len(own) - len(steps)] if len(steps) <= len(own) else []
+        base += [m for m in middle.split("::") if m]
+        if last.startswith("{"):
+            found.add(tuple(base))
+            for name in re.findall(r"(?:^|[{,])\s*([a-z_][a-z0-9_]*)", last):
+                found.add(tuple(base + [name]))
+        else:
+            found.add(tuple(base + [last]))
+    return found
+
+
+def sibling_cycles(crate: pathlib.Path) -> list:
+    """Cycles among the modules of one parent, at every level below the top."""
+    src = crate / "src"
+    files = [p for p in sorted(src.rglob("*.rs"))
+             if not (p.parent == src and p.name in ("lib.rs", "main.rs")) and "bin" not in p.relative_to(src).parts]
+    paths = {tuple(module_path(src, p)): p for p in files}
+    found = []
+    parents = {m[:-1] for m in paths if len(m) >= 2}
+    for parent in sorted(parents):
+        children = {m[len(parent)] for m in paths if len(m) > len(parent) and m[: len(parent)] == parent}
+        edges: dict = {c: set() for c in children}
+        for module, path in paths.items():
+            if len(module) <= len(parent) or module[: len(parent)] != parent:
+                continue
+            child = module[len(parent)]
+            code = re.sub(r"//[^\n]*", "", production_text(path))  # doc links are not imports
+            for target in uses(code, list(module)):
+                if len(target) > len(parent) and target[: len(parent)] == parent:
+                    other = target[len(parent)]
+                    if other in children and other != child:
+                        edges[child].add(other)
+        for component in cycles(edges):
+            found.append("::".join(parent) + ": " + ", ".join(component))
+    return found
+
+
 def main() -> int:
     crate = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "crates/aicc-bridge")
     edges = graph(crate)
@@ -82,9 +140,12 @@ def main() -> int:
     found = cycles(edges)
     for component in found:
         print(f"cycle among: {', '.join(component)}")
-    if found:
+    below = sibling_cycles(crate)
+    for component in below:
+        print(f"cycle among the modules of {component}")
+    if found or below:
         return 1
-    print(f"{crate}: {len(edges)} top-level modules, no import cycle")
+    print(f"{crate}: {len(edges)} top-level modules, no import cycle among them or among any module's files")
     return 0
 
 

@@ -2,7 +2,7 @@
 # Runs the bridge beside the simulated robot (MuJoCo, headless), after
 # installing what is missing. Ctrl-C stops both.
 #   scripts/run-sim.sh [--port N] [--ai-control-port N] [simulator options, e.g. --width 640 --height 480]
-# AICC listens on 127.0.0.1:43010 and the AI-control dialect (docs/fonline.md)
+# AICC listens on 127.0.0.1:43010 and the AI-control dialect (docs/ai-control.md)
 # on 127.0.0.1:43011 by default, the ports the two protocols name.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,7 +40,7 @@ for _ in $(seq 1200); do
 done
 grep -q '^AICC_SIM_READY' "$logs/sim.log" || { echo "[run] the simulator did not become ready in 120 s: $logs/sim.log" >&2; exit 1; }
 
-target/release/aicc-ros2 --listen "127.0.0.1:$port" --fonline-listen "127.0.0.1:$ai_control_port" --config config/sim.yaml &
+target/release/aicc-ros2 --listen "127.0.0.1:$port" --ai-control-listen "127.0.0.1:$ai_control_port" --config config/sim.yaml &
 pids+=($!)
 sleep 1
 cat >&2 <<MSG
@@ -54,7 +54,7 @@ cat >&2 <<MSG
   or use the command-line client (docs/cli.md):
     target/release/aicc --port $port shell
 
-  The AI-control dialect (JSON-RPC 2.0, docs/fonline.md) is on 127.0.0.1:$ai_control_port:
+  The AI-control dialect (JSON-RPC 2.0, docs/ai-control.md) is on 127.0.0.1:$ai_control_port:
     {"jsonrpc":"2.0","id":1,"method":"act","params":{"type":"move","x":500}}
 
   Simulator log: $logs/sim.log. Ctrl-C stops the bridge and the simulator.

@@ -3,8 +3,8 @@
 #   scripts/test.sh [fast|sim|conformance|all]     (default: all; CI runs all)
 # fast (about 2 minutes after a change; no ROS, no simulator):
 #   1. the ROS-free crates (aicc-wire, aicc-control, aicc-bridge, aicc-agent,
-#      aicc-testkit): no r2r anywhere in their dependency graph, no import
-#      cycle between any crate's modules (scripts/module-cycles.py); rustfmt
+#      aicc-testkit, aicc-bench): no r2r anywhere in their dependency graph, no import
+#      cycle between any crate's modules, at any level (scripts/module-cycles.py); rustfmt
 #      (`cargo fmt --check`) and clippy with warnings denied; their unit
 #      tests and the in-process bridge tests (protocol over TCP, TLS, the
 #      agent harness, `aicc mcp` driven by the official MCP Python SDK over
@@ -50,7 +50,7 @@ esac
 runs() { [ "$tier" = all ] || [ "$tier" = "$1" ]; }
 # Each step with the minutes and seconds since the start: where CI's time goes.
 step() { printf '[test] %dm%02ds %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
-ros_free=(-p aicc-wire -p aicc-control -p aicc-bridge -p aicc-agent -p aicc-testkit)
+ros_free=(-p aicc-wire -p aicc-control -p aicc-bridge -p aicc-agent -p aicc-testkit -p aicc-bench)
 mkdir -p target
 fuzz_pid=""
 setup_pid=""

@@ -50,9 +50,9 @@ struct Args {
     #[arg(long)]
     listen: Option<String>,
     /// Serve the AI-control dialect (JSON-RPC over NDJSON) on HOST:PORT as
-    /// well (port 0 picks a free port). Overrides and enables `fonline`.
-    #[arg(long)]
-    fonline_listen: Option<String>,
+    /// well (port 0 picks a free port). Overrides and enables `ai_control`.
+    #[arg(long, alias = "fonline-listen")]
+    ai_control_listen: Option<String>,
     /// Serve the operator's web console on HOST:PORT (port 0 picks a free
     /// port). Overrides and enables `console`; needs an admin token.
     #[arg(long)]
@@ -109,7 +109,7 @@ fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
 }
 
 /// Defaults, then `--config`, then the ROS parameter files (the sections
-/// for this node), then `-p` overrides, then `--listen`, `--fonline-listen`, `--console-listen` and `--record`.
+/// for this node), then `-p` overrides, then `--listen`, `--ai-control-listen`, `--console-listen` and `--record`.
 fn load_config(
     args: &Args,
     ros: &RosParameters,
@@ -121,9 +121,9 @@ fn load_config(
     if let Some(listen) = &args.listen {
         config.listen = listen.clone();
     }
-    if let Some(listen) = &args.fonline_listen {
-        config.fonline.enabled = true;
-        config.fonline.listen = listen.clone();
+    if let Some(listen) = &args.ai_control_listen {
+        config.ai_control.enabled = true;
+        config.ai_control.listen = listen.clone();
     }
     if let Some(listen) = &args.console_listen {
         config.console.enabled = true;

@@ -247,13 +247,13 @@ pub fn start_bridge_on(
 }
 
 /// Starts the bridge with the AI-control dialect on a free port as well
-/// (`--fonline-listen 127.0.0.1:0`); returns it, the AICC port, the
+/// (`--ai-control-listen 127.0.0.1:0`); returns it, the AICC port, the
 /// AI-control port (from its `AI_CONTROL_READY` line) and its log.
 pub fn start_bridge_with_ai_control(
     extra_args: &[&str],
     envs: &[(&str, &str)],
 ) -> (ChildGuard, u16, u16, Arc<Mutex<String>>) {
-    let listen = ["--listen", "127.0.0.1:0", "--fonline-listen", "127.0.0.1:0"];
+    let listen = ["--listen", "127.0.0.1:0", "--ai-control-listen", "127.0.0.1:0"];
     let (guard, ports, log) =
         spawn_bridge(&listen, extra_args, envs, &["AICC_READY ", "AI_CONTROL_READY "]);
     (guard, ports[0], ports[1], log)
@@ -282,7 +282,7 @@ pub fn start_bridge_with_every_front_end(
     let listen = [
         "--listen",
         "127.0.0.1:0",
-        "--fonline-listen",
+        "--ai-control-listen",
         "127.0.0.1:0",
         "--console-listen",
         "127.0.0.1:0",

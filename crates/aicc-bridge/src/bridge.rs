@@ -67,10 +67,10 @@ impl Startup {
             !security.tls_cert_file.is_empty(),
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-        if config.fonline.enabled {
+        if config.ai_control.enabled {
             let address: SocketAddr =
-                config.fonline.listen.parse().context("parsing fonline.listen")?;
-            crate::fonline::check_listen_address(
+                config.ai_control.listen.parse().context("parsing ai_control.listen")?;
+            crate::ai_control::check_listen_address(
                 address,
                 security.allow_remote,
                 !tokens.is_empty(),
@@ -79,7 +79,7 @@ impl Startup {
             // The dialect has no TLS: remote, it is plain text or nothing.
             check_remote(
                 address,
-                "the AI-control listener (fonline.listen)",
+                "the AI-control listener (ai_control.listen)",
                 security,
                 !tokens.is_empty(),
                 false,
@@ -170,18 +170,18 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Binds `listen` (and `fonline.listen` when the dialect is enabled),
+    /// Binds `listen` (and `ai_control.listen` when the dialect is enabled),
     /// each with a listen backlog of `listen_backlog`.
     pub async fn bind(config: &Config) -> anyhow::Result<Self> {
         let aicc = bind_with_backlog(&config.listen, config.listen_backlog)
             .with_context(|| format!("binding {}", config.listen))?;
-        let ai_control = match config.fonline.enabled {
+        let ai_control = match config.ai_control.enabled {
             true => Some(
-                bind_with_backlog(&config.fonline.listen, config.listen_backlog).with_context(
+                bind_with_backlog(&config.ai_control.listen, config.listen_backlog).with_context(
                     || {
                         format!(
-                            "binding the AI-control listener (fonline.listen) {}",
-                            config.fonline.listen
+                            "binding the AI-control listener (ai_control.listen) {}",
+                            config.ai_control.listen
                         )
                     },
                 )?,
@@ -363,9 +363,9 @@ pub async fn run(
         tasks.extend(console_tasks);
     }
     if let Some(listener) = listeners.ai_control {
-        let settings = crate::fonline::Settings::from_config(&config, tokens);
+        let settings = crate::ai_control::Settings::from_config(&config, tokens);
         let (bound, dialect_tasks) =
-            crate::fonline::start(bridge.clone(), catalog, listener, settings)?;
+            crate::ai_control::start(bridge.clone(), catalog, listener, settings)?;
         tracing::info!(%bound, "AI-control listener ready");
         tasks.extend(dialect_tasks);
     }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:43010";
 /// The AI-control contract's default endpoint.
-pub const DEFAULT_FONLINE_LISTEN: &str = "127.0.0.1:43011";
+pub const DEFAULT_AI_CONTROL_LISTEN: &str = "127.0.0.1:43011";
 pub const DEFAULT_NODE_NAME: &str = "aicc_bridge";
 
 /// The whole bridge configuration.
@@ -75,8 +75,10 @@ pub struct Config {
     pub sensors: SensorConfig,
     /// Coordinate frames: the robot's TF tree, the URDF as the fallback.
     pub tf: TfConfig,
-    /// The AI-control (FOnline dialect) front end: off unless enabled.
-    pub fonline: FonlineConfig,
+    /// The AI-control dialect's front end: off unless enabled. `fonline`,
+    /// its name before 0.2 (after the contract's project), is read as well.
+    #[serde(alias = "fonline")]
+    pub ai_control: AiControlConfig,
     /// The flight recorder: what crosses the core, to MCAP files.
     pub record: RecordConfig,
     /// What waits for an operator's approval (default: nothing).
@@ -356,7 +358,7 @@ impl Default for Config {
             base: BaseConfig::default(),
             sensors: SensorConfig::default(),
             tf: TfConfig::default(),
-            fonline: FonlineConfig::default(),
+            ai_control: AiControlConfig::default(),
             record: RecordConfig::default(),
             approvals: ApprovalsConfig::default(),
             console: ConsoleConfig::default(),
@@ -369,7 +371,7 @@ impl Default for Config {
 /// default: the contract asks for explicit configuration of a listener.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct FonlineConfig {
+pub struct AiControlConfig {
     pub enabled: bool,
     /// HOST:PORT; a non-loopback address needs security.allow_remote, a
     /// token and security.allow_plaintext_remote (the dialect has no TLS).
@@ -388,11 +390,11 @@ pub struct FonlineConfig {
     pub max_connections_per_address: usize,
 }
 
-impl Default for FonlineConfig {
+impl Default for AiControlConfig {
     fn default() -> Self {
         Self {
             enabled: false,
-            listen: DEFAULT_FONLINE_LISTEN.into(),
+            listen: DEFAULT_AI_CONTROL_LISTEN.into(),
             max_queued_commands: 64,
             max_events: 512,
             lease_timeout_s: 2.0,
@@ -885,8 +887,8 @@ impl SafetySettings {
     }
 
     /// The footprint the laser zones are built around.
-    pub fn footprint(&self) -> crate::governor::laser::Footprint {
-        use crate::governor::laser::Footprint;
+    pub fn footprint(&self) -> crate::governor::footprint::Footprint {
+        use crate::governor::footprint::Footprint;
         if self.footprint_radius_m > 0.0 {
             Footprint::Circle { radius_m: self.footprint_radius_m }
         } else {
@@ -1109,7 +1111,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), InvalidConfig> {
         for (name, value) in [
             ("listen", &self.listen),
-            ("fonline.listen", &self.fonline.listen),
+            ("ai_control.listen", &self.ai_control.listen),
             ("console.listen", &self.console.listen),
         ] {
             value.parse::<SocketAddr>().map_err(|source| InvalidConfig::NotAnAddress {
@@ -1141,7 +1143,7 @@ impl Config {
             ("console.camera_hz", self.console.camera_hz),
             ("console.state_hz", self.console.state_hz),
             ("console.header_timeout_s", self.console.header_timeout_s),
-            ("fonline.lease_timeout_s", self.fonline.lease_timeout_s),
+            ("ai_control.lease_timeout_s", self.ai_control.lease_timeout_s),
         ];
         if !(self.approvals.move_longer_than_m.is_finite()
             && self.approvals.move_longer_than_m >= 0.0)
@@ -1301,8 +1303,8 @@ impl Config {
             ("event_ring_capacity", self.event_ring_capacity),
             ("max_detached_sessions", self.max_detached_sessions),
             ("max_connections", self.max_connections),
-            ("fonline.max_queued_commands", self.fonline.max_queued_commands),
-            ("fonline.max_events", self.fonline.max_events),
+            ("ai_control.max_queued_commands", self.ai_control.max_queued_commands),
+            ("ai_control.max_events", self.ai_control.max_events),
             ("record.queue", self.record.queue),
             ("record.flight_max_bytes", self.record.flight_max_bytes),
             ("console.max_pages", self.console.max_pages),
@@ -1310,8 +1312,8 @@ impl Config {
             ("console.max_requests_per_minute", self.console.max_requests_per_minute as usize),
             ("console.max_connections", self.console.max_connections),
             ("console.max_connections_per_address", self.console.max_connections_per_address),
-            ("fonline.max_connections", self.fonline.max_connections),
-            ("fonline.max_connections_per_address", self.fonline.max_connections_per_address),
+            ("ai_control.max_connections", self.ai_control.max_connections),
+            ("ai_control.max_connections_per_address", self.ai_control.max_connections_per_address),
             ("security.max_connections_per_address", self.security.max_connections_per_address),
             ("security.max_undecodable_lines", self.security.max_undecodable_lines as usize),
         ] {
@@ -1446,34 +1448,34 @@ mod tests {
         assert_eq!(config.security.unauthenticated_scope, built_in.security.unauthenticated_scope);
         assert_eq!(config.tick_mode, built_in.tick_mode);
         assert_eq!(
-            (config.fonline.enabled, config.fonline.listen.as_str()),
-            (false, DEFAULT_FONLINE_LISTEN)
+            (config.ai_control.enabled, config.ai_control.listen.as_str()),
+            (false, DEFAULT_AI_CONTROL_LISTEN)
         );
         assert_eq!(
-            (config.fonline.max_queued_commands, config.fonline.max_events),
-            (built_in.fonline.max_queued_commands, built_in.fonline.max_events)
+            (config.ai_control.max_queued_commands, config.ai_control.max_events),
+            (built_in.ai_control.max_queued_commands, built_in.ai_control.max_events)
         );
     }
 
     #[test]
-    fn the_fonline_section_is_strict_and_checked() {
+    fn the_ai_control_section_is_strict_and_checked() {
         let typo =
-            "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_queue: 3\n";
+            "/**:\n  ros__parameters:\n    ai_control:\n      enabled: true\n      max_queue: 3\n";
         assert!(Config::from_params_yaml(typo, "x").unwrap_err().to_string().contains("max_queue"));
-        let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
+        let zero = "/**:\n  ros__parameters:\n    ai_control:\n      max_events: 0\n";
         assert!(Config::from_params_yaml(zero, "x")
             .unwrap_err()
             .to_string()
-            .contains("fonline.max_events"));
-        let bad_listen = "/**:\n  ros__parameters:\n    fonline:\n      listen: \"localhost\"\n";
+            .contains("ai_control.max_events"));
+        let bad_listen = "/**:\n  ros__parameters:\n    ai_control:\n      listen: \"localhost\"\n";
         assert!(Config::from_params_yaml(bad_listen, "x")
             .unwrap_err()
             .to_string()
-            .contains("fonline.listen"));
+            .contains("ai_control.listen"));
         let sim =
             Config::from_params_yaml(include_str!("../../../config/sim.yaml"), DEFAULT_NODE_NAME)
                 .unwrap();
-        assert!(sim.fonline.enabled, "the simulation profile serves the AI-control dialect");
+        assert!(sim.ai_control.enabled, "the simulation profile serves the AI-control dialect");
     }
 
     #[test]
@@ -1656,14 +1658,14 @@ mod tests {
         portable::<ConfigError>();
         portable::<InvalidConfig>();
         portable::<TokenEnvError>();
-        portable::<crate::fonline::ListenRefused>();
+        portable::<crate::ai_control::ListenRefused>();
     }
 
     #[test]
     fn errors_say_which_rule_was_broken_and_a_file_error_names_the_file() {
-        let zero = "/**:\n  ros__parameters:\n    fonline:\n      max_events: 0\n";
+        let zero = "/**:\n  ros__parameters:\n    ai_control:\n      max_events: 0\n";
         assert!(
-            matches!(Config::from_params_yaml(zero, "x"), Err(ParamsError::Invalid(InvalidConfig::Zero { name })) if name == "fonline.max_events")
+            matches!(Config::from_params_yaml(zero, "x"), Err(ParamsError::Invalid(InvalidConfig::Zero { name })) if name == "ai_control.max_events")
         );
         assert!(matches!(
             Config::from_params_yaml("[1, 2]", "x"),

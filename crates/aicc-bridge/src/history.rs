@@ -51,10 +51,6 @@ impl<T> SequencedRing<T> {
         self.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     pub fn capacity(&self) -> usize {
         self.capacity
     }

@@ -4,15 +4,16 @@
 //! replay robot implement it too.
 // The governor and the motion controller live in their own crate (no I/O,
 // no tokio): here under their old names, as the rest of the bridge uses them.
-pub use aicc_control::{governor, motion};
+pub use aicc_control::governor;
+use aicc_control::motion;
 
+pub mod ai_control;
 pub mod bridge;
 pub mod config;
-pub mod console;
-pub mod diagnostics;
-pub mod event_lines;
-pub mod fonline;
-pub mod history;
+mod console;
+mod diagnostics;
+mod event_lines;
+mod history;
 pub mod live;
 pub mod parameters;
 pub mod perception;
@@ -20,8 +21,7 @@ pub mod protocol;
 pub mod recorder;
 pub mod replay;
 pub mod robot;
-pub mod robot_events;
-pub mod server;
-pub mod tap;
-pub mod test_bridge;
+mod robot_events;
+mod server;
+mod tap;
 pub mod tools;

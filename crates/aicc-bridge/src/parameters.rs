@@ -102,8 +102,8 @@ const DOMAINS: &[(&str, Range)] = &[
     ("event_ring_capacity", AT_LEAST_ONE),
     ("max_detached_sessions", AT_LEAST_ONE),
     ("max_connections", AT_LEAST_ONE),
-    ("fonline.max_queued_commands", AT_LEAST_ONE),
-    ("fonline.max_events", AT_LEAST_ONE),
+    ("ai_control.max_queued_commands", AT_LEAST_ONE),
+    ("ai_control.max_events", AT_LEAST_ONE),
     ("record.queue", AT_LEAST_ONE),
     ("record.flight_max_bytes", AT_LEAST_ONE),
     ("record.flight_window_s", POSITIVE),
@@ -346,6 +346,7 @@ pub fn load(
     }
     let known: Vec<String> = parameters(&Config::default()).into_iter().map(|p| p.name).collect();
     for (name, text) in overrides {
+        let name = &renamed(name);
         if !known.iter().any(|k| k == name || k.starts_with(&format!("{name}."))) {
             return Err(LoadError::Override {
                 name: name.clone(),
@@ -385,7 +386,10 @@ fn file_sections(path: &Path, node: &NodeIdentity) -> Result<Vec<Value>, ConfigE
         .iter()
         .filter_map(|key| top.get(key))
         .map(|section| {
-            section.get("ros__parameters").map(expand_dotted).ok_or(ParamsError::NoRosParameters)
+            let params = section.get("ros__parameters").ok_or(ParamsError::NoRosParameters)?;
+            let mut nested = expand_dotted(params);
+            rename_sections(&mut nested);
+            Ok(nested)
         })
         .collect::<Result<_, _>>()
         .map_err(invalid)?;
@@ -399,6 +403,34 @@ fn file_sections(path: &Path, node: &NodeIdentity) -> Result<Vec<Value>, ConfigE
         Config::deserialize(section).map_err(|e| invalid(ParamsError::Parameters(e)))?;
     }
     Ok(sections)
+}
+
+/// Sections read under their old names too: (old, current).
+const RENAMED_SECTIONS: &[(&str, &str)] = &[("fonline", "ai_control")];
+
+/// A parameter's current name (`fonline.listen` is `ai_control.listen`).
+fn renamed(name: &str) -> String {
+    for (old, current) in RENAMED_SECTIONS {
+        if let Some(rest) = name.strip_prefix(old).filter(|r| r.is_empty() || r.starts_with('.')) {
+            return format!("{current}{rest}");
+        }
+    }
+    name.to_string()
+}
+
+/// Moves sections under their old names to their current ones, so that a
+/// file of either spelling merges with the defaults (both in one file is
+/// refused by serde as a duplicate field, naming it).
+fn rename_sections(params: &mut Value) {
+    let Value::Object(map) = params else { return };
+    for (old, current) in RENAMED_SECTIONS {
+        if map.contains_key(*current) {
+            continue;
+        }
+        if let Some(section) = map.remove(*old) {
+            map.insert((*current).to_string(), section);
+        }
+    }
 }
 
 /// `{"a.b": 1}` as `{"a": {"b": 1}}` (ROS allows both spellings).
@@ -553,6 +585,37 @@ mod tests {
         );
         let err = load(&node(), &[namespaced], &[]).unwrap_err().to_string();
         assert!(err.contains("no section for node 'aicc_bridge'"), "{err}");
+    }
+
+    #[test]
+    fn the_dialect_section_is_read_under_its_old_name_too() {
+        let old = file(
+            "old-name.yaml",
+            "/**:\n  ros__parameters:\n    fonline:\n      enabled: true\n      max_events: 9\n",
+        );
+        let config = load(
+            &node(),
+            std::slice::from_ref(&old),
+            &[("fonline.max_queued_commands".into(), "5".into())],
+        )
+        .unwrap();
+        let dialect = &config.ai_control;
+        assert_eq!(
+            (dialect.enabled, dialect.max_events, dialect.max_queued_commands),
+            (true, 9, 5)
+        );
+        let direct = Config::from_params_yaml(
+            "/**:\n  ros__parameters:\n    fonline:\n      max_events: 9\n",
+            "aicc_bridge",
+        )
+        .unwrap();
+        assert_eq!(direct.ai_control.max_events, 9);
+        let both = file(
+            "both-names.yaml",
+            "/**:\n  ros__parameters:\n    fonline:\n      max_events: 9\n    ai_control:\n      max_events: 8\n",
+        );
+        let err = load(&node(), &[both], &[]).unwrap_err().to_string();
+        assert!(err.contains("both-names.yaml") && err.contains("ai_control"), "{err}");
     }
 
     #[test]

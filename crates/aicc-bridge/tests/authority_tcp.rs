@@ -65,7 +65,7 @@ fn moved(bridge: &support::InProcessBridge) -> bool {
 fn a_web_page_cannot_drive_the_robot_through_the_aicc_or_the_ai_control_port() {
     // No tokens: what a page reaching a loopback port would meet by default.
     let mut bridge =
-        start(config("    fonline:\n      enabled: true\n      listen: \"127.0.0.1:0\"\n"), &[]);
+        start(config("    ai_control:\n      enabled: true\n      listen: \"127.0.0.1:0\"\n"), &[]);
     bridge.feed_standing(None);
     let (aicc, ai_control) = (bridge.port, bridge.ai_control_port.expect("the dialect is enabled"));
     // The requests a form post or a fetch makes, with a body the bridge would act on.
@@ -319,7 +319,7 @@ fn remote_listeners_without_tls_and_one_token_in_two_scopes_are_refused_at_start
         Startup::from_config(Arc::new(remote_config), env(&[("AICC_TOKEN", AGENT)])).is_ok(),
         "explicitly allowed (and loud)"
     );
-    let dialect = start_with("    fonline:\n      enabled: true\n      listen: \"0.0.0.0:0\"\n    security:\n      allow_remote: true\n", &[("AICC_TOKEN", AGENT)]).expect("a remote dialect without plain text allowed is refused");
+    let dialect = start_with("    ai_control:\n      enabled: true\n      listen: \"0.0.0.0:0\"\n    security:\n      allow_remote: true\n", &[("AICC_TOKEN", AGENT)]).expect("a remote dialect without plain text allowed is refused");
     assert!(
         dialect.contains("AI-control")
             && dialect.contains("allow_plaintext_remote")

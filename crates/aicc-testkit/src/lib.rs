@@ -1,6 +1,13 @@
-//! Test support shared by the crates' integration tests: a blocking AICC
-//! client that sends what a test says, byte for byte (malformed lines
-//! included), and reads whatever comes.
+//! Test support shared by the workspace's integration tests and
+//! benchmarks: the whole bridge in process on its test robot, no ROS
+//! ([`TestBridge`], [`TestRobot`]), and a blocking AICC client that sends
+//! what a test says, byte for byte (malformed lines included), and reads
+//! whatever comes ([`AiccClient`]).
+pub mod bridge;
+
+pub use aicc_bridge::robot::testing::TestRobot;
+pub use bridge::{loopback_config, TestBridge};
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::thread;

@@ -16,7 +16,7 @@ use aicc_bridge::perception::RawImage;
 use aicc_bridge::robot::{
     CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped,
 };
-use aicc_bridge::test_bridge::{loopback_config, TestBridge};
+use aicc_testkit::{loopback_config, TestBridge};
 use nalgebra::{UnitQuaternion, Vector3};
 
 /// The camera's native size; the left half is red, the right half blue.

@@ -37,8 +37,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, Notify};
 use tokio::task::JoinHandle;
 
+use crate::ai_control::session::{CallOutcome, Session};
 use crate::config::ConsoleConfig;
-use crate::fonline::session::{CallOutcome, Session};
 use crate::perception::{encode, EncodeOptions, OutputFormat};
 use crate::protocol::auth::{Scope, Tokens};
 use crate::protocol::ratelimit::RateLimiter;

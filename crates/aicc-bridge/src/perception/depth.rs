@@ -171,9 +171,6 @@ fn median(values: &mut [f32]) -> Option<f32> {
     Some(((f64::from(below) + f64::from(upper)) / 2.0) as f32)
 }
 
-/// Largest depth a 16-bit millimetre PNG can hold.
-pub const PNG_MM_MAX_M: f32 = 65.535;
-
 /// Encodes depth as a 16-bit grayscale PNG in millimetres (the `16UC1`
 /// convention), about half the size of `32FC1` before compression:
 /// - invalid pixels are 0;

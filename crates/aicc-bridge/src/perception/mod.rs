@@ -5,11 +5,11 @@
 //! Everything here is pure: the ROS adapter fills [`RawImage`] and
 //! [`CompressedFrame`], and errors carry no topic name so that the caller
 //! can add the one it read from.
-pub mod color;
-pub mod depth;
+pub(crate) mod color;
+pub(crate) mod depth;
 pub mod encode;
-pub mod geometry;
-pub mod raw;
+pub(crate) mod geometry;
+pub(crate) mod raw;
 pub mod synthetic;
 
 pub use color::{decode_compressed_rgb, decode_rgb, SUPPORTED_COLOUR_ENCODINGS};

@@ -10,8 +10,9 @@ use crate::history::SequencedRing;
 /// One retained event message (already enveloped, with meta.seq).
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
+    /// Also in the message's meta; the tests read it here.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub seq: u64,
-    pub tick: u64,
     pub message: Arc<Value>,
 }
 
@@ -28,7 +29,6 @@ pub struct Replay {
 /// An event as the ring keeps it; its sequence number is the ring's.
 #[derive(Debug)]
 struct Retained {
-    tick: u64,
     message: Arc<Value>,
 }
 
@@ -55,17 +55,13 @@ impl EventRing {
         self.events.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
     pub fn capacity(&self) -> usize {
         self.events.capacity()
     }
 
     /// Appends an event built for sequence number `next_seq()`.
-    pub fn push(&mut self, tick: u64, message: Arc<Value>) -> u64 {
-        self.events.push(Retained { tick, message })
+    pub fn push(&mut self, message: Arc<Value>) -> u64 {
+        self.events.push(Retained { message })
     }
 
     /// Events with a sequence number above `cursor`, at most `limit`.
@@ -74,11 +70,7 @@ impl EventRing {
         let events = page
             .items
             .into_iter()
-            .map(|(seq, event)| StoredEvent {
-                seq,
-                tick: event.tick,
-                message: event.message.clone(),
-            })
+            .map(|(seq, event)| StoredEvent { seq, message: event.message.clone() })
             .collect();
         Replay { events, dropped: page.dropped, next_cursor: page.next_cursor }
     }
@@ -92,7 +84,7 @@ mod tests {
     fn ring_with(capacity: usize, count: u64) -> EventRing {
         let mut ring = EventRing::new(capacity);
         for i in 1..=count {
-            assert_eq!(ring.push(i, Arc::new(json!({ "n": i }))), i);
+            assert_eq!(ring.push(Arc::new(json!({ "n": i }))), i);
         }
         ring
     }

@@ -2,14 +2,14 @@
 //! validation, events, rate limits and authorisation.
 pub mod auth;
 pub mod catalog;
-pub mod clock;
+pub(crate) mod clock;
 pub mod core;
-pub mod error;
-pub mod events;
+pub(crate) mod error;
+pub(crate) mod events;
 pub mod ids;
-pub mod manifest;
+pub(crate) mod manifest;
 pub mod message;
-pub mod ratelimit;
+pub(crate) mod ratelimit;
 
 /// The NDJSON framing (shared with clients).
 pub use aicc_wire::codec;

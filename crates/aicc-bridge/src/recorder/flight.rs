@@ -48,6 +48,7 @@ pub enum Kept {
 
 impl Kept {
     /// Its log time (ns).
+    #[cfg(test)]
     pub fn log_time_ns(&self) -> u64 {
         match self {
             Kept::Message(_, time, _) | Kept::Sample(_, time) => *time,
@@ -110,6 +111,7 @@ impl FlightRing {
     }
 
     /// The bytes kept now.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -125,10 +127,12 @@ impl FlightRing {
         self.items.drain(..).map(|(kept, _)| kept)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

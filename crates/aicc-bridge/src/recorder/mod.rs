@@ -14,11 +14,11 @@
 //! agent lost with calls in flight, or on request (`record_start`);
 //! `record_start` / `record_stop` (admin scope) start and end a recording
 //! in any mode.
-pub mod flight;
-pub mod layout;
+pub(crate) mod flight;
+pub(crate) mod layout;
 pub mod ros2msg;
-pub mod sampling;
-pub mod sink;
+pub(crate) mod sampling;
+pub(crate) mod sink;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

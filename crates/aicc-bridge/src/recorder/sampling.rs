@@ -58,6 +58,7 @@ impl Pacing {
     }
 
     /// The paced sensors, in `Sensor::ALL` order.
+    #[cfg(test)]
     pub fn sensors(&self) -> impl Iterator<Item = Sensor> + '_ {
         self.paced.iter().map(|paced| paced.sensor)
     }

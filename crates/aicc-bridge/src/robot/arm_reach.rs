@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::governor::laser::Footprint;
+use crate::governor::footprint::Footprint;
 use crate::governor::safety::ArmReach;
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::frames::BASE_FRAME;

@@ -14,8 +14,8 @@ use super::port::{ActuatorPort, Endpoint, SensorPort};
 use super::surroundings::{SourceConfig, Surroundings};
 use crate::config::SensorConfig;
 use crate::governor::coverage::{Observation, SourceKind, ZoneGrid};
+use crate::governor::footprint::Footprint;
 use crate::governor::hazards::{hazard_state, HazardFlags};
-use crate::governor::laser::Footprint;
 use crate::governor::laser::{most_restrictive, ScanReading};
 use crate::governor::memory::{Remembered, Verdict};
 use crate::governor::safety::{

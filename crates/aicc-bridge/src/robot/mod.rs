@@ -3,18 +3,18 @@
 //! the governed drivers that alone may move the robot ([`base_driver`],
 //! [`joint_driver`]). The ROS adapter (crate `aicc_ros2`) fills and drains
 //! them; nothing here names ROS.
-pub mod age;
-pub mod arm_reach;
-pub mod base_driver;
+pub(crate) mod age;
+pub(crate) mod arm_reach;
+pub(crate) mod base_driver;
 pub mod frames;
-pub mod halt;
-pub mod joint_driver;
-pub mod kinematics;
-pub mod monitor;
+pub(crate) mod halt;
+pub(crate) mod joint_driver;
+pub(crate) mod kinematics;
+pub(crate) mod monitor;
 pub mod names;
-pub mod port;
+pub(crate) mod port;
 pub mod samples;
-pub mod surroundings;
+pub(crate) mod surroundings;
 pub mod testing;
 pub mod topic_goal;
 pub mod wire;

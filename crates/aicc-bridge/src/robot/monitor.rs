@@ -230,7 +230,7 @@ fn own_body(
     frames: &Frames,
     joints: &Option<crate::robot::Stamped<JointStates>>,
     now: crate::robot::Now,
-    footprint: crate::governor::laser::Footprint,
+    footprint: crate::governor::footprint::Footprint,
     height_m: f64,
 ) -> SelfShape {
     let origin = |link: &str| {

@@ -9,8 +9,9 @@
 //!
 //! The ROS adapter (crate `aicc_ros2`) implements them; so do the test and
 //! replay robots. Nothing here names ROS.
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use futures::future::BoxFuture;
 
@@ -149,13 +150,13 @@ pub trait SensorPort: Send + Sync + 'static {
     /// The wire form (ROS: CDR) of the latest sample of `sensor` if it is
     /// the one received at `received`; None when not kept (no recording
     /// wants samples) or a newer one arrived since.
-    fn wire_sample(&self, _sensor: Sensor, _received: Instant) -> Option<super::wire::WireSample> {
+    fn wire_sample(&self, _sensor: Sensor, _received: Instant) -> Option<WireSample> {
         None
     }
 
     /// The switch telling the robot side when to keep wire samples (set by
     /// the recorder while it records).
-    fn share_wire_switch(&self, _switch: super::wire::WireSwitch) {}
+    fn share_wire_switch(&self, _switch: WireSwitch) {}
 }
 
 /// What one sensor has delivered, for `bridge_status` and diagnostics.
@@ -243,4 +244,50 @@ pub struct Robot {
     pub sensors: Arc<dyn SensorPort>,
     pub actuators: Arc<dyn ActuatorPort>,
     pub signals: Arc<dyn SignalPort>,
+}
+
+// What the robot side keeps of a message in its wire form, for the flight
+// recorder (robot/wire.rs takes it from here).
+
+/// A sensor sample as the robot side received it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireSample {
+    /// The topic it came on (resolved, e.g. `/camera/image_raw`).
+    pub topic: Arc<str>,
+    /// Its type, ROS-style (`sensor_msgs/msg/Image`).
+    pub type_name: Arc<str>,
+    /// The message's schema text (ros2msg: the .msg text and those of its
+    /// dependencies); empty when the robot side could not find it.
+    pub schema: Arc<str>,
+    /// The serialised message (CDR, with its encapsulation header).
+    pub data: Arc<[u8]>,
+    /// When it was received, monotonic: the same instant as the decoded
+    /// sample's `received` (how a read is matched with its bytes).
+    pub received: Instant,
+    /// The same instant in wall-clock time (the recording's log time).
+    pub received_wall: SystemTime,
+}
+
+/// What a topic carries, for the wire samples the robot side keeps.
+#[derive(Debug, Clone)]
+pub struct WireType {
+    pub topic: Arc<str>,
+    pub type_name: Arc<str>,
+    pub schema: Arc<str>,
+}
+
+/// Whether wire samples are wanted now: on while a recording is written.
+/// Shared by the recorder (which sets it) and the robot side (which reads
+/// it on every message: one relaxed load).
+#[derive(Debug, Clone, Default)]
+pub struct WireSwitch(Arc<AtomicBool>);
+
+impl WireSwitch {
+    pub fn is_on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
 }

@@ -10,7 +10,7 @@ use crate::governor::coverage::base_to_odom;
 use crate::governor::coverage::{
     zone_view, Direction, HeadCover, Observation, SourceKind, SourceState, ZoneGrid, ZoneView,
 };
-use crate::governor::laser::Footprint;
+use crate::governor::footprint::Footprint;
 use crate::governor::memory::{FreeSpaceMemory, ObstacleMemory, Remembered, Verdict};
 use crate::governor::safety::{Pose2D, UnobservedZone};
 

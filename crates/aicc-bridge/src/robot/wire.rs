@@ -7,61 +7,18 @@
 //! serialising a message. Tools read through [`ToolSensors`], which gives
 //! the recorder the wire form of exactly the sample the tool got (matched
 //! by its receipt instant), once per sample however often it is read.
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use super::age::Now;
 use super::frames::SharedFrames;
 use super::port::{Sensor, SensorPort, SensorStatistics};
+pub use super::port::{WireSample, WireSwitch, WireType};
 use super::{
     Battery, CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, LaserScan, OdometrySample,
     Stamped,
 };
 use crate::perception::RawImage;
-
-/// A sensor sample as the robot side received it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WireSample {
-    /// The topic it came on (resolved, e.g. `/camera/image_raw`).
-    pub topic: Arc<str>,
-    /// Its type, ROS-style (`sensor_msgs/msg/Image`).
-    pub type_name: Arc<str>,
-    /// The message's schema text (ros2msg: the .msg text and those of its
-    /// dependencies); empty when the robot side could not find it.
-    pub schema: Arc<str>,
-    /// The serialised message (CDR, with its encapsulation header).
-    pub data: Arc<[u8]>,
-    /// When it was received, monotonic: the same instant as the decoded
-    /// sample's `received` (how a read is matched with its bytes).
-    pub received: Instant,
-    /// The same instant in wall-clock time (the recording's log time).
-    pub received_wall: SystemTime,
-}
-
-/// What a topic carries, for the wire samples the robot side keeps.
-#[derive(Debug, Clone)]
-pub struct WireType {
-    pub topic: Arc<str>,
-    pub type_name: Arc<str>,
-    pub schema: Arc<str>,
-}
-
-/// Whether wire samples are wanted now: on while a recording is written.
-/// Shared by the recorder (which sets it) and the robot side (which reads
-/// it on every message: one relaxed load).
-#[derive(Debug, Clone, Default)]
-pub struct WireSwitch(Arc<AtomicBool>);
-
-impl WireSwitch {
-    pub fn is_on(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    pub fn set(&self, on: bool) {
-        self.0.store(on, Ordering::Relaxed);
-    }
-}
 
 /// Takes the samples tools read (the flight recorder). Never blocks.
 pub trait SampleRecorder: Send + Sync + 'static {
@@ -164,6 +121,9 @@ impl SensorPort for ToolSensors {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::SystemTime;
+
     use parking_lot::Mutex;
 
     use super::*;

@@ -154,10 +154,6 @@ impl Outbox {
         Occupancy { messages: queue.messages, bytes: queue.bytes }
     }
 
-    pub fn limits(&self) -> OutboxLimits {
-        self.limits
-    }
-
     /// Stops accepting messages; the writer flushes what is queued, then
     /// shuts the stream down.
     pub fn close(&self) {
@@ -182,6 +178,7 @@ impl Outbox {
     }
 
     /// Whether reading should pause (the queue is over a bound).
+    #[cfg(test)]
     pub fn is_full(&self) -> bool {
         self.queue.lock().is_full(&self.limits)
     }

@@ -76,12 +76,9 @@ impl PerAddress {
     }
 
     /// Connections `address` holds now.
+    #[cfg(test)]
     pub fn held_by(&self, address: IpAddr) -> usize {
         self.held.lock().get(&address).copied().unwrap_or(0)
-    }
-
-    pub fn limit(&self) -> usize {
-        self.limit
     }
 }
 

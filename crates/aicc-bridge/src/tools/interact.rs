@@ -12,11 +12,11 @@ use serde_json::{json, Map, Value};
 
 use super::input::{optional_number, reject_unknown_fields};
 use super::shared::fresh::{fresh_joint_states, measured};
+use super::shared::joints::stopped_error;
 use super::shared::joints::{
     joint_error, joint_speed, joint_tool_unavailable, outcome_json, refused_error, run_motion,
     settle,
 };
-use super::shared::motion::stopped_error;
 use super::{Tool, ToolContext, ToolFuture};
 use crate::config::Actuators;
 use crate::protocol::core::ToolSuccess;

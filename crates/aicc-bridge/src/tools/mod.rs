@@ -2,29 +2,29 @@
 //! request, reads the sensors and asks the governed drivers to move, and
 //! returns JSON output. Tool files import from `shared` and the layers
 //! below (governor, robot, perception, protocol), never from each other.
-pub mod input;
-pub mod move_base;
-pub mod shared;
+pub(crate) mod input;
+pub(crate) mod move_base;
+pub(crate) mod shared;
 #[cfg(test)]
 pub(crate) mod testing;
 // Generators (simulated worlds only).
-pub mod place_object;
-pub mod proprioception;
+pub(crate) mod place_object;
+pub(crate) mod proprioception;
 // Sensor tools (vision, depth, inspect, touch): module lines here.
-pub mod depth;
-pub mod inspect;
-pub mod touch;
+pub(crate) mod depth;
+pub(crate) mod inspect;
+pub(crate) mod touch;
 pub mod vision;
 // Actuator tools (turn, look_at, interact, say, wait, stop): module lines here.
 pub mod interact;
-pub mod look_at;
-pub mod say;
-pub mod stop;
-pub mod turn;
-pub mod wait;
+pub(crate) mod look_at;
+pub(crate) mod say;
+pub(crate) mod stop;
+pub(crate) mod turn;
+pub(crate) mod wait;
 // Bridge administration (admin scope): module lines here.
-pub mod record_start;
-pub mod record_stop;
+pub(crate) mod record_start;
+pub(crate) mod record_stop;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use aicc_bridge::config::Config;
-use aicc_bridge::test_bridge::{loopback_config, TestBridge};
+use aicc_testkit::{loopback_config, TestBridge};
 
 #[allow(unused_imports)]
 pub use aicc_testkit::AiccClient;

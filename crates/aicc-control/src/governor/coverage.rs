@@ -18,7 +18,7 @@
 //! treats that row as an obstacle (or, as configured, creeps).
 use std::time::Instant;
 
-use super::laser::Footprint;
+use super::footprint::Footprint;
 use super::safety::Pose2D;
 
 /// A direction of straight motion.

@@ -23,6 +23,7 @@
 use thiserror::Error;
 
 use super::coverage::{Direction, Unseen, ZoneGrid};
+use super::footprint::Footprint;
 
 /// A scan as received: the fields of sensor_msgs/LaserScan the rules use.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,58 +33,6 @@ pub struct ScanView<'a> {
     pub range_min_m: f64,
     pub range_max_m: f64,
     pub ranges_m: &'a [f32],
-}
-
-/// The robot's outline in the base frame (REP-103: x forward, y left).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub enum Footprint {
-    /// A rectangle from `-rear_m` to `front_m` along x, `±half_width_m` along y.
-    Rectangle { front_m: f64, rear_m: f64, half_width_m: f64 },
-    /// A circle about the origin (a Create 3 base).
-    Circle { radius_m: f64 },
-}
-
-impl Footprint {
-    /// (front, rear, half width) of the footprint's bounding box.
-    fn extent(&self) -> (f64, f64, f64) {
-        match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
-                (front_m, rear_m, half_width_m)
-            }
-            Footprint::Circle { radius_m } => (radius_m, radius_m, radius_m),
-        }
-    }
-
-    /// Whether the point lies on or inside the outline.
-    /// How far (x, y) lies outside the outline, m (0 inside).
-    pub fn distance_outside(&self, x: f64, y: f64) -> f64 {
-        match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
-                (x - front_m).max(-rear_m - x).max(0.0).hypot((y.abs() - half_width_m).max(0.0))
-            }
-            Footprint::Circle { radius_m } => (x.hypot(y) - radius_m).max(0.0),
-        }
-    }
-
-    pub fn contains(&self, x: f64, y: f64) -> bool {
-        match *self {
-            Footprint::Rectangle { front_m, rear_m, half_width_m } => {
-                x <= front_m && x >= -rear_m && y.abs() <= half_width_m
-            }
-            Footprint::Circle { radius_m } => x.hypot(y) <= radius_m,
-        }
-    }
-
-    /// Whether turning in place sweeps ground outside the footprint.
-    pub fn sweeps_when_turning(&self) -> bool {
-        matches!(self, Footprint::Rectangle { .. })
-    }
-
-    /// The radius of the circle the footprint sweeps turning in place.
-    pub fn swept_radius_m(&self) -> f64 {
-        let (front, rear, half_width) = self.extent();
-        front.max(rear).hypot(half_width)
-    }
 }
 
 /// The zones the scan must keep clear, and how much blindness is tolerated.

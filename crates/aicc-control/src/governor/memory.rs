@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use super::coverage::{odom_to_base, Direction, ZoneGrid};
-use super::laser::Footprint;
+use super::footprint::Footprint;
 use super::safety::Pose2D;
 
 /// Frames in a row that must see past a point before it is forgotten.

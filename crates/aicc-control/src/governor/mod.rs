@@ -3,6 +3,7 @@
 pub mod base;
 pub mod braking;
 pub mod coverage;
+pub mod footprint;
 pub mod hazards;
 pub mod joint_motion;
 pub mod joints;

@@ -20,7 +20,7 @@ use nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};
 use thiserror::Error;
 
 use super::coverage::{Direction, Unseen, ZoneGrid};
-use super::laser::Footprint;
+use super::footprint::Footprint;
 
 /// Pinhole intrinsics in pixels (from sensor_msgs/CameraInfo `K`).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

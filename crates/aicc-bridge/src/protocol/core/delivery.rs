@@ -19,7 +19,7 @@ impl Session {
         message: Value,
         now: Instant,
     ) -> Option<(ConnId, Value)> {
-        self.events.push(tick, Arc::new(message.clone()));
+        self.events.push(Arc::new(message.clone()));
         if topic != "tick" {
             self.memory.remember(tick, now, "event", topic, &message["payload"]);
         }

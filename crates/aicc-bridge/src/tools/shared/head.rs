@@ -155,7 +155,6 @@ pub struct HeadPlan {
     pub goal: Vec<f64>,
     pub speed_radps: f64,
     pub speed_clamped: bool,
-    pub duration_s: f64,
 }
 
 /// The head's joint names [pan, tilt] from the configuration.
@@ -193,8 +192,9 @@ pub fn plan_head(
         ctx.joints.limits().check_position(name, *value).map_err(joint_error)?;
     }
     let (speed, speed_clamped) = joint_speed(ctx, &joints, speed_radps, DEFAULT_HEAD_SPEED_RADPS)?;
-    let duration_s = plan_motion(ctx, &joints, states, &goal, speed, MIN_HEAD_DURATION_S)?;
-    Ok(HeadPlan { joints, from, goal, speed_radps: speed, speed_clamped, duration_s })
+    // Planned here to refuse what cannot be done; sent, it is planned again.
+    plan_motion(ctx, &joints, states, &goal, speed, MIN_HEAD_DURATION_S)?;
+    Ok(HeadPlan { joints, from, goal, speed_radps: speed, speed_clamped })
 }
 
 /// Runs a head plan (planned again from the joint states when it is

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::fresh::{fresh_joint_states, measured, silence_reason};
-use super::motion::stopped_error;
 use crate::governor::joint_motion::JointMotionState;
 use crate::governor::JointError;
 use crate::protocol::{AiccError, ErrorCode};
@@ -28,6 +27,14 @@ const SETTLE_TIMEOUT: Duration = Duration::from_millis(1000);
 
 pub fn deg(rad: f64) -> f64 {
     rad.to_degrees()
+}
+
+/// The error a motion tool ends with when a `stop` interrupts it.
+pub fn stopped_error(what: &str) -> AiccError {
+    AiccError::execution_failed(
+        false,
+        format!("{what} was interrupted by a `stop` call; the robot was halted"),
+    )
 }
 
 /// A refused joint goal as an `invalid_input` error: the joint, the value

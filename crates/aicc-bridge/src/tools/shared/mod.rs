@@ -1,9 +1,9 @@
 //! Helpers the tools share, below every tool file: tools import from here
 //! (and from the layers below the tools), never from each other.
-pub mod alignment;
-pub mod fresh;
-pub mod head;
-pub mod images;
-pub mod joints;
-pub mod motion;
-pub mod observe;
+pub(crate) mod alignment;
+pub(crate) mod fresh;
+pub(crate) mod head;
+pub(crate) mod images;
+pub(crate) mod joints;
+pub(crate) mod motion;
+pub(crate) mod observe;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::fresh::fresh_odometry;
-use super::joints::deg;
+use super::joints::{deg, stopped_error};
 use crate::governor::{BaseVelocity, Restriction, Rule};
 use crate::motion::{
     Achieved, Action, BaseMotion, Failure, FailureKind, Reading, Report, Segment, Settings,
@@ -17,14 +17,6 @@ use crate::protocol::{AiccError, ErrorCode};
 use crate::robot::base_driver::BaseDriver;
 use crate::robot::OdometrySample;
 use crate::tools::ToolContext;
-
-/// The error a motion tool ends with when a `stop` interrupts it.
-pub fn stopped_error(what: &str) -> AiccError {
-    AiccError::execution_failed(
-        false,
-        format!("{what} was interrupted by a `stop` call; the robot was halted"),
-    )
-}
 
 /// The error of a motion the governor held at zero: `execution_failed`,
 /// retryable (the way may clear, or the agent may turn and retry), naming

@@ -233,9 +233,9 @@ fn finish(dialect: &Dialect, seq: u64, command_type: &str, tool: &str, outcome: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai_control::actions::Command;
+    use crate::ai_control::Settings;
     use crate::config::Config;
-    use crate::fonline::actions::Command;
-    use crate::fonline::Settings;
     use crate::protocol::auth::Tokens;
     use crate::tools::Registry;
     use serde_json::{json, Map};

@@ -54,10 +54,6 @@ impl EventHistory {
         self.events.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
     pub fn capacity(&self) -> usize {
         self.events.capacity()
     }
@@ -466,7 +462,7 @@ impl DialectState {
             self.heard.get(&owner).map_or(Duration::MAX, |at| now.saturating_duration_since(*at));
         (silent > timeout).then(|| {
             let silent = if silent == Duration::MAX { "ever".to_string() } else { format!("{:.1} s", silent.as_secs_f64()) };
-            format!("the AI-control lease expired: no request from its client ({}) for {silent}, more than fonline.lease_timeout_s = {} s; the robot was stopped", owner.describe(), timeout.as_secs_f64())
+            format!("the AI-control lease expired: no request from its client ({}) for {silent}, more than ai_control.lease_timeout_s = {} s; the robot was stopped", owner.describe(), timeout.as_secs_f64())
         })
     }
 
@@ -535,7 +531,7 @@ mod tests {
         let mut queue = CommandQueue::new(2);
         queue.enqueue(command(true), A, 0).unwrap();
         let running = queue.start_next().unwrap();
-        queue.set_call(running.seq, "fonline-1".into());
+        queue.set_call(running.seq, "ai-control-1".into());
         queue.enqueue(command(true), A, 0).unwrap();
         queue.enqueue(command(true), B, 0).unwrap();
         assert_eq!(queue.enqueue(command(true), A, 0), Err(QueueFull { capacity: 2 }));
@@ -548,7 +544,7 @@ mod tests {
         );
         assert_eq!(
             accepted.cancel_call.as_deref(),
-            Some("fonline-1"),
+            Some("ai-control-1"),
             "the running move is cancelled, though another client's"
         );
         assert_eq!(queue.finish(1).unwrap().replaced_by, Some(accepted.seq));
@@ -575,13 +571,13 @@ mod tests {
         let mut queue = CommandQueue::new(4);
         queue.enqueue(command(false), A, 0).unwrap();
         let running = queue.start_next().unwrap();
-        queue.set_call(running.seq, "fonline-1".into());
+        queue.set_call(running.seq, "ai-control-1".into());
         queue.enqueue(command(true), A, 0).unwrap();
         queue.enqueue(command(true), A, 0).unwrap();
         let accepted = queue.enqueue(command(false), A, 0).unwrap();
         assert_eq!(accepted.seq, 4);
         assert_eq!(accepted.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), vec![2, 3]);
-        assert_eq!(accepted.cancel_call.as_deref(), Some("fonline-1"));
+        assert_eq!(accepted.cancel_call.as_deref(), Some("ai-control-1"));
         assert_eq!(
             queue.finish(1).unwrap().replaced_by,
             Some(4),
@@ -595,7 +591,7 @@ mod tests {
         let mut queue = CommandQueue::new(4);
         queue.enqueue(command(false), A, 0).unwrap();
         let running = queue.start_next().unwrap().seq;
-        queue.set_call(running, "fonline-1".into());
+        queue.set_call(running, "ai-control-1".into());
         queue.enqueue(command(true), A, 0).unwrap();
         assert!(!queue.replaces_running(&command(false), B));
         let accepted = queue.enqueue(command(false), B, 0).unwrap();
@@ -609,7 +605,7 @@ mod tests {
         let again = queue.enqueue(command(false), A, 0).unwrap();
         assert_eq!(
             (again.dropped.iter().map(|q| q.seq).collect::<Vec<_>>(), again.cancel_call.as_deref()),
-            (vec![2], Some("fonline-1")),
+            (vec![2], Some("ai-control-1")),
             "A replaces its own, B's stays"
         );
         assert_eq!(queue.owners(), vec![A, B]);

@@ -77,7 +77,7 @@ const fn field(
     FieldMapping { field, input, convert, unit, meaning }
 }
 
-/// The mapping table (documented in docs/fonline.md and advertised in the
+/// The mapping table (documented in docs/ai-control.md and advertised in the
 /// observation). An actuator missing here still takes a JSON stringArg.
 pub const ACTIONS: &[ActionMapping] = &[
     ActionMapping {
@@ -354,8 +354,8 @@ pub fn describe(catalog: &Catalog) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai_control::rpc::ErrorCode;
     use crate::config::Config;
-    use crate::fonline::rpc::ErrorCode;
     use crate::tools::Registry;
 
     fn catalog() -> Catalog {

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use nalgebra::{UnitQuaternion, Vector3};
 
-use crate::bridge::{run, Listeners, Startup};
-use crate::config::{Config, DEFAULT_NODE_NAME};
-use crate::perception::RawImage;
-use crate::robot::samples::SampleStore;
-use crate::robot::testing::TestRobot;
-use crate::robot::{
+use aicc_bridge::bridge::{run, Listeners, Startup};
+use aicc_bridge::config::{Config, DEFAULT_NODE_NAME};
+use aicc_bridge::perception::RawImage;
+use aicc_bridge::robot::samples::SampleStore;
+use aicc_bridge::robot::testing::TestRobot;
+use aicc_bridge::robot::{
     CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped,
 };
 
@@ -171,7 +171,7 @@ fn feed_standing(samples: &SampleStore, camera: Option<(u32, u32)>, stop: &Atomi
     .to_vec();
     let zeros = vec![0.0; names.len()];
     // The arm stowed, as the bundled robot stands (it drives only so).
-    let stow = crate::tools::interact::NAMED_POSES
+    let stow = aicc_bridge::tools::interact::NAMED_POSES
         .iter()
         .find(|(name, _, _)| *name == "stow")
         .map(|(_, joints, _)| *joints)

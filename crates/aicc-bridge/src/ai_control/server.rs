@@ -63,8 +63,8 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
             Ok(admitted) => admitted,
             Err(cap) => {
                 let why = match cap {
-                    CapReached::Total => format!("the bridge serves at most {max} AI-control connections (fonline.max_connections); retry later"),
-                    CapReached::PerAddress => format!("the bridge serves at most {per_address} AI-control connections from one address ({}; fonline.max_connections_per_address); retry when one has closed", peer.ip()),
+                    CapReached::Total => format!("the bridge serves at most {max} AI-control connections (ai_control.max_connections); retry later"),
+                    CapReached::PerAddress => format!("the bridge serves at most {per_address} AI-control connections from one address ({}; ai_control.max_connections_per_address); retry when one has closed", peer.ip()),
                 };
                 tracing::warn!(%peer, "AI-control: connection refused: {why}");
                 let error = RpcError::new(ErrorCode::InvalidRequest, why);
@@ -225,8 +225,8 @@ async fn discard_until_closed(reader: &mut tokio::net::tcp::OwnedReadHalf) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai_control::Settings;
     use crate::config::Config;
-    use crate::fonline::Settings;
     use crate::protocol::auth::{Scope, Tokens};
     use crate::tools::Registry;
 

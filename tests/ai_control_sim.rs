@@ -14,8 +14,8 @@ use aicc_agent::ai_control::{AiControlError, Client};
 use serde_json::{json, Value};
 use support::{start_bridge_with_ai_control, start_sim, GroundTruth};
 
-const DRIVE_TOKEN: &str = "fonline-test-drive";
-const LOOK_TOKEN: &str = "fonline-test-look";
+const DRIVE_TOKEN: &str = "ai-control-test-drive";
+const LOOK_TOKEN: &str = "ai-control-test-look";
 
 fn connect(port: u16) -> Client {
     Client::connect("127.0.0.1", port, Duration::from_secs(30))
@@ -138,10 +138,11 @@ fn refused_start(args: &[&str]) -> String {
 
 #[test]
 fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
-    let config_dir = std::env::temp_dir().join(format!("aicc-fonline-test-{}", std::process::id()));
+    let config_dir =
+        std::env::temp_dir().join(format!("aicc-ai-control-test-{}", std::process::id()));
     std::fs::create_dir_all(&config_dir).unwrap();
     // Loopback first: a remote listener needs allow_remote, then a token.
-    let stderr = refused_start(&["--fonline-listen", "0.0.0.0:0"]);
+    let stderr = refused_start(&["--ai-control-listen", "0.0.0.0:0"]);
     assert!(stderr.contains("not a loopback address"), "{stderr}");
     let remote_config = config_dir.join("remote.yaml");
     std::fs::write(
@@ -152,17 +153,17 @@ fn the_ai_control_dialect_drives_the_simulated_robot_through_the_core() {
     let stderr = refused_start(&[
         "--config",
         remote_config.to_str().unwrap(),
-        "--fonline-listen",
+        "--ai-control-listen",
         "0.0.0.0:0",
     ]);
     assert!(stderr.contains("without a token"), "{stderr}");
 
     let _sim = start_sim(&[]);
     let truth = GroundTruth::subscribe();
-    let config_path = config_dir.join("fonline.yaml");
+    let config_path = config_dir.join("ai_control.yaml");
     std::fs::write(
         &config_path,
-        "aicc_bridge:\n  ros__parameters:\n    fonline:\n      max_queued_commands: 2\n",
+        "aicc_bridge:\n  ros__parameters:\n    ai_control:\n      max_queued_commands: 2\n",
     )
     .unwrap();
     let (_bridge, _aicc_port, port, _log) = start_bridge_with_ai_control(

@@ -114,7 +114,7 @@ pub struct Session {
 
 impl Default for Session {
     fn default() -> Self {
-        Self::named("fonline")
+        Self::named("ai_control")
     }
 }
 
@@ -519,15 +519,15 @@ mod tests {
         );
         let update = json!({"type": "heartbeat", "manifest_update": {"capabilities": {"actuators": ["stop"]}}});
         assert_eq!(classify(&update), Incoming::Manifest { usable_actuators: vec!["stop".into()] });
-        let ok = json!({"type": "tool_result", "call_id": "fonline-3", "ok": true, "output": {"a": 1}, "meta": {"tick": 12}});
+        let ok = json!({"type": "tool_result", "call_id": "ai-control-3", "ok": true, "output": {"a": 1}, "meta": {"tick": 12}});
         assert_eq!(
             classify(&ok),
             Incoming::Result {
-                call_id: "fonline-3".into(),
+                call_id: "ai-control-3".into(),
                 outcome: CallOutcome::Ok { output: json!({"a": 1}), tick: Some(12) }
             }
         );
-        let failed = json!({"type": "tool_result", "call_id": "fonline-4", "ok": false, "error": {"code": "tool_unavailable", "message": "lease held"}, "meta": {"tick": 13}});
+        let failed = json!({"type": "tool_result", "call_id": "ai-control-4", "ok": false, "error": {"code": "tool_unavailable", "message": "lease held"}, "meta": {"tick": 13}});
         let Incoming::Result { outcome, .. } = classify(&failed) else { panic!("a result") };
         assert_eq!(outcome.error_message(), Some("lease held"));
         let event = json!({"type": "event", "topic": "collision", "payload": {"other": "wall"}, "meta": {"tick": 5, "seq": 1}});
@@ -663,7 +663,7 @@ mod tests {
             session.start_call("wait", Map::new()).unwrap();
         }
         assert!(session.start_call("wait", Map::new()).is_err());
-        session.cancel("fonline-1").unwrap();
+        session.cancel("ai-control-1").unwrap();
         session.stop("in doubt").unwrap();
         let mut sent = Vec::new();
         while let Ok(line) = rx.try_recv() {
@@ -679,7 +679,7 @@ mod tests {
         assert_eq!(
             last,
             vec![
-                ("cancel", &json!({"call_id": "fonline-1"})),
+                ("cancel", &json!({"call_id": "ai-control-1"})),
                 ("stop", &json!({"reason": "in doubt"}))
             ]
         );

@@ -25,7 +25,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use aicc_bridge::test_bridge::{loopback_config, TestBridge};
+use aicc_testkit::{loopback_config, TestBridge};
 use aicc_wire::bench::{
     beside_floor, calls_per_second, round_trips, Echo, EchoFloor, Exchange, Latencies, LineClient,
     ToolCall,

@@ -21,9 +21,9 @@ use aicc_bridge::perception::{
 };
 use aicc_bridge::robot::samples::SampleStore;
 use aicc_bridge::robot::{CameraFrame, CameraInfo, Sensor, Stamped};
-use aicc_bridge::test_bridge::{loopback_config, TestBridge};
 use aicc_bridge::tools::vision::MAX_MAX_BYTES;
 use aicc_testkit::AiccClient;
+use aicc_testkit::{loopback_config, TestBridge};
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use image::{ImageBuffer, Luma, RgbImage};
 use jpeg_encoder::{ChromaSubsamplingMethod, SamplingFactor};

@@ -202,7 +202,7 @@ impl Dialect {
             // accepted only once the running one is surely ending.
             self.end_running_call(&mut state)?;
         }
-        let accepted = state.queue.enqueue(command, owner, generation).map_err(|full| RpcError::new(ErrorCode::QueueFull, format!("Command queue full: {} commands wait (the limit, fonline.max_queued_commands); retry when one has run, or send without append to replace your own (another client's commands are not yours to replace)", full.capacity)))?;
+        let accepted = state.queue.enqueue(command, owner, generation).map_err(|full| RpcError::new(ErrorCode::QueueFull, format!("Command queue full: {} commands wait (the limit, ai_control.max_queued_commands); retry when one has run, or send without append to replace your own (another client's commands are not yours to replace)", full.capacity)))?;
         let seq = accepted.seq;
         for dropped in accepted.dropped {
             state.complete(
@@ -291,8 +291,8 @@ fn integer_param(params: &Map<String, Value>, name: &str, default: i64) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai_control::Settings;
     use crate::config::Config;
-    use crate::fonline::Settings;
     use crate::protocol::auth::{Scope, Tokens};
     use crate::tools::Registry;
     use std::sync::Arc;
@@ -464,7 +464,7 @@ mod tests {
             .enqueue(command, crate::protocol::auth::Credential::Unauthenticated, 0)
             .unwrap();
         let running = state.queue.start_next().unwrap();
-        state.queue.set_call(running.seq, "fonline-7".into());
+        state.queue.set_call(running.seq, "ai-control-7".into());
         outgoing
     }
 
@@ -487,7 +487,7 @@ mod tests {
         assert_eq!(accepted["result"]["accepted"], true, "{accepted}");
         assert_eq!(
             sent_tools(&mut outgoing),
-            vec![("cancel".to_string(), json!({"call_id": "fonline-7"}))]
+            vec![("cancel".to_string(), json!({"call_id": "ai-control-7"}))]
         );
     }
 

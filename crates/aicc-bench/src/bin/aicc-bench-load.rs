@@ -76,14 +76,14 @@ fn main() {
 
 /// The child: the bridge on the test robot until stdin closes.
 fn serve_bridge(args: &Args) {
-    let mut config = aicc_bridge::test_bridge::loopback_config("");
+    let mut config = aicc_testkit::loopback_config("");
     config.max_connections = args.max_connections;
     // Every connection of the bench comes from one address: the cap per
     // address would refuse what the burst measures.
     config.security.max_connections_per_address = args.max_connections;
     // Quiet sensors are not what this measures: no topic, no unavailability churn.
     config.sensors.unavailable_after_s = 1e9;
-    let bridge = aicc_bridge::test_bridge::TestBridge::start(config, |_| None);
+    let bridge = aicc_testkit::TestBridge::start(config, |_| None);
     println!("PORT {}", bridge.port);
     let mut sink = String::new();
     while std::io::stdin().read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {}

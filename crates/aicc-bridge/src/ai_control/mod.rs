@@ -4,16 +4,16 @@
 //! session on the bridge's core, so that validation, the governor, the
 //! motion lease, rate limits and command events apply unchanged; `act`
 //! commands are queued and run one at a time by a drain task, never on a
-//! socket task. See docs/fonline.md.
-pub mod actions;
+//! socket task. See docs/ai-control.md.
+pub(crate) mod actions;
 mod drain;
-pub mod gate;
+pub(crate) mod gate;
 mod methods;
-pub mod observation;
+pub(crate) mod observation;
 pub mod rpc;
-pub mod server;
-pub mod session;
-pub mod state;
+pub(crate) mod server;
+pub(crate) mod session;
+pub(crate) mod state;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
@@ -63,15 +63,15 @@ impl Settings {
     /// The settings of a bridge configured with `config`, checking `tokens`.
     pub fn from_config(config: &crate::config::Config, tokens: Tokens) -> Self {
         Self {
-            max_queued_commands: config.fonline.max_queued_commands,
-            max_events: config.fonline.max_events,
+            max_queued_commands: config.ai_control.max_queued_commands,
+            max_events: config.ai_control.max_events,
             tokens,
             unauthenticated_scope: config.security.unauthenticated_scope,
             max_auth_failures: config.security.max_auth_failures,
             tool_timeout: Duration::from_secs_f64(config.tool_timeout_s),
-            lease_timeout: Duration::from_secs_f64(config.fonline.lease_timeout_s),
-            max_connections: config.fonline.max_connections,
-            max_connections_per_address: config.fonline.max_connections_per_address,
+            lease_timeout: Duration::from_secs_f64(config.ai_control.lease_timeout_s),
+            max_connections: config.ai_control.max_connections,
+            max_connections_per_address: config.ai_control.max_connections_per_address,
             max_undecodable_lines: config.security.max_undecodable_lines,
         }
     }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use aicc_bridge::config::RecordMode;
-use aicc_bridge::test_bridge::{loopback_config, TestBridge};
+use aicc_testkit::{loopback_config, TestBridge};
 use serde_json::{json, Value};
 
 const WIDTH: u32 = 640;
