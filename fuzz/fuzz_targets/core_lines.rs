@@ -40,6 +40,8 @@ fn config() -> CoreConfig {
         lease_timeout: Duration::from_secs(2),
         tokens,
         unauthenticated_scope: Scope::Admin,
+        agents_may_modify_world: true,
+        max_undecodable_lines: 8,
         max_auth_failures: 3,
         handshake_timeout: Duration::from_secs(2),
         limits: serde_json::json!({}),

@@ -11,6 +11,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use aicc_agent::client::manifest::LlmOffer;
 use aicc_agent::client::SessionOptions;
 use aicc_agent::mcp::{BridgeTarget, RobotServer};
 use aicc_bridge::bridge::{run, Listeners, Startup};
@@ -67,8 +68,15 @@ fn harness() -> &'static Harness {
         let port = port_rx.recv().expect("the bridge reports its port");
         let session =
             SessionOptions { timeout: Duration::from_secs(2), ..SessionOptions::default() };
-        let bridge =
-            BridgeTarget { host: "127.0.0.1".into(), port, tls: None, session, operator: None };
+        let bridge = BridgeTarget {
+            host: "127.0.0.1".into(),
+            port,
+            tls: None,
+            session,
+            operator: None,
+            // World edits offered too: more of the adapter is reached.
+            offer: LlmOffer { generators: true },
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()

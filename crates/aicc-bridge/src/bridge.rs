@@ -122,7 +122,7 @@ impl Startup {
 
 /// Why a listener may not bind where it was asked to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RemoteRefused {
+pub(crate) enum RemoteRefused {
     #[error("refusing {what} on {address}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote peers")]
     NotAllowed { what: &'static str, address: SocketAddr },
     #[error("refusing {what} on {address} without a token: set one of the environment variables in security.tokens")]
@@ -134,7 +134,7 @@ pub enum RemoteRefused {
 /// Remote means encrypted: a listener on a non-loopback address needs
 /// `security.allow_remote`, a token, and TLS (`tls`) or the explicit
 /// `security.allow_plaintext_remote`, which is then logged loudly.
-pub fn check_remote(
+pub(crate) fn check_remote(
     address: SocketAddr,
     what: &'static str,
     security: &crate::config::SecurityConfig,
@@ -613,7 +613,7 @@ fn core_config(config: &Config, tokens: &Tokens, joints: &JointLimits) -> CoreCo
 }
 
 /// The limits the governor enforces, for the manifest.
-pub fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
+pub(crate) fn limits_in_force(config: &Config, joints: &JointLimits) -> Value {
     let base = &config.base;
     let safety = &config.safety;
     let joint_limits: serde_json::Map<String, Value> = joints

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:43010";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:43010";
 /// The AI-control contract's default endpoint.
-pub const DEFAULT_AI_CONTROL_LISTEN: &str = "127.0.0.1:43011";
+pub(crate) const DEFAULT_AI_CONTROL_LISTEN: &str = "127.0.0.1:43011";
 pub const DEFAULT_NODE_NAME: &str = "aicc_bridge";
 
 /// The whole bridge configuration.
@@ -118,7 +118,7 @@ pub struct ConsoleConfig {
     pub header_timeout_s: f64,
 }
 
-pub const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:8765";
+pub(crate) const DEFAULT_CONSOLE_LISTEN: &str = "127.0.0.1:8765";
 
 impl Default for ConsoleConfig {
     fn default() -> Self {
@@ -290,7 +290,7 @@ impl SampleRates {
 }
 
 /// The smallest file size rotation accepts (a few chunks' worth).
-pub const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
+pub(crate) const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
 
 impl Default for RecordConfig {
     fn default() -> Self {
@@ -443,12 +443,12 @@ pub struct SecurityConfig {
 }
 
 /// The environment variable of the operator's (admin) token.
-pub const OPERATOR_TOKEN_ENV: &str = "AICC_OPERATOR_TOKEN";
+pub(crate) const OPERATOR_TOKEN_ENV: &str = "AICC_OPERATOR_TOKEN";
 /// The environment variable of the agent's (actuate) token: the one every
 /// agent client reads by default.
-pub const AGENT_TOKEN_ENV: &str = "AICC_TOKEN";
+pub(crate) const AGENT_TOKEN_ENV: &str = "AICC_TOKEN";
 /// The environment variable of an observer's token.
-pub const OBSERVE_TOKEN_ENV: &str = "AICC_OBSERVE_TOKEN";
+pub(crate) const OBSERVE_TOKEN_ENV: &str = "AICC_OBSERVE_TOKEN";
 
 impl Default for SecurityConfig {
     fn default() -> Self {
@@ -1384,7 +1384,7 @@ impl Config {
 }
 
 /// The bundled robot description (the simulated robot's).
-pub const BUNDLED_URDF: &str = include_str!("../../../urdf/aicc_bot.urdf");
+pub(crate) const BUNDLED_URDF: &str = include_str!("../../../urdf/aicc_bot.urdf");
 
 impl Config {
     /// The URDF text: the configured file, or the bundled one.

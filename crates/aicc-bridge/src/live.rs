@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 use crate::config::Config;
 
 /// The parameter names that may be set live, with what each changes.
-pub const LIVE_PARAMETERS: &[(&str, &str)] = &[
+pub(crate) const LIVE_PARAMETERS: &[(&str, &str)] = &[
     (
         "sensors.battery_low_fraction",
         "the charge below which a battery-low state_change event is raised",

@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigError, InvalidConfig, ParamsError};
 use crate::live::LIVE_PARAMETERS;
 
 /// The commented default configuration: the parameters' descriptions.
-pub const DEFAULT_FILE: &str = include_str!("../../../config/default.yaml");
+pub(crate) const DEFAULT_FILE: &str = include_str!("../../../config/default.yaml");
 
 /// A parameter's ROS type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +125,7 @@ fn matches(pattern: &str, name: &str) -> bool {
 }
 
 /// The domain of `name`, if the checks bound it.
-pub fn range_of(name: &str) -> Option<Range> {
+pub(crate) fn range_of(name: &str) -> Option<Range> {
     DOMAINS.iter().find(|(pattern, _)| matches(pattern, name)).map(|(_, range)| *range)
 }
 
@@ -204,7 +204,7 @@ fn kind_of(value: &Value) -> ParamType {
 
 /// Descriptions of every key, from the comments of the default file: a
 /// line's own comment, or the comment lines just above it.
-pub fn descriptions() -> HashMap<String, String> {
+pub(crate) fn descriptions() -> HashMap<String, String> {
     let mut out = HashMap::new();
     let mut path: Vec<(usize, String)> = Vec::new();
     let mut block: Vec<String> = Vec::new();

@@ -35,7 +35,7 @@ use state::DialectState;
 
 /// The scope of the dialect's session on the core: it may act, never
 /// administer the bridge.
-pub const SESSION_SCOPE: Scope = Scope::Actuate;
+pub(crate) const SESSION_SCOPE: Scope = Scope::Actuate;
 
 /// What the dialect is configured with.
 #[derive(Debug, Clone)]
@@ -97,10 +97,10 @@ impl Settings {
 }
 
 /// The stop generation, as the bridge counts it (see robot::halt).
-pub type StopGeneration = Arc<dyn Fn() -> u64 + Send + Sync>;
+pub(crate) type StopGeneration = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// The dialect's shared state and its parts.
-pub struct Dialect {
+pub(crate) struct Dialect {
     state: Mutex<DialectState>,
     session: Session,
     catalog: Arc<Catalog>,
@@ -123,6 +123,7 @@ pub struct Dialect {
 
 impl Dialect {
     /// A dialect whose stop generation never moves (for tests of its parts).
+    #[cfg(test)]
     pub fn new(catalog: Arc<Catalog>, settings: Settings) -> Arc<Self> {
         Self::with_stop_generation(catalog, settings, Arc::new(|| 0))
     }
@@ -155,7 +156,7 @@ impl Dialect {
 
 /// Why the AI-control listener may not bind where it was asked to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ListenRefused {
+pub(crate) enum ListenRefused {
     /// A non-loopback address without `security.allow_remote`.
     #[error("refusing the AI-control listener on {0}: not a loopback address. Set security.allow_remote: true (and a token) to accept remote clients")]
     RemoteNotAllowed(SocketAddr),
@@ -167,7 +168,7 @@ pub enum ListenRefused {
 /// Loopback first: another address needs the operator's explicit
 /// `security.allow_remote` and a token (and, the transport having no TLS,
 /// `security.allow_plaintext_remote`: see bridge::check_remote).
-pub fn check_listen_address(
+pub(crate) fn check_listen_address(
     address: SocketAddr,
     allow_remote: bool,
     has_tokens: bool,

@@ -4,11 +4,11 @@
 //! strict UTF-8, at most [`MAX_LINE_BYTES`] per line.
 use serde_json::{json, Map, Value};
 
-pub const JSONRPC_VERSION: &str = "2.0";
+pub(crate) const JSONRPC_VERSION: &str = "2.0";
 /// The contract's line limit (bytes before the LF), both ways.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 /// The contract's protocol version.
-pub const PROTOCOL_VERSION: u64 = 1;
+pub(crate) const PROTOCOL_VERSION: u64 = 1;
 
 /// The contract's error codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl RpcError {
 
 /// The methods of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
+pub(crate) enum Method {
     Auth,
     Ping,
     Status,
@@ -201,13 +201,13 @@ pub fn oversized(limit_bytes: usize) -> Rejected {
 }
 
 /// A success response line, LF-terminated.
-pub fn result_line(id: &Value, result: Value) -> Vec<u8> {
+pub(crate) fn result_line(id: &Value, result: Value) -> Vec<u8> {
     line(json!({ "jsonrpc": JSONRPC_VERSION, "id": id, "result": result }))
 }
 
 /// Longest error message sent: messages may echo a peer's value (a wrong
 /// field, an unknown key), and escaping can double it past the line limit.
-pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
+pub(crate) const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
 
 /// An error response line, LF-terminated.
 pub fn error_line(id: &Value, error: &RpcError) -> Vec<u8> {
@@ -236,7 +236,7 @@ fn line(value: Value) -> Vec<u8> {
 }
 
 /// "a string", "an array"... for messages.
-pub fn kind_of(value: &Value) -> &'static str {
+pub(crate) fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

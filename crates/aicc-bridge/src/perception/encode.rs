@@ -9,23 +9,23 @@ use image::imageops;
 use image::RgbImage;
 use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, SamplingFactor};
 
-pub const DEFAULT_JPEG_QUALITY: u8 = 80;
+pub(crate) const DEFAULT_JPEG_QUALITY: u8 = 80;
 /// The budget search does not lower JPEG quality below this; past it,
 /// blocking artefacts hurt recognition more than a smaller picture does.
-pub const BUDGET_JPEG_QUALITY_FLOOR: u8 = 30;
+pub(crate) const BUDGET_JPEG_QUALITY_FLOOR: u8 = 30;
 /// How much each budget step lowers JPEG quality once the predicted
 /// quality and its one correction both missed (rare).
-pub const BUDGET_JPEG_QUALITY_STEP: u8 = 10;
+pub(crate) const BUDGET_JPEG_QUALITY_STEP: u8 = 10;
 /// From this quality up, JPEG keeps chroma at full resolution (4:4:4): a
 /// caller asking this much wants fine colour detail. Below, chroma is
 /// averaged over 2x2 pixels (4:2:0, as libjpeg does by default), which
 /// saves about a third of the bytes and of the time.
-pub const JPEG_FULL_CHROMA_QUALITY: u8 = 90;
+pub(crate) const JPEG_FULL_CHROMA_QUALITY: u8 = 90;
 /// Each budget downscaling step multiplies both sides by this.
-pub const BUDGET_DOWNSCALE_FACTOR: f64 = 0.75;
+pub(crate) const BUDGET_DOWNSCALE_FACTOR: f64 = 0.75;
 /// The budget search gives up once the longer side is this small: a
 /// smaller picture is of no use to an agent.
-pub const BUDGET_MIN_LONG_SIDE_PX: u32 = 32;
+pub(crate) const BUDGET_MIN_LONG_SIDE_PX: u32 = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OutputFormat {
@@ -233,7 +233,7 @@ fn validate(image: &RgbImage, options: &EncodeOptions) -> Result<(), EncodeError
 
 /// The largest size with `width:height`'s aspect ratio within the limits,
 /// never larger than the original and never below 1 pixel.
-pub fn fit_within(
+pub(crate) fn fit_within(
     width: u32,
     height: u32,
     max_width: Option<u32>,

@@ -6,7 +6,7 @@ use subtle::ConstantTimeEq;
 /// (the `stop` tool). A halt is never a risk to refuse a watcher; what it
 /// costs others is bounded by the tool's rate limit, and each stop names
 /// its session in a `governor` event.
-pub const CAN_HALT: &str = "can_halt";
+pub(crate) const CAN_HALT: &str = "can_halt";
 
 /// What a token allows. Scopes are ordered: each includes the ones before.
 #[derive(

@@ -14,7 +14,7 @@ pub trait IdSource: Send {
 /// Random UUID v4 ids, for production: a session id is what a resume
 /// needs, so it must not be guessable.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct RandomIds;
+pub(crate) struct RandomIds;
 
 impl IdSource for RandomIds {
     fn next_id(&mut self) -> String {

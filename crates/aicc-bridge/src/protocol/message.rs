@@ -65,7 +65,8 @@ pub struct Opening {
 }
 
 /// The model classes of AICC section 7.
-pub const AGENT_CLASSES: &[&str] = &["edge_small", "edge_medium", "cloud_medium", "cloud_large"];
+pub(crate) const AGENT_CLASSES: &[&str] =
+    &["edge_small", "edge_medium", "cloud_medium", "cloud_large"];
 
 /// What could be recovered from a line that failed to decode, so that the
 /// error can still be correlated.

@@ -67,7 +67,7 @@ pub struct Status {
 }
 
 /// What a control request answers.
-pub type Reply = Result<Status, String>;
+pub(crate) type Reply = Result<Status, String>;
 
 enum Job {
     /// Take the tap's records from this receiver from now on.

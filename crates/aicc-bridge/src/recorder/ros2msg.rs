@@ -20,7 +20,7 @@ const PRIMITIVES: [&str; 17] = [
 ];
 
 /// `sensor_msgs/msg/Image` or `sensor_msgs/Image` as (package, name).
-pub fn split_type(type_name: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_type(type_name: &str) -> Option<(&str, &str)> {
     let mut parts = type_name.split('/');
     let package = parts.next().filter(|p| !p.is_empty())?;
     let name = match (parts.next(), parts.next(), parts.next()) {
@@ -34,7 +34,7 @@ pub fn split_type(type_name: &str) -> Option<(&str, &str)> {
 /// The message types a .msg text's fields use, as `pkg/Type` (a bare
 /// `Type` is of `package`; `Header` is `std_msgs/Header`), in order of
 /// first use. Constants and primitive fields name none.
-pub fn dependencies(text: &str, package: &str) -> Vec<String> {
+pub(crate) fn dependencies(text: &str, package: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -61,7 +61,7 @@ pub fn dependencies(text: &str, package: &str) -> Vec<String> {
 
 /// The ros2msg schema of `type_name`, with `read(package, name)` giving a
 /// type's .msg text. Err names the first type whose text is missing.
-pub fn schema_text(
+pub(crate) fn schema_text(
     type_name: &str,
     read: impl Fn(&str, &str) -> Option<String>,
 ) -> Result<String, String> {
@@ -106,7 +106,7 @@ pub fn prefixes(fallback: Option<&str>) -> Vec<PathBuf> {
 }
 
 /// Reads `<prefix>/share/<package>/msg/<name>.msg` from the first prefix that has it.
-pub fn read_installed(prefixes: &[PathBuf], package: &str, name: &str) -> Option<String> {
+pub(crate) fn read_installed(prefixes: &[PathBuf], package: &str, name: &str) -> Option<String> {
     prefixes.iter().find_map(|prefix| {
         std::fs::read_to_string(
             Path::new(prefix).join("share").join(package).join("msg").join(format!("{name}.msg")),

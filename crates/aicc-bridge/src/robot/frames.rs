@@ -25,7 +25,7 @@ use super::kinematics::{Kinematics, KinematicsError};
 use super::{JointStates, Stamped};
 
 /// The robot's base frame (REP-105), in which obstacles and head aims are given.
-pub const BASE_FRAME: &str = "base_footprint";
+pub(crate) const BASE_FRAME: &str = "base_footprint";
 
 /// Why a transform between two frames is not known.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -78,7 +78,7 @@ const KNOWN_FRAMES_LISTED: usize = 16;
 
 /// One edge of the tree: the child's pose in its parent frame.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Edge {
+pub(crate) struct Edge {
     pub parent: String,
     pub transform: Isometry3<f64>,
     /// The message's stamp, node clock seconds.
@@ -285,7 +285,7 @@ impl SharedFrames {
 /// Where a transform came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FrameSource {
+pub(crate) enum FrameSource {
     /// The robot's `/tf` and `/tf_static`.
     Tf,
     /// The bundled URDF with the latest joint states (no TF received).
@@ -294,7 +294,7 @@ pub enum FrameSource {
 
 /// The bridge's view of frames: TF when the robot publishes it, else the URDF.
 #[derive(Clone)]
-pub struct Frames {
+pub(crate) struct Frames {
     pub tf: SharedFrames,
     pub urdf: Arc<Kinematics>,
     /// The age past which a dynamic transform is not used.

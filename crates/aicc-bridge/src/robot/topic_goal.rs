@@ -13,9 +13,9 @@
 use super::{GripperOutcome, JointStates, TrajectoryGoal, TrajectoryOutcome};
 
 /// control_msgs/FollowJointTrajectory GOAL_TOLERANCE_VIOLATED.
-pub const GOAL_TOLERANCE_VIOLATED: i32 = -5;
+pub(crate) const GOAL_TOLERANCE_VIOLATED: i32 = -5;
 /// A gripper joint slower than this (m/s) has stopped moving.
-pub const GRIPPER_STALL_SPEED_MPS: f64 = 0.002;
+pub(crate) const GRIPPER_STALL_SPEED_MPS: f64 = 0.002;
 
 /// A trajectory goal on its way, judged from joint states.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,7 +21,7 @@ use super::{
 use crate::perception::RawImage;
 
 /// Takes the samples tools read (the flight recorder). Never blocks.
-pub trait SampleRecorder: Send + Sync + 'static {
+pub(crate) trait SampleRecorder: Send + Sync + 'static {
     /// Whether samples are wanted now (skip looking them up otherwise).
     fn wants_samples(&self) -> bool;
     /// A tool read this sample.
@@ -32,7 +32,7 @@ pub trait SampleRecorder: Send + Sync + 'static {
 /// wire form to the recorder, when it wants samples. The bridge's own
 /// watchers (governor, monitors) read the store directly: only what a
 /// tool read is recorded.
-pub struct ToolSensors {
+pub(crate) struct ToolSensors {
     inner: Arc<dyn SensorPort>,
     recorder: Arc<dyn SampleRecorder>,
 }

@@ -37,18 +37,18 @@ pub const NAMED_POSES: &[(&str, [f64; 4], &str)] = &[
     ("stow", [0.0, -1.2, 1.3, 1.2], "folded back over the base, out of the camera's view: the pose to drive in"),
 ];
 /// Arm speed when the agent gives none (the URDF allows 4.8 rad/s).
-pub const DEFAULT_ARM_SPEED_RADPS: f64 = 1.0;
+pub(crate) const DEFAULT_ARM_SPEED_RADPS: f64 = 1.0;
 /// Shortest arm motion.
 const MIN_ARM_DURATION_S: f64 = 0.5;
 /// Gripper effort when the agent gives none, N (the URDF allows 10 N).
-pub const DEFAULT_GRIPPER_EFFORT_N: f64 = 5.0;
+pub(crate) const DEFAULT_GRIPPER_EFFORT_N: f64 = 5.0;
 /// Time a gripper goal may take beyond the motion itself: the stall
 /// detection (0.5 s) and a slow simulator.
 const GRIPPER_SLACK_S: f64 = 5.0;
 /// A close that stops this far short of closed has something between the fingers.
 const HOLDING_MIN_GAP_M: f64 = 0.001;
 
-pub fn pose_names() -> Vec<&'static str> {
+pub(crate) fn pose_names() -> Vec<&'static str> {
     NAMED_POSES.iter().map(|(name, _, _)| *name).collect()
 }
 
@@ -127,7 +127,7 @@ fn parse_request(input: &Map<String, Value>, arm_joints: &[String]) -> Result<Re
     Ok(Request::Gripper { close, effort_n })
 }
 
-pub struct Interact {
+pub(crate) struct Interact {
     arm_joints: Vec<String>,
     /// Built once from the poses and joint names (descriptors hold `&'static str`).
     description: &'static str,
@@ -307,7 +307,7 @@ async fn move_arm(
 
 /// Whether a gripper result means something is between the fingers: a
 /// close that stalled short of closed.
-pub fn holding(close: bool, outcome: &GripperOutcome, closed_position_m: f64) -> bool {
+pub(crate) fn holding(close: bool, outcome: &GripperOutcome, closed_position_m: f64) -> bool {
     close
         && outcome.stalled
         && !outcome.reached_goal

@@ -93,7 +93,7 @@ impl ToolContext {
     }
 }
 
-pub type ToolFuture = BoxFuture<'static, Result<ToolSuccess, AiccError>>;
+pub(crate) type ToolFuture = BoxFuture<'static, Result<ToolSuccess, AiccError>>;
 
 /// One AICC tool.
 pub trait Tool: Send + Sync {

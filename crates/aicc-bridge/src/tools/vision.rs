@@ -19,17 +19,17 @@ use crate::robot::{Age, Sensor};
 
 /// Default byte budget of the encoded picture: a 640x480 JPEG at quality
 /// 80 is ~20-60 kB, so this rarely bites; the agent's context is the real budget.
-pub const DEFAULT_MAX_BYTES: u32 = 200_000;
+pub(crate) const DEFAULT_MAX_BYTES: u32 = 200_000;
 /// Largest byte budget: base64 grows data by 4/3, so this keeps a reply
 /// line under the 1 MiB that AICC peers accept.
 pub const MAX_MAX_BYTES: u32 = 700_000;
 /// Smallest byte budget worth trying (a 32x24 JPEG).
-pub const MIN_MAX_BYTES: u32 = 1_000;
+pub(crate) const MIN_MAX_BYTES: u32 = 1_000;
 
-pub struct Vision;
+pub(crate) struct Vision;
 
 /// The encode options an input asks for.
-pub fn parse_options(input: &Map<String, Value>) -> Result<EncodeOptions, AiccError> {
+pub(crate) fn parse_options(input: &Map<String, Value>) -> Result<EncodeOptions, AiccError> {
     let format = match input.get("format") {
         None => OutputFormat::Jpeg,
         Some(Value::String(name)) if name == "jpeg" => OutputFormat::Jpeg,

@@ -69,12 +69,12 @@ pub struct ToolSuccess {
 }
 
 /// A connection, as numbered by the shell.
-pub type ConnId = u64;
+pub(crate) type ConnId = u64;
 
 /// Event topics every session is subscribed to unless it says otherwise:
 /// the reserved topics of AICC section 6 (but `tick`, which is opt-in) and
 /// the bridge's own.
-pub const DEFAULT_TOPICS: &[&str] = &[
+pub(crate) const DEFAULT_TOPICS: &[&str] = &[
     "collision",
     "audio",
     "state_change",
@@ -86,7 +86,7 @@ pub const DEFAULT_TOPICS: &[&str] = &[
     "approval",
 ];
 /// Every topic a session may subscribe to.
-pub const KNOWN_TOPICS: &[&str] = &[
+pub(crate) const KNOWN_TOPICS: &[&str] = &[
     "tick",
     "collision",
     "audio",

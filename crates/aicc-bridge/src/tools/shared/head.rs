@@ -13,7 +13,7 @@ use crate::robot::kinematics::{Kinematics, KinematicsError};
 use crate::robot::{Controller, JointStates};
 use crate::tools::ToolContext;
 
-pub use crate::robot::frames::BASE_FRAME;
+pub(crate) use crate::robot::frames::BASE_FRAME;
 
 /// The camera's optical frame when the camera reports none.
 pub const DEFAULT_CAMERA_FRAME: &str = "camera_optical_frame";
