@@ -95,7 +95,7 @@ if runs fast; then
     echo "[test] ERROR: a ROS-free crate depends on r2r (above)" >&2
     exit 1
   fi
-  step "no import cycle between the top-level modules of any crate"
+  step "no import cycle between the modules of any crate, at any level"
   for crate in . crates/*/; do python3 scripts/module-cycles.py "$crate"; done
   step "rustfmt: cargo fmt --check (rustfmt.toml)"
   cargo fmt --all --check > target/fmt-check.log || {
