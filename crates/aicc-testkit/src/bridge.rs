@@ -157,26 +157,6 @@ fn feed_standing(samples: &SampleStore, camera: Option<(u32, u32)>, stop: &Atomi
             info,
         )
     });
-    let names: Vec<String> = [
-        "head_pan_joint",
-        "head_tilt_joint",
-        "joint1",
-        "joint2",
-        "joint3",
-        "joint4",
-        "gripper_left_joint",
-        "gripper_right_joint",
-    ]
-    .map(String::from)
-    .to_vec();
-    let zeros = vec![0.0; names.len()];
-    // The arm stowed, as the bundled robot stands (it drives only so).
-    let stow = aicc_bridge::tools::interact::NAMED_POSES
-        .iter()
-        .find(|(name, _, _)| *name == "stow")
-        .map(|(_, joints, _)| *joints)
-        .expect("a stow pose");
-    let positions = [&[0.0, 0.0][..], &stow[..], &[0.0, 0.0][..]].concat();
     let mut delivered = vec![Sensor::Odometry, Sensor::Imu, Sensor::JointStates, Sensor::Bumper];
     if frame.is_some() {
         delivered.extend([Sensor::Camera, Sensor::CameraInfo]);
@@ -209,17 +189,7 @@ fn feed_standing(samples: &SampleStore, camera: Option<(u32, u32)>, stop: &Atomi
                 stamp_s,
                 received: now,
             });
-            latest.joint_states = Some(stamped(
-                JointStates {
-                    names: names.clone(),
-                    positions: positions.clone(),
-                    velocities: zeros.clone(),
-                    efforts: zeros.clone(),
-                },
-                "",
-                stamp_s,
-                now,
-            ));
+            latest.joint_states = Some(stamped(joints_at_rest(), "", stamp_s, now));
             latest.contacts = Some(stamped(Contacts::default(), "bumper", stamp_s, now));
             if let Some((image, info)) = &frame {
                 latest.camera = Some(stamped(
@@ -236,4 +206,29 @@ fn feed_standing(samples: &SampleStore, camera: Option<(u32, u32)>, stop: &Atomi
             samples.delivered(*sensor, stamp_s);
         }
     }
+}
+
+/// The bundled robot's joints at rest: the head looking ahead, the arm
+/// stowed (the pose the base drives in), the gripper closed.
+pub fn joints_at_rest() -> JointStates {
+    let names: Vec<String> = [
+        "head_pan_joint",
+        "head_tilt_joint",
+        "joint1",
+        "joint2",
+        "joint3",
+        "joint4",
+        "gripper_left_joint",
+        "gripper_right_joint",
+    ]
+    .map(String::from)
+    .to_vec();
+    let zeros = vec![0.0; names.len()];
+    let stow = aicc_bridge::tools::interact::NAMED_POSES
+        .iter()
+        .find(|(name, _, _)| *name == "stow")
+        .map(|(_, joints, _)| *joints)
+        .expect("a stow pose");
+    let positions = [&[0.0, 0.0][..], &stow[..], &[0.0, 0.0][..]].concat();
+    JointStates { names, positions, velocities: zeros.clone(), efforts: zeros }
 }

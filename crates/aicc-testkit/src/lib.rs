@@ -6,7 +6,7 @@
 pub mod bridge;
 
 pub use aicc_bridge::robot::testing::TestRobot;
-pub use bridge::{loopback_config, TestBridge};
+pub use bridge::{joints_at_rest, loopback_config, TestBridge};
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

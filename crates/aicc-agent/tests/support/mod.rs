@@ -14,9 +14,9 @@ use aicc_bridge::config::Config;
 use aicc_bridge::governor::safety::UnobservedPolicy;
 use aicc_bridge::perception::RawImage;
 use aicc_bridge::robot::{
-    CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped,
+    CameraFrame, CameraInfo, Contacts, ImuSample, OdometrySample, Sensor, Stamped,
 };
-use aicc_testkit::{loopback_config, TestBridge};
+use aicc_testkit::{joints_at_rest, loopback_config, TestBridge};
 use nalgebra::{UnitQuaternion, Vector3};
 
 /// The camera's native size; the left half is red, the right half blue.
@@ -280,31 +280,6 @@ fn red_blue_frame() -> RawImage {
         step: CAMERA_WIDTH * 3,
         data,
     }
-}
-
-/// The head looking ahead, the arm stowed (the pose the base drives in),
-/// the gripper closed.
-fn joints_at_rest() -> JointStates {
-    let names: Vec<String> = [
-        "head_pan_joint",
-        "head_tilt_joint",
-        "joint1",
-        "joint2",
-        "joint3",
-        "joint4",
-        "gripper_left_joint",
-        "gripper_right_joint",
-    ]
-    .map(String::from)
-    .to_vec();
-    let zeros = vec![0.0; names.len()];
-    let stow = aicc_bridge::tools::interact::NAMED_POSES
-        .iter()
-        .find(|(name, _, _)| *name == "stow")
-        .map(|(_, joints, _)| *joints)
-        .expect("a stow pose");
-    let positions = [&[0.0, 0.0][..], &stow[..], &[0.0, 0.0][..]].concat();
-    JointStates { names, positions, velocities: zeros.clone(), efforts: zeros }
 }
 
 /// A wall 5 m away everywhere: nothing in the way.
