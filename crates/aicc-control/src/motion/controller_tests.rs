@@ -186,7 +186,11 @@ fn a_drive_reaches_its_distance_on_its_heading_within_the_limits() {
         // Cruise plus ramps, plus the settle: well within twice the ideal.
         let ideal = distance.abs() / 0.22 + 0.22 / 0.8;
         assert!(run.elapsed.as_secs_f64() < 2.0 * ideal + 0.5, "{distance}: {:?}", run.elapsed);
-        assert!(run.base.velocity.is_zero(), "at rest when it reports");
+        // At rest as the controller settles: odometry's speed within
+        // SETTLED_SPEED_MPS (arriving at the creep speed, the base may
+        // still be shedding its last few mm/s when odometry shows it).
+        let speed = run.base.velocity.linear_mps.abs();
+        assert!(speed <= crate::motion::profile::SETTLED_SPEED_MPS, "{distance}: {speed} m/s");
     }
 }
 

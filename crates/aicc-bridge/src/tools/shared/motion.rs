@@ -104,12 +104,18 @@ pub fn reading(sample: &OdometrySample) -> Reading {
 /// A reading for the motion controller, carried forward from a sample
 /// `age_s` old along its own velocities: the base kept moving while the
 /// sample travelled, and steering by where it was brakes late (0.3 s of
-/// lag at 0.22 m/s is 6.6 cm past the goal). At most [`MAX_CARRY_S`].
-pub fn reading_now(sample: &OdometrySample, age_s: f64) -> Reading {
+/// lag at 0.22 m/s is 6.6 cm past the goal). At most [`MAX_CARRY_S`], and
+/// never faster than `commanded`, the base's last command: odometry late
+/// because the robot's side stalled (a simulator's stalled tick: no time
+/// passed for the robot) while the governor stopped the base for that
+/// very lateness must not be carried on at the old rate (a TurtleBot 3's
+/// 90 degree turn ended 4.6 degrees short on such a reading).
+pub fn reading_now(sample: &OdometrySample, age_s: f64, commanded: BaseVelocity) -> Reading {
     let then = reading(sample);
     let dt = age_s.clamp(0.0, MAX_CARRY_S);
     let (v, w) = (sample.linear_velocity_mps.x, sample.angular_velocity_radps.z);
     let (v, w) = (if v.is_finite() { v } else { 0.0 }, if w.is_finite() { w } else { 0.0 });
+    let (v, w) = (at_most(v, commanded.linear_mps), at_most(w, commanded.angular_radps));
     let heading = then.pose.yaw_rad + w * dt / 2.0;
     let pose = crate::governor::Pose2D {
         x_m: then.pose.x_m + v * dt * heading.cos(),
@@ -121,6 +127,15 @@ pub fn reading_now(sample: &OdometrySample, age_s: f64) -> Reading {
 
 /// The longest a reading is carried forward, s (the odometry's max age).
 const MAX_CARRY_S: f64 = 0.5;
+
+/// `measured`, no faster than `commanded` and zero against it.
+fn at_most(measured: f64, commanded: f64) -> f64 {
+    if measured * commanded <= 0.0 {
+        0.0
+    } else {
+        measured.signum() * measured.abs().min(commanded.abs())
+    }
+}
 
 /// Runs `segments` on the base from the latest fresh odometry, for the
 /// call in `ctx` (progress events go to its session, named `tool`), as
@@ -154,7 +169,11 @@ pub async fn run(
         loop {
             let odometry = fresh_odometry(ctx)
                 .map(|sample| {
-                    reading_now(&sample, sample.age(ctx.sensors.now()).effective().as_secs_f64())
+                    reading_now(
+                        &sample,
+                        sample.age(ctx.sensors.now()).effective().as_secs_f64(),
+                        ctx.base.last_command(),
+                    )
                 })
                 .map_err(|error| error.message);
             let output = motion.step(StepInput { now, odometry, verdict: &verdict, halted });
@@ -335,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reading_is_carried_forward_by_its_age_along_its_own_velocity() {
+    fn a_reading_is_carried_forward_by_its_age_along_its_velocity_no_faster_than_commanded() {
         use nalgebra::{UnitQuaternion, Vector3};
         let sample = OdometrySample {
             frame_id: "odom".into(),
@@ -347,13 +366,14 @@ mod tests {
             stamp_s: 0.0,
             received: Instant::now(),
         };
-        let now = reading_now(&sample, 0.3);
+        let moving = BaseVelocity { linear_mps: 0.22, angular_radps: 1.5 };
+        let now = reading_now(&sample, 0.3, moving);
         assert!(
             (now.pose.x_m - 1.0).abs() < 1e-9 && (now.pose.y_m - 2.06).abs() < 1e-9,
             "0.3 s at 0.2 m/s along +y: {:?}",
             now.pose
         );
-        let (fresh, as_is) = (reading_now(&sample, 0.0), reading(&sample));
+        let (fresh, as_is) = (reading_now(&sample, 0.0, moving), reading(&sample));
         assert!(
             (fresh.pose.x_m - as_is.pose.x_m).abs()
                 + (fresh.pose.y_m - as_is.pose.y_m).abs()
@@ -361,17 +381,25 @@ mod tests {
                 < 1e-12,
             "a fresh sample as it is"
         );
-        let far = reading_now(&sample, 5.0);
+        let far = reading_now(&sample, 5.0, moving);
         assert!((far.pose.y_m - 2.1).abs() < 1e-9, "carried at most 0.5 s: {:?}", far.pose);
+        // Commanded slower than measured: carried at the command.
+        let slower =
+            reading_now(&sample, 0.3, BaseVelocity { linear_mps: 0.1, angular_radps: 0.0 });
+        assert!((slower.pose.y_m - 2.03).abs() < 1e-9, "{:?}", slower.pose);
         let turning = OdometrySample {
             linear_velocity_mps: Vector3::zeros(),
             angular_velocity_radps: Vector3::new(0.0, 0.0, 1.0),
             ..sample
         };
         assert!(
-            (reading_now(&turning, 0.2).pose.yaw_rad - (std::f64::consts::FRAC_PI_2 + 0.2)).abs()
+            (reading_now(&turning, 0.2, moving).pose.yaw_rad - (std::f64::consts::FRAC_PI_2 + 0.2))
+                .abs()
                 < 1e-9
         );
+        // Stopped (the governor held the base for late data): as it is.
+        let held = reading_now(&turning, 0.3, BaseVelocity::ZERO);
+        assert!((held.pose.yaw_rad - std::f64::consts::FRAC_PI_2).abs() < 1e-12, "{held:?}");
     }
 
     #[test]
