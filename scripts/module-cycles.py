@@ -26,12 +26,16 @@ def production_text(path: pathlib.Path) -> str:
     return text[: cut.start()] if cut else text
 
 
+def module_files(src: pathlib.Path) -> list:
+    """The crate's module files: not its roots (lib.rs, main.rs), not its binaries."""
+    return [p for p in sorted(src.rglob("*.rs"))
+            if not (p.parent == src and p.name in ("lib.rs", "main.rs")) and "bin" not in p.relative_to(src).parts]
+
+
 def graph(crate: pathlib.Path) -> dict:
     src = crate / "src"
     edges: dict = {}
-    for path in sorted(src.rglob("*.rs")):
-        if path.parent == src and path.name in ("lib.rs", "main.rs") or "bin" in path.relative_to(src).parts:
-            continue
+    for path in module_files(src):
         here = top_module(src, path)
         names = set(re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", production_text(path)))
         # `use crate::{a, b::c}` groups name their modules after the brace.
@@ -85,16 +89,15 @@ def uses(text: str, here: list) -> set:
     """The absolute module paths a file's `crate::`, `super::` and `self::`
     paths name (groups expanded one level)."""
     found = set()
-    own = here
     for match in re.finditer(r"\b((?:crate|self|super)(?:::super)*)::((?:[a-z_][a-z0-9_]*::)*)(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)", text):
         head, middle, last = match.groups()
         steps = head.split("::")
         if steps[0] == "crate":
             base = []
         elif steps[0] == "self":
-            base = list(own)
+            base = list(here)
         else:
-            base = list(own)[: len(own) - len(steps)] if len(steps) <= len(own) else []
+            base = list(here)[: len(here) - len(steps)] if len(steps) <= len(here) else []
         base += [m for m in middle.split("::") if m]
         if last.startswith("{"):
             found.add(tuple(base))
@@ -108,22 +111,25 @@ def uses(text: str, here: list) -> set:
 def sibling_cycles(crate: pathlib.Path) -> list:
     """Cycles among the modules of one parent, at every level below the top."""
     src = crate / "src"
-    files = [p for p in sorted(src.rglob("*.rs"))
-             if not (p.parent == src and p.name in ("lib.rs", "main.rs")) and "bin" not in p.relative_to(src).parts]
-    paths = {tuple(module_path(src, p)): p for p in files}
+    # What each module file names, read once (doc links are not imports).
+    named = {}
+    for path in module_files(src):
+        module = tuple(module_path(src, path))
+        code = re.sub(r"//[^\n]*", "", production_text(path))
+        named[module] = uses(code, list(module))
     found = []
-    parents = {m[:-1] for m in paths if len(m) >= 2}
+    parents = {m[:-1] for m in named if len(m) >= 2}
     for parent in sorted(parents):
-        children = {m[len(parent)] for m in paths if len(m) > len(parent) and m[: len(parent)] == parent}
+        depth = len(parent)
+        children = {m[depth] for m in named if len(m) > depth and m[:depth] == parent}
         edges: dict = {c: set() for c in children}
-        for module, path in paths.items():
-            if len(module) <= len(parent) or module[: len(parent)] != parent:
+        for module, targets in named.items():
+            if len(module) <= depth or module[:depth] != parent:
                 continue
-            child = module[len(parent)]
-            code = re.sub(r"//[^\n]*", "", production_text(path))  # doc links are not imports
-            for target in uses(code, list(module)):
-                if len(target) > len(parent) and target[: len(parent)] == parent:
-                    other = target[len(parent)]
+            child = module[depth]
+            for target in targets:
+                if len(target) > depth and target[:depth] == parent:
+                    other = target[depth]
                     if other in children and other != child:
                         edges[child].add(other)
         for component in cycles(edges):
