@@ -33,7 +33,11 @@
 //! - `geofence`: the robot is at or outside the fence: only motion that does
 //!   not increase the distance from the centre (forward only when the
 //!   heading points inward, reverse only when it points outward; turning is
-//!   always allowed).
+//!   always allowed). Inside it, the speed in the direction that leads
+//!   outward is held to what the base's ordinary deceleration
+//!   (`max_linear_accel_mps2`) stops at the fence ([`fence_approach_limit`]):
+//!   without that, the reaction and the braking carried the robot several
+//!   centimetres past it.
 //! - `position_unknown`: a geofence is configured but there is no pose:
 //!   no linear motion (turning in place cannot leave the fence).
 //! - `obstacle_sensing_stale` / `contact_sensing_stale` (added by
@@ -775,6 +779,25 @@ pub fn safety_envelope(
                     let reason = format!("{distance:.2} m from the geofence centre (radius {:.2} m): {allowed}", fence.radius_m);
                     let cause = format!("the geofence ({distance:.2} m from its centre, radius {:.2} m)", fence.radius_m);
                     envelope.restrict(Rule::Geofence, Why::new(reason, cause), linear, any_angular);
+                } else if let Some(allowed) =
+                    fence_approach_limit(dx, dy, pose.yaw_rad, fence.radius_m, limits.max_linear_accel_mps2)
+                        .filter(|allowed| *allowed < full_linear)
+                {
+                    // Inside, heading for the fence: slow so that ordinary
+                    // braking ends at the fence, not an emergency stop past it.
+                    let gap = fence.radius_m - distance;
+                    let outward_forward = dx * pose.yaw_rad.cos() + dy * pose.yaw_rad.sin() > 0.0;
+                    let (linear, way) = if outward_forward {
+                        ((-full_linear, allowed), "forward")
+                    } else {
+                        ((-allowed, full_linear), "reverse")
+                    };
+                    let reason = format!(
+                        "{gap:.2} m inside the geofence (radius {:.2} m): {way} speed limited to {allowed:.3} m/s, to stop at the fence",
+                        fence.radius_m
+                    );
+                    let cause = format!("the geofence ({gap:.2} m away, radius {:.2} m)", fence.radius_m);
+                    envelope.restrict(Rule::Geofence, Why::new(reason, cause), linear, any_angular);
                 }
             }
         }
@@ -999,6 +1022,35 @@ pub fn obstacle_speed_limit(distance: f64, full_mps: f64, config: &SafetyConfig)
         0.0
     };
     Some(ramp.max(creep))
+}
+
+/// Inside the geofence, the fastest the base may drive in the direction of
+/// travel that leads outward (forward if the heading points away from the
+/// centre, else reverse) and still stop at the fence braking at
+/// `decel_mps2`: its radial part at most sqrt(2 decel gap). `dx`, `dy`: the
+/// robot's offset from the centre. `None` when that direction does not lead
+/// outward, or the deceleration is not a positive number (no fence then but
+/// the rule at the fence).
+pub fn fence_approach_limit(
+    dx: f64,
+    dy: f64,
+    yaw_rad: f64,
+    radius_m: f64,
+    decel_mps2: f64,
+) -> Option<f64> {
+    let distance = dx.hypot(dy);
+    if !(decel_mps2.is_finite() && decel_mps2 > 0.0 && distance < radius_m) {
+        return None;
+    }
+    if distance == 0.0 {
+        return None; // no direction is outward yet; a radius of travel away
+    }
+    // The cosine between the heading and the outward radius.
+    let outward = ((dx * yaw_rad.cos() + dy * yaw_rad.sin()) / distance).abs();
+    if outward < 1e-9 {
+        return None;
+    }
+    Some((2.0 * decel_mps2 * (radius_m - distance)).sqrt() / outward)
 }
 
 /// Clamps `requested` into the envelope: the command, and whether it was
@@ -1286,6 +1338,38 @@ mod tests {
                 && e.linear_max_mps == 0.0
                 && e.linear_min_mps == 0.0
                 && e.angular_max_radps == 1.5
+        );
+    }
+
+    #[test]
+    fn inside_the_geofence_the_way_out_slows_so_that_braking_ends_at_the_fence() {
+        let at = |x_m: f64, y_m: f64, yaw_rad: f64| {
+            safety_envelope(
+                &LIMITS,
+                &fenced(),
+                &SafetyState::new(),
+                &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() },
+            )
+        };
+        // 8 mm inside (x = 4 is the fence), facing out: sqrt(2 x 1 x 0.008) = 0.126 m/s.
+        let e = at(3.992, 2.0, 0.0);
+        assert!((e.linear_max_mps - 0.126_491).abs() < 1e-5, "{e:?}");
+        assert_eq!((e.linear_min_mps, e.angular_max_radps), (-0.22, 1.5));
+        assert!(e.restrictions[0].reason.contains("forward speed limited to 0.126"), "{e:?}");
+        // Backing out: the reverse is limited instead.
+        let e = at(3.992, 2.0, PI);
+        assert!((e.linear_min_mps + 0.126_491).abs() < 1e-5 && e.linear_max_mps == 0.22, "{e:?}");
+        // At 60 degrees to the radius the radial part is half: twice the speed, within the limit.
+        let e = at(3.992, 2.0, PI / 3.0);
+        assert!(e.restrictions.is_empty(), "{e:?}");
+        // Along the fence: nothing leads out.
+        assert!(at(3.992, 2.0, PI / 2.0).restrictions.is_empty());
+        assert_eq!(fence_approach_limit(0.0, 0.0, 0.0, 3.0, 1.0), None, "at the centre");
+        assert_eq!(fence_approach_limit(1.0, 0.0, 0.0, 3.0, 0.0), None, "no deceleration");
+        assert_eq!(
+            fence_approach_limit(3.0, 0.0, 0.0, 3.0, 1.0),
+            None,
+            "on the fence: the rule there"
         );
     }
 
