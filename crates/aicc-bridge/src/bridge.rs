@@ -233,8 +233,9 @@ pub async fn run(
     let joint_limits =
         JointLimits::from_urdf(&urdf).map_err(|e| anyhow::anyhow!("robot description: {e}"))?;
     let joint_limits = Arc::new(
-        joint_limits
-            .with_max_accelerations(&config.actuators.max_accelerations())
+        config
+            .actuators
+            .joint_limits(joint_limits)
             .map_err(|e| anyhow::anyhow!("actuators: {e}"))?,
     );
     let kinematics = Arc::new(

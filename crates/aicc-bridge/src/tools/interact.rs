@@ -176,7 +176,7 @@ impl Tool for Interact {
                     // names; the tool's own message lists them all.
                     "pose": { "type": "string", "description": format!("a named arm pose, one of: {}", pose_names().join(", ")) },
                     "joints": { "type": "object", "properties": joint_properties, "additionalProperties": false, "minProperties": 1 },
-                    "speed_radps": { "type": "number", "exclusiveMinimum": 0, "maximum": 100, "description": "largest joint speed of an arm motion, rad/s (default 1.0; limited to the URDF velocity)" },
+                    "speed_radps": { "type": "number", "exclusiveMinimum": 0, "maximum": 100, "description": "largest joint speed of an arm motion, rad/s (default 1.0; limited to each joint's velocity limit: the URDF's, or the bridge's lower cap)" },
                     "gripper": { "type": "string", "enum": ["open", "close"] },
                     "effort_n": { "type": "number", "exclusiveMinimum": 0, "maximum": 1000, "description": "gripper force limit, N (default 5; at most the URDF effort limit)" }
                 },

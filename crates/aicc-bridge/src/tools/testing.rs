@@ -89,12 +89,8 @@ pub fn context_with(robot: Arc<FakeRobot>, configure: impl FnOnce(&mut Config)) 
     };
     let (events, _) = tokio::sync::mpsc::channel(8);
     let halts = Arc::new(Halts::default());
-    let joint_limits = Arc::new(
-        JointLimits::from_urdf(URDF)
-            .unwrap()
-            .with_max_accelerations(&config.actuators.max_accelerations())
-            .unwrap(),
-    );
+    let joint_limits =
+        Arc::new(config.actuators.joint_limits(JointLimits::from_urdf(URDF).unwrap()).unwrap());
     ToolContext {
         base: Arc::new(BaseDriver::new(settings, robot.actuators.clone(), halts.clone())),
         joints: Arc::new(JointDriver::new(

@@ -91,7 +91,9 @@ pub struct JointLimit {
     pub lower: Option<f64>,
     /// Highest allowed position; `None` for continuous joints.
     pub upper: Option<f64>,
-    /// Largest speed, rad/s or m/s; always finite and positive.
+    /// Largest speed, rad/s or m/s; always finite and positive: the
+    /// URDF's, or lower where the configuration caps it
+    /// ([`JointLimits::with_max_velocities`]).
     pub max_velocity: f64,
     /// Largest effort, N*m or N; finite and non-negative.
     pub max_effort: f64,
@@ -390,6 +392,47 @@ impl JointLimits {
         Ok(self)
     }
 
+    /// These limits with the speed of each named joint (and of the joints
+    /// that mimic it, scaled by their multipliers) capped: the lower of
+    /// the URDF's limit and the cap. A fast joint can be within its motor's
+    /// limit and still too fast for what carries it (an arm's full-speed
+    /// swing throws a small base).
+    pub fn with_max_velocities(mut self, caps: &[(String, f64)]) -> Result<Self, JointError> {
+        for (name, cap) in caps {
+            let joint = self.joint(name)?;
+            if !cap.is_finite() {
+                return Err(JointError::NotFinite {
+                    joint: name.clone(),
+                    field: "max_velocity",
+                    value: *cap,
+                });
+            }
+            if *cap <= 0.0 {
+                return Err(JointError::NotPositive {
+                    joint: name.clone(),
+                    field: "max_velocity",
+                    value: *cap,
+                    unit: joint.kind.velocity_unit(),
+                });
+            }
+            for joint in self.joints.iter_mut() {
+                let scale = if joint.name == *name {
+                    1.0
+                } else {
+                    match &joint.mimic {
+                        Some(mimic) if mimic.joint == *name => mimic.multiplier.abs(),
+                        _ => continue,
+                    }
+                };
+                let capped = cap * scale;
+                if capped > 0.0 && capped < joint.max_velocity {
+                    joint.max_velocity = capped;
+                }
+            }
+        }
+        Ok(self)
+    }
+
     /// Accepts `value` as a position goal for `name` if it is finite and
     /// within `[lower, upper]`, and every joint that mimics `name` would also
     /// stay within its own limits.
@@ -575,6 +618,32 @@ mod tests {
             l.check_effort("gripper_left_joint", f64::INFINITY),
             Err(JointError::NotFinite { .. })
         ));
+    }
+
+    #[test]
+    fn a_configured_speed_cap_lowers_the_urdf_limit_and_never_raises_it() {
+        let caps = [("joint1".to_string(), 1.5), ("gripper_left_joint".to_string(), 1.0)];
+        let l = robot().with_max_velocities(&caps).unwrap();
+        assert_eq!(l.get("joint1").unwrap().max_velocity, 1.5);
+        assert_eq!(l.clamp_velocity("joint1", 4.0), Ok((1.5, true)));
+        assert!((l.plan_duration("joint1", 0.0, 1.5, 10.0).unwrap() - 1.0).abs() < 1e-9);
+        // The others keep the URDF's; a cap above it changes nothing.
+        assert_eq!(
+            l.get("joint2").unwrap().max_velocity,
+            robot().get("joint2").unwrap().max_velocity
+        );
+        let urdf_gripper = robot().get("gripper_left_joint").unwrap().max_velocity;
+        assert_eq!(l.get("gripper_left_joint").unwrap().max_velocity, urdf_gripper);
+        let half = [("gripper_left_joint".to_string(), urdf_gripper / 2.0)];
+        let l = robot().with_max_velocities(&half).unwrap();
+        // The mimicking finger is capped with its leader.
+        for finger in ["gripper_left_joint", "gripper_right_joint"] {
+            assert_eq!(l.get(finger).unwrap().max_velocity, urdf_gripper / 2.0, "{finger}");
+        }
+        for bad in [0.0, -1.0, f64::NAN] {
+            assert!(robot().with_max_velocities(&[("joint1".to_string(), bad)]).is_err(), "{bad}");
+        }
+        assert!(robot().with_max_velocities(&[("no_such_joint".to_string(), 1.0)]).is_err());
     }
 
     fn assert_limit(
