@@ -30,11 +30,14 @@ source scripts/lib/sim-and-bridge.sh
 claim_ros_domain
 # The chaos agent holds the actuate scope (AICC_TOKEN), as an agent would.
 export_random_tokens
-start_sim_with_truth --low-obstacles
+# Stamped velocity commands: the judge reads the bridge's ramp on the
+# bridge's clock, not as the simulator's busy executor delivered it.
+start_sim_with_truth --low-obstacles --cmd-vel-stamped
 # Reverse refused where nothing observes the way behind (config/sim.yaml
 # allows it, blind below its LiDAR's plane: the judge would find the low
 # boxes behind the robot).
-start_bridge --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2 -p safety.unobserved_behind:=refuse
+start_bridge --config config/sim.yaml --ros-args -p safety.geofence_radius_m:=1.2 -p safety.unobserved_behind:=refuse \
+  -p actuators.cmd_vel_stamped:=true
 mkdir -p target/chaos
 report="target/chaos/report-${minutes}min.json"
 echo "[chaos] $seeds seed(s) of ${seed_s} s against 127.0.0.1:$port, ground truth on 127.0.0.1:$truth_port" >&2

@@ -201,8 +201,9 @@ class AiccSim:
         self.placements: list[dict] = []
         # Odometry faults from the control topic, applied by the loop: ("jump", dx, dy, dyaw) or ("reset",).
         self.odometry_faults: list[tuple] = []
-        # The last /cmd_vel (linear, angular, sim time received), for the ground truth.
-        self.last_cmd_vel = (0.0, 0.0, None)
+        # The last /cmd_vel (linear, angular, sim time received, its stamp
+        # in s when stamped), for the ground truth.
+        self.last_cmd_vel = (0.0, 0.0, None, None)
         self.truth = None
         self.truth_seq = 0
         if args.truth_listen:
@@ -496,7 +497,8 @@ class AiccSim:
         with self.shared.lock:
             # Held until the next command, as Gazebo's diff drive does.
             self.loop.drive.set_body_velocity(twist.linear.x, twist.angular.z)
-            self.last_cmd_vel = (float(twist.linear.x), float(twist.angular.z), self.sim.time_s)
+            stamp_s = (msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9) if self.args.cmd_vel_stamped else None
+            self.last_cmd_vel = (float(twist.linear.x), float(twist.angular.z), self.sim.time_s, stamp_s)
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:
@@ -641,9 +643,10 @@ class AiccSim:
         for group in self.loop.groups.values():
             demand.update(group.demand_velocity)
         state = truth.state_message(self.truth_seq, self.sim, self.loop, self.real_time_factor, demand, contacts)
-        linear, angular, received_s = self.last_cmd_vel
+        linear, angular, received_s, stamp_s = self.last_cmd_vel
         state["cmd_vel"] = {"linear": linear, "angular": angular,
-                            "age_s": None if received_s is None else round(self.sim.time_s - received_s, 4)}
+                            "age_s": None if received_s is None else round(self.sim.time_s - received_s, 4),
+                            "stamp_s": stamp_s}
         self.truth.broadcast(state)
 
     def _publish_camera(self, stamp) -> None:

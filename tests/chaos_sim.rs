@@ -20,7 +20,9 @@ const SECONDS_PER_SEED: &str = "30";
 
 #[test]
 fn the_chaos_agent_finds_no_violation_on_ground_truth() {
-    let (_sim, truth_port) = start_sim_with_truth(&[]);
+    // Stamped velocity commands: the judge reads the bridge's ramp on the
+    // bridge's clock, not as the simulator's busy executor delivered it.
+    let (_sim, truth_port) = start_sim_with_truth(&["--cmd-vel-stamped"]);
     // Reverse refused where nothing observes the way behind (the default;
     // config/sim.yaml allows it, blind to obstacles below its LiDAR, for
     // the conformance scenarios' out-and-back moves): the judge's "no
@@ -33,6 +35,8 @@ fn the_chaos_agent_finds_no_violation_on_ground_truth() {
         "safety.geofence_radius_m:=1.2",
         "-p",
         "safety.unobserved_behind:=refuse",
+        "-p",
+        "actuators.cmd_vel_stamped:=true",
     ]);
     let report = repo_root().join("target/chaos/ci-report.json");
     let output = Command::new(binary("aicc-chaos"))

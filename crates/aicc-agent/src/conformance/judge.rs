@@ -135,6 +135,10 @@ pub struct CmdVel {
     pub linear: f64,
     pub angular: f64,
     pub age_s: Option<f64>,
+    /// The command's own stamp, s on the sender's clock (a TwistStamped
+    /// command; absent otherwise).
+    #[serde(default)]
+    pub stamp_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -387,7 +391,9 @@ fn round(value: f64, digits: i32) -> f64 {
 
 /// A recent sample: (time, forward speed, yaw rate, commanded linear and
 /// angular, wall time).
-type Recent = (f64, f64, f64, Option<(f64, f64)>, Option<f64>);
+/// Sim time, forward speed, yaw rate, the command (linear, angular, its
+/// stamp) and the wall time of one sample.
+type Recent = (f64, f64, f64, Option<(f64, f64, Option<f64>)>, Option<f64>);
 
 /// Judges samples in order against [`Invariants`], keeping [`Figures`].
 #[derive(Debug, Clone)]
@@ -564,7 +570,7 @@ impl Judge {
             }
         }
         let forward = sample.base.linear_mps[0];
-        let commanded = sample.cmd_vel.map(|c| (c.linear, c.angular));
+        let commanded = sample.cmd_vel.map(|c| (c.linear, c.angular, c.stamp_s));
         self.history.push_back((sample.sim_time, forward, yaw_rate, commanded, sample.wall_time));
         while self.history.len() > 2 && sample.sim_time - self.history[1].0 >= ACCEL_WINDOW_S {
             self.history.pop_front();
@@ -579,15 +585,22 @@ impl Judge {
         // The commanded accelerations over the same window, when known, on
         // the clock the bridge limits them on: a simulator slower than real
         // time squeezes a command's ramp into fewer seconds of sim time.
-        let command_dt = sample
+        // Stamped commands carry that clock: commands delayed on their way
+        // and delivered together are judged as they were sent.
+        let wall_dt = sample
             .wall_time
             .zip(wall_then)
             .map(|(now, then)| now - then)
             .filter(|d| *d >= dt * 0.5)
             .unwrap_or(dt);
-        let commanded_accel = commanded
-            .zip(commanded_then)
-            .map(|((l, a), (l0, a0))| ((l - l0) / command_dt, (a - a0) / command_dt));
+        let commanded_accel =
+            commanded.zip(commanded_then).map(|((l, a, stamp), (l0, a0, stamp0))| {
+                let command_dt = match stamp.zip(stamp0) {
+                    Some((now, then)) if now > then => now - then,
+                    _ => wall_dt,
+                };
+                ((l - l0) / command_dt, (a - a0) / command_dt)
+            });
         let accel = (forward - v_then) / dt;
         let speeding_up = forward.abs() > v_then.abs() && forward * v_then >= 0.0;
         if speeding_up {
@@ -961,7 +974,8 @@ mod tests {
         let turning = |seq: u64, w: f64, commanded: f64| {
             let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
             s.base.angular_radps[2] = w;
-            s.cmd_vel = Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01) });
+            s.cmd_vel =
+                Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01), stamp_s: None });
             s
         };
         // The base lags its command (3 rad/s²), then catches up at 6 rad/s².
@@ -984,7 +998,8 @@ mod tests {
         let turning = |seq: u64, w: f64, commanded: f64, wall_s_per_sample: Option<f64>| {
             let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
             s.base.angular_radps[2] = w;
-            s.cmd_vel = Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01) });
+            s.cmd_vel =
+                Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01), stamp_s: None });
             s.wall_time = wall_s_per_sample.map(|per| 100.0 + seq as f64 * per);
             s
         };
@@ -1001,6 +1016,39 @@ mod tests {
         assert!(
             sim_found.iter().any(|v| v.kind == "base_accel"),
             "without the wall clock, over the limit in sim time"
+        );
+    }
+
+    #[test]
+    fn stamped_commands_are_judged_as_sent_not_as_delivered() {
+        let invariants =
+            Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
+        // A ramp at 3 rad/s² sent every 20 ms (0.06 rad/s each), delivered
+        // late and then together: the simulator saw it rise 0.36 rad/s in
+        // 60 ms of its samples, and the base followed.
+        let sent = [0.0, 0.06, 0.12, 0.18, 0.24, 0.30, 0.36, 0.42, 0.48];
+        let delivered = [0, 0, 0, 0, 6, 7, 8, 8, 8];
+        let run = |stamped: bool| {
+            let mut judge = Judge::new(hello(), invariants.clone());
+            let mut found = Vec::new();
+            for (seq, index) in delivered.iter().enumerate() {
+                let mut s = sample(seq as u64, seq as f64 * 0.02, 0.0, 0.0);
+                let w = sent[*index];
+                s.base.angular_radps[2] = w;
+                s.wall_time = Some(100.0 + seq as f64 * 0.02);
+                let stamp_s = stamped.then(|| 50.0 + *index as f64 * 0.02);
+                s.cmd_vel = Some(CmdVel { linear: 0.0, angular: w, age_s: Some(0.01), stamp_s });
+                found.extend(judge.observe(&s).to_vec());
+            }
+            (found, judge.figures.physics_accel_excursions)
+        };
+        let (found, excursions) = run(true);
+        assert!(found.is_empty(), "sent at 3 rad/s²: {found:?}");
+        assert!(excursions > 0, "the burst the base followed is counted");
+        let (found, _) = run(false);
+        assert!(
+            found.iter().any(|v| v.kind == "base_accel"),
+            "unstamped, the burst is the sender's as far as the judge can tell"
         );
     }
 
