@@ -37,6 +37,9 @@ pub const JOINT_DEMAND_TOLERANCE: f64 = 0.01;
 /// judged this long after a contact: the impact moves the base (and pushes
 /// the fingers), and the contact is the violation.
 pub const AFTER_CONTACT_S: f64 = 0.3;
+/// A base whose velocity command has been zero this long is not driven:
+/// braking from full speed takes 0.22 s at the ordinary 1 m/s².
+pub const UNDRIVEN_AFTER_S: f64 = 0.5;
 /// A base slower than this (and turning slower than [`REST_ANGULAR_RADPS`]) is at rest.
 pub const REST_LINEAR_MPS: f64 = 0.005;
 pub const REST_ANGULAR_RADPS: f64 = 0.02;
@@ -205,10 +208,11 @@ pub struct Invariants {
     /// World bodies whose contact does not count (e.g. the cube the gripper picks).
     pub contact_allowed_with: Vec<String>,
     /// Robot bodies (the arm's) whose contacts do not count while the base
-    /// is at rest: an arm the agent moves into something beside a still
-    /// base is a motion planner's matter (the bridge checks no arm
-    /// collisions); one the base carries into something is the governor's.
-    /// Counted in the figures all the same.
+    /// is at rest or not driven (its command zero for [`UNDRIVEN_AFTER_S`]:
+    /// moved, if at all, by the arm's own swing): an arm the agent moves
+    /// into something beside a base nobody drives is a motion planner's
+    /// matter (the bridge checks no arm collisions); one the base carries
+    /// into something is the governor's. Counted in the figures all the same.
     pub arm_contact_at_rest_allowed: Vec<String>,
     /// Per object: base_footprint never nearer than this (m), minus `clearance_tol_m`.
     pub min_clearance_m: BTreeMap<String, f64>,
@@ -289,7 +293,7 @@ pub struct Figures {
     pub worst_physics_accel: Option<String>,
     /// How far outside the geofence (radius, no tolerance) base_footprint went, m.
     pub max_geofence_excursion_m: f64,
-    /// Samples with an arm contact beside a base at rest that did not count
+    /// Samples with an arm contact beside a base at rest or not driven that did not count
     /// (`Invariants::arm_contact_at_rest_allowed`).
     pub arm_contacts_at_rest: u64,
 }
@@ -376,7 +380,7 @@ impl Figures {
         });
         if self.arm_contacts_at_rest > 0 {
             parts.push(format!(
-                "{} sample(s) of the arm touching something beside the base at rest (not counted)",
+                "{} sample(s) of the arm touching something beside a base at rest or not driven (not counted)",
                 self.arm_contacts_at_rest
             ));
         }
@@ -411,6 +415,8 @@ pub struct Judge {
     open: BTreeMap<String, f64>,
     /// Sim time of the latest contact with the world.
     last_contact: Option<f64>,
+    /// Sim time of the latest sample whose velocity command was not zero.
+    last_driven: Option<f64>,
     /// Whether base_footprint was inside the geofence (with tolerance) at
     /// the last sample: a violation is a crossing from inside to outside
     /// (a robot that starts outside is judged from when it is back).
@@ -433,6 +439,7 @@ impl Judge {
             start: None,
             open: BTreeMap::new(),
             last_contact: None,
+            last_driven: None,
             inside_geofence: None,
         }
     }
@@ -492,8 +499,14 @@ impl Judge {
     }
 
     fn judge_contacts(&mut self, sample: &Sample) {
-        let at_rest = sample.base.speed_mps() < REST_LINEAR_MPS
-            && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS;
+        if sample.cmd_vel.is_some_and(|c| c.linear != 0.0 || c.angular != 0.0) {
+            self.last_driven = Some(sample.sim_time);
+        }
+        let undriven = sample.cmd_vel.is_some()
+            && self.last_driven.is_none_or(|t| sample.sim_time - t >= UNDRIVEN_AFTER_S);
+        let at_rest = undriven
+            || (sample.base.speed_mps() < REST_LINEAR_MPS
+                && sample.base.angular_radps[2].abs() < REST_ANGULAR_RADPS);
         for contact in &sample.contacts {
             *self
                 .figures
@@ -1085,6 +1098,28 @@ mod tests {
             "the arm carried by the base"
         );
         assert_eq!(judge.observe(&touching(3, 0.0, "bumper_link")).len(), 1, "not the arm");
+        // The base turned by the arm's swing, its command zero since long
+        // ago: the swing's, not the governor's.
+        let mut judge = Judge::new(hello(), judge.invariants.clone());
+        let swung = |seq: u64, commanded: f64| {
+            let mut s = touching(seq, 0.0, "gripper_left_link");
+            s.base.angular_radps[2] = 0.14;
+            s.cmd_vel =
+                Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01), stamp_s: None });
+            s
+        };
+        assert!(judge.observe(&swung(1, 0.0)).is_empty(), "never driven");
+        assert_eq!(judge.observe(&swung(100, 0.3)).len(), 1, "driven: the governor's");
+        assert_eq!(judge.observe(&swung(110, 0.0)).len(), 0, "the same episode");
+        assert_eq!(
+            judge.observe(&swung(200, 0.0)).len(),
+            0,
+            "zero for 1.8 s: not driven, moved by the swing"
+        );
+        let mut recent = swung(300, 0.0);
+        recent.contacts[0].world_body = "low_box_1".into();
+        judge.observe(&swung(290, 0.2));
+        assert_eq!(judge.observe(&recent).len(), 1, "zero for 0.2 s only: still braking");
     }
 
     #[test]
