@@ -1049,7 +1049,7 @@ mod tests {
                 let w = sent[*index];
                 s.base.angular_radps[2] = w;
                 s.wall_time = Some(100.0 + seq as f64 * 0.02);
-                let stamp_s = stamped.then(|| 50.0 + *index as f64 * 0.02);
+                let stamp_s = stamped.then_some(50.0 + *index as f64 * 0.02);
                 s.cmd_vel = Some(CmdVel { linear: 0.0, angular: w, age_s: Some(0.01), stamp_s });
                 found.extend(judge.observe(&s).to_vec());
             }
