@@ -65,6 +65,87 @@ pub fn arm_reach(
     }
 }
 
+/// How high above the floor (base_footprint's z = 0) every arm link's
+/// frame must stay on the way to a goal, m: the fingertips reach 2.5 cm
+/// past the end effector's frame, and a link's body a few cm around its
+/// axis. The lowest named pose, pick_front, holds the gripper 0.12 m up.
+pub const ARM_FLOOR_CLEARANCE_M: f64 = 0.04;
+
+/// The joint-space step between two checked points of a path, rad.
+const PATH_STEP_RAD: f64 = 0.02;
+
+/// Where a path of the arm dips lowest: the link, its frame's height above
+/// the floor (m) and how far along the path (0 to 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lowest {
+    pub link: String,
+    pub height_m: f64,
+    pub at_fraction: f64,
+}
+
+/// The lowest point of `links` on the straight joint-space path from
+/// `from` to `to` (positions of `arm_joints`, in order; a trajectory
+/// controller joins a synchronised motion so), checked every
+/// [`PATH_STEP_RAD`] of the joint that moves most; any other joint at
+/// `other`. Pure: unit-tested. `None` if a link cannot be placed.
+pub fn lowest_on_path(
+    urdf: &Kinematics,
+    links: &[String],
+    arm_joints: &[String],
+    from: &[f64],
+    to: &[f64],
+    other: &dyn Fn(&str) -> Option<f64>,
+) -> Option<Lowest> {
+    let largest = from.iter().zip(to).map(|(a, b)| (b - a).abs()).fold(0.0, f64::max);
+    let steps = ((largest / PATH_STEP_RAD).ceil() as usize).clamp(1, 1000);
+    let mut lowest: Option<Lowest> = None;
+    for step in 0..=steps {
+        let at_fraction = step as f64 / steps as f64;
+        let position = |joint: &str| match arm_joints.iter().position(|j| j == joint) {
+            Some(i) => Some(from[i] + (to[i] - from[i]) * at_fraction),
+            None => other(joint),
+        };
+        for link in links {
+            let height_m = urdf.transform(BASE_FRAME, link, &position).ok()?.translation.vector.z;
+            if lowest.as_ref().is_none_or(|l| height_m < l.height_m) {
+                lowest = Some(Lowest { link: link.clone(), height_m, at_fraction });
+            }
+        }
+    }
+    lowest
+}
+
+/// Refuses a motion of the arm that would take a link's frame nearer the
+/// floor than [`ARM_FLOOR_CLEARANCE_M`] (a swing into the floor levers the
+/// base up, or throws it), unless the arm already starts that low and the
+/// motion takes it no lower: an arm pushed down can always be raised.
+pub fn check_above_floor(
+    urdf: &Kinematics,
+    links: &[String],
+    arm_joints: &[String],
+    from: &[f64],
+    to: &[f64],
+    other: &dyn Fn(&str) -> Option<f64>,
+) -> Result<(), String> {
+    let Some(lowest) = lowest_on_path(urdf, links, arm_joints, from, to, other) else {
+        return Err("the arm's links cannot be placed from the URDF and the joint states".into());
+    };
+    if lowest.height_m >= ARM_FLOOR_CLEARANCE_M {
+        return Ok(());
+    }
+    let start = lowest_on_path(urdf, links, arm_joints, from, from, other)
+        .map_or(f64::NEG_INFINITY, |l| l.height_m);
+    if lowest.height_m >= start - 0.005 {
+        return Ok(());
+    }
+    Err(format!(
+        "the arm would reach into the floor: {} {:.3} m above it, {:.0} % of the way (links must stay {ARM_FLOOR_CLEARANCE_M} m above it); choose a higher pose",
+        lowest.link,
+        lowest.height_m,
+        lowest.at_fraction * 100.0
+    ))
+}
+
 /// Tells the base driver where the arm is, every 20 ms, from joint states
 /// no older than `sensors.joint_states.max_age_s` (older or missing: not
 /// known). Returns at once on a robot with no arm.
@@ -152,6 +233,35 @@ mod tests {
             .find(|(name, _, _)| *name == pose)
             .map(|(_, joints, _)| *joints)
             .unwrap()
+    }
+
+    #[test]
+    fn a_path_into_the_floor_is_refused_and_one_out_of_it_is_not() {
+        let (urdf, links, arm) = (urdf(), arm_links(&urdf(), &arm()), arm());
+        let none = |_: &str| None;
+        // Every named pose, reached from stow, keeps the arm above the floor.
+        for (name, pose, _) in crate::tools::interact::NAMED_POSES {
+            assert_eq!(
+                check_above_floor(&urdf, &links, &arm, &named("stow"), pose, &none),
+                Ok(()),
+                "{name}"
+            );
+        }
+        // Reaching down in front (a chaos run's pose: the end effector 3 mm
+        // under the floor) is refused, naming the link and the height.
+        let down = [-1.356, 1.444, 0.0001, 0.8206];
+        let refused = check_above_floor(&urdf, &links, &arm, &named("stow"), &down, &none)
+            .expect_err("into the floor");
+        assert!(refused.contains("end_effector_link") && refused.contains("floor"), "{refused}");
+        let lowest = lowest_on_path(&urdf, &links, &arm, &down, &down, &none).unwrap();
+        assert!(lowest.height_m < 0.0 && lowest.link == "end_effector_link", "{lowest:?}");
+        // The way back up from there is allowed; deeper is not.
+        assert_eq!(check_above_floor(&urdf, &links, &arm, &down, &named("stow"), &none), Ok(()));
+        let deeper = [-1.356, 1.571, -0.2, 0.6];
+        assert!(check_above_floor(&urdf, &links, &arm, &down, &deeper, &none).is_err());
+        // A path that dips on its way between two high poses is caught in between.
+        let path = lowest_on_path(&urdf, &links, &arm, &named("stow"), &down, &none).unwrap();
+        assert!(path.at_fraction > 0.5, "{path:?}");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::config::Actuators;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::{AiccError, ErrorCode};
+use crate::robot::arm_reach::{arm_links, check_above_floor, ARM_FLOOR_CLEARANCE_M};
 use crate::robot::{Controller, Endpoint, GripperOutcome, PortError, Sensor};
 
 /// Named arm poses: joint1..joint4 in radians (the order of
@@ -138,7 +139,7 @@ impl Interact {
         let poses: Vec<String> =
             NAMED_POSES.iter().map(|(name, _, about)| format!("{name}: {about}")).collect();
         let description = format!(
-            "Move the arm or use the gripper. Give ONE of: `pose` (a named arm pose), `joints` {{{}: radians, any subset; the others stay}}, or `gripper`: \"open\" | \"close\" (optional `effort_n`, default {DEFAULT_GRIPPER_EFFORT_N} N, at most the URDF limit). Goals outside the URDF joint limits are refused without moving. Returns the controller's outcome and the positions reached; a close that stops on an object reports holding: true. Poses: {}.",
+            "Move the arm or use the gripper. Give ONE of: `pose` (a named arm pose), `joints` {{{}: radians, any subset; the others stay}}, or `gripper`: \"open\" | \"close\" (optional `effort_n`, default {DEFAULT_GRIPPER_EFFORT_N} N, at most the URDF limit). Goals outside the URDF joint limits, and arm motions that would take a link within {ARM_FLOOR_CLEARANCE_M} m of the floor, are refused without moving. Returns the controller's outcome and the positions reached; a close that stops on an object reports holding: true. Poses: {}.",
             actuators.arm_joints.join(", "),
             poses.join("; ")
         );
@@ -267,6 +268,11 @@ async fn move_arm(
                 .map_or_else(|| ctx.joints.clamp_to_limits(name, *now), |(_, p)| *p)
         })
         .collect();
+    let links = arm_links(&ctx.kinematics, arm_joints);
+    check_above_floor(&ctx.kinematics, &links, arm_joints, &now, &target, &|joint| {
+        states.position(joint)
+    })
+    .map_err(AiccError::invalid_input)?;
     let (speed_radps, speed_clamped) =
         joint_speed(ctx, arm_joints, speed, DEFAULT_ARM_SPEED_RADPS)?;
     let sent = run_motion(

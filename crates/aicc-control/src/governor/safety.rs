@@ -1043,7 +1043,7 @@ pub fn fence_approach_limit(
         return None;
     }
     if distance == 0.0 {
-        return None; // no direction is outward yet; a radius of travel away
+        return None; // at the centre the fence is a whole radius away, any way
     }
     // The cosine between the heading and the outward radius.
     let outward = ((dx * yaw_rad.cos() + dy * yaw_rad.sin()) / distance).abs();
