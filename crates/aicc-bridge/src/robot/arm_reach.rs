@@ -259,9 +259,15 @@ mod tests {
         assert_eq!(check_above_floor(&urdf, &links, &arm, &down, &named("stow"), &none), Ok(()));
         let deeper = [-1.356, 1.571, -0.2, 0.6];
         assert!(check_above_floor(&urdf, &links, &arm, &down, &deeper, &none).is_err());
-        // A path that dips on its way between two high poses is caught in between.
-        let path = lowest_on_path(&urdf, &links, &arm, &named("stow"), &down, &none).unwrap();
-        assert!(path.at_fraction > 0.5, "{path:?}");
+        // Between two poses well above the floor (0.14 m and 0.11 m), the
+        // straight joint-space path dips to about 0.01 m: caught on the way.
+        let (high, other_high) = ([0.0, 1.045, 1.085, 1.029], [0.0, 1.264, -0.152, -1.266]);
+        for pose in [high, other_high] {
+            assert_eq!(check_above_floor(&urdf, &links, &arm, &pose, &pose, &none), Ok(()));
+        }
+        assert!(check_above_floor(&urdf, &links, &arm, &high, &other_high, &none).is_err());
+        let dip = lowest_on_path(&urdf, &links, &arm, &high, &other_high, &none).unwrap();
+        assert!(dip.at_fraction > 0.2 && dip.at_fraction < 0.8 && dip.height_m < 0.02, "{dip:?}");
     }
 
     #[test]
