@@ -367,21 +367,12 @@ impl JointLimits {
     pub fn with_max_accelerations(mut self, limits: &[(String, f64)]) -> Result<Self, JointError> {
         for (name, max_acceleration) in limits {
             let joint = self.joint(name)?;
-            if !max_acceleration.is_finite() {
-                return Err(JointError::NotFinite {
-                    joint: name.clone(),
-                    field: "max_acceleration",
-                    value: *max_acceleration,
-                });
-            }
-            if *max_acceleration <= 0.0 {
-                return Err(JointError::NotPositive {
-                    joint: name.clone(),
-                    field: "max_acceleration",
-                    value: *max_acceleration,
-                    unit: joint.kind.acceleration_unit(),
-                });
-            }
+            check_configured_limit(
+                name,
+                "max_acceleration",
+                *max_acceleration,
+                joint.kind.acceleration_unit(),
+            )?;
             let followers: Vec<String> = self.followers(name).map(|f| f.name.clone()).collect();
             for joint in
                 self.joints.iter_mut().filter(|j| j.name == *name || followers.contains(&j.name))
@@ -400,21 +391,7 @@ impl JointLimits {
     pub fn with_max_velocities(mut self, caps: &[(String, f64)]) -> Result<Self, JointError> {
         for (name, cap) in caps {
             let joint = self.joint(name)?;
-            if !cap.is_finite() {
-                return Err(JointError::NotFinite {
-                    joint: name.clone(),
-                    field: "max_velocity",
-                    value: *cap,
-                });
-            }
-            if *cap <= 0.0 {
-                return Err(JointError::NotPositive {
-                    joint: name.clone(),
-                    field: "max_velocity",
-                    value: *cap,
-                    unit: joint.kind.velocity_unit(),
-                });
-            }
+            check_configured_limit(name, "max_velocity", *cap, joint.kind.velocity_unit())?;
             for joint in self.joints.iter_mut() {
                 let scale = if joint.name == *name {
                     1.0
@@ -586,6 +563,22 @@ fn check_in_range(joint: &JointLimit, field: &'static str, value: f64) -> Result
             upper: joint.upper.unwrap_or(f64::INFINITY),
             unit: joint.kind.position_unit(),
         });
+    }
+    Ok(())
+}
+
+/// A limit the configuration sets for `joint`: a finite number above zero.
+fn check_configured_limit(
+    joint: &str,
+    field: &'static str,
+    value: f64,
+    unit: &'static str,
+) -> Result<(), JointError> {
+    if !value.is_finite() {
+        return Err(JointError::NotFinite { joint: joint.into(), field, value });
+    }
+    if value <= 0.0 {
+        return Err(JointError::NotPositive { joint: joint.into(), field, value, unit });
     }
     Ok(())
 }

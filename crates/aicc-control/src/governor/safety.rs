@@ -1306,16 +1306,18 @@ mod tests {
         }
     }
 
+    /// The envelope inside `fenced()` at a pose, with fresh sensors.
+    fn at(x_m: f64, y_m: f64, yaw_rad: f64) -> Envelope {
+        safety_envelope(
+            &LIMITS,
+            &fenced(),
+            &SafetyState::new(),
+            &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() },
+        )
+    }
+
     #[test]
     fn outside_the_geofence_only_motion_towards_the_centre_is_allowed() {
-        let at = |x_m: f64, y_m: f64, yaw_rad: f64| {
-            safety_envelope(
-                &LIMITS,
-                &fenced(),
-                &SafetyState::new(),
-                &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() },
-            )
-        };
         assert!(at(1.0, 2.0, 0.0).restrictions.is_empty());
         assert!(at(3.9, 2.0, 0.0).restrictions.is_empty(), "inside");
         // On the fence (x = 4), facing outwards: reverse only.
@@ -1343,14 +1345,6 @@ mod tests {
 
     #[test]
     fn inside_the_geofence_the_way_out_slows_so_that_braking_ends_at_the_fence() {
-        let at = |x_m: f64, y_m: f64, yaw_rad: f64| {
-            safety_envelope(
-                &LIMITS,
-                &fenced(),
-                &SafetyState::new(),
-                &SafetyInputs { pose: Some(Pose2D { x_m, y_m, yaw_rad }), ..fresh() },
-            )
-        };
         // 8 mm inside (x = 4 is the fence), facing out: sqrt(2 x 1 x 0.008) = 0.126 m/s.
         let e = at(3.992, 2.0, 0.0);
         assert!((e.linear_max_mps - 0.126_491).abs() < 1e-5, "{e:?}");
