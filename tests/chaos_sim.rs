@@ -57,10 +57,19 @@ fn the_chaos_agent_finds_no_violation_on_ground_truth() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    // The violations again in the failure's own message, with the calls
+    // before each: a CI log cut short keeps its end.
+    let violations: Vec<&str> = stdout
+        .split("\nVIOLATION ")
+        .skip(1)
+        .map(|text| text.split("\nReport: ").next().unwrap_or(text).trim_end())
+        .collect();
     assert!(
         output.status.success(),
-        "the chaos agent found violations (above; {}), or could not run: {}",
+        "the chaos agent found {} violation(s) ({}), or could not run: {}\n{}",
+        violations.len(),
         report.display(),
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&output.stderr),
+        violations.iter().map(|v| format!("VIOLATION {v}")).collect::<Vec<_>>().join("\n")
     );
 }

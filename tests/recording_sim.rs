@@ -263,6 +263,14 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
         width * height
     );
     println!("camera Image from the file ({width}x{height} {encoding}, stamp {stamp_s}) equals the PNG vision served");
+    // The first frame served too: recording from the start, the bridge keeps
+    // the wire form of messages that came before its recorder existed.
+    let first_stamp_s = first["output"]["stamp_s"].as_f64().expect("the first frame's stamp");
+    assert!(
+        images.iter().any(|i| i["topic"] == "/camera/image_raw"
+            && (i["stamp_s"].as_f64().unwrap() - first_stamp_s).abs() < 1e-6),
+        "the first frame vision served (stamp {first_stamp_s}) is in the recording"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -642,7 +642,12 @@ pub fn start(
     }
     let names = Names::from_config(&config);
     let clock = node.get_ros_clock();
-    let slot = Arc::new(SampleStore::new(names.clone(), Arc::new(RosClock(clock.clone()))));
+    let mut store = SampleStore::new(names.clone(), Arc::new(RosClock(clock.clone())));
+    if config.record.keeps_samples_from_start() {
+        // The first frames come before the recorder exists; a tool may serve one.
+        store = store.keeping_wire_from_start();
+    }
+    let slot = Arc::new(store);
     let mut subs = Subscriptions::default();
     let s = &mut subs;
     subscribe_latest::<nav_msgs::msg::Odometry, _>(

@@ -293,6 +293,15 @@ impl SampleRates {
 /// The smallest file size rotation accepts (a few chunks' worth).
 pub(crate) const MIN_RECORD_FILE_BYTES: u64 = 64 * 1024;
 
+impl RecordConfig {
+    /// Whether sensor samples are recorded from the bridge's first moment
+    /// (mode always or on_fault, with `sensor_samples`): their wire forms
+    /// must be kept from the first message, before the recorder starts.
+    pub fn keeps_samples_from_start(&self) -> bool {
+        self.sensor_samples && self.mode != RecordMode::Off
+    }
+}
+
 impl Default for RecordConfig {
     fn default() -> Self {
         Self {

@@ -582,10 +582,23 @@ pub fn render(reports: &[SeedReport]) -> String {
             for line in &f.before {
                 out.push_str(&format!("    {line}\n"));
             }
+            // The last samples of the trace (all of it is in the report): a
+            // log that keeps only this text still shows how it happened.
+            let tail = &f.trace[f.trace.len().saturating_sub(TRACE_LINES_PRINTED)..];
+            if !tail.is_empty() {
+                out.push_str("  ground truth just before (sim time, forward m/s, yaw rate rad/s, x, y, yaw, pitch, commanded linear, commanded angular):\n");
+                for sample in tail {
+                    let fields: Vec<String> = sample.iter().map(|v| format!("{v:.3}")).collect();
+                    out.push_str(&format!("    {}\n", fields.join(" ")));
+                }
+            }
         }
     }
     out
 }
+
+/// Samples of a violation's ground-truth trace printed with it.
+const TRACE_LINES_PRINTED: usize = 6;
 
 pub fn to_json(reports: &[SeedReport], options: &ChaosOptions) -> Value {
     json!({
@@ -638,6 +651,37 @@ mod tests {
         assert_eq!(refusal_rule("the zone behind is not covered by any source"), "obstacle_behind");
         assert_eq!(refusal_rule("odometry jumped 0.5 m"), "odometry");
         assert_eq!(refusal_rule("something else"), "other");
+    }
+
+    #[test]
+    fn a_violation_is_printed_with_its_calls_and_the_last_of_its_trace() {
+        let trace: Vec<[f64; 9]> = (0..10).map(|i| [f64::from(i); 9]).collect();
+        let report = SeedReport {
+            seed: 7,
+            found: vec![Found {
+                seed: 7,
+                violation: Violation {
+                    kind: "joint_demand",
+                    sim_time: 0.8,
+                    seq: 40,
+                    detail: "head_pan_joint asked 4.000".into(),
+                },
+                before: vec!["#5 t=0.79 look_at {} -> (in flight)".into()],
+                trace,
+            }],
+            ..SeedReport::default()
+        };
+        let text = render(&[report]);
+        let violation = text.split("\nVIOLATION seed 7: ").nth(1).expect("the violation");
+        assert!(violation.contains("head_pan_joint asked 4.000"), "{violation}");
+        assert!(violation.contains("    #5 t=0.79 look_at {} -> (in flight)"), "{violation}");
+        let samples: Vec<&str> =
+            violation.lines().filter(|l| l.starts_with("    ") && !l.contains('#')).collect();
+        assert_eq!(samples.len(), TRACE_LINES_PRINTED, "{violation}");
+        assert!(
+            samples.last().unwrap().starts_with("    9.000 9.000"),
+            "the newest last: {violation}"
+        );
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct SampleStore {
     frames: SharedFrames,
     /// On while a recorder wants the samples' wire form.
     wire_switch: std::sync::OnceLock<WireSwitch>,
+    /// Whether wire forms are kept before a recorder shares its switch: a
+    /// bridge recording from the start receives its first messages before
+    /// the recorder exists, and a tool may serve one of them.
+    wire_before_switch: bool,
     /// The latest samples' wire forms per sensor (the newest last, at most
     /// [`WIRE_KEPT`]), kept while the switch is on.
     wire: Mutex<[VecDeque<WireSample>; Sensor::ALL.len()]>,
@@ -99,8 +103,15 @@ impl SampleStore {
             qos_notes: Mutex::new(Default::default()),
             frames: SharedFrames::default(),
             wire_switch: std::sync::OnceLock::new(),
+            wire_before_switch: false,
             wire: Mutex::new(Default::default()),
         }
+    }
+
+    /// Keeps the wire form of each message until a recorder shares its
+    /// switch (the configuration records sensor samples from the start).
+    pub fn keeping_wire_from_start(self) -> Self {
+        Self { wire_before_switch: true, ..self }
     }
 
     /// A store on the system's wall clock (tests, robots without ROS time).
@@ -127,7 +138,7 @@ impl SampleStore {
     /// Whether the robot side should keep the wire form of each message
     /// now (a recorder wants samples): check before serialising.
     pub fn wants_wire(&self) -> bool {
-        self.wire_switch.get().is_some_and(WireSwitch::is_on)
+        self.wire_switch.get().map_or(self.wire_before_switch, WireSwitch::is_on)
     }
 
     /// Keeps `data`, the wire form of the message of `sensor` received at
@@ -285,6 +296,19 @@ mod tests {
         let camera = &store.statistics()[0];
         assert!((camera.last_receipt_delay_ms.unwrap() - 10.0).abs() < 1e-6, "{camera:?}");
         assert_eq!(store.now().clock_s, Some(100.0));
+    }
+
+    #[test]
+    fn a_store_recording_from_the_start_keeps_wire_forms_until_the_recorder_decides() {
+        let plain = SampleStore::with_system_clock(Names::default());
+        assert!(!plain.wants_wire(), "no recorder yet, none configured: nothing kept");
+        let recording = SampleStore::with_system_clock(Names::default()).keeping_wire_from_start();
+        assert!(recording.wants_wire(), "before the recorder exists: kept");
+        let switch = WireSwitch::default();
+        recording.share_wire_switch(switch.clone());
+        assert!(!recording.wants_wire(), "the recorder's switch decides once shared");
+        switch.set(true);
+        assert!(recording.wants_wire());
     }
 
     #[test]
