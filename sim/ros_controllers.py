@@ -126,7 +126,8 @@ class TrajectoryControllerRos:
                 self.logger.warning(f"{self.name}: ignoring trajectory: {problem.message}")
                 return
             self.preempt("preempted by a trajectory on the topic")
-            self.group.start(trajectory, start_time_from_header(msg.header.stamp, self.shared.now_s, self.logger))
+            self.group.start(trajectory, start_time_from_header(msg.header.stamp, self.shared.now_s, self.logger),
+                             self.shared.positions, self.shared.velocities)
 
     # ---------------------------------------------------------- action
     def _goal_trajectory(self, goal) -> traj.Trajectory:
@@ -157,7 +158,8 @@ class TrajectoryControllerRos:
         with self.shared.lock:
             self.preempt("preempted by a newer goal")
             self.group.start(self._goal_trajectory(goal),
-                             start_time_from_header(goal.trajectory.header.stamp, self.shared.now_s, self.logger))
+                             start_time_from_header(goal.trajectory.header.stamp, self.shared.now_s, self.logger),
+                             self.shared.positions, self.shared.velocities)
             self.ticket = ticket
             self.shared.tickets.append(ticket)
         try:

@@ -104,14 +104,16 @@ class TrajectoryExecution:
     """Samples a trajectory in time. Between points it interpolates linearly,
     or with cubic Hermite splines when both points give velocities (as
     joint_trajectory_controller's spline interpolation does). Before the first
-    point it moves from the start positions (the setpoints when the goal
-    arrived)."""
+    point it moves from the start state: positions, and velocities (zero
+    when not given)."""
 
-    def __init__(self, trajectory: Trajectory, start_positions: dict[str, float], start_time_s: float):
+    def __init__(self, trajectory: Trajectory, start_positions: dict[str, float], start_time_s: float,
+                 start_velocities: dict[str, float] | None = None):
         self.trajectory = trajectory
         self.start_time_s = start_time_s
+        velocities = start_velocities or {}
         start = TrajectoryPoint(0.0, [start_positions[n] for n in trajectory.joint_names],
-                                [0.0] * len(trajectory.joint_names))
+                                [velocities.get(n, 0.0) for n in trajectory.joint_names])
         self._points = [start] + list(trajectory.points)
 
     @property
@@ -171,10 +173,19 @@ class JointGroupController:
     def validate(self, trajectory: Trajectory) -> Outcome | None:
         return validate_trajectory(trajectory, self.joints)
 
-    def start(self, trajectory: Trajectory, now_s: float) -> None:
-        self.execution = TrajectoryExecution(trajectory, self.setpoints, now_s)
-        # The trajectory starts at the setpoints: its demand is counted from there.
-        self._last_sample = dict(self.setpoints)
+    def start(self, trajectory: Trajectory, now_s: float, measured_positions: dict[str, float] | None = None,
+              measured_velocities: dict[str, float] | None = None) -> None:
+        """Runs `trajectory` from `now_s`, from the joints' measured state
+        when given (joint_trajectory_controller starts a new trajectory from
+        the current state, position and velocity: the state a client plans
+        from), else from the setpoints at rest."""
+        positions = dict(self.setpoints)
+        if measured_positions is not None:
+            positions.update({name: measured_positions[name] for name in positions if name in measured_positions})
+        velocities = {name: (measured_velocities or {}).get(name, 0.0) for name in positions}
+        self.execution = TrajectoryExecution(trajectory, positions, now_s, velocities)
+        # The demand is counted from where the trajectory starts.
+        self._last_sample = dict(positions)
         self.outcome = None
 
     def move_to(self, positions: dict[str, float]) -> None:

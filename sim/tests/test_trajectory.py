@@ -58,6 +58,31 @@ def test_setpoints_respect_velocity_limit(arm):
     assert arm.setpoints["joint1"] == pytest.approx(0.48)  # 4.8 rad/s * 0.1 s
 
 
+def test_a_trajectory_starts_from_the_measured_state_as_a_client_plans_it(arm):
+    # The joint measured at 0.1 rad moving at 1 rad/s (its setpoint elsewhere,
+    # at 0): a line onwards at 1 rad/s asks 1 rad/s all the way, no catch-up
+    # from the setpoint or from rest.
+    arm.start(traj.Trajectory(["joint1"], [traj.TrajectoryPoint(0.5, [0.6], [1.0])]), now_s=0.0,
+              measured_positions={"joint1": 0.1}, measured_velocities={"joint1": 1.0})
+    actual = dict(arm.setpoints)
+    demands = []
+    for step in range(1, 50):
+        arm.update(now_s=step * 0.01, dt_s=0.01, actual=actual)
+        demands.append(arm.demand_velocity["joint1"])
+    assert max(demands) == pytest.approx(1.0, abs=1e-6)
+    assert min(demands) == pytest.approx(1.0, abs=1e-6)
+    # From rest at the setpoints (no measured state: the old start), the same
+    # waypoint asks 1.6 rad/s on the way: what a client planning from the
+    # measured state would not expect.
+    at_rest = traj.JointGroupController("arm", list(arm.joints.values()), {"joint1": 0.0})
+    at_rest.start(traj.Trajectory(["joint1"], [traj.TrajectoryPoint(0.5, [0.6], [1.0])]), now_s=0.0)
+    peak = 0.0
+    for step in range(1, 50):
+        at_rest.update(now_s=step * 0.01, dt_s=0.01, actual=actual)
+        peak = max(peak, at_rest.demand_velocity["joint1"])
+    assert peak == pytest.approx(1.61, abs=0.01)
+
+
 def test_goal_outcomes(arm):
     arm.start(traj.Trajectory(["joint1"], [point(0.5, 0.3)]), now_s=0.0)
     actual = {"joint1": 0.0, "joint2": 0.0, "joint3": 0.0, "joint4": 0.0}

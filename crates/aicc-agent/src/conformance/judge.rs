@@ -606,10 +606,15 @@ impl Judge {
             .map(|(now, then)| now - then)
             .filter(|d| *d >= dt * 0.5)
             .unwrap_or(dt);
+        // Stamps are on the robot's clock (sim time, under use_sim_time)
+        // while the bridge ramps on the wall clock: over a window where the
+        // simulator ran slower than real time, their span is stretched back
+        // to the wall time it took.
+        let slowdown = (wall_dt / dt).max(1.0);
         let commanded_accel =
             commanded.zip(commanded_then).map(|((l, a, stamp), (l0, a0, stamp0))| {
                 let command_dt = match stamp.zip(stamp0) {
-                    Some((now, then)) if now > then => now - then,
+                    Some((now, then)) if now > then => (now - then) * slowdown,
                     _ => wall_dt,
                 };
                 ((l - l0) / command_dt, (a - a0) / command_dt)
@@ -1007,28 +1012,41 @@ mod tests {
     fn commands_are_judged_on_the_wall_clock_the_bridge_limits_them_on() {
         let invariants =
             Invariants { max_angular_accel_radps2: Some(3.0), ..Invariants::default() };
-        // The simulator at half real time: 20 ms of sim time a sample, 40 ms of wall time.
-        let turning = |seq: u64, w: f64, commanded: f64, wall_s_per_sample: Option<f64>| {
-            let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
-            s.base.angular_radps[2] = w;
-            s.cmd_vel =
-                Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01), stamp_s: None });
-            s.wall_time = wall_s_per_sample.map(|per| 100.0 + seq as f64 * per);
-            s
-        };
+        // The simulator at half real time: 20 ms of sim time a sample, 40 ms
+        // of wall time; stamped commands carry sim time (the robot's clock).
+        let turning =
+            |seq: u64, w: f64, commanded: f64, wall_s_per_sample: Option<f64>, stamped: bool| {
+                let mut s = sample(seq, seq as f64 * 0.02, 0.0, 0.0);
+                s.base.angular_radps[2] = w;
+                let stamp_s = stamped.then_some(s.sim_time);
+                s.cmd_vel =
+                    Some(CmdVel { linear: 0.0, angular: commanded, age_s: Some(0.01), stamp_s });
+                s.wall_time = wall_s_per_sample.map(|per| 100.0 + seq as f64 * per);
+                s
+            };
         // A ramp at 3 rad/s² of wall time: 0.12 rad/s a sample, 6 rad/s² of sim time.
-        let mut on_wall = Judge::new(hello(), invariants.clone());
-        let mut on_sim = Judge::new(hello(), invariants);
-        let (mut wall_found, mut sim_found) = (Vec::new(), Vec::new());
-        for i in 0..10 {
-            let w = 0.12 * i as f64;
-            wall_found.extend(on_wall.observe(&turning(i, w, w, Some(0.04))).to_vec());
-            sim_found.extend(on_sim.observe(&turning(i, w, w, None)).to_vec());
-        }
-        assert!(wall_found.is_empty(), "within the limit on the wall clock: {wall_found:?}");
+        let ramp = |wall_s_per_sample: Option<f64>, stamped: bool| {
+            let mut judge = Judge::new(hello(), invariants.clone());
+            let mut found = Vec::new();
+            for i in 0..10 {
+                let w = 0.12 * i as f64;
+                found.extend(judge.observe(&turning(i, w, w, wall_s_per_sample, stamped)).to_vec());
+            }
+            found
+        };
+        let on_wall = ramp(Some(0.04), false);
+        assert!(on_wall.is_empty(), "within the limit on the wall clock: {on_wall:?}");
+        let stamped = ramp(Some(0.04), true);
+        assert!(stamped.is_empty(), "stamps in sim time, stretched to the wall: {stamped:?}");
+        let on_sim = ramp(None, false);
         assert!(
-            sim_found.iter().any(|v| v.kind == "base_accel"),
+            on_sim.iter().any(|v| v.kind == "base_accel"),
             "without the wall clock, over the limit in sim time"
+        );
+        let real_time = ramp(Some(0.02), true);
+        assert!(
+            real_time.iter().any(|v| v.kind == "base_accel"),
+            "the same ramp at real time is 6 rad/s² on every clock"
         );
     }
 
