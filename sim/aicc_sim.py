@@ -63,6 +63,14 @@ WORLD_DIVIDER = 20  # ground-truth JSON: 5 Hz
 MAX_LAG_S = 0.05
 # A tick this long is logged: half the bridges' tightest staleness bound.
 SLOW_TICK_S = 0.12
+# How long a Python thread holds the GIL while another waits for it (the
+# interpreter's default is 5 ms). Every physics step and every render
+# releases the GIL in MuJoCo's C code and must take it back from the ROS
+# executor's threads; at 5 ms a turn, one 20 ms tick of ten steps waited up
+# to hundreds of milliseconds whenever callbacks were busy (a "physics"
+# slow tick of 1018 ms was logged), and commands queued meanwhile arrived as
+# a burst. sim/tools/gil_stall.py measures it.
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 # Gazebo TurtleBot3 IMU noise (standard deviations).
 GYRO_NOISE_STDDEV_RAD_S = 2e-4
@@ -702,6 +710,7 @@ class AiccSim:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     # Our own handlers: rclpy's would shut the context down under the loop.
     # A background process from a non-interactive shell ignores SIGINT until
     # a handler is installed, so install both.

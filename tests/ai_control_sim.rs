@@ -118,7 +118,7 @@ fn refused_start(args: &[&str]) -> String {
         .spawn()
         .expect("starting the bridge");
     let mut stderr_pipe = child.stderr.take().unwrap();
-    let mut guard = support::ChildGuard { name: "refused bridge", child };
+    let mut guard = support::ChildGuard::new("refused bridge", child);
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = guard.child.try_wait().unwrap() {

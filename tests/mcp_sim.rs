@@ -68,7 +68,7 @@ fn an_mcp_host_drives_the_simulated_robot_through_aicc_mcp() {
         .spawn()
         .expect("the Python host starts");
     // Stopped (and with it aicc mcp, whose stdin closes) if a check fails.
-    let mut host = support::ChildGuard { name: "the MCP host", child: host };
+    let mut host = support::ChildGuard::new("the MCP host", host);
     let mut stdin = host.child.stdin.take().unwrap();
     let mut steps: HashMap<String, Value> = HashMap::new();
     let mut poses = HashMap::new();

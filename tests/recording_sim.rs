@@ -78,6 +78,25 @@ fn a_recorded_session_holds_the_sensor_samples_the_tools_read_as_ros_messages_an
         Duration::from_secs(60),
     );
     assert_eq!(first["ok"], true, "{first}");
+    // /aicc/events is volatile: what the bridge published before this
+    // test's subscription matched its publisher never arrives. Calls until
+    // one of them is seen there.
+    let matched = (0..100).any(|attempt| {
+        let id = format!("sync{attempt}");
+        let _ = call_ok(&mut client, &id, "proprioception", json!({}));
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < deadline {
+            if events.messages.lock().unwrap().iter().any(|(_, text)| {
+                serde_json::from_str::<Value>(text)
+                    .is_ok_and(|l| l["kind"] == "tool_result" && l["call_id"] == id.as_str())
+            }) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    assert!(matched, "no tool result of this session reached /aicc/events in 100 calls");
     let vision = call_ok(&mut client, "v1", "vision", json!({ "format": "png" }));
     // The same sample read again: recorded once.
     let _ = call_ok(&mut client, "p1", "proprioception", json!({}));

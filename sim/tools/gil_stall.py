@@ -1,23 +1,21 @@
 """How long a simulator tick waits for the GIL: ten MuJoCo steps (one 20 ms
 control tick of 2 ms steps) stepped one call at a time, as the simulator
 does to latch every contact, beside N busy Python threads (the ROS
-executor's callbacks), at the interpreter's default switch interval (5 ms)
-and at a shorter one. Prints figures; asserts nothing.
-
-The simulator keeps the default: at 0.5 ms its stalls shrink tenfold,
-but a head goal then ended with status Unknown in 2 of 4 runs of
-tests/recording_sim.rs (a race between the action's result and its
-status, not yet found), and in none of 4 at 5 ms.
+executor's callbacks), at the interpreter's default switch interval and
+at the simulator's (aicc_sim.GIL_SWITCH_INTERVAL_S). Prints figures; asserts
+nothing.
 
     scripts/ros-env python3 sim/tools/gil_stall.py [BUSY_THREADS] [TICKS]
 """
+import os
 import sys
 import threading
 import time
 
 import mujoco
 
-SHORT_SWITCH_INTERVAL_S = 0.0005
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from aicc_sim import GIL_SWITCH_INTERVAL_S  # noqa: E402
 
 XML = ("<mujoco><option timestep='0.002'/><worldbody><geom type='plane' size='5 5 .1'/>"
        + "".join(f"<body pos='{i * 0.3} 0 0.5'><freejoint/><geom type='box' size='.1 .1 .1'/></body>"
@@ -56,7 +54,7 @@ def main() -> None:
     busy_threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     ticks = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     for threads in (0, busy_threads):
-        for interval_s in (0.005, SHORT_SWITCH_INTERVAL_S):
+        for interval_s in (0.005, GIL_SWITCH_INTERVAL_S):
             mean_s, worst_s = measure(threads, interval_s, ticks)
             print(f"{threads} busy thread(s), switch interval {interval_s * 1e3:.1f} ms: "
                   f"a tick of {STEPS_PER_TICK} steps took {mean_s * 1e3:.1f} ms on average, {worst_s * 1e3:.1f} ms at worst "

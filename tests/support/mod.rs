@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -105,13 +105,26 @@ pub fn ros_environment() {
     });
 }
 
+/// One simulated robot at a time in a test process: the tests of a file
+/// share its ROS domain, and two simulators there mix their topics (a
+/// bridge then reads one robot's joints beside the other's camera, and one
+/// test's events arrive in the other's).
+static ONE_SIMULATOR: Mutex<()> = Mutex::new(());
+
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct ChildGuard {
     pub name: &'static str,
     pub child: Child,
+    /// Held while this child is the process's simulator (released after
+    /// it is stopped: fields drop after `Drop::drop`).
+    _simulator_turn: Option<MutexGuard<'static, ()>>,
 }
 
 impl ChildGuard {
+    pub fn new(name: &'static str, child: Child) -> Self {
+        ChildGuard { name, child, _simulator_turn: None }
+    }
+
     pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         if let Ok(Some(status)) = self.child.try_wait() {
             return Some(status);
@@ -195,6 +208,9 @@ pub fn start_sim(extra_args: &[&str]) -> ChildGuard {
 
 fn spawn_sim(extra_args: &[&str], markers: &[&'static str]) -> (ChildGuard, Vec<String>) {
     ros_environment();
+    // A test that panicked with the simulator up poisons the lock; the
+    // simulator is stopped all the same.
+    let turn = ONE_SIMULATOR.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let root = repo_root();
     let ros_env = root.join("scripts/ros-env");
     assert!(
@@ -212,7 +228,7 @@ fn spawn_sim(extra_args: &[&str], markers: &[&'static str]) -> (ChildGuard, Vec<
         .spawn()
         .expect("starting the simulator");
     let stdout = child.stdout.take().unwrap();
-    let guard = ChildGuard { name: "simulator", child };
+    let guard = ChildGuard { name: "simulator", child, _simulator_turn: Some(turn) };
     let lines = wait_for_markers("the simulator", stdout, markers, Duration::from_secs(120));
     (guard, lines)
 }
@@ -318,7 +334,7 @@ fn spawn_bridge(
         .expect("starting the bridge");
     let stdout = child.stdout.take().unwrap();
     let log = collect(child.stderr.take().unwrap());
-    let guard = ChildGuard { name: "bridge", child };
+    let guard = ChildGuard::new("bridge", child);
     let lines = wait_for_markers("the bridge", stdout, markers, Duration::from_secs(30));
     let host = listen[1].rsplit_once(':').map_or("", |(host, _)| host);
     let ports = lines
