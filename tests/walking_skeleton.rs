@@ -2,6 +2,8 @@
 //! physics -> ROS -> AICC, checked against the simulator's ground truth.
 mod support;
 
+use std::time::Duration;
+
 use serde_json::json;
 use support::{start_bridge, start_sim, AiccClient, GroundTruth};
 
@@ -74,8 +76,13 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
     // The session outlives the connection: resume replays what was missed.
     let (mut first, init) = AiccClient::connect(port);
     let session_id = init["session_id"].as_str().unwrap().to_string();
-    let moved = first.call("r1", "move", json!({ "forward": 0.05 }));
+    // The bridge may read this call before the closed connection's end:
+    // the lease is then still held by the session that left, a retryable
+    // refusal, and retried as an agent would.
+    let moved =
+        first.call_when_ready("r1", "move", json!({ "forward": 0.05 }), Duration::from_secs(5));
     assert_eq!(moved["ok"], true, "{moved}");
+    let moved_call_id = moved["call_id"].as_str().unwrap().to_string();
     // (The previous connection's lease release may arrive first, as seq 1.)
     let lease = first
         .other
@@ -107,7 +114,7 @@ fn proprioception_then_move_half_a_metre_measured_by_ground_truth() {
         .iter()
         .find(|m| m["topic"] == "command" && m["payload"]["state"] == "completed")
         .expect("the move's completion");
-    assert_eq!(completed["payload"]["call_id"], "r1");
+    assert_eq!(completed["payload"]["call_id"], moved_call_id.as_str());
     let released = replayed
         .iter()
         .find(|m| m["topic"] == "lease")
