@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 
-use aicc_bridge::bridge::{Listeners, Startup};
-use aicc_bridge::config::{Config, DEFAULT_NODE_NAME};
+use aicc_bridge::{Config, DEFAULT_NODE_NAME};
+use aicc_bridge::{Listeners, Startup};
 
 #[cfg(test)]
 mod tests {
@@ -113,11 +113,11 @@ fn split_args(all: &[String]) -> anyhow::Result<(Vec<String>, RosParameters)> {
 fn load_config(
     args: &Args,
     ros: &RosParameters,
-    node: &aicc_bridge::parameters::NodeIdentity,
+    node: &aicc_bridge::ros_parameters::NodeIdentity,
 ) -> anyhow::Result<Config> {
     let files: Vec<PathBuf> =
         args.config.iter().cloned().chain(ros.files.iter().cloned()).collect();
-    let mut config = aicc_bridge::parameters::load(node, &files, &ros.overrides)?;
+    let mut config = aicc_bridge::ros_parameters::load(node, &files, &ros.overrides)?;
     if let Some(listen) = &args.listen {
         config.listen = listen.clone();
     }
@@ -130,7 +130,7 @@ fn load_config(
         config.console.listen = listen.clone();
     }
     if let Some(dir) = &args.record {
-        config.record.mode = aicc_bridge::config::RecordMode::Always;
+        config.record.mode = aicc_bridge::RecordMode::Always;
         config.record.dir = dir.display().to_string();
     }
     // A node started in a namespace (-r __ns:=/robot1) names its topics
@@ -161,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse_from(own_args);
     if let Some(file) = &args.replay {
         // No node: the configuration's listen and security rules only.
-        let node = aicc_bridge::parameters::NodeIdentity {
+        let node = aicc_bridge::ros_parameters::NodeIdentity {
             name: DEFAULT_NODE_NAME.to_string(),
             namespace: "/".to_string(),
         };
@@ -198,7 +198,7 @@ async fn main() -> anyhow::Result<()> {
             serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": startup.tls.is_some() })
         );
     }
-    aicc_bridge::bridge::run(startup, listeners, ros.robot(), wait_for_shutdown_signal()).await?;
+    aicc_bridge::run(startup, listeners, ros.robot(), wait_for_shutdown_signal()).await?;
     drop(ros);
     Ok(())
 }
@@ -209,10 +209,10 @@ async fn main() -> anyhow::Result<()> {
 /// a token; a replay has no TLS), the configured tokens, the caps.
 async fn serve_replay(file: &std::path::Path, config: &Config) -> anyhow::Result<()> {
     // Refused before listening: a bad file names its byte offset.
-    aicc_bridge::replay::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    aicc_bridge::recording::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
     let listen: std::net::SocketAddr =
         config.listen.parse().map_err(|e| anyhow::anyhow!("listen {}: {e}", config.listen))?;
-    let access = aicc_bridge::replay::access(config, listen, |name| std::env::var(name).ok())?;
+    let access = aicc_bridge::recording::access(config, listen, |name| std::env::var(name).ok())?;
     let auth_required = !access.tokens.is_empty();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -223,7 +223,7 @@ async fn serve_replay(file: &std::path::Path, config: &Config) -> anyhow::Result
         serde_json::json!({ "host": bound.ip().to_string(), "port": bound.port(), "tls": false, "replay": file.display().to_string(), "auth_required": auth_required })
     );
     tokio::select! {
-        served = aicc_bridge::replay::serve_file(file, listener, access) => served.map_err(|e| anyhow::anyhow!("{e}")),
+        served = aicc_bridge::recording::serve_file(file, listener, access) => served.map_err(|e| anyhow::anyhow!("{e}")),
         _ = wait_for_shutdown_signal() => Ok(()),
     }
 }

@@ -1,7 +1,7 @@
 //! The AI-control (JSON-RPC 2.0) request decoder on arbitrary lines: never
 //! panics, and every rejection becomes one error line that is JSON.
 #![no_main]
-use aicc_bridge::ai_control::rpc;
+use aicc_bridge::ai_control_rpc as rpc;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|line: &[u8]| {

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|line: &[u8]| {
-    match aicc_bridge::protocol::message::decode(line) {
+    match aicc_bridge::protocol_core::decode(line) {
         Ok(_) => assert!(
             serde_json::from_slice::<serde_json::Value>(line).is_ok(),
             "a decoded line is JSON"

@@ -2,7 +2,7 @@
 //! a configuration or an error, never a panic; what it accepts passes the
 //! same checks again once written out and read back.
 #![no_main]
-use aicc_bridge::config::Config;
+use aicc_bridge::Config;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

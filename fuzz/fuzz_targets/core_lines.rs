@@ -5,19 +5,19 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use aicc_bridge::protocol::auth::{Scope, Tokens};
-use aicc_bridge::protocol::catalog::Catalog;
-use aicc_bridge::protocol::core::{ApprovalRules, Core, CoreConfig, Output, TickMode, ToolSuccess};
-use aicc_bridge::protocol::ids::SequentialIds;
+use aicc_bridge::protocol_core::{Scope, Tokens};
+use aicc_bridge::protocol_core::Catalog;
+use aicc_bridge::protocol_core::{ApprovalRules, Core, CoreConfig, Output, TickMode, ToolSuccess};
+use aicc_bridge::protocol_core::SequentialIds;
 use libfuzzer_sys::fuzz_target;
 
 fn catalog() -> Arc<Catalog> {
     static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
     CATALOG
         .get_or_init(|| {
-            let config = aicc_bridge::config::Config::default();
+            let config = aicc_bridge::Config::default();
             Arc::new(
-                aicc_bridge::tools::Registry::new(&config).catalog().expect("the bundled catalog"),
+                aicc_bridge::protocol_core::Registry::new(&config).catalog().expect("the bundled catalog"),
             )
         })
         .clone()

@@ -9,11 +9,10 @@
 //!   is zero or slower than the one before (p50, p99).
 //!
 //!   aicc-bench-actuation --port N [--repeats 30] [--deadman-repeats 10]
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aicc_wire::blocking::AiccClient;
 use clap::Parser;
 use futures::StreamExt;
 use r2r::geometry_msgs::msg::Twist;
@@ -68,12 +67,14 @@ fn main() {
     let hop_p50 = percentile(&hop, 0.5);
     println!("floor: one DDS hop (Twist, process to process, half a round trip), {} hops: p50 {:.3} ms, p99 {:.3} ms", hop.len(), hop_p50, percentile(&hop, 0.99));
 
-    let mut agent = Agent::connect(&args.host, args.port);
+    let mut agent = AiccClient::connect_to(&args.host, args.port).forgetting_others();
     let mut latencies = Vec::new();
     for i in 0..args.repeats {
         let forward = if i % 2 == 0 { 0.03 } else { -0.03 };
         let sent = Instant::now();
-        if let Err(error) = agent.call(&format!("a{i}"), "move", json!({ "forward": forward })) {
+        if let Err(error) =
+            call(&mut agent, &format!("a{i}"), "move", json!({ "forward": forward }))
+        {
             // Not counted: on a loaded machine the simulator's data may go stale.
             println!("move a{i} failed, not counted: {}", error["message"]);
             continue;
@@ -92,9 +93,9 @@ fn main() {
     let mut deadman = Vec::new();
     for i in 0..args.deadman_repeats {
         std::thread::sleep(Duration::from_millis(500));
-        let mut agent = Agent::connect(&args.host, args.port);
+        let mut agent = AiccClient::connect_to(&args.host, args.port).forgetting_others();
         let velocity = if i % 2 == 0 { 0.15 } else { -0.15 };
-        agent.send(
+        agent.send_call(
             &format!("d{i}"),
             "move",
             json!({ "velocity_mps": velocity, "duration_s": 3.0 }),
@@ -223,45 +224,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// An AICC agent on one connection.
-struct Agent {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    line: String,
-}
-
-impl Agent {
-    fn connect(host: &str, port: u16) -> Self {
-        let stream = TcpStream::connect((host, port)).expect("connecting to the bridge");
-        stream.set_nodelay(true).unwrap();
-        let mut agent = Agent {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-            line: String::new(),
-        };
-        while agent.read()["type"] != "session_init" {}
-        agent
-    }
-
-    fn read(&mut self) -> Value {
-        self.line.clear();
-        self.reader.read_line(&mut self.line).expect("reading");
-        serde_json::from_str(&self.line).expect("JSON")
-    }
-
-    fn send(&mut self, call_id: &str, tool: &str, input: Value) {
-        let call = json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": call_id, "tool": tool, "input": input });
-        self.writer.write_all(format!("{call}\n").as_bytes()).unwrap();
-    }
-
-    /// Sends a call and waits for its result: its error, if it failed.
-    fn call(&mut self, call_id: &str, tool: &str, input: Value) -> Result<(), Value> {
-        self.send(call_id, tool, input);
-        loop {
-            let message = self.read();
-            if message["type"] == "tool_result" && message["call_id"] == call_id {
-                return if message["ok"] == true { Ok(()) } else { Err(message["error"].clone()) };
-            }
-        }
+/// Sends a call and waits for its result: its error, if it failed.
+fn call(agent: &mut AiccClient, call_id: &str, tool: &str, input: Value) -> Result<(), Value> {
+    let result = agent.call(call_id, tool, input);
+    if result["ok"] == true {
+        Ok(())
+    } else {
+        Err(result["error"].clone())
     }
 }

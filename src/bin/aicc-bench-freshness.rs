@@ -6,11 +6,10 @@
 //! bridge and the simulator (scripts/bench.sh does).
 //!
 //!   aicc-bench-freshness --port N [--pid BRIDGE_PID] [--seconds 10] [--calls 50]
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use aicc_wire::blocking::AiccClient;
 use clap::Parser;
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -102,50 +101,14 @@ fn spawn_reference(camera: String, seen: Arc<Mutex<Seen>>) {
     });
 }
 
-struct Aicc {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-    line: String,
-}
-
-impl Aicc {
-    fn connect(host: &str, port: u16) -> Self {
-        let stream = TcpStream::connect((host, port)).expect("connecting to the bridge");
-        stream.set_nodelay(true).unwrap();
-        let mut aicc = Self {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            writer: stream,
-            line: String::new(),
-        };
-        while aicc.read()["type"] != "session_init" {}
-        aicc
-    }
-
-    fn read(&mut self) -> Value {
-        self.line.clear();
-        self.reader.read_line(&mut self.line).expect("reading");
-        serde_json::from_str(&self.line).expect("JSON")
-    }
-
-    fn call(&mut self, call_id: &str, tool: &str, input: Value) -> Value {
-        let call = json!({ "protocol": "aicc/0.1", "type": "tool_call", "call_id": call_id, "tool": tool, "input": input });
-        self.writer.write_all(format!("{call}\n").as_bytes()).unwrap();
-        loop {
-            let message = self.read();
-            if message["type"] == "tool_result" && message["call_id"] == call_id {
-                return message;
-            }
-        }
-    }
-
-    fn camera_frames(&mut self, call_id: &str) -> u64 {
-        let status = self.call(call_id, "bridge_status", json!({}));
-        status["output"]["sensors"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["sensor"] == "camera"))
-            .and_then(|c| c["distinct_stamps"].as_u64())
-            .unwrap_or(0)
-    }
+/// The distinct camera frames the bridge has received, from its status.
+fn camera_frames(aicc: &mut AiccClient, call_id: &str) -> u64 {
+    let status = aicc.call(call_id, "bridge_status", json!({}));
+    status["output"]["sensors"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["sensor"] == "camera"))
+        .and_then(|c| c["distinct_stamps"].as_u64())
+        .unwrap_or(0)
 }
 
 fn cpu_seconds(pid: u32) -> Option<f64> {
@@ -172,11 +135,11 @@ fn main() {
     while seen.lock().unwrap().frames_published.is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut aicc = Aicc::connect(&args.host, args.port);
+    let mut aicc = AiccClient::connect_to(&args.host, args.port).forgetting_others();
 
-    let snapshot = |aicc: &mut Aicc, id: &str| {
+    let snapshot = |aicc: &mut AiccClient, id: &str| {
         let seen = seen.lock().unwrap();
-        (Instant::now(), seen.frames_published, seen.frame_delays_s.len(), aicc.camera_frames(id))
+        (Instant::now(), seen.frames_published, seen.frame_delays_s.len(), camera_frames(aicc, id))
     };
     let cpu_before = args.pid.and_then(cpu_seconds);
     let (t0, published0, plain0, bridge0) = snapshot(&mut aicc, "s0");

@@ -22,22 +22,22 @@ use r2r::{
 pub mod parameters;
 pub mod rosout;
 
-use aicc_bridge::config::{Config, ControllerInterface, ImageTransport, Reliability, SensorTopic};
-use aicc_bridge::governor::hazards::Hazard;
-use aicc_bridge::governor::BaseVelocity;
-use aicc_bridge::perception::{CompressedFrame, RawImage};
-use aicc_bridge::recorder::ros2msg;
-use aicc_bridge::robot::frames::TransformSample;
-use aicc_bridge::robot::names::{resolve, Names};
-use aicc_bridge::robot::samples::{Latest, SampleStore};
-use aicc_bridge::robot::topic_goal::{GripperJudge, TrajectoryJudge};
-use aicc_bridge::robot::wire::WireType;
-use aicc_bridge::robot::{
+use aicc_bridge::images::{CompressedFrame, RawImage};
+use aicc_bridge::port::BaseVelocity;
+use aicc_bridge::port::Hazard;
+use aicc_bridge::port::TransformSample;
+use aicc_bridge::port::WireType;
+use aicc_bridge::port::{resolve, Names};
+use aicc_bridge::port::{
     ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic,
     Endpoint, GoalControl, GripperGoal, GripperOutcome, ImuSample, JointStates, LaserScan,
     NodeClock, OdometrySample, PortError, Robot, Sensor, SensorPort, SignalPort, Stamped,
     TrajectoryGoal, TrajectoryOutcome,
 };
+use aicc_bridge::port::{GripperJudge, TrajectoryJudge};
+use aicc_bridge::port::{Latest, SampleStore};
+use aicc_bridge::recording::ros2msg;
+use aicc_bridge::{Config, ControllerInterface, ImageTransport, Reliability, SensorTopic};
 
 /// How long one spin_once may block: it returns at once when anything
 /// arrives, so this only bounds shutdown latency. Shorter wakes an idle
@@ -621,8 +621,11 @@ pub fn create_node(node_name: &str) -> anyhow::Result<r2r::Node> {
 }
 
 /// The node's name and namespace after remapping, for its parameter sections.
-pub fn identity(node: &r2r::Node) -> anyhow::Result<aicc_bridge::parameters::NodeIdentity> {
-    Ok(aicc_bridge::parameters::NodeIdentity { name: node.name()?, namespace: node.namespace()? })
+pub fn identity(node: &r2r::Node) -> anyhow::Result<aicc_bridge::ros_parameters::NodeIdentity> {
+    Ok(aicc_bridge::ros_parameters::NodeIdentity {
+        name: node.name()?,
+        namespace: node.namespace()?,
+    })
 }
 
 /// Gives the node its subscriptions, publishers, action clients and

@@ -1,8 +1,8 @@
 //! The node's parameter services (rcl_interfaces: list, get, get types,
 //! describe, set, set atomically), as `ros2 param` and every ROS client
 //! expects them. Every configuration key is a parameter with its type,
-//! description, range and read-only flag (`aicc_bridge::parameters`);
-//! only the live settings (`aicc_bridge::live`) may be set while the
+//! description, range and read-only flag (`aicc_bridge::ros_parameters`);
+//! only the live settings (`aicc_bridge::ros_parameters::Live`) may be set while the
 //! bridge runs. A refused set names the parameter and why, and changes
 //! nothing.
 use std::sync::Arc;
@@ -19,9 +19,9 @@ use r2r::rcl_interfaces::srv::{
 };
 use serde_json::Value;
 
-use aicc_bridge::config::Config;
-use aicc_bridge::live::Live;
-use aicc_bridge::parameters::{parameters, ParamType, Parameter, Range};
+use aicc_bridge::ros_parameters::Live;
+use aicc_bridge::ros_parameters::{parameters, ParamType, Parameter, Range};
+use aicc_bridge::Config;
 
 /// The parameters and the live settings behind the services.
 pub struct ParameterStore {

@@ -36,7 +36,7 @@ fn text(output: &Output) -> String {
 /// returns the finished file.
 fn record_session(dir: &Path) -> PathBuf {
     let mut config = support::config(2.0);
-    config.record.mode = aicc_bridge::config::RecordMode::Always;
+    config.record.mode = aicc_bridge::RecordMode::Always;
     config.record.dir = dir.display().to_string();
     let bridge = support::start(config);
     let (mut client, _) = AiccClient::connect(bridge.port);
@@ -225,7 +225,7 @@ fn truncated_corrupt_and_newer_recordings_are_refused_by_offset_or_version() {
 /// A session of the operator's (its token) that switched approval mode on.
 fn record_operator_session(dir: &Path, token: &'static str) -> PathBuf {
     let mut config = support::config(2.0);
-    config.record.mode = aicc_bridge::config::RecordMode::Always;
+    config.record.mode = aicc_bridge::RecordMode::Always;
     config.record.dir = dir.display().to_string();
     let bridge = support::start_with_tokens(config, &[("AICC_OPERATOR_TOKEN", token)]);
     let mut client = AiccClient::connect_raw(bridge.port);

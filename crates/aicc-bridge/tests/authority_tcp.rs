@@ -295,7 +295,7 @@ fn a_session_is_its_owners_no_resume_with_another_token_no_takeover_while_connec
 
 #[test]
 fn remote_listeners_without_tls_and_one_token_in_two_scopes_are_refused_at_start() {
-    use aicc_bridge::bridge::Startup;
+    use aicc_bridge::Startup;
     let env = |pairs: &'static [(&'static str, &'static str)]| {
         move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
     };

@@ -141,32 +141,29 @@ fn without_odometry_the_sensors_that_need_it_are_unavailable_and_say_why() {
 fn a_non_loopback_listener_is_refused_without_opt_in_and_token() {
     let mut remote = config("");
     remote.listen = "0.0.0.0:0".into();
-    let refusal =
-        aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None)
-            .err()
-            .expect("refused")
-            .to_string();
+    let refusal = aicc_bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None)
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(
         refusal.contains("not a loopback address") && refusal.contains("allow_remote"),
         "{refusal}"
     );
     remote.security.allow_remote = true;
-    let refusal =
-        aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None)
-            .err()
-            .expect("refused")
-            .to_string();
-    assert!(refusal.contains("without a token"), "{refusal}");
-    let refusal =
-        aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |name| {
-            (name == "AICC_TOKEN").then(|| "t".to_string())
-        })
+    let refusal = aicc_bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |_| None)
         .err()
         .expect("refused")
         .to_string();
+    assert!(refusal.contains("without a token"), "{refusal}");
+    let refusal = aicc_bridge::Startup::from_config(std::sync::Arc::new(remote.clone()), |name| {
+        (name == "AICC_TOKEN").then(|| "t".to_string())
+    })
+    .err()
+    .expect("refused")
+    .to_string();
     assert!(refusal.contains("without TLS"), "remote means encrypted: {refusal}");
     remote.security.allow_plaintext_remote = true;
-    let accepted = aicc_bridge::bridge::Startup::from_config(std::sync::Arc::new(remote), |name| {
+    let accepted = aicc_bridge::Startup::from_config(std::sync::Arc::new(remote), |name| {
         (name == "AICC_TOKEN").then(|| "t".to_string())
     });
     assert!(accepted.is_ok(), "opted in, with a token, plain text allowed");

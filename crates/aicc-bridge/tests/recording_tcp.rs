@@ -56,7 +56,7 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn record_config(dir: &Path, extra: &str) -> aicc_bridge::config::Config {
+fn record_config(dir: &Path, extra: &str) -> aicc_bridge::Config {
     config(&format!("    record:\n      mode: always\n      dir: \"{}\"\n{extra}", dir.display()))
 }
 

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use nalgebra::{UnitQuaternion, Vector3};
 
-use aicc_bridge::bridge::{run, Listeners, Startup};
-use aicc_bridge::config::{Config, DEFAULT_NODE_NAME};
-use aicc_bridge::perception::RawImage;
-use aicc_bridge::robot::samples::SampleStore;
-use aicc_bridge::robot::testing::TestRobot;
-use aicc_bridge::robot::{
+use aicc_bridge::images::RawImage;
+use aicc_bridge::port::SampleStore;
+use aicc_bridge::port::TestRobot;
+use aicc_bridge::port::{
     CameraFrame, CameraInfo, Contacts, ImuSample, JointStates, OdometrySample, Sensor, Stamped,
 };
+use aicc_bridge::{run, Listeners, Startup};
+use aicc_bridge::{Config, DEFAULT_NODE_NAME};
 
 /// Worker threads of the bridge's runtime.
 const WORKERS: usize = 2;
@@ -224,7 +224,7 @@ pub fn joints_at_rest() -> JointStates {
     .map(String::from)
     .to_vec();
     let zeros = vec![0.0; names.len()];
-    let stow = aicc_bridge::tools::interact::NAMED_POSES
+    let stow = aicc_bridge::port::NAMED_POSES
         .iter()
         .find(|(name, _, _)| *name == "stow")
         .map(|(_, joints, _)| *joints)

@@ -1,8 +1,11 @@
 //! AICC on the wire, shared by the bridge and its clients: newline-delimited
 //! JSON framed with a hard line limit ([`codec`]), the protocol name, and
 //! the JSON type names error messages use; and the round-trip measurement
-//! the benchmarks of both sides share, with its floor ([`bench`]).
+//! the benchmarks of both sides share, with its floor ([`bench`]), and the
+//! blocking client their tests and benchmarks drive the bridge with
+//! ([`blocking`]).
 pub mod bench;
+pub mod blocking;
 pub mod codec;
 pub mod recording;
 

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use aicc_bridge::config::Config;
-use aicc_bridge::governor::safety::UnobservedPolicy;
-use aicc_bridge::perception::RawImage;
-use aicc_bridge::robot::{
+use aicc_bridge::images::RawImage;
+use aicc_bridge::port::{
     CameraFrame, CameraInfo, Contacts, ImuSample, OdometrySample, Sensor, Stamped,
 };
+use aicc_bridge::Config;
+use aicc_bridge::UnobservedPolicy;
 use aicc_testkit::{joints_at_rest, loopback_config, TestBridge};
 use nalgebra::{UnitQuaternion, Vector3};
 

@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use nalgebra::Isometry3;
 
-use aicc_bridge::governor::obstacles::optical_pose_from_body;
-use aicc_bridge::governor::safety::Pose2D;
-use aicc_bridge::governor::{
+use aicc_control::governor::obstacles::optical_pose_from_body;
+use aicc_control::governor::safety::Pose2D;
+use aicc_control::governor::{
     govern_base_with_envelope, nearest_obstacle_ahead, safety_envelope, BaseLimits, BaseVelocity,
     CameraIntrinsics, Corridor, DepthImage, EmergencyLimits, SafetyConfig, SafetyInputs,
     SafetyState,

@@ -117,21 +117,12 @@ impl Bridge {
     }
 
     fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let kib: f64 = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(f64::NAN);
-        kib / 1024.0
+        aicc_bench::rss_mib(Some(self.child.id()))
     }
 
-    fn threads_and_fds(&self) -> (usize, usize) {
-        let pid = self.child.id();
-        let count = |dir: String| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
-        (count(format!("/proc/{pid}/task")), count(format!("/proc/{pid}/fd")))
+    fn threads_and_fds(&self) -> (u64, u64) {
+        aicc_bench::process_figures(Some(self.child.id()))
+            .map_or((0, 0), |figures| (figures.threads, figures.fds))
     }
 }
 

@@ -11,13 +11,11 @@
 //!   five seconds), from the file read back.
 //!
 //! aicc-bench-recording [--rounds 6] [--proprioception 100] [--vision 10]
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use aicc_bridge::config::RecordMode;
-use aicc_testkit::{loopback_config, TestBridge};
+use aicc_bridge::RecordMode;
+use aicc_testkit::{loopback_config, AiccClient, TestBridge};
 use serde_json::{json, Value};
 
 const WIDTH: u32 = 640;
@@ -38,41 +36,23 @@ fn start(record_dir: Option<&Path>, camera: bool) -> TestBridge {
     bridge
 }
 
+/// One connection's calls, numbered, each with its round trip.
 struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
+    aicc: AiccClient,
     next: u64,
 }
 
 impl Client {
     fn connect(port: u16) -> Self {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
-        stream.set_nodelay(true).unwrap();
-        let mut client =
-            Self { reader: BufReader::new(stream.try_clone().unwrap()), writer: stream, next: 0 };
-        assert_eq!(client.read()["type"], "session_init");
-        client
-    }
-
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).expect("reading");
-        serde_json::from_str(&line).expect("a JSON line")
+        Self { aicc: AiccClient::connect(port).0.forgetting_others(), next: 0 }
     }
 
     /// One call's result and round trip.
     fn call(&mut self, tool: &str) -> (Value, Duration) {
         self.next += 1;
-        let call_id = format!("c{}", self.next);
-        let line = json!({ "protocol": "aicc/0.1", "type": "tool_call", "message_id": format!("m{}", self.next), "call_id": call_id, "tool": tool, "input": {} }).to_string();
         let started = Instant::now();
-        self.writer.write_all(format!("{line}\n").as_bytes()).unwrap();
-        loop {
-            let message = self.read();
-            if message["type"] == "tool_result" && message["call_id"] == call_id.as_str() {
-                return (message, started.elapsed());
-            }
-        }
+        let result = self.aicc.call(&format!("c{}", self.next), tool, json!({}));
+        (result, started.elapsed())
     }
 
     /// Waits until `tool` answers ok (its sensors seen fresh).

@@ -83,14 +83,7 @@ fn session(address: SocketAddr) -> io::Result<LineClient> {
 }
 
 fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN);
-    kib / 1024.0
+    aicc_bench::rss_mib(None)
 }
 
 fn main() -> io::Result<()> {

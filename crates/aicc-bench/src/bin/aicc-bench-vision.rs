@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use aicc_bridge::perception::{
+use aicc_bridge::images::MAX_MAX_BYTES;
+use aicc_bridge::images::{
     decode_depth, decode_rgb, encode, synthetic, to_base64, to_png_mm, EncodeOptions, OutputFormat,
     RawImage,
 };
-use aicc_bridge::robot::samples::SampleStore;
-use aicc_bridge::robot::{CameraFrame, CameraInfo, Sensor, Stamped};
-use aicc_bridge::tools::vision::MAX_MAX_BYTES;
+use aicc_bridge::port::SampleStore;
+use aicc_bridge::port::{CameraFrame, CameraInfo, Sensor, Stamped};
 use aicc_testkit::AiccClient;
 use aicc_testkit::{loopback_config, TestBridge};
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};

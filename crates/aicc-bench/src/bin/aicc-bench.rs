@@ -65,15 +65,7 @@ fn session(address: SocketAddr, token_env: &str) -> io::Result<LineClient> {
 }
 
 fn rss_mb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+    aicc_bench::process_figures(Some(pid)).ok().map(|figures| figures.rss_mib)
 }
 
 /// A figure, beside its floor when there is one.

@@ -44,21 +44,12 @@ struct ProcessSample {
 }
 
 fn sample_process(pid: u32, started: Instant) -> std::io::Result<ProcessSample> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64;
+    let figures = aicc_bench::process_figures(Some(pid))?;
     Ok(ProcessSample {
         elapsed_s: started.elapsed().as_secs_f64(),
-        rss_mib: field("VmRSS:") as f64 / 1024.0,
-        threads: field("Threads:"),
-        fds,
+        rss_mib: figures.rss_mib,
+        threads: figures.threads,
+        fds: figures.fds,
     })
 }
 

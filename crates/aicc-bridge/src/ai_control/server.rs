@@ -1,7 +1,7 @@
 //! The AI-control TCP listener: NDJSON lines of at most 1 MiB, answered
 //! in order, one at a time per connection (a client reads each response
 //! before its next request; a slow reader simply stops being read).
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use super::rpc::{error_line, oversized, ErrorCode, RpcError, MAX_LINE_BYTES};
 use super::Dialect;
 use crate::protocol::codec::{Frame, LineFramer};
 use crate::protocol::core::looks_like_http;
-use crate::server::slots::{CapReached, ConnectionCaps};
+use crate::server::slots::{accept_within, CapReached, ConnectionCaps, Refusal};
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -50,37 +50,10 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
     let (max, per_address) =
         (dialect.settings.max_connections, dialect.settings.max_connections_per_address);
     let caps = ConnectionCaps::new(max, per_address);
+    let refusal = DialectRefusal { max, per_address };
     loop {
-        let (mut stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "AI-control: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let admitted = match caps.admit(peer.ip()) {
-            Ok(admitted) => admitted,
-            Err(cap) => {
-                let why = match cap {
-                    CapReached::Total => format!("the bridge serves at most {max} AI-control connections (ai_control.max_connections); retry later"),
-                    CapReached::PerAddress => format!("the bridge serves at most {per_address} AI-control connections from one address ({}; ai_control.max_connections_per_address); retry when one has closed", peer.ip()),
-                };
-                tracing::warn!(%peer, "AI-control: connection refused: {why}");
-                let error = RpcError::new(ErrorCode::InvalidRequest, why);
-                // Bounded: a refused peer that never reads cannot keep its socket.
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-                        let _ =
-                            stream.write_all(&error_line(&serde_json::Value::Null, &error)).await;
-                        let _ = stream.shutdown().await;
-                    })
-                    .await;
-                });
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let (stream, peer, admitted) =
+            accept_within(&listener, &caps, &refusal, Duration::from_secs(5)).await;
         let dialect = dialect.clone();
         tokio::spawn(async move {
             dialect.connections.fetch_add(1, Ordering::Relaxed);
@@ -90,6 +63,28 @@ async fn serve_with(dialect: Arc<Dialect>, listener: TcpListener, limits: Connec
             dialect.connections.fetch_sub(1, Ordering::Relaxed);
             drop(admitted);
         });
+    }
+}
+
+/// The dialect's refusal: a JSON-RPC error with a null id.
+struct DialectRefusal {
+    max: usize,
+    per_address: usize,
+}
+
+impl Refusal for DialectRefusal {
+    const LOG_PREFIX: &'static str = "AI-control: ";
+
+    fn why(&self, cap: CapReached, peer: IpAddr) -> String {
+        let (max, per_address) = (self.max, self.per_address);
+        match cap {
+            CapReached::Total => format!("the bridge serves at most {max} AI-control connections (ai_control.max_connections); retry later"),
+            CapReached::PerAddress => format!("the bridge serves at most {per_address} AI-control connections from one address ({peer}; ai_control.max_connections_per_address); retry when one has closed"),
+        }
+    }
+
+    fn line(&self, why: String) -> Vec<u8> {
+        error_line(&serde_json::Value::Null, &RpcError::new(ErrorCode::InvalidRequest, why))
     }
 }
 

@@ -74,6 +74,8 @@ impl CameraIntrinsics {
 
     /// The pixel (`u`, `v`) a point in the optical frame falls on, or `None`
     /// if it is not in front of the camera. The pixel may lie outside the image.
+    /// The tests' inverse of `deproject`: the bridge itself only deprojects.
+    #[cfg(test)]
     pub fn project(&self, point_m: &Vector3<f64>) -> Option<(f64, f64)> {
         let in_front = point_m.z > 0.0 && point_m.iter().all(|c| c.is_finite());
         if !in_front {

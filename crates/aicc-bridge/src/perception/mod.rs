@@ -12,8 +12,8 @@ pub(crate) mod geometry;
 pub(crate) mod raw;
 pub mod synthetic;
 
-pub use color::{decode_compressed_rgb, decode_rgb, SUPPORTED_COLOUR_ENCODINGS};
-pub use depth::{decode_depth, to_png_mm, DepthImage, DepthStats, SUPPORTED_DEPTH_ENCODINGS};
+pub use color::{decode_compressed_rgb, decode_rgb};
+pub use depth::{decode_depth, to_png_mm, DepthImage};
 pub use encode::{encode, to_base64, EncodeOptions, OutputFormat};
-pub use geometry::{region_mean_rgb, CameraIntrinsics, GeometryError};
-pub use raw::{CompressedFrame, DecodeError, RawImage};
+pub use geometry::{region_mean_rgb, CameraIntrinsics};
+pub use raw::{CompressedFrame, RawImage};

@@ -83,67 +83,67 @@ pub struct Lowest {
     pub at_fraction: f64,
 }
 
-/// The lowest point of `links` on the straight joint-space path from
-/// `from` to `to` (positions of `arm_joints`, in order; a trajectory
-/// controller joins a synchronised motion so), checked every
-/// [`PATH_STEP_RAD`] of the joint that moves most; any other joint at
-/// `other`. Pure: unit-tested. `None` if a link cannot be placed.
-pub fn lowest_on_path(
-    urdf: &Kinematics,
-    links: &[String],
-    arm_joints: &[String],
-    from: &[f64],
-    to: &[f64],
-    other: &dyn Fn(&str) -> Option<f64>,
-) -> Option<Lowest> {
-    let largest = from.iter().zip(to).map(|(a, b)| (b - a).abs()).fold(0.0, f64::max);
-    let steps = ((largest / PATH_STEP_RAD).ceil() as usize).clamp(1, 1000);
-    let mut lowest: Option<Lowest> = None;
-    for step in 0..=steps {
-        let at_fraction = step as f64 / steps as f64;
-        let position = |joint: &str| match arm_joints.iter().position(|j| j == joint) {
-            Some(i) => Some(from[i] + (to[i] - from[i]) * at_fraction),
-            None => other(joint),
-        };
-        for link in links {
-            let height_m = urdf.transform(BASE_FRAME, link, &position).ok()?.translation.vector.z;
-            if lowest.as_ref().is_none_or(|l| height_m < l.height_m) {
-                lowest = Some(Lowest { link: link.clone(), height_m, at_fraction });
-            }
-        }
-    }
-    lowest
+/// The arm as its paths are checked against the floor: the URDF, the
+/// links the arm's joints move, the arm's joints (in the order of the
+/// positions given), and where any other joint stands.
+pub struct ArmPaths<'a> {
+    pub urdf: &'a Kinematics,
+    pub links: &'a [String],
+    pub arm_joints: &'a [String],
+    pub other: &'a dyn Fn(&str) -> Option<f64>,
 }
 
-/// Refuses a motion of the arm that would take a link's frame nearer the
-/// floor than [`ARM_FLOOR_CLEARANCE_M`] (a swing into the floor levers the
-/// base up, or throws it), unless the arm already starts that low and the
-/// motion takes it no lower: an arm pushed down can always be raised.
-pub fn check_above_floor(
-    urdf: &Kinematics,
-    links: &[String],
-    arm_joints: &[String],
-    from: &[f64],
-    to: &[f64],
-    other: &dyn Fn(&str) -> Option<f64>,
-) -> Result<(), String> {
-    let Some(lowest) = lowest_on_path(urdf, links, arm_joints, from, to, other) else {
-        return Err("the arm's links cannot be placed from the URDF and the joint states".into());
-    };
-    if lowest.height_m >= ARM_FLOOR_CLEARANCE_M {
-        return Ok(());
+impl ArmPaths<'_> {
+    /// The lowest point of the links on the straight joint-space path from
+    /// `from` to `to` (a trajectory controller joins a synchronised motion
+    /// so), checked every [`PATH_STEP_RAD`] of the joint that moves most.
+    /// Pure: unit-tested. `None` if a link cannot be placed.
+    pub fn lowest_on_path(&self, from: &[f64], to: &[f64]) -> Option<Lowest> {
+        let largest = from.iter().zip(to).map(|(a, b)| (b - a).abs()).fold(0.0, f64::max);
+        let steps = ((largest / PATH_STEP_RAD).ceil() as usize).clamp(1, 1000);
+        let mut lowest: Option<Lowest> = None;
+        for step in 0..=steps {
+            let at_fraction = step as f64 / steps as f64;
+            let position = |joint: &str| match self.arm_joints.iter().position(|j| j == joint) {
+                Some(i) => Some(from[i] + (to[i] - from[i]) * at_fraction),
+                None => (self.other)(joint),
+            };
+            for link in self.links {
+                let height_m =
+                    self.urdf.transform(BASE_FRAME, link, &position).ok()?.translation.vector.z;
+                if lowest.as_ref().is_none_or(|l| height_m < l.height_m) {
+                    lowest = Some(Lowest { link: link.clone(), height_m, at_fraction });
+                }
+            }
+        }
+        lowest
     }
-    let start = lowest_on_path(urdf, links, arm_joints, from, from, other)
-        .map_or(f64::NEG_INFINITY, |l| l.height_m);
-    if lowest.height_m >= start - 0.005 {
-        return Ok(());
+
+    /// Refuses a motion of the arm that would take a link's frame nearer
+    /// the floor than [`ARM_FLOOR_CLEARANCE_M`] (a swing into the floor
+    /// levers the base up, or throws it), unless the arm already starts
+    /// that low and the motion takes it no lower: an arm pushed down can
+    /// always be raised.
+    pub fn check_above_floor(&self, from: &[f64], to: &[f64]) -> Result<(), String> {
+        let Some(lowest) = self.lowest_on_path(from, to) else {
+            return Err(
+                "the arm's links cannot be placed from the URDF and the joint states".into()
+            );
+        };
+        if lowest.height_m >= ARM_FLOOR_CLEARANCE_M {
+            return Ok(());
+        }
+        let start = self.lowest_on_path(from, from).map_or(f64::NEG_INFINITY, |l| l.height_m);
+        if lowest.height_m >= start - 0.005 {
+            return Ok(());
+        }
+        Err(format!(
+            "the arm would reach into the floor: {} {:.3} m above it, {:.0} % of the way (links must stay {ARM_FLOOR_CLEARANCE_M} m above it); choose a higher pose",
+            lowest.link,
+            lowest.height_m,
+            lowest.at_fraction * 100.0
+        ))
     }
-    Err(format!(
-        "the arm would reach into the floor: {} {:.3} m above it, {:.0} % of the way (links must stay {ARM_FLOOR_CLEARANCE_M} m above it); choose a higher pose",
-        lowest.link,
-        lowest.height_m,
-        lowest.at_fraction * 100.0
-    ))
 }
 
 /// Tells the base driver where the arm is, every 20 ms, from joint states
@@ -239,34 +239,30 @@ mod tests {
     fn a_path_into_the_floor_is_refused_and_one_out_of_it_is_not() {
         let (urdf, links, arm) = (urdf(), arm_links(&urdf(), &arm()), arm());
         let none = |_: &str| None;
+        let paths = ArmPaths { urdf: &urdf, links: &links, arm_joints: &arm, other: &none };
         // Every named pose, reached from stow, keeps the arm above the floor.
         for (name, pose, _) in crate::tools::interact::NAMED_POSES {
-            assert_eq!(
-                check_above_floor(&urdf, &links, &arm, &named("stow"), pose, &none),
-                Ok(()),
-                "{name}"
-            );
+            assert_eq!(paths.check_above_floor(&named("stow"), pose), Ok(()), "{name}");
         }
         // Reaching down in front (a chaos run's pose: the end effector 3 mm
         // under the floor) is refused, naming the link and the height.
         let down = [-1.356, 1.444, 0.0001, 0.8206];
-        let refused = check_above_floor(&urdf, &links, &arm, &named("stow"), &down, &none)
-            .expect_err("into the floor");
+        let refused = paths.check_above_floor(&named("stow"), &down).expect_err("into the floor");
         assert!(refused.contains("end_effector_link") && refused.contains("floor"), "{refused}");
-        let lowest = lowest_on_path(&urdf, &links, &arm, &down, &down, &none).unwrap();
+        let lowest = paths.lowest_on_path(&down, &down).unwrap();
         assert!(lowest.height_m < 0.0 && lowest.link == "end_effector_link", "{lowest:?}");
         // The way back up from there is allowed; deeper is not.
-        assert_eq!(check_above_floor(&urdf, &links, &arm, &down, &named("stow"), &none), Ok(()));
+        assert_eq!(paths.check_above_floor(&down, &named("stow")), Ok(()));
         let deeper = [-1.356, 1.571, -0.2, 0.6];
-        assert!(check_above_floor(&urdf, &links, &arm, &down, &deeper, &none).is_err());
+        assert!(paths.check_above_floor(&down, &deeper).is_err());
         // Between two poses well above the floor (0.14 m and 0.11 m), the
         // straight joint-space path dips to about 0.01 m: caught on the way.
         let (high, other_high) = ([0.0, 1.045, 1.085, 1.029], [0.0, 1.264, -0.152, -1.266]);
         for pose in [high, other_high] {
-            assert_eq!(check_above_floor(&urdf, &links, &arm, &pose, &pose, &none), Ok(()));
+            assert_eq!(paths.check_above_floor(&pose, &pose), Ok(()));
         }
-        assert!(check_above_floor(&urdf, &links, &arm, &high, &other_high, &none).is_err());
-        let dip = lowest_on_path(&urdf, &links, &arm, &high, &other_high, &none).unwrap();
+        assert!(paths.check_above_floor(&high, &other_high).is_err());
+        let dip = paths.lowest_on_path(&high, &other_high).unwrap();
         assert!(dip.at_fraction > 0.2 && dip.at_fraction < 0.8 && dip.height_m < 0.02, "{dip:?}");
     }
 

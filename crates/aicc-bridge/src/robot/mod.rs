@@ -19,7 +19,7 @@ pub mod testing;
 pub mod topic_goal;
 pub mod wire;
 
-pub use age::{Age, NodeClock, Now, StampStatus, SystemClock};
+pub use age::{Age, NodeClock, Now, StampStatus};
 pub use port::{
     ActuatorPort, Endpoint, GoalControl, PortError, Robot, Sensor, SensorPort, SignalPort,
 };

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -42,6 +42,33 @@ const IN_PROCESS_BUFFER_BYTES: usize = 256 * 1024;
 /// Executions handed to a connection by another one's line (an operator's
 /// `approve` starts the agent's waiting call) not yet taken up by it.
 const HANDOVER_QUEUE: usize = 64;
+
+/// The AICC listener's refusal: an `error` envelope, retryable.
+struct AiccRefusal {
+    max_connections: usize,
+    per_address: usize,
+}
+
+impl slots::Refusal for AiccRefusal {
+    const LOG_PREFIX: &'static str = "";
+
+    fn why(&self, cap: slots::CapReached, peer: std::net::IpAddr) -> String {
+        let (max_connections, per_address) = (self.max_connections, self.per_address);
+        match cap {
+            slots::CapReached::Total => format!("the bridge serves at most {max_connections} connections; retry later"),
+            slots::CapReached::PerAddress => format!("the bridge serves at most {per_address} connections from one address ({peer}; security.max_connections_per_address); retry when one of them has closed"),
+        }
+    }
+
+    fn line(&self, why: String) -> Vec<u8> {
+        let error = AiccError::new(ErrorCode::ToolUnavailable, true, why);
+        let mut line =
+            serde_json::to_vec(&envelope("error", "", RandomIds.next_id(), error.to_json()))
+                .expect("serializable");
+        line.push(b'\n');
+        line
+    }
+}
 
 /// Everything the connections share.
 pub struct Bridge {
@@ -114,13 +141,6 @@ impl Bridge {
             audience: audience.map(str::to_string),
         });
         let outputs = core.publish(topic, payload, audience, Instant::now());
-        self.apply(outputs);
-    }
-
-    /// Marks a tool unavailable (its source is gone) or available again.
-    pub fn set_tool_availability(&self, tool: &str, unavailable_reason: Option<String>) {
-        let mut core = self.core.lock();
-        let outputs = core.set_tool_availability(tool, unavailable_reason, Instant::now());
         self.apply(outputs);
     }
 
@@ -249,46 +269,10 @@ impl Bridge {
             );
         }
         let caps = slots::ConnectionCaps::new(max_connections, per_address);
+        let refusal = AiccRefusal { max_connections, per_address };
         loop {
-            let (mut stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let admitted = match caps.admit(peer.ip()) {
-                Ok(admitted) => admitted,
-                Err(cap) => {
-                    let why = match cap {
-                        slots::CapReached::Total => format!("the bridge serves at most {max_connections} connections; retry later"),
-                        slots::CapReached::PerAddress => format!("the bridge serves at most {per_address} connections from one address ({}; security.max_connections_per_address); retry when one of them has closed", peer.ip()),
-                    };
-                    tracing::warn!(%peer, "connection refused: {why}");
-                    let error = AiccError::new(ErrorCode::ToolUnavailable, true, why);
-                    let mut line = serde_json::to_vec(&envelope(
-                        "error",
-                        "",
-                        RandomIds.next_id(),
-                        error.to_json(),
-                    ))
-                    .expect("serializable");
-                    line.push(b'\n');
-                    // Off the accept loop, and bounded: a refused peer that
-                    // never reads cannot keep its socket.
-                    let bound = self.handshake_timeout;
-                    tokio::spawn(async move {
-                        let _ = tokio::time::timeout(bound, async {
-                            let _ = stream.write_all(&line).await;
-                            let _ = stream.shutdown().await;
-                        })
-                        .await;
-                    });
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
+            let (stream, peer, admitted) =
+                slots::accept_within(&listener, &caps, &refusal, self.handshake_timeout).await;
             let bridge = self.clone();
             let tls = tls.clone();
             // The handshake runs in the connection's own task: the accept

@@ -2,10 +2,13 @@
 //! loop holds at most its share of a listener's slots, so that the others
 //! still get in. Shared by the AICC, AI-control and console listeners.
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A listener's connection caps: in all, and per source address.
@@ -42,6 +45,56 @@ impl ConnectionCaps {
         let slot = self.per_address.take(address).ok_or(CapReached::PerAddress)?;
         let permit = self.total.clone().try_acquire_owned().map_err(|_| CapReached::Total)?;
         Ok(Admitted { _permit: permit, _slot: slot })
+    }
+}
+
+/// How a listener refuses a connection over a cap: its name in the log, the
+/// sentence saying which cap and what to do, and that sentence as the line
+/// the peer is sent before the socket closes.
+pub trait Refusal {
+    const LOG_PREFIX: &'static str;
+    fn why(&self, cap: CapReached, peer: IpAddr) -> String;
+    fn line(&self, why: String) -> Vec<u8>;
+}
+
+/// Accepts the next connection within `caps`. One over a cap is sent its
+/// refusal off the accept loop, bounded by `write_bound` (a refused peer
+/// that never reads cannot keep its socket), and closed; a failed accept is
+/// logged and retried 50 ms later.
+pub async fn accept_within<R: Refusal>(
+    listener: &TcpListener,
+    caps: &ConnectionCaps,
+    refusal: &R,
+    write_bound: Duration,
+) -> (TcpStream, SocketAddr, Admitted) {
+    let prefix = R::LOG_PREFIX;
+    loop {
+        let (mut stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "{prefix}accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        match caps.admit(peer.ip()) {
+            Ok(admitted) => {
+                let _ = stream.set_nodelay(true);
+                return (stream, peer, admitted);
+            }
+            Err(cap) => {
+                let why = refusal.why(cap, peer.ip());
+                tracing::warn!(%peer, "{prefix}connection refused: {why}");
+                let line = refusal.line(why);
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(write_bound, async {
+                        let _ = stream.write_all(&line).await;
+                        let _ = stream.shutdown().await;
+                    })
+                    .await;
+                });
+            }
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use crate::config::Actuators;
 use crate::protocol::core::ToolSuccess;
 use crate::protocol::manifest::{ToolClass, ToolDescriptor};
 use crate::protocol::{AiccError, ErrorCode};
-use crate::robot::arm_reach::{arm_links, check_above_floor, ARM_FLOOR_CLEARANCE_M};
+use crate::robot::arm_reach::{arm_links, ArmPaths, ARM_FLOOR_CLEARANCE_M};
 use crate::robot::{Controller, Endpoint, GripperOutcome, PortError, Sensor};
 
 /// Named arm poses: joint1..joint4 in radians (the order of
@@ -269,10 +269,12 @@ async fn move_arm(
         })
         .collect();
     let links = arm_links(&ctx.kinematics, arm_joints);
-    check_above_floor(&ctx.kinematics, &links, arm_joints, &now, &target, &|joint| {
-        states.position(joint)
-    })
-    .map_err(AiccError::invalid_input)?;
+    {
+        // Dropped before the motion's awaits: the closure is not Sync.
+        let other = |joint: &str| states.position(joint);
+        let paths = ArmPaths { urdf: &ctx.kinematics, links: &links, arm_joints, other: &other };
+        paths.check_above_floor(&now, &target).map_err(AiccError::invalid_input)?;
+    }
     let (speed_radps, speed_clamped) =
         joint_speed(ctx, arm_joints, speed, DEFAULT_ARM_SPEED_RADPS)?;
     let sent = run_motion(

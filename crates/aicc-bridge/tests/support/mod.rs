@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use aicc_bridge::config::Config;
+use aicc_bridge::Config;
 use aicc_testkit::{loopback_config, TestBridge};
 
 #[allow(unused_imports)]

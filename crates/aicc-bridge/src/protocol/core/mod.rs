@@ -47,13 +47,9 @@ mod lease;
 mod memory;
 mod sessions;
 
-pub use approvals::{
-    approval_tool_descriptors, ApprovalRules, APPROVALS_LIST, APPROVAL_MODE, APPROVAL_TOPIC,
-    APPROVE, DENY, HOLD,
-};
-pub use builtin::{core_tool_descriptors, BRIDGE_STATUS, CANCEL, MEMORY_QUERY, TICK_NOW};
+pub use approvals::{approval_tool_descriptors, ApprovalRules};
+pub use builtin::{core_tool_descriptors, CANCEL, TICK_NOW};
 pub use junk::looks_like_http;
-pub use sessions::AgentModel;
 
 use builtin::{Counters, ShellFacts};
 use connections::Connection;
