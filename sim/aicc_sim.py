@@ -489,8 +489,10 @@ class AiccSim:
     def _init_cmd_vel(self) -> None:
         group = MutuallyExclusiveCallbackGroup()
         msg_type = TwistStamped if self.args.cmd_vel_stamped else Twist
+        reliability, depth = self.profile.cmd_vel_qos
+        qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT)
         self.node.create_subscription(msg_type, self.args.cmd_vel_topic, self._on_cmd_vel,
-                                      ros_controllers.COMMAND_QOS, callback_group=group)
+                                      qos, callback_group=group)
 
     def _on_cmd_vel(self, msg) -> None:
         twist = msg.twist if self.args.cmd_vel_stamped else msg

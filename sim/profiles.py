@@ -44,6 +44,9 @@ class Profile:
     hazards_topic: str = ""
     # Depth image encoding: "32FC1" (m) or "16UC1" (mm, as the OAK-D's stereo).
     depth_encoding: str = "32FC1"
+    # The velocity subscription's QoS: reliability and depth (TurtleBot 3 on
+    # Jazzy: reliable, 10; the TurtleBot 4's republisher: best effort, 1).
+    cmd_vel_qos: tuple = ("best_effort", 10)
 
 
 # The TurtleBots spawn 0.25 m to the right of the bundled robot's spawn: the
@@ -61,11 +64,14 @@ PROFILES = {
     # 0.12..3.5 m, 360 beams, 5 Hz; no bumper; no head.
     "turtlebot3": Profile(
         "turtlebot3",
-        defaults={"bumper_topic": "", "y": SPAWN_Y_M},
+        # Jazzy: TwistStamped on cmd_vel (turtlebot3_bringup's
+        # enable_stamped_cmd_vel), subscribed reliable, depth 10.
+        defaults={"bumper_topic": "", "y": SPAWN_Y_M, "cmd_vel_stamped": True},
         chassis_box=((0.282, 0.31, 0.10), -0.064),
         lidar=("base_scan", (-0.064, 0.0, 0.099, 0.0), (0.12, 3.5, 360, 5.0)),
         without=("head",),
         battery_topic="/battery_state",
+        cmd_vel_qos=("reliable", 10),
     ),
     # TurtleBot4 (standard): Create 3 base, round, 0.342 m across; RPLIDAR A1
     # on rplidar_link, mounted turned 90 degrees, 0.15..12 m, 720 beams
@@ -80,6 +86,9 @@ PROFILES = {
             "rgb_info_topic": "/oakd/rgb/preview/camera_info",
             "depth_topic": "/oakd/stereo/image_raw",
             "depth_info_topic": "/oakd/stereo/camera_info",
+            # Jazzy: the Create 3 republisher subscribes TwistStamped on
+            # cmd_vel (Twist is cmd_vel_unstamped), best effort, depth 1.
+            "cmd_vel_stamped": True,
         },
         chassis_cylinder=(0.171, 0.09),
         lidar=("rplidar_link", (-0.04, 0.0, 0.157, math.pi / 2), (0.15, 12.0, 720, 7.6)),
@@ -87,6 +96,7 @@ PROFILES = {
         battery_topic="/battery_state",
         hazards_topic="/hazard_detection",
         depth_encoding="16UC1",
+        cmd_vel_qos=("best_effort", 1),
     ),
 }
 

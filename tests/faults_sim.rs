@@ -131,7 +131,8 @@ fn last_arrival<T: r2r::WrappedTypesupport + 'static>(
     let sink = last.clone();
     subscribe_in_thread::<T>(node, topic, r2r::QosProfile::sensor_data(), move |_| {
         *sink.lock().unwrap() = Some(Instant::now())
-    });
+    })
+    .detach();
     last
 }
 
@@ -558,4 +559,60 @@ fn a_remote_tls_agent_whose_link_is_cut_mid_move() {
     );
     drop(netns);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The base's velocity topic as the Jazzy TurtleBots have it: the
+/// simulator subscribes TwistStamped. A bridge told to publish Twist
+/// (`cmd_vel_stamped: false`) finds the other type in the graph, says so
+/// in its status, and refuses `move` naming the fix; the robot does not
+/// move. The same robot with `auto` (the shipped default) is driven in
+/// TwistStamped.
+#[test]
+fn a_cmd_vel_type_the_robot_does_not_take_is_refused_and_auto_takes_the_robots() {
+    let _serial = one_at_a_time();
+    let _sim = start_sim(&["--cmd-vel-stamped"]);
+    let truth = GroundTruth::subscribe();
+
+    let (bridge, port) = start_bridge(&[
+        "--config",
+        "config/sim.yaml",
+        "--ros-args",
+        "-p",
+        "actuators.cmd_vel_stamped:=false",
+    ]);
+    let (mut client, _) = AiccClient::connect(port);
+    wait_ready(&mut client, "ready");
+    let (x0, y0, _) = truth.settled_pose();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refusal = loop {
+        let status = client.call("status", "bridge_status", json!({}));
+        if let Some(why) = status["output"]["base_output_unavailable"].as_str() {
+            break why.to_string();
+        }
+        assert!(Instant::now() < deadline, "no refusal in bridge_status: {status}");
+        thread::sleep(Duration::from_millis(200));
+    };
+    println!("cmd_vel_stamped false against a TwistStamped robot: {refusal}");
+    assert!(
+        refusal.contains("geometry_msgs/msg/TwistStamped") && refusal.contains("cmd_vel_stamped"),
+        "{refusal}"
+    );
+    let refused = client.call("m1", "move", json!({ "forward": 0.3 }));
+    assert_eq!(refused["error"]["code"], "tool_unavailable", "{refused}");
+    assert_eq!(refused["error"]["retryable"], false, "{refused}");
+    let (x1, y1, _) = truth.settled_pose();
+    assert!((x1 - x0).hypot(y1 - y0) < 0.01, "the robot moved ({x0}, {y0}) -> ({x1}, {y1})");
+    drop(client);
+    drop(bridge);
+
+    let (_bridge, port) = start_bridge(&["--config", "config/sim.yaml"]);
+    let (mut client, _) = AiccClient::connect(port);
+    wait_ready(&mut client, "ready");
+    let moved =
+        client.call_when_ready("m2", "move", json!({ "forward": 0.3 }), Duration::from_secs(10));
+    assert_eq!(moved["ok"], true, "auto publishes what the robot takes: {moved}");
+    let (x2, y2, _) = truth.settled_pose();
+    let moved_m = (x2 - x1).hypot(y2 - y1);
+    println!("cmd_vel_stamped auto against a TwistStamped robot: moved {moved_m:.3} m of 0.3");
+    assert!((moved_m - 0.3).abs() < 0.05, "ground truth moved {moved_m} m");
 }

@@ -65,7 +65,7 @@ struct JointSample {
 /// Every /joint_states message, with its arrival time.
 struct JointRecorder {
     samples: Arc<Mutex<Vec<JointSample>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: support::Spinning,
 }
 
 impl JointRecorder {

@@ -27,6 +27,7 @@ use aicc_bridge::port::BaseVelocity;
 use aicc_bridge::port::Hazard;
 use aicc_bridge::port::TransformSample;
 use aicc_bridge::port::WireType;
+use aicc_bridge::port::{decide_cmd_vel, CmdVelKind, CmdVelOutput};
 use aicc_bridge::port::{resolve, Names};
 use aicc_bridge::port::{
     ActuatorPort, Battery, CameraFrame, CameraInfo, ContactPoint, Contacts, Controller, Diagnostic,
@@ -37,7 +38,9 @@ use aicc_bridge::port::{
 use aicc_bridge::port::{GripperJudge, TrajectoryJudge};
 use aicc_bridge::port::{Latest, SampleStore};
 use aicc_bridge::recording::ros2msg;
-use aicc_bridge::{Config, ControllerInterface, ImageTransport, Reliability, SensorTopic};
+use aicc_bridge::{
+    CmdVelStamped, Config, ControllerInterface, ImageTransport, Reliability, SensorTopic,
+};
 
 /// How long one spin_once may block: it returns at once when anything
 /// arrives, so this only bounds shutdown latency. Shorter wakes an idle
@@ -332,11 +335,98 @@ enum CmdVelPublisher {
     Stamped(r2r::Publisher<geometry_msgs::msg::TwistStamped>, Arc<std::sync::Mutex<r2r::Clock>>),
 }
 
+impl CmdVelPublisher {
+    fn kind(&self) -> CmdVelKind {
+        match self {
+            Self::Plain(_) => CmdVelKind::Twist,
+            Self::Stamped(..) => CmdVelKind::TwistStamped,
+        }
+    }
+}
+
+/// The base's velocity topic: its publisher, made once the type is
+/// decided (`actuators.cmd_vel_stamped`; `auto`: the subscribers' type),
+/// and what the latest look at the graph allows.
+struct CmdVel {
+    /// Fully qualified, as the graph names it.
+    topic: String,
+    setting: CmdVelStamped,
+    publisher: Option<CmdVelPublisher>,
+    output: CmdVelOutput,
+}
+
+/// How often the graph is read for the velocity topic's types while
+/// publishing (a second type appearing stops the bridge's commands), and
+/// while waiting to know the type (a move waits on it).
+const CMD_VEL_LOOK_PERIOD: Duration = Duration::from_secs(2);
+const CMD_VEL_WAITING_LOOK_PERIOD: Duration = Duration::from_millis(200);
+
+/// `name` as the graph writes it: relative names resolve in the node's
+/// namespace.
+fn fully_qualified(node_namespace: &str, name: &str) -> String {
+    if name.starts_with('/') {
+        name.to_string()
+    } else {
+        format!("{}/{name}", node_namespace.trim_end_matches('/'))
+    }
+}
+
+/// Reads the velocity topic's types from the graph, decides what may be
+/// published, makes the publisher when first decided, and says a change
+/// in the log. Returns whether commands go out.
+fn look_at_cmd_vel(
+    node: &mut r2r::Node,
+    cmd_vel: &Mutex<CmdVel>,
+    clock: &Arc<std::sync::Mutex<r2r::Clock>>,
+    qos: &QosProfile,
+) -> bool {
+    let mut state = cmd_vel.lock();
+    let types = match node.get_topic_names_and_types() {
+        Ok(mut topics) => topics.remove(&state.topic).unwrap_or_default(),
+        Err(error) => {
+            tracing::warn!(%error, "reading the ROS graph for {}", state.topic);
+            return matches!(state.output, CmdVelOutput::Publish(_));
+        }
+    };
+    let ours = state.publisher.as_ref().map(CmdVelPublisher::kind);
+    let mut output = decide_cmd_vel(state.setting, &state.topic, &types, ours);
+    if let (CmdVelOutput::Publish(kind), None) = (&output, ours) {
+        let made = match kind {
+            CmdVelKind::Twist => {
+                node.create_publisher(&state.topic, qos.clone()).map(CmdVelPublisher::Plain)
+            }
+            CmdVelKind::TwistStamped => node
+                .create_publisher(&state.topic, qos.clone())
+                .map(|publisher| CmdVelPublisher::Stamped(publisher, clock.clone())),
+        };
+        match made {
+            Ok(publisher) => state.publisher = Some(publisher),
+            Err(error) => {
+                output = CmdVelOutput::Waiting(format!(
+                    "the {} publisher could not be made: {error}",
+                    kind.type_name()
+                ))
+            }
+        }
+    }
+    if output != state.output {
+        match &output {
+            CmdVelOutput::Publish(kind) => {
+                tracing::info!("publishing {} on {}", kind.type_name(), state.topic)
+            }
+            CmdVelOutput::Waiting(why) => tracing::info!("base velocity waits: {why}"),
+            CmdVelOutput::Refused(why) => tracing::error!("base velocity refused: {why}"),
+        }
+        state.output = output;
+    }
+    matches!(state.output, CmdVelOutput::Publish(_))
+}
+
 /// The robot's commands through ROS topics and actions (its sensors are
 /// the adapter's [`SampleStore`]).
 pub struct RosRobot {
     /// Publishers are Send but not Sync; mutexes make the port shareable.
-    cmd_vel: Mutex<CmdVelPublisher>,
+    cmd_vel: Arc<Mutex<CmdVel>>,
     say: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
     /// A simulator's world commands (generator tools); None on real robots.
     world: Option<Mutex<r2r::Publisher<std_msgs::msg::String>>>,
@@ -812,15 +902,14 @@ pub fn start(
 
     let actuators = &config.actuators;
     let publisher_qos = QosProfile::default().keep_last(10);
-    let cmd_vel_topic = resolve(&config.namespace, &actuators.cmd_vel);
-    let cmd_vel = if actuators.cmd_vel_stamped {
-        CmdVelPublisher::Stamped(
-            node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?,
-            clock.clone(),
-        )
-    } else {
-        CmdVelPublisher::Plain(node.create_publisher(&cmd_vel_topic, publisher_qos.clone())?)
-    };
+    let cmd_vel = Arc::new(Mutex::new(CmdVel {
+        topic: fully_qualified(&node.namespace()?, &resolve(&config.namespace, &actuators.cmd_vel)),
+        setting: actuators.cmd_vel_stamped,
+        publisher: None,
+        output: CmdVelOutput::Waiting("the ROS graph has not been read yet".into()),
+    }));
+    // A set type publishes at once; `auto` waits for the graph to tell.
+    look_at_cmd_vel(&mut node, &cmd_vel, &clock, &publisher_qos);
     let say = match actuators.say_topic.as_str() {
         "" => None,
         topic => Some(Mutex::new(
@@ -843,7 +932,7 @@ pub fn start(
     };
     let diagnostics = Mutex::new(node.create_publisher(
         &resolve(&config.namespace, &actuators.diagnostics_topic),
-        publisher_qos,
+        publisher_qos.clone(),
     )?);
     let head = channel::<FollowJointTrajectory::Action>(
         &mut node,
@@ -866,8 +955,9 @@ pub fn start(
         actuators.gripper_interface,
         &actuators.gripper_trajectory_topic,
     )?;
+    let spin_clock = clock.clone();
     let robot = Arc::new(RosRobot {
-        cmd_vel: Mutex::new(cmd_vel),
+        cmd_vel: cmd_vel.clone(),
         say,
         world,
         diagnostics,
@@ -886,9 +976,15 @@ pub fn start(
     let qos_watch = slot.clone();
     let spin_thread = std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
         let mut next_qos_check = Instant::now();
+        let mut next_cmd_vel_look = Instant::now();
         while spin_running.load(Ordering::Relaxed) {
             node.spin_once(SPIN_TIMEOUT);
             subs.drain_all();
+            if Instant::now() >= next_cmd_vel_look {
+                let publishing = look_at_cmd_vel(&mut node, &cmd_vel, &spin_clock, &publisher_qos);
+                next_cmd_vel_look = Instant::now()
+                    + if publishing { CMD_VEL_LOOK_PERIOD } else { CMD_VEL_WAITING_LOOK_PERIOD };
+            }
             if Instant::now() >= next_qos_check {
                 next_qos_check = Instant::now() + QOS_CHECK_PERIOD;
                 for subscription in &subs.watched {
@@ -1123,7 +1219,17 @@ impl ActuatorPort for RosRobot {
             linear: geometry_msgs::msg::Vector3 { x: velocity.linear_mps, y: 0.0, z: 0.0 },
             angular: geometry_msgs::msg::Vector3 { x: 0.0, y: 0.0, z: velocity.angular_radps },
         };
-        let result = match &*self.cmd_vel.lock() {
+        let state = self.cmd_vel.lock();
+        // Where commands may not go (a type in doubt), only a stop does,
+        // on the publisher the robot may still be listening to.
+        let twist = match state.output {
+            CmdVelOutput::Publish(_) => twist,
+            _ => geometry_msgs::msg::Twist::default(),
+        };
+        let Some(publisher) = &state.publisher else {
+            return;
+        };
+        let result = match publisher {
             CmdVelPublisher::Plain(publisher) => publisher.publish(&twist),
             CmdVelPublisher::Stamped(publisher, clock) => {
                 let stamp = clock
@@ -1302,6 +1408,20 @@ impl ActuatorPort for RosRobot {
 
     fn endpoint(&self, endpoint: Endpoint) -> String {
         self.names.endpoint(endpoint).to_string()
+    }
+
+    fn base_output_unavailable(&self) -> Option<PortError> {
+        let state = self.cmd_vel.lock();
+        let name = state.topic.clone();
+        match &state.output {
+            CmdVelOutput::Publish(_) => None,
+            CmdVelOutput::Waiting(reason) => {
+                Some(PortError::NotReady { name, reason: reason.clone() })
+            }
+            CmdVelOutput::Refused(reason) => {
+                Some(PortError::TypeMismatch { name, reason: reason.clone() })
+            }
+        }
     }
 }
 

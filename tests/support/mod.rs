@@ -369,20 +369,47 @@ pub fn collect(pipe: impl std::io::Read + Send + 'static) -> Arc<Mutex<String>> 
 #[allow(unused_imports)]
 pub use aicc_testkit::AiccClient;
 
+/// A test's own node spinning on its own thread; dropping it stops the
+/// node, and its subscription leaves the ROS graph (a recorder of one test
+/// must not stay on a topic whose types a later test's bridge reads).
+pub struct Spinning {
+    running: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Spinning {
+    /// Leaves the node spinning until the test process ends.
+    pub fn detach(mut self) {
+        self.thread.take();
+    }
+}
+
+impl Drop for Spinning {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.running.store(false, std::sync::atomic::Ordering::Relaxed);
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Subscribes to `topic` on a node of the test's own that spins on its own
-/// thread; `on_message` runs for every message. Returns once subscribed.
+/// thread until dropped; `on_message` runs for every message. Returns once
+/// subscribed.
 pub fn subscribe_in_thread<T>(
     node_name: &'static str,
     topic: &'static str,
     qos: r2r::QosProfile,
     mut on_message: impl FnMut(T) + Send + 'static,
-) -> thread::JoinHandle<()>
+) -> Spinning
 where
     T: r2r::WrappedTypesupport + 'static,
 {
     use futures::{FutureExt, StreamExt};
     ros_environment();
     let (ready_tx, ready_rx) = mpsc::channel();
+    let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let still_running = running.clone();
     let spin = thread::spawn(move || {
         let context = r2r::Context::create().expect("ROS context");
         let mut node = r2r::Node::create(context, node_name, "").expect("node");
@@ -390,7 +417,7 @@ where
             .subscribe::<T>(topic, qos)
             .unwrap_or_else(|e| panic!("subscribing to {topic}: {e}"));
         ready_tx.send(()).unwrap();
-        loop {
+        while still_running.load(std::sync::atomic::Ordering::Relaxed) {
             node.spin_once(Duration::from_millis(1));
             while let Some(Some(msg)) = stream.next().now_or_never() {
                 on_message(msg);
@@ -398,7 +425,7 @@ where
         }
     });
     ready_rx.recv().unwrap();
-    spin
+    Spinning { running, thread: Some(spin) }
 }
 
 /// Tells the simulator to pause or resume publishing some of its topics
@@ -423,7 +450,7 @@ pub fn sim_control(command: Value) {
 /// The simulator's ground truth, read from its ROS topic by a node of the test's own.
 pub struct GroundTruth {
     latest: Arc<Mutex<Option<(f64, f64, f64)>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: Spinning,
 }
 
 impl GroundTruth {
@@ -481,7 +508,7 @@ impl GroundTruth {
 /// Records every /cmd_vel the bridge publishes, with its arrival time.
 pub struct CmdVelRecorder {
     pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: Spinning,
 }
 
 impl CmdVelRecorder {
@@ -556,7 +583,7 @@ impl CmdVelRecorder {
 /// `camera_center_distance_m`, `joints`, ...), read by a node of the test's own.
 pub struct WorldTruth {
     latest: Arc<Mutex<Option<(Instant, Value)>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: Spinning,
 }
 
 impl WorldTruth {
@@ -604,7 +631,7 @@ impl WorldTruth {
 /// arrival time.
 pub struct StringRecorder {
     pub messages: Arc<Mutex<Vec<(Instant, String)>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: Spinning,
 }
 
 impl StringRecorder {
@@ -640,7 +667,7 @@ impl StringRecorder {
 /// base_footprint): (arrival time, linear m/s, angular rad/s).
 pub struct TruthSpeed {
     pub samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: Spinning,
 }
 
 impl TruthSpeed {
@@ -694,7 +721,7 @@ impl TruthSpeed {
 #[derive(Clone)]
 pub struct SimClock {
     latest_s: Arc<Mutex<Option<f64>>>,
-    _spin: Arc<thread::JoinHandle<()>>,
+    _spin: Arc<Spinning>,
 }
 
 impl SimClock {
@@ -725,7 +752,7 @@ impl SimClock {
 /// it arrived (by the latest /clock: at the clock's 10 ms resolution).
 pub struct FrameWatcher {
     pub frames: Arc<Mutex<Vec<(f64, f64)>>>,
-    _spin: thread::JoinHandle<()>,
+    _spin: Spinning,
 }
 
 impl FrameWatcher {

@@ -496,10 +496,12 @@ pub struct TokenSource {
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Actuators {
-    /// geometry_msgs/Twist (or TwistStamped below).
+    /// geometry_msgs/Twist or TwistStamped, as `cmd_vel_stamped` says.
     pub cmd_vel: String,
-    /// Publish TwistStamped instead of Twist (Jazzy+ diff drive controllers).
-    pub cmd_vel_stamped: bool,
+    /// Which type goes on `cmd_vel`: `auto` (the type of the topic's
+    /// subscribers decides: TwistStamped on the Jazzy TurtleBots, Twist on
+    /// Humble), `true` (TwistStamped) or `false` (Twist).
+    pub cmd_vel_stamped: CmdVelStamped,
     /// control_msgs/FollowJointTrajectory server of the pan-tilt head ("" = none).
     pub head_action: String,
     /// Joint names of the head, pan first, tilt second.
@@ -558,11 +560,55 @@ pub struct Actuators {
     pub world_topic: String,
 }
 
+/// Which message type the bridge publishes on `actuators.cmd_vel`. Read
+/// from `auto`, or from a boolean (`true`: TwistStamped) as the key was
+/// before it took `auto`; written as `auto`, `true` or `false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmdVelStamped {
+    Auto,
+    Stamped,
+    Unstamped,
+}
+
+impl<'de> Deserialize<'de> for CmdVelStamped {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Flag(bool),
+            Word(String),
+        }
+        let expected = |got: &str| {
+            serde::de::Error::custom(format!("expected auto, true or false, not {got}"))
+        };
+        match Written::deserialize(deserializer).map_err(|_| expected("that value"))? {
+            Written::Flag(true) => Ok(Self::Stamped),
+            Written::Flag(false) => Ok(Self::Unstamped),
+            Written::Word(word) => match word.as_str() {
+                "auto" => Ok(Self::Auto),
+                "true" => Ok(Self::Stamped),
+                "false" => Ok(Self::Unstamped),
+                other => Err(expected(&format!("{other:?}"))),
+            },
+        }
+    }
+}
+
+impl serde::Serialize for CmdVelStamped {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(match self {
+            Self::Auto => "auto",
+            Self::Stamped => "true",
+            Self::Unstamped => "false",
+        })
+    }
+}
+
 impl Default for Actuators {
     fn default() -> Self {
         Self {
             cmd_vel: "cmd_vel".into(),
-            cmd_vel_stamped: false,
+            cmd_vel_stamped: CmdVelStamped::Auto,
             head_action: "head_controller/follow_joint_trajectory".into(),
             head_joints: vec!["head_pan_joint".into(), "head_tilt_joint".into()],
             arm_action: "arm_controller/follow_joint_trajectory".into(),

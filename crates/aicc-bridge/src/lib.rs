@@ -33,8 +33,8 @@ mod tools;
 // Running the bridge: the node's main, the test kit's in-process bridge.
 pub use bridge::{run, Listeners, Startup};
 pub use config::{
-    Config, ControllerInterface, ImageTransport, RecordMode, Reliability, SensorTopic,
-    DEFAULT_NODE_NAME,
+    CmdVelStamped, Config, ControllerInterface, ImageTransport, RecordMode, Reliability,
+    SensorTopic, DEFAULT_NODE_NAME,
 };
 pub use governor::safety::UnobservedPolicy;
 
@@ -43,6 +43,7 @@ pub use governor::safety::UnobservedPolicy;
 pub mod port {
     pub use crate::governor::hazards::Hazard;
     pub use crate::governor::BaseVelocity;
+    pub use crate::robot::cmd_vel::{decide as decide_cmd_vel, CmdVelKind, CmdVelOutput};
     pub use crate::robot::frames::TransformSample;
     pub use crate::robot::names::{resolve, Names};
     pub use crate::robot::samples::{Latest, SampleStore};

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::age::Now;
 use super::halt::Halts;
-use super::port::{ActuatorPort, Endpoint, SensorPort};
+use super::port::{ActuatorPort, Endpoint, PortError, SensorPort};
 use super::surroundings::{SourceConfig, Surroundings};
 use crate::config::SensorConfig;
 use crate::governor::coverage::{Observation, SourceKind, ZoneGrid};
@@ -382,6 +382,12 @@ impl BaseDriver {
     /// The topic the governed commands go to, for messages.
     pub fn endpoint(&self) -> String {
         self.actuators.endpoint(Endpoint::CmdVel)
+    }
+
+    /// Why governed commands cannot reach the base now (the port's word):
+    /// a motion is refused with it rather than driven into nothing.
+    pub fn output_unavailable(&self) -> Option<PortError> {
+        self.actuators.base_output_unavailable()
     }
 
     /// At exit: stops, and publishes zero whatever the loop was doing.

@@ -6,6 +6,7 @@
 pub(crate) mod age;
 pub(crate) mod arm_reach;
 pub(crate) mod base_driver;
+pub(crate) mod cmd_vel;
 pub mod frames;
 pub(crate) mod halt;
 pub(crate) mod joint_driver;

@@ -59,6 +59,14 @@ pub enum PortError {
     /// The controller refused the goal (unknown joints, limits): not retryable.
     #[error("{name} rejected the goal ({reason}); the controller refuses unknown joints and positions outside its limits")]
     Rejected { name: String, reason: String },
+    /// The topic's other endpoints take another message type than the
+    /// bridge would publish: nothing is sent until the setting or the
+    /// robot changes (not retryable).
+    #[error("{name}: {reason}")]
+    TypeMismatch { name: String, reason: String },
+    /// Nothing on the robot's side tells how to talk to it yet (retryable).
+    #[error("{name}: {reason}")]
+    NotReady { name: String, reason: String },
     /// Talking to the controller or topic failed.
     #[error("{name}: {reason}")]
     Failed { name: String, reason: String },
@@ -78,6 +86,7 @@ impl PortError {
         !matches!(
             self,
             PortError::NotConfigured { .. }
+                | PortError::TypeMismatch { .. }
                 | PortError::Rejected { .. }
                 | PortError::HaltedBeforeSending { .. }
                 | PortError::Halted { .. }
@@ -183,6 +192,13 @@ pub struct SensorStatistics {
 pub trait ActuatorPort: Send + Sync + 'static {
     /// Publishes one base velocity command (already governed).
     fn publish_base_velocity(&self, velocity: BaseVelocity);
+
+    /// Why base velocity cannot reach the base now (its topic's type is not
+    /// settled, or the robot takes another type than configured): motion
+    /// is refused with it. None when commands go out.
+    fn base_output_unavailable(&self) -> Option<PortError> {
+        None
+    }
 
     /// Sends a trajectory to a controller; resolves when it finishes.
     /// Nothing goes out once `control.halt` has fired, not even a goal

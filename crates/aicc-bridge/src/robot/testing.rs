@@ -41,6 +41,8 @@ pub struct RecordingActuators {
     cancelled: Arc<Mutex<Vec<Controller>>>,
     mode: GoalMode,
     names: Names,
+    /// What [`ActuatorPort::base_output_unavailable`] says (None: commands go out).
+    base_output: Mutex<Option<PortError>>,
 }
 
 impl RecordingActuators {
@@ -50,6 +52,14 @@ impl RecordingActuators {
 
     pub fn with_mode(mode: GoalMode) -> Self {
         Self { mode, ..Self::default() }
+    }
+
+    /// Makes base velocity undeliverable (`Some`) or deliverable again:
+    /// what a robot whose cmd_vel type does not match looks like. Commands
+    /// published meanwhile are still recorded (the port's promise is that
+    /// motion is refused before them; a test checks it).
+    pub fn set_base_output_unavailable(&self, why: Option<PortError>) {
+        *self.base_output.lock() = why;
     }
 
     /// Every base velocity published, oldest first.
@@ -76,6 +86,10 @@ impl RecordingActuators {
 impl ActuatorPort for RecordingActuators {
     fn publish_base_velocity(&self, velocity: BaseVelocity) {
         self.velocities.lock().push(velocity);
+    }
+
+    fn base_output_unavailable(&self) -> Option<PortError> {
+        self.base_output.lock().clone()
     }
 
     fn follow_trajectory(

@@ -233,6 +233,7 @@ impl Bridge {
                 .collect();
             let sensors =
                 serde_json::to_value(self.tools.sensors.statistics()).unwrap_or(Value::Null);
+            let base_output = self.tools.base.output_unavailable().map(|error| error.to_string());
             {
                 let mut core = self.core.lock();
                 core.note_outbound(
@@ -241,6 +242,7 @@ impl Bridge {
                     self.outbox_limits.bytes,
                 );
                 core.note_sensors(sensors);
+                core.note_base_output(base_output);
             }
             if self.trimmer.take_due(now) {
                 let started = Instant::now();

@@ -45,6 +45,8 @@ pub(super) struct ShellFacts {
     outbound_max_bytes: usize,
     /// What each sensor delivered, as the robot side counts it (null until reported).
     sensors: Value,
+    /// Why base velocity cannot reach the base, as the robot side says.
+    base_output_unavailable: Option<String>,
 }
 
 /// How the core answers a built-in tool.
@@ -151,6 +153,7 @@ impl Core {
             "last_error": self.last_error,
             "auth_required": self.auth_required(),
             "sensors": shell.sensors,
+            "base_output_unavailable": shell.base_output_unavailable,
         })
     }
 
@@ -177,6 +180,12 @@ impl Core {
     /// stamp and receipt delay), as the robot side reported it.
     pub fn note_sensors(&mut self, sensors: Value) {
         self.shell.sensors = sensors;
+    }
+
+    /// Why base velocity cannot reach the base (None: it can), as the
+    /// robot side said it.
+    pub fn note_base_output(&mut self, unavailable: Option<String>) {
+        self.shell.base_output_unavailable = unavailable;
     }
 
     /// Records an error for `status` (e.g. from the shell).

@@ -15,7 +15,7 @@ use crate::motion::{
 };
 use crate::protocol::{AiccError, ErrorCode};
 use crate::robot::base_driver::BaseDriver;
-use crate::robot::OdometrySample;
+use crate::robot::{OdometrySample, PortError};
 use crate::tools::ToolContext;
 
 /// The error of a motion the governor held at zero: `execution_failed`,
@@ -147,6 +147,9 @@ pub async fn run(
     segments: Vec<Segment>,
     generation: u64,
 ) -> Result<Achieved, AiccError> {
+    if let Some(error) = ctx.base.output_unavailable() {
+        return Err(output_unavailable_error(tool, &error, false));
+    }
     let start = fresh_odometry(ctx)?;
     let settings =
         Settings { limits: *ctx.base.limits(), tolerance_m: ctx.config.base.move_tolerance_m };
@@ -182,6 +185,10 @@ pub async fn run(
             }
             match output.action {
                 Action::Drive(velocity) => {
+                    if let Some(error) = ctx.base.output_unavailable() {
+                        ctx.base.stop();
+                        return Err(output_unavailable_error(tool, &error, true));
+                    }
                     if !ctx.base.request(generation, velocity, now) {
                         // A stop came between the check and the request: step again to end.
                         halted = true;
@@ -239,6 +246,17 @@ fn progress_event(
 }
 
 /// The AICC error of a motion that ended early.
+/// A motion refused (or ended) because its commands cannot reach the
+/// base: the port says why and whether it may pass.
+fn output_unavailable_error(tool: &str, error: &PortError, moving: bool) -> AiccError {
+    let outcome = if moving { "the base was told to stop" } else { "nothing was sent" };
+    AiccError::new(
+        ErrorCode::ToolUnavailable,
+        error.retryable(),
+        format!("{tool} cannot drive the base: {error}; {outcome}"),
+    )
+}
+
 pub fn motion_error(tool: &str, failure: &Failure) -> AiccError {
     let what = match failure.report {
         Report::Rotate { .. } => "turn",
