@@ -21,7 +21,7 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
     let _sim = start_sim(&["--profile", "turtlebot4", "--x", "-1.0", "--y", "-0.8"]);
     let truth = GroundTruth::subscribe();
     let speed = TruthSpeed::subscribe();
-    let cmd_vel = CmdVelRecorder::subscribe();
+    let cmd_vel = CmdVelRecorder::subscribe_stamped();
     let first_bump: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let sink = first_bump.clone();
     let _hazards = subscribe_in_thread::<r2r::irobot_create_msgs::msg::HazardDetectionVector>(

@@ -527,6 +527,24 @@ impl CmdVelRecorder {
         CmdVelRecorder { samples, _spin: spin }
     }
 
+    /// The same, of TwistStamped: a robot that takes TwistStamped (the
+    /// TurtleBots on Jazzy) must see only that type on /cmd_vel.
+    pub fn subscribe_stamped() -> Self {
+        ros_environment();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::TwistStamped>(
+            "cmd_vel_recorder",
+            "/cmd_vel",
+            r2r::QosProfile::default().best_effort(),
+            move |msg| {
+                let twist = msg.twist;
+                sink.lock().unwrap().push((Instant::now(), twist.linear.x, twist.angular.z));
+            },
+        );
+        CmdVelRecorder { samples, _spin: spin }
+    }
+
     /// The first all-zero command received after `since`.
     pub fn first_zero_after(&self, since: Instant) -> Option<Instant> {
         self.samples
