@@ -101,6 +101,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--y", type=float, default=0.0, help="spawn y in the world (m)")
     p.add_argument("--yaw", type=float, default=0.0, help="spawn heading (rad)")
     p.add_argument("--cmd-vel-stamped", action="store_true", help="subscribe TwistStamped instead of Twist")
+    p.add_argument("--relay-hazards", action="store_true",
+                   help="publish the profile's hazard_detection (a TurtleBot 4 whose republisher relays it)")
+    p.add_argument("--depth", action="store_true",
+                   help="publish a depth image where the profile's robot ships without one")
     p.add_argument("--joint", action="append", default=[], metavar="NAME=POSITION",
                    help="initial joint position (repeatable); the arm starts stowed")
     p.add_argument("--real-time-factor", type=float, default=1.0)
@@ -247,15 +251,17 @@ class AiccSim:
         self.pub_rgb = node.create_publisher(pubs.Image, a.rgb_topic or f"{a.camera_ns}/image_raw", RELIABLE_IMAGES)
         self.pub_rgb_info = node.create_publisher(pubs.CameraInfo, a.rgb_info_topic or f"{a.camera_ns}/camera_info",
                                                   RELIABLE_IMAGES)
-        self.pub_depth = node.create_publisher(pubs.Image, a.depth_topic or f"{a.camera_ns}/depth/image_raw",
-                                               RELIABLE_IMAGES)
-        self.pub_depth_info = node.create_publisher(pubs.CameraInfo,
-                                                    a.depth_info_topic or f"{a.camera_ns}/depth/camera_info",
-                                                    RELIABLE_IMAGES)
+        self.pub_depth = self.pub_depth_info = None
+        if self.profile.depth or a.depth:
+            self.pub_depth = node.create_publisher(pubs.Image, a.depth_topic or f"{a.camera_ns}/depth/image_raw",
+                                                   RELIABLE_IMAGES)
+            self.pub_depth_info = node.create_publisher(pubs.CameraInfo,
+                                                        a.depth_info_topic or f"{a.camera_ns}/depth/camera_info",
+                                                        RELIABLE_IMAGES)
         self.pub_hazards = None
         # Hazards injected through the control topic: (type, frame_id, until sim time).
         self.injected_hazards: list[tuple[int, str, float]] = []
-        if self.profile.hazards_topic:
+        if self.profile.hazards_topic and a.relay_hazards:
             if pubs.CREATE_IMPORT_ERROR is None:
                 self.pub_hazards = node.create_publisher(pubs.HazardDetectionVector, self.profile.hazards_topic, SENSOR_DATA)
             else:
@@ -658,8 +664,9 @@ class AiccSim:
         rgb_msg, depth_msg, info = self.camera_msgs.fill(stamp, rgb, depth_m)
         self.pub_rgb.publish(rgb_msg)
         self.pub_rgb_info.publish(info)
-        self.pub_depth.publish(depth_msg)
-        self.pub_depth_info.publish(info)
+        if self.pub_depth is not None:
+            self.pub_depth.publish(depth_msg)
+            self.pub_depth_info.publish(info)
         # How many frames went out, for tests that count what subscribers got.
         self.camera_frames_published += 1
 

@@ -40,8 +40,11 @@ class Profile:
     without: tuple = ()
     # Publish sensor_msgs/BatteryState on this topic ("" = none).
     battery_topic: str = ""
-    # Publish irobot_create_msgs/HazardDetectionVector here ("" = none).
+    # Where irobot_create_msgs/HazardDetectionVector goes when relayed
+    # (--relay-hazards: the TurtleBot 4's republisher does not by default).
     hazards_topic: str = ""
+    # Whether the robot has a depth image as it ships (--depth adds one).
+    depth: bool = True
     # Depth image encoding: "32FC1" (m) or "16UC1" (mm, as the OAK-D's stereo).
     depth_encoding: str = "32FC1"
     # The velocity subscription's QoS: reliability and depth (TurtleBot 3 on
@@ -72,11 +75,14 @@ PROFILES = {
         without=("head",),
         battery_topic="/battery_state",
         cmd_vel_qos=("reliable", 10),
+        # The Pi camera only: no depth camera in the current TurtleBot 3 software.
+        depth=False,
     ),
-    # TurtleBot4 (standard): Create 3 base, round, 0.342 m across; RPLIDAR A1
-    # on rplidar_link, mounted turned 90 degrees, 0.15..12 m, 720 beams
-    # (0.5 degree), ~7.6 Hz; OAK-D topics (rgb preview, stereo depth in mm);
-    # no head, arm or gripper.
+    # TurtleBot4 (standard) on Jazzy: Create 3 base, round, 0.342 m across;
+    # RPLIDAR A1 on rplidar_link, mounted turned 90 degrees, 0.15..12 m, 720
+    # beams (0.5 degree), ~7.6 Hz; the OAK-D's 250x250 RGB preview and no
+    # depth (with --depth: stereo depth in mm); hazard_detection only when
+    # relayed (--relay-hazards); no head, arm or gripper.
     "turtlebot4": Profile(
         "turtlebot4",
         defaults={
@@ -86,6 +92,9 @@ PROFILES = {
             "rgb_info_topic": "/oakd/rgb/preview/camera_info",
             "depth_topic": "/oakd/stereo/image_raw",
             "depth_info_topic": "/oakd/stereo/camera_info",
+            # The OAK-D's RGB preview as turtlebot4_bringup configures it.
+            "width": 250,
+            "height": 250,
             # Jazzy: the Create 3 republisher subscribes TwistStamped on
             # cmd_vel (Twist is cmd_vel_unstamped), best effort, depth 1.
             "cmd_vel_stamped": True,
@@ -97,6 +106,9 @@ PROFILES = {
         hazards_topic="/hazard_detection",
         depth_encoding="16UC1",
         cmd_vel_qos=("best_effort", 1),
+        # RGB-only pipeline by default (oakd_pro.yaml): --depth is a robot
+        # whose user enabled the RGBD one.
+        depth=False,
     ),
 }
 

@@ -1,8 +1,9 @@
 //! The Create 3 hazard reports as the TurtleBot 4 profile's contact
 //! source: the simulator impersonates a TurtleBot 4 (`--profile
-//! turtlebot4`, /hazard_detection as irobot_create_msgs/
-//! HazardDetectionVector), the bridge runs config/turtlebot4.yaml
-//! unchanged. A bump reported while the robot drives forward stops it and
+//! turtlebot4 --relay-hazards`, /hazard_detection as irobot_create_msgs/
+//! HazardDetectionVector, relayed as the robot's republisher does once
+//! told to), the bridge runs config/turtlebot4.yaml with the hazards
+//! topic set as its comment says. A bump reported while the robot drives forward stops it and
 //! latches: forward is refused, reverse is the escape.
 mod support;
 
@@ -18,7 +19,9 @@ use support::{
 #[test]
 fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
     // Open floor ahead: 2.8 m to the north wall, clear of the objects.
-    let _sim = start_sim(&["--profile", "turtlebot4", "--x", "-1.0", "--y", "-0.8"]);
+    // hazard_detection relayed, as the republisher does once told to.
+    let _sim =
+        start_sim(&["--profile", "turtlebot4", "--relay-hazards", "--x", "-1.0", "--y", "-0.8"]);
     let truth = GroundTruth::subscribe();
     let speed = TruthSpeed::subscribe();
     let cmd_vel = CmdVelRecorder::subscribe_stamped();
@@ -34,7 +37,13 @@ fn a_bump_on_hazard_detection_stops_the_turtlebot4_and_latches() {
             }
         },
     );
-    let (_bridge, port) = start_bridge(&["--config", "config/turtlebot4.yaml"]);
+    let (_bridge, port) = start_bridge(&[
+        "--config",
+        "config/turtlebot4.yaml",
+        "--ros-args",
+        "-p",
+        "sensors.hazards.topic:=hazard_detection",
+    ]);
     let (mut client, _) = AiccClient::connect(port);
     let ready = client.call_when_ready("p0", "proprioception", json!({}), Duration::from_secs(30));
     assert_eq!(ready["ok"], true, "{ready}");
