@@ -67,6 +67,16 @@ struct Args {
     /// security.allow_remote, the tokens, the connection caps).
     #[arg(long, value_name = "FILE", conflicts_with = "record")]
     replay: Option<PathBuf>,
+    /// Preflight: start the ROS side as a run would (same --config and
+    /// --ros-args), watch the live graph for --check-seconds, print one
+    /// line per configured topic, actuator and the clock, with the setting
+    /// that fixes it, and exit: 0 only when the bridge can run safely. No
+    /// agent port is opened.
+    #[arg(long, conflicts_with = "replay")]
+    check: bool,
+    /// How long the preflight watches, seconds.
+    #[arg(long, default_value_t = 3.0, value_name = "SECONDS")]
+    check_seconds: f64,
 }
 
 /// What the command line's ROS arguments say about parameters (rcl reads
@@ -177,6 +187,9 @@ async fn main() -> anyhow::Result<()> {
     let parameters =
         Arc::new(aicc_ros2::ros::parameters::ParameterStore::new(&config, startup.live.clone()));
     let ros = aicc_ros2::ros::start(node, config.clone(), parameters)?;
+    if args.check {
+        return preflight(&ros, &config, args.check_seconds).await;
+    }
     let listeners = Listeners::bind(&config).await?;
     // The lines on stdout that launchers and tests wait for.
     let bound = listeners.aicc.local_addr()?;
@@ -226,6 +239,31 @@ async fn serve_replay(file: &std::path::Path, config: &Config) -> anyhow::Result
         served = aicc_bridge::recording::serve_file(file, listener, access) => served.map_err(|e| anyhow::anyhow!("{e}")),
         _ = wait_for_shutdown_signal() => Ok(()),
     }
+}
+
+/// `--check`: watches for `seconds`, prints the verdicts, exits 0 only
+/// when nothing failed.
+async fn preflight(
+    ros: &aicc_ros2::ros::RosAdapter,
+    config: &Config,
+    seconds: f64,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        seconds.is_finite() && seconds > 0.0,
+        "--check-seconds must be above 0, not {seconds}"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs_f64(seconds)).await;
+    let lines = aicc_bridge::check::judge(&ros.preflight_facts(config, seconds));
+    for line in &lines {
+        println!("{line}");
+    }
+    let failed = lines.iter().filter(|l| l.verdict == aicc_bridge::check::Verdict::Fail).count();
+    if failed > 0 {
+        println!("AICC_CHECK failed: {failed} item(s) above must be fixed before the bridge runs this robot");
+        std::process::exit(1);
+    }
+    println!("AICC_CHECK passed");
+    Ok(())
 }
 
 async fn wait_for_shutdown_signal() {

@@ -285,3 +285,73 @@ fn frames_come_from_the_robots_tf_and_a_stale_transform_is_named_in_diagnostics_
         client.call_when_ready("f2", "move", json!({ "forward": 0.05 }), Duration::from_secs(5));
     assert_eq!(result["ok"], true, "{result}");
 }
+
+/// Runs `aicc-ros2 --check` beside the simulator with `args`; returns its
+/// exit code and what it printed.
+fn preflight(args: &[&str]) -> (i32, String) {
+    ros_environment();
+    let output = Command::new(support::binary("aicc-ros2"))
+        .args(["--check", "--check-seconds", "5", "--config", "config/sim.yaml"])
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("running aicc-ros2 --check");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The line of `item` in a preflight's output.
+fn item_line<'a>(printed: &'a str, item: &str) -> &'a str {
+    printed
+        .lines()
+        .find(|line| line.contains(&format!("] {item}: ")))
+        .unwrap_or_else(|| panic!("no line for {item}:\n{printed}"))
+}
+
+/// The preflight against the robot its profile describes passes, every
+/// item ok; with deliberate mistakes (the wrong cmd_vel type, a reliable
+/// subscription against a best-effort publisher, a missing topic, a
+/// missing action server) it fails, naming each and its fix.
+#[test]
+fn the_preflight_passes_on_the_profiles_robot_and_names_each_mistake() {
+    let _sim = start_sim(&[]);
+    let (code, printed) = preflight(&[]);
+    println!("{printed}");
+    assert_eq!(code, 0, "{printed}");
+    assert!(printed.contains("AICC_CHECK passed"), "{printed}");
+    for item in [
+        "sensors.odom",
+        "sensors.scan",
+        "sensors.depth",
+        "actuators.cmd_vel",
+        "actuators.arm_action",
+        "use_sim_time",
+    ] {
+        assert!(item_line(&printed, item).starts_with("[ok  ]"), "{item}:\n{printed}");
+    }
+
+    let (code, printed) = preflight(&[
+        "--ros-args",
+        "-p",
+        "actuators.cmd_vel_stamped:=true",
+        "-p",
+        "sensors.scan.reliability:=reliable",
+        "-p",
+        "sensors.imu.topic:=no_such_imu",
+        "-p",
+        "actuators.arm_action:=no_such_arm/follow_joint_trajectory",
+    ]);
+    println!("{printed}");
+    assert_eq!(code, 1, "{printed}");
+    let cmd_vel = item_line(&printed, "actuators.cmd_vel");
+    assert!(
+        cmd_vel.starts_with("[FAIL]") && cmd_vel.contains("set it to false or auto"),
+        "{cmd_vel}"
+    );
+    let scan = item_line(&printed, "sensors.scan");
+    assert!(scan.starts_with("[FAIL]") && scan.contains("reliability: best_effort"), "{scan}");
+    let imu = item_line(&printed, "sensors.imu");
+    assert!(imu.starts_with("[WARN]") && imu.contains("nothing publishes /no_such_imu"), "{imu}");
+    let arm = item_line(&printed, "actuators.arm_action");
+    assert!(arm.starts_with("[WARN]") && arm.contains("no action server /no_such_arm"), "{arm}");
+    assert!(printed.contains("AICC_CHECK failed: 2 item(s)"), "{printed}");
+}

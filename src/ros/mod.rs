@@ -443,15 +443,141 @@ pub struct RosRobot {
     config: Arc<Config>,
 }
 
+/// What the graph showed at the spin thread's latest look, for the
+/// preflight: per watched topic its types and publishers, per action its
+/// feedback types and status publishers (a server), the /clock publishers.
+#[derive(Default)]
+struct GraphView {
+    topics: Vec<(Sensor, String, String, Vec<String>, usize)>,
+    actions: Vec<(&'static str, String, &'static str, Vec<String>, usize)>,
+    clock_publishers: usize,
+}
+
+/// How often the spin thread reads the graph for the preflight.
+const GRAPH_LOOK_PERIOD: Duration = Duration::from_secs(1);
+
+/// The action servers the bridge sends goals to: (configuration key,
+/// fully qualified name, action type).
+fn configured_actions(
+    config: &Config,
+    node_namespace: &str,
+) -> Vec<(&'static str, String, &'static str)> {
+    const TRAJECTORY: &str = "control_msgs/action/FollowJointTrajectory";
+    let a = &config.actuators;
+    [
+        ("actuators.head_action", &a.head_action, a.head_interface, TRAJECTORY),
+        ("actuators.arm_action", &a.arm_action, a.arm_interface, TRAJECTORY),
+        (
+            "actuators.gripper_action",
+            &a.gripper_action,
+            a.gripper_interface,
+            "control_msgs/action/GripperCommand",
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, name, interface, _)| !name.is_empty() && *interface != ControllerInterface::Topic)
+    .map(|(item, name, _, kind)| {
+        (item, fully_qualified(node_namespace, &resolve(&config.namespace, name)), kind)
+    })
+    .collect()
+}
+
+fn look_at_graph(
+    node: &r2r::Node,
+    watched: &[Subscribed],
+    actions: &[(&'static str, String, &'static str)],
+) -> GraphView {
+    let types = node.get_topic_names_and_types().unwrap_or_default();
+    let publishers =
+        |topic: &str| node.get_publishers_info_by_topic(topic, false).map_or(0, |p| p.len());
+    GraphView {
+        topics: watched
+            .iter()
+            .map(|s| {
+                let seen = types.get(&s.qualified).cloned().unwrap_or_default();
+                (s.sensor, s.qualified.clone(), s.type_name.clone(), seen, publishers(&s.qualified))
+            })
+            .collect(),
+        actions: actions
+            .iter()
+            .map(|(item, name, kind)| {
+                let feedback =
+                    types.get(&format!("{name}/_action/feedback")).cloned().unwrap_or_default();
+                (
+                    *item,
+                    name.clone(),
+                    *kind,
+                    feedback,
+                    publishers(&format!("{name}/_action/status")),
+                )
+            })
+            .collect(),
+        clock_publishers: publishers("/clock"),
+    }
+}
+
 /// Owns the spin thread; dropping it stops spinning.
 pub struct RosAdapter {
     pub samples: Arc<SampleStore>,
     pub robot: Arc<RosRobot>,
+    graph: Arc<Mutex<GraphView>>,
     running: Arc<AtomicBool>,
     spin_thread: Option<JoinHandle<()>>,
 }
 
 impl RosAdapter {
+    /// The preflight's facts: the graph's latest look, what each
+    /// subscription received so far (over `window_s`), the velocity
+    /// topic's state, the clock.
+    pub fn preflight_facts(&self, config: &Config, window_s: f64) -> aicc_bridge::check::Facts {
+        use aicc_bridge::check::{ActionFacts, Facts, TopicFacts};
+        let graph = self.graph.lock();
+        let statistics = self.samples.statistics();
+        let safety = |sensor: Sensor| {
+            matches!(
+                sensor,
+                Sensor::Odometry | Sensor::Depth | Sensor::Scan | Sensor::Bumper | Sensor::Hazards
+            ) || (sensor == Sensor::JointStates && !config.actuators.arm_action.is_empty())
+        };
+        let topics = graph
+            .topics
+            .iter()
+            .map(|(sensor, topic, expected, seen, publishers)| {
+                let delivered = statistics.iter().find(|s| s.sensor == sensor.key());
+                TopicFacts {
+                    item: format!("sensors.{}", sensor.key()),
+                    topic: topic.clone(),
+                    expected_type: expected.clone(),
+                    types_on_topic: seen.clone(),
+                    publishers: *publishers,
+                    received: delivered.map_or(0, |d| d.received),
+                    qos_note: delivered.and_then(|d| d.qos_note.clone()),
+                    safety: safety(*sensor),
+                }
+            })
+            .collect();
+        let actions = graph
+            .actions
+            .iter()
+            .map(|(item, name, kind, feedback, servers)| ActionFacts {
+                item: item.to_string(),
+                name: name.clone(),
+                expected_type: kind.to_string(),
+                feedback_types: feedback.clone(),
+                server_ready: *servers > 0,
+            })
+            .collect();
+        let cmd_vel = self.robot.cmd_vel.lock().topic.clone();
+        Facts {
+            window_s,
+            topics,
+            actions,
+            cmd_vel: (cmd_vel, self.robot.base_output_unavailable().map(|e| e.to_string())),
+            use_sim_time: config.use_sim_time,
+            clock_publishers: graph.clock_publishers,
+        }
+    }
+
     /// The robot port: sensors from the subscriptions, commands through
     /// the publishers and action clients.
     pub fn robot(&self) -> Robot {
@@ -480,10 +606,14 @@ fn qos(sensor: &SensorTopic) -> QosProfile {
     }
 }
 
-/// A subscription to watch for a QoS mismatch.
+/// A subscription to watch for a QoS mismatch, and to show the preflight.
 struct Subscribed {
     sensor: Sensor,
     topic: String,
+    /// Fully qualified, as the graph names it.
+    qualified: String,
+    /// The type the bridge reads.
+    type_name: String,
     reliable: bool,
 }
 
@@ -540,6 +670,7 @@ where
         _ => topic.clone(),
     };
     let kind = wire_type::<T>(&qualified, config);
+    let type_name = kind.type_name.to_string();
     let wire_store = samples.clone();
     let with_bytes = stream.map(move |msg: T| {
         // Outside the store's lock: readers never wait for a serialisation.
@@ -565,6 +696,8 @@ where
     subscriptions.watched.push(Subscribed {
         sensor: which,
         topic,
+        qualified,
+        type_name,
         reliable: sensor.reliability == Reliability::Reliable,
     });
     Ok(())
@@ -974,12 +1107,20 @@ pub fn start(
     let running = Arc::new(AtomicBool::new(true));
     let spin_running = running.clone();
     let qos_watch = slot.clone();
+    let graph = Arc::new(Mutex::new(GraphView::default()));
+    let spin_graph = graph.clone();
+    let actions = configured_actions(&config, &node.namespace()?);
     let spin_thread = std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
         let mut next_qos_check = Instant::now();
         let mut next_cmd_vel_look = Instant::now();
+        let mut next_graph_look = Instant::now();
         while spin_running.load(Ordering::Relaxed) {
             node.spin_once(SPIN_TIMEOUT);
             subs.drain_all();
+            if Instant::now() >= next_graph_look {
+                next_graph_look = Instant::now() + GRAPH_LOOK_PERIOD;
+                *spin_graph.lock() = look_at_graph(&node, &subs.watched, &actions);
+            }
             if Instant::now() >= next_cmd_vel_look {
                 let publishing = look_at_cmd_vel(&mut node, &cmd_vel, &spin_clock, &publisher_qos);
                 next_cmd_vel_look = Instant::now()
@@ -998,7 +1139,7 @@ pub fn start(
             }
         }
     })?;
-    Ok(RosAdapter { samples: slot, robot, running, spin_thread: Some(spin_thread) })
+    Ok(RosAdapter { samples: slot, robot, graph, running, spin_thread: Some(spin_thread) })
 }
 
 /// A controller's action client and/or trajectory publisher, as its

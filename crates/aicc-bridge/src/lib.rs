@@ -21,6 +21,7 @@ mod history;
 mod live;
 mod parameters;
 mod perception;
+mod preflight;
 mod protocol;
 mod recorder;
 mod replay;
@@ -103,4 +104,10 @@ pub mod protocol_core {
 /// drives it.
 pub mod ai_control_rpc {
     pub use crate::ai_control::rpc::{decode_request, error_line};
+}
+
+/// The preflight's judgement (`aicc-ros2 --check`): the facts the ROS side
+/// gathers from the live graph, and one line per item with its fix.
+pub mod check {
+    pub use crate::preflight::{judge, passed, ActionFacts, Facts, Line, TopicFacts, Verdict};
 }

@@ -65,25 +65,28 @@ pub fn decide(
         types_on_topic.iter().filter_map(|name| CmdVelKind::from_type_name(name)).collect();
     seen.sort_by_key(|kind| *kind as u8);
     seen.dedup();
-    if seen.len() > 1 {
-        let now = match ours {
-            Some(kind) => format!(" (the bridge's own is {})", kind.type_name()),
-            None => String::new(),
-        };
+    // The robot's side, as far as the graph tells: the bridge's own type
+    // is on the topic once it publishes, so only the other type says
+    // something about the robot then.
+    let robot: Vec<CmdVelKind> = seen.into_iter().filter(|kind| Some(*kind) != ours).collect();
+    if robot.len() > 1 {
         return CmdVelOutput::Refused(format!(
-            "{topic} has endpoints of two types, Twist and TwistStamped{now}: a subscriber matches only its own type, so the bridge publishes nothing there until one type is left (check `ros2 topic info -v {topic}`)"
+            "{topic} has endpoints of two types, Twist and TwistStamped: a subscriber matches only its own type, so the bridge publishes nothing there until one type is left (check `ros2 topic info -v {topic}`)"
         ));
     }
-    let robot_kind = seen.first().copied().filter(|kind| Some(*kind) != ours);
-    match (setting, robot_kind) {
-        (CmdVelStamped::Auto, Some(kind)) => CmdVelOutput::Publish(kind),
-        (CmdVelStamped::Auto, None) => match ours {
-            Some(kind) => CmdVelOutput::Publish(kind),
-            None => CmdVelOutput::Waiting(format!(
-                "nothing subscribes to {topic} yet, and its subscriber's type decides what the bridge publishes (actuators.cmd_vel_stamped: auto): is the base driver running? Set cmd_vel_stamped to true (TwistStamped) or false (Twist) to publish without one"
-            )),
-        },
-        (setting, robot_kind) => {
+    let robot_kind = robot.first().copied();
+    match (setting, robot_kind, ours) {
+        (CmdVelStamped::Auto, Some(kind), None) => CmdVelOutput::Publish(kind),
+        (CmdVelStamped::Auto, Some(kind), Some(own)) => CmdVelOutput::Refused(format!(
+            "{topic} carries {} now besides the bridge's {}: a subscriber matches only its own type, so the bridge publishes nothing there; restart the bridge once one type is left (check `ros2 topic info -v {topic}`)",
+            kind.type_name(),
+            own.type_name()
+        )),
+        (CmdVelStamped::Auto, None, Some(own)) => CmdVelOutput::Publish(own),
+        (CmdVelStamped::Auto, None, None) => CmdVelOutput::Waiting(format!(
+            "nothing subscribes to {topic} yet, and its subscriber's type decides what the bridge publishes (actuators.cmd_vel_stamped: auto): is the base driver running? Set cmd_vel_stamped to true (TwistStamped) or false (Twist) to publish without one"
+        )),
+        (setting, robot_kind, _) => {
             let configured = match setting {
                 CmdVelStamped::Stamped => CmdVelKind::TwistStamped,
                 _ => CmdVelKind::Twist,
@@ -159,13 +162,14 @@ mod tests {
 
     #[test]
     fn two_types_or_a_foreign_one_on_the_topic_are_refused_whatever_the_setting() {
+        let both = types(&[TWIST, STAMPED]);
         for setting in [CmdVelStamped::Auto, CmdVelStamped::Stamped, CmdVelStamped::Unstamped] {
+            let refused = decide(setting, "/cmd_vel", &both, None);
+            assert!(
+                matches!(refused, CmdVelOutput::Refused(ref why) if why.contains("two types")),
+                "{refused:?}"
+            );
             for ours in [None, Some(CmdVelKind::Twist), Some(CmdVelKind::TwistStamped)] {
-                let both = decide(setting, "/cmd_vel", &types(&[TWIST, STAMPED]), ours);
-                assert!(
-                    matches!(both, CmdVelOutput::Refused(ref why) if why.contains("two types")),
-                    "{both:?}"
-                );
                 let foreign = decide(setting, "/cmd_vel", &types(&["std_msgs/msg/String"]), ours);
                 assert!(
                     matches!(foreign, CmdVelOutput::Refused(ref why) if why.contains("std_msgs/msg/String")),
@@ -173,5 +177,17 @@ mod tests {
                 );
             }
         }
+        // Publishing already, the other type appears: under auto the bridge
+        // stops; with a set type the robot's is named with the fix.
+        let auto = decide(CmdVelStamped::Auto, "/cmd_vel", &both, Some(CmdVelKind::Twist));
+        assert!(
+            matches!(auto, CmdVelOutput::Refused(ref why) if why.contains("carries geometry_msgs/msg/TwistStamped now")),
+            "{auto:?}"
+        );
+        let set = decide(CmdVelStamped::Stamped, "/cmd_vel", &both, Some(CmdVelKind::TwistStamped));
+        assert!(
+            matches!(set, CmdVelOutput::Refused(ref why) if why.contains("is geometry_msgs/msg/Twist on this robot") && why.contains("set it to false or auto")),
+            "{set:?}"
+        );
     }
 }
