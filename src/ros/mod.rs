@@ -371,6 +371,28 @@ fn fully_qualified(node_namespace: &str, name: &str) -> String {
     }
 }
 
+/// The types on `topic` that the graph can be trusted to name, and whether
+/// it holds more. r2r 0.9.7's get_topic_names_and_types reads only the
+/// first type of each topic right: for a topic with several, the others it
+/// returns are the first types of the topics after it (seen here: a
+/// `/cmd_vel` with Twist and TwistStamped read as Twist and
+/// DiagnosticArray). The publishers' own types (read per endpoint) are
+/// right; the subscribers' beyond the first are not known.
+fn topic_types(
+    node: &r2r::Node,
+    all: &std::collections::HashMap<String, Vec<String>>,
+    topic: &str,
+) -> (Vec<String>, bool) {
+    let listed = all.get(topic).map_or(&[][..], Vec::as_slice);
+    let mut types: Vec<String> = listed.iter().take(1).cloned().collect();
+    for publisher in node.get_publishers_info_by_topic(topic, false).unwrap_or_default() {
+        if !types.contains(&publisher.topic_type) {
+            types.push(publisher.topic_type);
+        }
+    }
+    (types, listed.len() > 1)
+}
+
 /// Reads the velocity topic's types from the graph, decides what may be
 /// published, makes the publisher when first decided, and says a change
 /// in the log. Returns whether commands go out.
@@ -381,15 +403,15 @@ fn look_at_cmd_vel(
     qos: &QosProfile,
 ) -> bool {
     let mut state = cmd_vel.lock();
-    let types = match node.get_topic_names_and_types() {
-        Ok(mut topics) => topics.remove(&state.topic).unwrap_or_default(),
+    let (types, unnamed) = match node.get_topic_names_and_types() {
+        Ok(topics) => topic_types(node, &topics, &state.topic),
         Err(error) => {
             tracing::warn!(%error, "reading the ROS graph for {}", state.topic);
             return matches!(state.output, CmdVelOutput::Publish(_));
         }
     };
     let ours = state.publisher.as_ref().map(CmdVelPublisher::kind);
-    let mut output = decide_cmd_vel(state.setting, &state.topic, &types, ours);
+    let mut output = decide_cmd_vel(state.setting, &state.topic, &types, unnamed, ours);
     if let (CmdVelOutput::Publish(kind), None) = (&output, ours) {
         let made = match kind {
             CmdVelKind::Twist => {
@@ -494,15 +516,14 @@ fn look_at_graph(
         topics: watched
             .iter()
             .map(|s| {
-                let seen = types.get(&s.qualified).cloned().unwrap_or_default();
+                let (seen, _) = topic_types(node, &types, &s.qualified);
                 (s.sensor, s.qualified.clone(), s.type_name.clone(), seen, publishers(&s.qualified))
             })
             .collect(),
         actions: actions
             .iter()
             .map(|(item, name, kind)| {
-                let feedback =
-                    types.get(&format!("{name}/_action/feedback")).cloned().unwrap_or_default();
+                let (feedback, _) = topic_types(node, &types, &format!("{name}/_action/feedback"));
                 (
                     *item,
                     name.clone(),

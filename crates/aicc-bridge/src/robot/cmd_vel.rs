@@ -24,6 +24,13 @@ impl CmdVelKind {
         [Self::Twist, Self::TwistStamped].into_iter().find(|kind| kind.type_name() == name)
     }
 
+    fn other(self) -> Self {
+        match self {
+            Self::Twist => Self::TwistStamped,
+            Self::TwistStamped => Self::Twist,
+        }
+    }
+
     /// The `actuators.cmd_vel_stamped` value that publishes this type.
     fn setting(self) -> &'static str {
         match self {
@@ -48,10 +55,13 @@ pub enum CmdVelOutput {
 
 /// Decides from the types the graph shows on `topic` (`types_on_topic`,
 /// the bridge's own publisher included once it exists: `ours`).
+/// `unnamed_types`: the graph holds more types there than it names (the
+/// ROS side cannot read every type of a topic that has several).
 pub fn decide(
     setting: CmdVelStamped,
     topic: &str,
     types_on_topic: &[String],
+    unnamed_types: bool,
     ours: Option<CmdVelKind>,
 ) -> CmdVelOutput {
     let foreign: Vec<&String> =
@@ -68,7 +78,21 @@ pub fn decide(
     // The robot's side, as far as the graph tells: the bridge's own type
     // is on the topic once it publishes, so only the other type says
     // something about the robot then.
-    let robot: Vec<CmdVelKind> = seen.into_iter().filter(|kind| Some(*kind) != ours).collect();
+    let mut robot: Vec<CmdVelKind> = seen.into_iter().filter(|kind| Some(*kind) != ours).collect();
+    if unnamed_types {
+        match (ours, robot.is_empty()) {
+            // Another type than the bridge's own is there: the only one a
+            // velocity subscriber can have is the other (a foreign one is
+            // refused all the same).
+            (Some(own), true) => robot.push(own.other()),
+            (None, _) => {
+                return CmdVelOutput::Refused(format!(
+                    "{topic} has endpoints of more than one type: a subscriber matches only its own type, so the bridge publishes nothing there until one type is left (check `ros2 topic info -v {topic}`)"
+                ))
+            }
+            _ => {}
+        }
+    }
     if robot.len() > 1 {
         return CmdVelOutput::Refused(format!(
             "{topic} has endpoints of two types, Twist and TwistStamped: a subscriber matches only its own type, so the bridge publishes nothing there until one type is left (check `ros2 topic info -v {topic}`)"
@@ -120,16 +144,17 @@ mod tests {
     fn auto_publishes_the_subscribers_type_and_waits_for_one() {
         for (seen, kind) in [(STAMPED, CmdVelKind::TwistStamped), (TWIST, CmdVelKind::Twist)] {
             assert_eq!(
-                decide(CmdVelStamped::Auto, "/cmd_vel", &types(&[seen]), None),
+                decide(CmdVelStamped::Auto, "/cmd_vel", &types(&[seen]), false, None),
                 CmdVelOutput::Publish(kind)
             );
             // Once the bridge publishes it, its own type is on the topic too.
             assert_eq!(
-                decide(CmdVelStamped::Auto, "/cmd_vel", &types(&[seen]), Some(kind)),
+                decide(CmdVelStamped::Auto, "/cmd_vel", &types(&[seen]), false, Some(kind)),
                 CmdVelOutput::Publish(kind)
             );
         }
-        let CmdVelOutput::Waiting(why) = decide(CmdVelStamped::Auto, "/cmd_vel", &[], None) else {
+        let CmdVelOutput::Waiting(why) = decide(CmdVelStamped::Auto, "/cmd_vel", &[], false, None)
+        else {
             panic!("no subscriber: waiting")
         };
         assert!(why.contains("/cmd_vel") && why.contains("cmd_vel_stamped"), "{why}");
@@ -138,24 +163,30 @@ mod tests {
     #[test]
     fn a_setting_the_robot_disagrees_with_is_refused_naming_the_fix() {
         let CmdVelOutput::Refused(why) =
-            decide(CmdVelStamped::Unstamped, "/cmd_vel", &types(&[STAMPED]), None)
+            decide(CmdVelStamped::Unstamped, "/cmd_vel", &types(&[STAMPED]), false, None)
         else {
             panic!("Twist configured, TwistStamped subscribed: refused")
         };
         assert!(why.contains(STAMPED) && why.contains("set it to true or auto"), "{why}");
         let CmdVelOutput::Refused(why) =
-            decide(CmdVelStamped::Stamped, "/cmd_vel", &types(&[TWIST]), None)
+            decide(CmdVelStamped::Stamped, "/cmd_vel", &types(&[TWIST]), false, None)
         else {
             panic!("TwistStamped configured, Twist subscribed: refused")
         };
         assert!(why.contains("set it to false or auto"), "{why}");
         // With nothing on the topic, a set type is published as set.
         assert_eq!(
-            decide(CmdVelStamped::Stamped, "/cmd_vel", &[], None),
+            decide(CmdVelStamped::Stamped, "/cmd_vel", &[], false, None),
             CmdVelOutput::Publish(CmdVelKind::TwistStamped)
         );
         assert_eq!(
-            decide(CmdVelStamped::Unstamped, "/cmd_vel", &types(&[TWIST]), Some(CmdVelKind::Twist)),
+            decide(
+                CmdVelStamped::Unstamped,
+                "/cmd_vel",
+                &types(&[TWIST]),
+                false,
+                Some(CmdVelKind::Twist)
+            ),
             CmdVelOutput::Publish(CmdVelKind::Twist)
         );
     }
@@ -164,13 +195,14 @@ mod tests {
     fn two_types_or_a_foreign_one_on_the_topic_are_refused_whatever_the_setting() {
         let both = types(&[TWIST, STAMPED]);
         for setting in [CmdVelStamped::Auto, CmdVelStamped::Stamped, CmdVelStamped::Unstamped] {
-            let refused = decide(setting, "/cmd_vel", &both, None);
+            let refused = decide(setting, "/cmd_vel", &both, false, None);
             assert!(
                 matches!(refused, CmdVelOutput::Refused(ref why) if why.contains("two types")),
                 "{refused:?}"
             );
             for ours in [None, Some(CmdVelKind::Twist), Some(CmdVelKind::TwistStamped)] {
-                let foreign = decide(setting, "/cmd_vel", &types(&["std_msgs/msg/String"]), ours);
+                let foreign =
+                    decide(setting, "/cmd_vel", &types(&["std_msgs/msg/String"]), false, ours);
                 assert!(
                     matches!(foreign, CmdVelOutput::Refused(ref why) if why.contains("std_msgs/msg/String")),
                     "{foreign:?}"
@@ -179,12 +211,32 @@ mod tests {
         }
         // Publishing already, the other type appears: under auto the bridge
         // stops; with a set type the robot's is named with the fix.
-        let auto = decide(CmdVelStamped::Auto, "/cmd_vel", &both, Some(CmdVelKind::Twist));
+        let auto = decide(CmdVelStamped::Auto, "/cmd_vel", &both, false, Some(CmdVelKind::Twist));
         assert!(
             matches!(auto, CmdVelOutput::Refused(ref why) if why.contains("carries geometry_msgs/msg/TwistStamped now")),
             "{auto:?}"
         );
-        let set = decide(CmdVelStamped::Stamped, "/cmd_vel", &both, Some(CmdVelKind::TwistStamped));
+        let set = decide(
+            CmdVelStamped::Stamped,
+            "/cmd_vel",
+            &both,
+            false,
+            Some(CmdVelKind::TwistStamped),
+        );
+        // The graph naming only the bridge's own type, with more unnamed:
+        // the robot's is the other.
+        let own = types(&[STAMPED]);
+        let set =
+            decide(CmdVelStamped::Stamped, "/cmd_vel", &own, true, Some(CmdVelKind::TwistStamped));
+        assert!(
+            matches!(set, CmdVelOutput::Refused(ref why) if why.contains("is geometry_msgs/msg/Twist on this robot")),
+            "{set:?}"
+        );
+        let auto = decide(CmdVelStamped::Auto, "/cmd_vel", &types(&[TWIST]), true, None);
+        assert!(
+            matches!(auto, CmdVelOutput::Refused(ref why) if why.contains("more than one type")),
+            "{auto:?}"
+        );
         assert!(
             matches!(set, CmdVelOutput::Refused(ref why) if why.contains("is geometry_msgs/msg/Twist on this robot") && why.contains("set it to false or auto")),
             "{set:?}"
