@@ -841,7 +841,7 @@ fn qos_mismatch(node: &r2r::Node, subscription: &Subscribed) -> Option<String> {
     if !subscription.reliable {
         return None;
     }
-    let publishers = node.get_publishers_info_by_topic(&subscription.topic, false).ok()?;
+    let publishers = node.get_publishers_info_by_topic(&subscription.qualified, false).ok()?;
     let best_effort: Vec<String> = publishers
         .iter()
         .filter(|p| p.qos_profile.reliability == r2r::qos::ReliabilityPolicy::BestEffort)
