@@ -1689,10 +1689,46 @@ mod tests {
             DEFAULT_NODE_NAME,
         )
         .unwrap();
+        // As the robot ships on Jazzy: no depth image, hazards not relayed,
+        // no arm; cmd_vel's type from its subscriber.
         assert_eq!(
-            (tb4.sensors.depth.topic.as_str(), tb4.actuators.arm_action.as_str()),
-            ("oakd/stereo/image_raw", "")
+            (
+                tb4.sensors.depth.topic.as_str(),
+                tb4.sensors.hazards.topic.as_str(),
+                tb4.actuators.arm_action.as_str(),
+                tb4.actuators.cmd_vel_stamped,
+            ),
+            ("", "", "", CmdVelStamped::Auto)
         );
+        let tb3 = Config::from_params_yaml(
+            include_str!("../../../config/turtlebot3.yaml"),
+            DEFAULT_NODE_NAME,
+        )
+        .unwrap();
+        assert_eq!(
+            (tb3.sensors.depth.topic.as_str(), tb3.actuators.cmd_vel_stamped),
+            ("", CmdVelStamped::Auto)
+        );
+    }
+
+    #[test]
+    fn cmd_vel_stamped_reads_auto_and_the_booleans_and_refuses_anything_else() {
+        let with = |value: &str| {
+            Config::from_params_yaml(
+                &format!(
+                    "/**:\n  ros__parameters:\n    actuators:\n      cmd_vel_stamped: {value}\n"
+                ),
+                DEFAULT_NODE_NAME,
+            )
+            .map(|config| config.actuators.cmd_vel_stamped)
+        };
+        assert_eq!(with("auto").unwrap(), CmdVelStamped::Auto);
+        assert_eq!(with("true").unwrap(), CmdVelStamped::Stamped);
+        assert_eq!(with("false").unwrap(), CmdVelStamped::Unstamped);
+        assert_eq!(with("\"true\"").unwrap(), CmdVelStamped::Stamped);
+        let error = with("sometimes").unwrap_err().to_string();
+        assert!(error.contains("expected auto, true or false"), "{error}");
+        assert_eq!(Config::default().actuators.cmd_vel_stamped, CmdVelStamped::Auto);
     }
 
     #[test]
