@@ -512,33 +512,30 @@ pub struct CmdVelRecorder {
 }
 
 impl CmdVelRecorder {
+    /// Records /cmd_vel as Twist.
     pub fn subscribe() -> Self {
-        ros_environment();
-        let samples = Arc::new(Mutex::new(Vec::new()));
-        let sink = samples.clone();
-        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::Twist>(
-            "cmd_vel_recorder",
-            "/cmd_vel",
-            r2r::QosProfile::default().best_effort(),
-            move |msg| {
-                sink.lock().unwrap().push((Instant::now(), msg.linear.x, msg.angular.z));
-            },
-        );
-        CmdVelRecorder { samples, _spin: spin }
+        Self::recording::<r2r::geometry_msgs::msg::Twist>(|msg| msg)
     }
 
     /// The same, of TwistStamped: a robot that takes TwistStamped (the
     /// TurtleBots on Jazzy) must see only that type on /cmd_vel.
     pub fn subscribe_stamped() -> Self {
+        Self::recording::<r2r::geometry_msgs::msg::TwistStamped>(|msg| msg.twist)
+    }
+
+    fn recording<T>(twist: fn(T) -> r2r::geometry_msgs::msg::Twist) -> Self
+    where
+        T: r2r::WrappedTypesupport + 'static,
+    {
         ros_environment();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let sink = samples.clone();
-        let spin = subscribe_in_thread::<r2r::geometry_msgs::msg::TwistStamped>(
+        let spin = subscribe_in_thread::<T>(
             "cmd_vel_recorder",
             "/cmd_vel",
             r2r::QosProfile::default().best_effort(),
             move |msg| {
-                let twist = msg.twist;
+                let twist = twist(msg);
                 sink.lock().unwrap().push((Instant::now(), twist.linear.x, twist.angular.z));
             },
         );
