@@ -287,11 +287,12 @@ fn frames_come_from_the_robots_tf_and_a_stale_transform_is_named_in_diagnostics_
 }
 
 /// Runs `aicc-ros2 --check` beside the simulator with `args`; returns its
-/// exit code and what it printed.
+/// exit code and what it printed. 8 s: the QoS and cmd_vel looks run every
+/// 2 s and need discovery first, which a loaded machine slows.
 fn preflight(args: &[&str]) -> (i32, String) {
     ros_environment();
     let output = Command::new(support::binary("aicc-ros2"))
-        .args(["--check", "--check-seconds", "5", "--config", "config/sim.yaml"])
+        .args(["--check", "--check-seconds", "8", "--config", "config/sim.yaml"])
         .args(args)
         .current_dir(repo_root())
         .output()
