@@ -188,6 +188,7 @@ async fn main() -> anyhow::Result<()> {
         Arc::new(aicc_ros2::ros::parameters::ParameterStore::new(&config, startup.live.clone()));
     let ros = aicc_ros2::ros::start(node, config.clone(), parameters)?;
     if args.check {
+        ros.watch_graph();
         return preflight(&ros, &config, args.check_seconds).await;
     }
     let listeners = Listeners::bind(&config).await?;

@@ -466,16 +466,17 @@ pub struct RosRobot {
 }
 
 /// What the graph showed at the spin thread's latest look, for the
-/// preflight: per watched topic its types and publishers, per action its
-/// feedback types and status publishers (a server), the /clock publishers.
-#[derive(Default)]
+/// preflight: per watched topic its types and publishers (what was
+/// received is the sample store's), per action its feedback types and
+/// whether a server publishes its status, the /clock publishers.
 struct GraphView {
-    topics: Vec<(Sensor, String, String, Vec<String>, usize)>,
-    actions: Vec<(&'static str, String, &'static str, Vec<String>, usize)>,
+    topics: Vec<(Sensor, aicc_bridge::check::TopicFacts)>,
+    actions: Vec<aicc_bridge::check::ActionFacts>,
     clock_publishers: usize,
 }
 
-/// How often the spin thread reads the graph for the preflight.
+/// How often the spin thread reads the graph for the preflight (only once
+/// one is asked for: a run does not pay for it).
 const GRAPH_LOOK_PERIOD: Duration = Duration::from_secs(1);
 
 /// The action servers the bridge sends goals to: (configuration key,
@@ -509,6 +510,7 @@ fn look_at_graph(
     watched: &[Subscribed],
     actions: &[(&'static str, String, &'static str)],
 ) -> GraphView {
+    use aicc_bridge::check::{ActionFacts, TopicFacts};
     let types = node.get_topic_names_and_types().unwrap_or_default();
     let publishers =
         |topic: &str| node.get_publishers_info_by_topic(topic, false).map_or(0, |p| p.len());
@@ -516,21 +518,27 @@ fn look_at_graph(
         topics: watched
             .iter()
             .map(|s| {
-                let (seen, _) = topic_types(node, &types, &s.qualified);
-                (s.sensor, s.qualified.clone(), s.type_name.clone(), seen, publishers(&s.qualified))
+                let facts = TopicFacts {
+                    item: format!("sensors.{}", s.sensor.key()),
+                    topic: s.qualified.clone(),
+                    expected_type: s.type_name.clone(),
+                    types_on_topic: topic_types(node, &types, &s.qualified).0,
+                    publishers: publishers(&s.qualified),
+                    received: 0,
+                    qos_note: None,
+                    safety: false,
+                };
+                (s.sensor, facts)
             })
             .collect(),
         actions: actions
             .iter()
-            .map(|(item, name, kind)| {
-                let (feedback, _) = topic_types(node, &types, &format!("{name}/_action/feedback"));
-                (
-                    *item,
-                    name.clone(),
-                    *kind,
-                    feedback,
-                    publishers(&format!("{name}/_action/status")),
-                )
+            .map(|(item, name, kind)| ActionFacts {
+                item: item.to_string(),
+                name: name.clone(),
+                expected_type: kind.to_string(),
+                feedback_types: topic_types(node, &types, &format!("{name}/_action/feedback")).0,
+                server_ready: publishers(&format!("{name}/_action/status")) > 0,
             })
             .collect(),
         clock_publishers: publishers("/clock"),
@@ -541,18 +549,29 @@ fn look_at_graph(
 pub struct RosAdapter {
     pub samples: Arc<SampleStore>,
     pub robot: Arc<RosRobot>,
-    graph: Arc<Mutex<GraphView>>,
+    /// None until a preflight asks the spin thread to read the graph.
+    graph: Arc<Mutex<Option<GraphView>>>,
     running: Arc<AtomicBool>,
     spin_thread: Option<JoinHandle<()>>,
 }
 
 impl RosAdapter {
-    /// The preflight's facts: the graph's latest look, what each
-    /// subscription received so far (over `window_s`), the velocity
-    /// topic's state, the clock.
+    /// Asks the spin thread to read the graph every second, for
+    /// [`RosAdapter::preflight_facts`].
+    pub fn watch_graph(&self) {
+        self.graph.lock().get_or_insert(GraphView {
+            topics: Vec::new(),
+            actions: Vec::new(),
+            clock_publishers: 0,
+        });
+    }
+
+    /// The preflight's facts: the graph's latest look (after
+    /// [`RosAdapter::watch_graph`]), what each subscription received so far
+    /// (over `window_s`), the velocity topic's state, the clock.
     pub fn preflight_facts(&self, config: &Config, window_s: f64) -> aicc_bridge::check::Facts {
-        use aicc_bridge::check::{ActionFacts, Facts, TopicFacts};
         let graph = self.graph.lock();
+        let graph = graph.as_ref();
         let statistics = self.samples.statistics();
         let safety = |sensor: Sensor| {
             matches!(
@@ -561,41 +580,26 @@ impl RosAdapter {
             ) || (sensor == Sensor::JointStates && !config.actuators.arm_action.is_empty())
         };
         let topics = graph
-            .topics
+            .map_or(&[][..], |g| g.topics.as_slice())
             .iter()
-            .map(|(sensor, topic, expected, seen, publishers)| {
+            .map(|(sensor, seen)| {
                 let delivered = statistics.iter().find(|s| s.sensor == sensor.key());
-                TopicFacts {
-                    item: format!("sensors.{}", sensor.key()),
-                    topic: topic.clone(),
-                    expected_type: expected.clone(),
-                    types_on_topic: seen.clone(),
-                    publishers: *publishers,
+                aicc_bridge::check::TopicFacts {
                     received: delivered.map_or(0, |d| d.received),
                     qos_note: delivered.and_then(|d| d.qos_note.clone()),
                     safety: safety(*sensor),
+                    ..seen.clone()
                 }
             })
             .collect();
-        let actions = graph
-            .actions
-            .iter()
-            .map(|(item, name, kind, feedback, servers)| ActionFacts {
-                item: item.to_string(),
-                name: name.clone(),
-                expected_type: kind.to_string(),
-                feedback_types: feedback.clone(),
-                server_ready: *servers > 0,
-            })
-            .collect();
         let cmd_vel = self.robot.cmd_vel.lock().topic.clone();
-        Facts {
+        aicc_bridge::check::Facts {
             window_s,
             topics,
-            actions,
+            actions: graph.map_or_else(Vec::new, |g| g.actions.clone()),
             cmd_vel: (cmd_vel, self.robot.base_output_unavailable().map(|e| e.to_string())),
             use_sim_time: config.use_sim_time,
-            clock_publishers: graph.clock_publishers,
+            clock_publishers: graph.map_or(0, |g| g.clock_publishers),
         }
     }
 
@@ -1128,7 +1132,7 @@ pub fn start(
     let running = Arc::new(AtomicBool::new(true));
     let spin_running = running.clone();
     let qos_watch = slot.clone();
-    let graph = Arc::new(Mutex::new(GraphView::default()));
+    let graph: Arc<Mutex<Option<GraphView>>> = Arc::new(Mutex::new(None));
     let spin_graph = graph.clone();
     let actions = configured_actions(&config, &node.namespace()?);
     let spin_thread = std::thread::Builder::new().name("ros-spin".into()).spawn(move || {
@@ -1138,9 +1142,10 @@ pub fn start(
         while spin_running.load(Ordering::Relaxed) {
             node.spin_once(SPIN_TIMEOUT);
             subs.drain_all();
-            if Instant::now() >= next_graph_look {
+            if Instant::now() >= next_graph_look && spin_graph.lock().is_some() {
                 next_graph_look = Instant::now() + GRAPH_LOOK_PERIOD;
-                *spin_graph.lock() = look_at_graph(&node, &subs.watched, &actions);
+                let view = look_at_graph(&node, &subs.watched, &actions);
+                *spin_graph.lock() = Some(view);
             }
             if Instant::now() >= next_cmd_vel_look {
                 let publishing = look_at_cmd_vel(&mut node, &cmd_vel, &spin_clock, &publisher_qos);
